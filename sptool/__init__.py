@@ -1,0 +1,33 @@
+"""sptool: streaming tools and a Parquet format for n-dimensional COO sparse tensors.
+
+The Python API mirrors the command line: each command is a function here with the same
+semantics and keyword arguments named like the options.
+"""
+
+from ._version import __version__
+from .errors import DataError, FormatError, InputError, ResourceError, SptoolError, UsageError
+from .format import FORMAT_VERSION, TensorMeta
+
+try:
+    from . import _kernels  # noqa: F401  (the compiled kernels are mandatory)
+except ImportError as e:  # pragma: no cover - exercised only by a broken build
+    raise ImportError(
+        "sptool's compiled kernels (sptool/_kernels.pyx) are not built. Install with "
+        "'pip install .' (needs a C compiler and Cython), or for a checkout run "
+        f"'python setup.py build_ext --inplace'. Original error: {e}"
+    ) from e
+
+from .ops.info import head, info
+from .ops.readwrite import open, read, write  # noqa: A004
+from .ops.todense import todense
+from .ops.validate import validate
+from .report import Report
+from .tensor import SparseTensor
+
+KERNELS = "compiled"
+
+__all__ = [
+    "__version__", "FORMAT_VERSION", "KERNELS", "SparseTensor", "TensorMeta", "Report",
+    "read", "open", "write", "validate", "info", "head", "todense",
+    "SptoolError", "DataError", "FormatError", "InputError", "ResourceError", "UsageError",
+]

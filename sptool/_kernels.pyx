@@ -1,0 +1,192 @@
+# cython: language_level=3
+# Compiler directives (boundscheck, wraparound, ...) are set in setup.py so that a debug
+# build can turn the checks back on; do not add them here.
+"""Compiled kernels: arrays in, arrays out, the GIL released in every loop.
+
+Index data arrives as a (K, n) int64 array: one row per sparse dimension, which is how the
+columns come off a Parquet file (the caller stacks them, or passes a transposed view of an
+(n, K) SparseTensor.indices).  sptool/_reference.py holds the NumPy equivalent of each
+function, used as the test oracle.
+"""
+
+from libc.stdint cimport int8_t, int16_t, int32_t, int64_t, uint8_t, uint16_t, uint32_t, uint64_t
+
+ctypedef fused number_t:
+    int8_t
+    int16_t
+    int32_t
+    int64_t
+    uint8_t
+    uint16_t
+    uint32_t
+    uint64_t
+    float
+    double
+    float complex
+    double complex
+
+cdef enum:
+    _ORDER_OK = 0
+    _OUT_OF_ORDER = 1
+    _REPEATED = 2
+
+ORDER_OK = _ORDER_OK
+OUT_OF_ORDER = _OUT_OF_ORDER
+REPEATED = _REPEATED
+
+
+def first_out_of_bounds(const int64_t[:, :] keys, const int64_t[::1] shape):
+    """(row, dim) of the first row with an index outside [0, shape[dim]), or (-1, -1)."""
+    cdef Py_ssize_t K = keys.shape[0], n = keys.shape[1]
+    cdef Py_ssize_t k, i, first_row = n, first_dim = -1
+    cdef int64_t hi, v
+    if shape.shape[0] != K:
+        raise ValueError("shape length must equal the number of index rows")
+    with nogil:
+        for k in range(K):
+            hi = shape[k]
+            # Only rows before the best hit so far can improve it.
+            for i in range(first_row):
+                v = keys[k, i]
+                if v < 0 or v >= hi:
+                    first_row = i
+                    first_dim = k
+                    break
+    if first_dim < 0:
+        return -1, -1
+    return first_row, first_dim
+
+
+cdef inline int _compare(const int64_t[:, :] keys, Py_ssize_t a, Py_ssize_t b,
+                         const int64_t[::1] order) noexcept nogil:
+    cdef Py_ssize_t j
+    cdef int64_t x, y
+    for j in range(order.shape[0]):
+        x = keys[order[j], a]
+        y = keys[order[j], b]
+        if x != y:
+            return -1 if x < y else 1
+    return 0
+
+
+def first_order_violation(const int64_t[:, :] keys, const int64_t[::1] order,
+                          bint check_repeats, const int64_t[:, :] prev=None):
+    """First row that breaks the lexicographic order given by ``order`` (dimension numbers).
+
+    Returns (row, kind): kind is OUT_OF_ORDER when the row sorts before its predecessor and
+    REPEATED when ``check_repeats`` and it ties with it on every listed dimension (meaningful
+    only when ``order`` is a full permutation).  ``prev`` is the last row of the previous batch
+    as a (K, 1) array, so that order is checked across batch boundaries.  (-1, ORDER_OK) if
+    the rows are in order.
+    """
+    cdef Py_ssize_t n = keys.shape[1], i
+    cdef int c
+    cdef Py_ssize_t bad = -1
+    cdef int kind = _ORDER_OK
+    if order.shape[0] == 0 or n == 0:
+        return -1, ORDER_OK
+    if prev is not None:
+        if prev.shape[0] != keys.shape[0] or prev.shape[1] != 1:
+            raise ValueError("prev must be a (K, 1) array")
+        c = _compare_across(prev, keys, order)
+        if c > 0 or (c == 0 and check_repeats):
+            return 0, OUT_OF_ORDER if c > 0 else REPEATED
+    with nogil:
+        for i in range(1, n):
+            c = _compare(keys, i - 1, i, order)
+            if c > 0 or (c == 0 and check_repeats):
+                bad = i
+                kind = _OUT_OF_ORDER if c > 0 else _REPEATED
+                break
+    return bad, kind
+
+
+cdef inline int _compare_across(const int64_t[:, :] prev, const int64_t[:, :] keys,
+                                const int64_t[::1] order) noexcept nogil:
+    cdef Py_ssize_t j
+    cdef int64_t x, y
+    for j in range(order.shape[0]):
+        x = prev[order[j], 0]
+        y = keys[order[j], 0]
+        if x != y:
+            return -1 if x < y else 1
+    return 0
+
+
+def linear_offsets(const int64_t[:, :] keys, const int64_t[::1] strides, int64_t[::1] out):
+    """out[i] = sum_k keys[k, i] * strides[k]: the row-major cell number of each row.
+
+    The caller guarantees the indices are in bounds and the dense size fits in int64.
+    """
+    cdef Py_ssize_t K = keys.shape[0], n = keys.shape[1], k, i
+    cdef int64_t s
+    if out.shape[0] != n or strides.shape[0] != K:
+        raise ValueError("shape mismatch in linear_offsets")
+    with nogil:
+        for i in range(n):
+            out[i] = 0
+        for k in range(K):
+            s = strides[k]
+            for i in range(n):
+                out[i] += keys[k, i] * s
+
+
+def scatter_add(const int64_t[::1] offsets, const number_t[:, ::1] values, number_t[:, ::1] out):
+    """out[offsets[i], :] += values[i, :]: duplicates accumulate, as the format's sum rule says."""
+    cdef Py_ssize_t n = offsets.shape[0], m = values.shape[1], i, j
+    cdef int64_t o
+    if values.shape[0] != n or out.shape[1] != m:
+        raise ValueError("shape mismatch in scatter_add")
+    with nogil:
+        if m == 1:
+            for i in range(n):
+                o = offsets[i]
+                out[o, 0] = out[o, 0] + values[i, 0]
+        else:
+            for i in range(n):
+                o = offsets[i]
+                for j in range(m):
+                    out[o, j] = out[o, j] + values[i, j]
+
+
+def scatter_or(const int64_t[::1] offsets, const uint8_t[:, ::1] values, uint8_t[:, ::1] out):
+    """Logical OR into out: the duplicate rule for bool tensors."""
+    cdef Py_ssize_t n = offsets.shape[0], m = values.shape[1], i, j
+    cdef int64_t o
+    if values.shape[0] != n or out.shape[1] != m:
+        raise ValueError("shape mismatch in scatter_or")
+    with nogil:
+        for i in range(n):
+            o = offsets[i]
+            for j in range(m):
+                if values[i, j]:
+                    out[o, j] = 1
+
+
+def scatter_set(const int64_t[::1] offsets, number_t[:, ::1] out, number_t value):
+    """out[offsets[i], :] = value (clears the cells a batch touches before accumulating)."""
+    cdef Py_ssize_t n = offsets.shape[0], m = out.shape[1], i, j
+    cdef int64_t o
+    with nogil:
+        for i in range(n):
+            o = offsets[i]
+            for j in range(m):
+                out[o, j] = value
+
+
+def column_minmax(const int64_t[::1] col):
+    """(min, max) of a non-empty int64 column in one pass."""
+    cdef Py_ssize_t n = col.shape[0], i
+    cdef int64_t lo, hi, v
+    if n == 0:
+        raise ValueError("empty column")
+    lo = col[0]
+    hi = col[0]
+    with nogil:
+        for i in range(1, n):
+            v = col[i]
+            if v < lo:
+                lo = v
+            elif v > hi:
+                hi = v
+    return lo, hi

@@ -1,0 +1,100 @@
+"""The sptool command line: a thin layer over the Python API in sptool.ops.
+
+Errors are translated to messages and exit codes here, once: SptoolError -> its exit code
+(1 bad data, 2 bad usage or unreadable input), a closed pipe -> 0, anything unexpected -> 3
+with a one-line message (a traceback only with --debug).
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import traceback
+
+import click
+
+from .. import FORMAT_VERSION, __version__
+from ..errors import SptoolError
+from ._console import err
+from ._options import MEMORY_HELP, _store
+
+CONTEXT_SETTINGS = {"help_option_names": ["-h", "--help"], "max_content_width": 100}
+INTERNAL_ERROR = 3
+
+
+def _version_text() -> str:
+    from .. import _kernels
+
+    return (f"sptool {__version__} (format {FORMAT_VERSION}, kernels: compiled, "
+            f"{os.path.basename(_kernels.__file__)})")
+
+
+class SptoolGroup(click.Group):
+    def list_commands(self, ctx):
+        return list(self.commands)  # in registration order: foundation first
+
+    def invoke(self, ctx: click.Context):
+        try:
+            return super().invoke(ctx)
+        except SptoolError as e:
+            _fail(ctx, str(e), e.exit_code)
+        except BrokenPipeError:
+            # The reader went away (e.g. `| head`): not an error for a pipeline stage.
+            devnull = os.open(os.devnull, os.O_WRONLY)
+            os.dup2(devnull, sys.stdout.fileno())
+            ctx.exit(0)
+        except KeyboardInterrupt:
+            err.print("sptool: interrupted; no output was written", highlight=False)
+            ctx.exit(130)
+        except (click.exceptions.Exit, click.ClickException, click.exceptions.Abort):
+            raise
+        except MemoryError:
+            _fail(ctx, "ran out of memory; lower --memory or free some", 2)
+        except Exception as e:  # noqa: BLE001 - the one place unexpected errors are reported
+            _fail(ctx, f"internal error: {type(e).__name__}: {e} (run with --debug for a traceback)",
+                  INTERNAL_ERROR)
+
+
+def _fail(ctx: click.Context, message: str, code: int):
+    obj = ctx.ensure_object(dict)
+    if obj.get("debug") or os.environ.get("SPTOOL_DEBUG"):
+        traceback.print_exc()
+    message = " ".join(message.split())  # one line, always
+    click.echo(f"Error: {message}", err=True)
+    ctx.exit(code)
+
+
+@click.group(cls=SptoolGroup, context_settings=CONTEXT_SETTINGS)
+@click.version_option(__version__, "-V", "--version", message=_version_text())
+@click.option("-m", "--memory", metavar="SIZE", expose_value=False, callback=_store("memory"), help=MEMORY_HELP)
+@click.option("-q", "--quiet", is_flag=True, expose_value=False, callback=_store("quiet"),
+              help="No progress bars or summary lines.")
+@click.option("--debug", is_flag=True, expose_value=False, callback=_store("debug"),
+              help="Show a traceback on errors.")
+@click.pass_context
+def cli(ctx):
+    """Streaming tools for n-dimensional sparse tensors (COO) in Parquet files and Arrow streams.
+
+    Tensors are .parquet files, directories of part files, or Arrow IPC streams on stdin and
+    stdout ('-'), so commands compose in pipes. Every command works within --memory.
+
+    \b
+    Exit codes: 0 success (validate: valid), 1 bad data (validate: invalid),
+    2 bad usage or unreadable input, 3 internal error.
+    \b
+    Format spec: formats/SPEC.md (version 1.0.0).
+    """
+    ctx.ensure_object(dict)
+
+
+def main(argv=None):
+    cli.main(args=argv, prog_name="sptool")
+
+
+from . import convert as _convert  # noqa: E402
+from . import info as _info  # noqa: E402
+from . import todense as _todense  # noqa: E402
+from . import validate as _validate  # noqa: E402
+
+for _module in (_validate, _info, _convert, _todense):
+    _module.register(cli)

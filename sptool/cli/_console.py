@@ -1,0 +1,71 @@
+"""Rich consoles, progress bars and the closing summary line, all on stderr."""
+
+from __future__ import annotations
+
+import sys
+import time
+
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
+
+from .._memory import format_size, peak_rss
+
+out = Console(soft_wrap=True)  # data and reports: stdout
+err = Console(stderr=True, soft_wrap=True)  # messages, progress, summaries
+
+
+class Job:
+    """Progress and the summary line of one command.
+
+    ``advance(rows)`` is what the ops call; a bar appears only when stderr is a terminal and
+    --quiet is off.
+    """
+
+    def __init__(self, name: str, *, total: int | None = None, quiet: bool = False):
+        self.name = name
+        self.total = total
+        self.quiet = quiet
+        self.rows = 0
+        self.start = time.perf_counter()
+        self._bar = None
+        self._task = None
+        if not quiet and err.is_terminal:
+            self._bar = Progress(
+                TextColumn(f"[bold]{name}[/]"), BarColumn(), MofNCompleteColumn(), TextColumn("rows"),
+                TimeRemainingColumn(), console=err, transient=True,
+            )
+            self._bar.start()
+            self._task = self._bar.add_task(name, total=total)
+
+    def advance(self, rows: int):
+        self.rows += rows
+        if self._bar is not None:
+            self._bar.update(self._task, advance=rows)
+
+    def stop(self):
+        if self._bar is not None:
+            self._bar.stop()
+            self._bar = None
+
+    def summary(self, *, rows_out: int | None = None, extra: str = ""):
+        self.stop()
+        if self.quiet:
+            return
+        secs = time.perf_counter() - self.start
+        rate = self.rows / secs if secs > 0 else 0.0
+        counts = f"{self.rows:,} rows in" + (f", {rows_out:,} out" if rows_out is not None else "")
+        text = f"{self.name}: {counts}, {secs:.2f} s ({_rate(rate)} rows/s), peak memory {format_size(peak_rss())}"
+        if extra:
+            text += f", {extra}"
+        err.print(text, highlight=False, markup=False)
+
+
+def _rate(r: float) -> str:
+    for unit, scale in (("G", 1e9), ("M", 1e6), ("k", 1e3)):
+        if r >= scale:
+            return f"{r / scale:.1f}{unit}"
+    return f"{r:.0f}"
+
+
+def stdout_is_terminal() -> bool:
+    return sys.stdout.isatty()

@@ -1,0 +1,46 @@
+"""Options shared by commands, each spelled and worded once."""
+
+from __future__ import annotations
+
+import click
+
+MEMORY_HELP = "Memory budget, e.g. 512MB or 2GiB [default: 1GiB, or $SPTOOL_MEMORY]."
+
+
+def _store(key):
+    def callback(ctx: click.Context, param, value):
+        if value is not None and value is not False:
+            ctx.ensure_object(dict)[key] = value
+        return value
+    return callback
+
+
+def common_options(fn):
+    """--memory, --quiet and --debug, accepted before or after the command name."""
+    for decorator in reversed((
+        click.option("-m", "--memory", metavar="SIZE", expose_value=False, callback=_store("memory"),
+                     help=MEMORY_HELP),
+        click.option("-q", "--quiet", is_flag=True, expose_value=False, callback=_store("quiet"),
+                     help="No progress bar or summary line."),
+        click.option("--debug", is_flag=True, expose_value=False, callback=_store("debug"),
+                     help="Show a traceback on errors."),
+    )):
+        fn = decorator(fn)
+    return fn
+
+
+def output_option(required: bool = False, help_text: str | None = None):
+    return click.option(
+        "-o", "--output", metavar="PATH", required=required,
+        help=help_text or "Output: a .parquet file, a directory (ending in /), a .arrows stream, or - for "
+        "stdout (the default; an Arrow IPC stream).",
+    )
+
+
+def input_argument(name: str = "tensor"):
+    return click.argument(name, metavar=name.upper(), type=str)
+
+
+def settings(ctx: click.Context) -> dict:
+    obj = ctx.ensure_object(dict)
+    return {"memory": obj.get("memory"), "quiet": bool(obj.get("quiet")), "debug": bool(obj.get("debug"))}

@@ -1,0 +1,5 @@
+"""sptool convert (placeholder until the converters land)."""
+
+
+def register(cli):
+    pass

@@ -1,0 +1,113 @@
+"""sptool info and sptool head."""
+
+from __future__ import annotations
+
+import json
+
+import click
+from rich.table import Table
+
+from ..format import index_column
+from ..ops.info import head as head_op
+from ..ops.info import info as info_op
+from .._memory import format_size
+from ._console import Job, out
+from ._options import common_options, input_argument, settings
+
+
+@click.command("info")
+@input_argument()
+@click.option("--json", "as_json", is_flag=True, help="Print the summary as JSON.")
+@click.option("--scan", is_flag=True, help="Read the index columns to get exact per-dimension ranges "
+              "(otherwise they come from row-group statistics).")
+@common_options
+@click.pass_context
+def info(ctx, tensor, as_json, scan):
+    """Summarise a tensor: shape, nnz, density, types, order flags, index ranges, storage.
+
+    Memory: reads only the Parquet footers (a stream, or --scan, is read once in
+    batches within --memory).
+
+    \b
+    Example:
+      sptool info sample_data/digits.parquet
+    """
+    opts = settings(ctx)
+    job = Job("info", quiet=opts["quiet"] or not scan)
+    try:
+        d = info_op(tensor, scan=scan, memory=opts["memory"], progress=job)
+    finally:
+        job.stop()
+    if as_json:
+        click.echo(json.dumps(d, indent=2, default=str))
+        return
+    table = Table(show_header=False, box=None, pad_edge=False)
+    table.add_column(style="bold")
+    table.add_column()
+    rows = [
+        ("path", f"{d['path']} ({d['kind']})"),
+        ("shape", str(d["shape"]) + (f"  (dense block {d['dense_shape']})" if d["dense_shape"] else "")),
+        ("nnz", f"{d['nnz']:,}" if d["nnz"] is not None else "unknown"),
+        ("density", f"{d['density']:.3g}"),
+        ("value type", f"{d['value_type']}, fill value {d['fill_value']!r}" + (", iso" if d["iso"] else "")),
+        ("order", f"sort_order {d['sort_order']}, unique {d['unique']}, canonical {d['canonical']}"),
+    ]
+    for k in range(d["sparse_ndim"]):
+        name = (d["dimension_names"] or [None] * len(d["shape"]))[k]
+        label = index_column(k) + (f" ({name})" if name else "")
+        rows.append((label, f"{d['min_index'][k]} .. {d['max_index'][k]}  of {d['shape'][k]}"))
+    if "parts" in d:
+        rows.append(("storage", f"{d['parts']} part(s), {d['row_groups']} row group(s), "
+                     f"{format_size(d['bytes'])}"
+                     + (f", {d['bytes_per_entry']:.1f} bytes per entry" if d.get("bytes_per_entry") else "")))
+    rows.append(("format", f"{d['version']}, written by {d['created_by']}"))
+    for k, v in rows:
+        table.add_row(k, v)
+    out.print(table)
+
+
+@click.command("head")
+@input_argument()
+@click.option("-n", "--rows", "n", default=10, show_default=True, type=click.IntRange(min=0),
+              help="Number of entries to show.")
+@click.option("--json", "as_json", is_flag=True, help="Print JSON lines: {\"index\": [...], \"value\": ...}.")
+@common_options
+@click.pass_context
+def head(ctx, tensor, n, as_json):
+    """Show the first stored entries, in file order.
+
+    Memory: reads only the first batch.
+
+    \b
+    Example:
+      sptool head -n 5 sample_data/tensor3d.parquet
+    """
+    opts = settings(ctx)
+    idx, vals, meta = head_op(tensor, n, memory=opts["memory"])
+    if as_json:
+        for i in range(len(idx)):
+            click.echo(json.dumps({"index": idx[i].tolist(), "value": _jsonable(vals[i])}))
+        return
+    table = Table(box=None, header_style="bold", pad_edge=False)
+    table.add_column("row", justify="right", style="dim")
+    for k in range(meta.sparse_ndim):
+        table.add_column(index_column(k), justify="right")
+    table.add_column("values")
+    for i in range(len(idx)):
+        v = vals[i]
+        table.add_row(str(i), *[str(int(x)) for x in idx[i]], str(v.tolist() if hasattr(v, "tolist") else v))
+    out.print(table)
+
+
+def _jsonable(v):
+    v = v.tolist() if hasattr(v, "tolist") else v
+    if isinstance(v, complex):
+        return [v.real, v.imag]
+    if isinstance(v, bytes):
+        return v.decode("latin-1")
+    return v
+
+
+def register(cli):
+    cli.add_command(info)
+    cli.add_command(head)

@@ -1,0 +1,63 @@
+"""sptool todense."""
+
+from __future__ import annotations
+
+import click
+
+from .._memory import format_size
+from ..ops.todense import todense as todense_op
+from ._console import Job
+from ._options import common_options, input_argument, settings
+
+
+@click.command("todense")
+@input_argument()
+@click.option("-o", "--output", metavar="OUT.npy", required=True, help="The dense .npy file to write.")
+@click.option("--default-value", metavar="V", default=None,
+              help="Value where nothing is stored [default: the tensor's fill value].")
+@click.option("--validate/--no-validate", default=True, show_default=True,
+              help="Also check the file's sort and uniqueness claims (bounds are always checked).")
+@common_options
+@click.pass_context
+def todense(ctx, tensor, output, default_value, validate):
+    """Write the dense form of a tensor as a .npy file (TensorFlow's to_dense).
+
+    Duplicate coordinates are summed (logical OR for bool), as the format defines.
+    An index outside the shape is an error naming the entry.
+
+    Memory: the .npy is written through a memory map, so it may be larger than
+    --memory; a size that overflows int64 or exceeds the free disk is refused before
+    anything is written.
+
+    \b
+    Example:
+      sptool todense sample_data/tensor3d.parquet -o /tmp/tensor3d.npy
+    """
+    opts = settings(ctx)
+    job = Job("todense", quiet=opts["quiet"])
+    dv = _parse_value(default_value)
+    try:
+        result = todense_op(tensor, output, default_value=dv, validate=validate, memory=opts["memory"],
+                            progress=job)
+    finally:
+        job.stop()
+    job.summary(extra=f"wrote {output} ({result['dtype']}, {format_size(result['bytes'])})")
+
+
+def _parse_value(text):
+    """A scalar from the command line: int, float, complex, true/false, else the string itself."""
+    if text is None:
+        return None
+    low = text.strip().lower()
+    if low in ("true", "false"):
+        return low == "true"
+    for conv in (int, float, complex):
+        try:
+            return conv(text)
+        except ValueError:
+            continue
+    return text
+
+
+def register(cli):
+    cli.add_command(todense)

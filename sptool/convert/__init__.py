@@ -1,0 +1,1 @@
+"""Converters between sptool and other sparse formats."""

@@ -1,0 +1,506 @@
+"""The v1 on-disk format (formats/SPEC.md): value types, metadata, Arrow schema.
+
+This module is the only place that knows how the `sptool` JSON and the column layout are
+spelled.  It reads and checks metadata but does no I/O.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import math
+import re
+import struct
+from dataclasses import dataclass, field, replace
+
+import numpy as np
+import pyarrow as pa
+
+from .errors import FormatError
+from .report import Problem
+
+FORMAT_ID = "sptool.coo"
+FORMAT_VERSION = "1.0.0"
+METADATA_KEY = "sptool"
+TRAILER_KEY = "sptool.trailer"
+INT64_MAX = 2**63 - 1
+
+REQUIRED_KEYS = (
+    "format", "version", "shape", "sparse_ndim", "value_type", "fill_value",
+    "nnz", "sort_order", "unique", "canonical",
+)
+OPTIONAL_KEYS = ("iso", "dimension_names", "created_by", "attributes", "stream")
+
+_COMPLEX_PARTS = {"complex64": pa.float32(), "complex128": pa.float64()}
+VALUE_TYPES: dict[str, np.dtype] = {
+    "bool": np.dtype(bool),
+    "int8": np.dtype(np.int8), "int16": np.dtype(np.int16),
+    "int32": np.dtype(np.int32), "int64": np.dtype(np.int64),
+    "uint8": np.dtype(np.uint8), "uint16": np.dtype(np.uint16),
+    "uint32": np.dtype(np.uint32), "uint64": np.dtype(np.uint64),
+    "float16": np.dtype(np.float16), "float32": np.dtype(np.float32), "float64": np.dtype(np.float64),
+    "complex64": np.dtype(np.complex64), "complex128": np.dtype(np.complex128),
+    "string": np.dtype(object), "binary": np.dtype(object),
+}
+VARIABLE_WIDTH = ("string", "binary")
+_VERSION_RE = re.compile(r"^(0|[1-9]\d*)\.(0|[1-9]\d*)\.(0|[1-9]\d*)(?:-[0-9A-Za-z.-]+)?(?:\+[0-9A-Za-z.-]+)?$")
+
+
+def index_column(k: int) -> str:
+    return f"indices_{k}"
+
+
+def value_type_of_dtype(dtype) -> str:
+    """The v1 value_type name for a NumPy dtype (object arrays must be told apart by the caller)."""
+    dtype = np.dtype(dtype)
+    if dtype.kind == "U":
+        return "string"
+    if dtype.kind == "S":
+        return "binary"
+    for name, dt in VALUE_TYPES.items():
+        if dt == dtype and name not in VARIABLE_WIDTH:
+            return name
+    raise FormatError(f"values of dtype {dtype} have no sptool value type")
+
+
+def arrow_element_type(value_type: str) -> pa.DataType:
+    if value_type in _COMPLEX_PARTS:
+        part = _COMPLEX_PARTS[value_type]
+        return pa.struct([pa.field("real", part, nullable=False), pa.field("imag", part, nullable=False)])
+    if value_type == "string":
+        return pa.string()
+    if value_type == "binary":
+        return pa.binary()
+    return pa.from_numpy_dtype(VALUE_TYPES[value_type])
+
+
+# ---------------------------------------------------------------------------------------------
+# fill_value encoding (Zarr v3 conventions)
+
+def _encode_float(x: float, dtype: np.dtype):
+    x = float(x)
+    if math.isnan(x):
+        return "NaN"
+    if math.isinf(x):
+        return "Infinity" if x > 0 else "-Infinity"
+    if x == 0.0 and math.copysign(1.0, x) < 0:
+        # JSON readers differ on "-0.0"; the bit pattern is exact everywhere.
+        bits = {2: "<e", 4: "<f", 8: "<d"}[dtype.itemsize]
+        return "0x" + struct.pack(">" + bits[1], x).hex()
+    return x
+
+
+def _decode_float(v, dtype: np.dtype) -> float:
+    if isinstance(v, bool):
+        raise ValueError("a boolean is not a float")
+    if isinstance(v, (int, float)):
+        out = dtype.type(v)
+        if math.isfinite(v) and not np.isfinite(out):
+            raise ValueError(f"{v} overflows {dtype}")
+        return float(out)
+    if v == "NaN":
+        return math.nan
+    if v == "Infinity":
+        return math.inf
+    if v == "-Infinity":
+        return -math.inf
+    if isinstance(v, str) and v.startswith("0x"):
+        raw = bytes.fromhex(v[2:])
+        if len(raw) != dtype.itemsize:
+            raise ValueError(f"hex fill value {v} is not {dtype.itemsize} bytes")
+        return float(np.frombuffer(raw, dtype=dtype.newbyteorder(">"))[0])
+    raise ValueError(f"{v!r} is not a float encoding")
+
+
+def encode_fill(value, value_type: str):
+    dtype = VALUE_TYPES[value_type]
+    if value_type == "bool":
+        return bool(value)
+    if value_type.startswith(("int", "uint")):
+        return int(value)
+    if value_type.startswith("float"):
+        return _encode_float(value, dtype)
+    if value_type.startswith("complex"):
+        part = np.dtype(np.float32 if value_type == "complex64" else np.float64)
+        c = complex(value)
+        return [_encode_float(c.real, part), _encode_float(c.imag, part)]
+    if value_type == "string":
+        return str(value)
+    return base64.b64encode(bytes(value)).decode("ascii")
+
+
+def decode_fill(v, value_type: str):
+    """The Python value of an encoded fill_value; ValueError when it is not a valid encoding."""
+    dtype = VALUE_TYPES[value_type]
+    if value_type == "bool":
+        if not isinstance(v, bool):
+            raise ValueError("must be true or false")
+        return v
+    if value_type.startswith(("int", "uint")):
+        if isinstance(v, bool) or not isinstance(v, int):
+            raise ValueError("must be an integer")
+        info = np.iinfo(dtype)
+        if not info.min <= v <= info.max:
+            raise ValueError(f"{v} is out of range for {value_type}")
+        return v
+    if value_type.startswith("float"):
+        return _decode_float(v, dtype)
+    if value_type.startswith("complex"):
+        part = np.dtype(np.float32 if value_type == "complex64" else np.float64)
+        if not isinstance(v, list) or len(v) != 2:
+            raise ValueError("must be [real, imag]")
+        return complex(_decode_float(v[0], part), _decode_float(v[1], part))
+    if value_type == "string":
+        if not isinstance(v, str):
+            raise ValueError("must be a string")
+        return v
+    if not isinstance(v, str):
+        raise ValueError("must be a base64 string")
+    return base64.b64decode(v, validate=True)
+
+
+def default_fill(value_type: str):
+    return {"bool": False, "string": "", "binary": b""}.get(
+        value_type, 0j if value_type.startswith("complex") else 0
+    )
+
+
+# ---------------------------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class TensorMeta:
+    """Decoded `sptool` metadata of one tensor (file, part, dataset or stream)."""
+
+    shape: tuple
+    sparse_ndim: int
+    value_type: str
+    fill_value: object = None
+    nnz: int | None = None
+    sort_order: tuple = ()
+    unique: bool = False
+    iso: bool = False
+    dimension_names: tuple | None = None
+    attributes: dict | None = None
+    created_by: str | None = None
+    version: str = FORMAT_VERSION
+
+    def __post_init__(self):
+        object.__setattr__(self, "shape", tuple(self.shape))
+        object.__setattr__(self, "sort_order", tuple(int(s) for s in self.sort_order))
+        if self.fill_value is None:
+            object.__setattr__(self, "fill_value", default_fill(self.value_type))
+
+    @property
+    def ndim(self) -> int:
+        return len(self.shape)
+
+    @property
+    def dense_shape(self) -> tuple:
+        return self.shape[self.sparse_ndim:]
+
+    @property
+    def block_size(self) -> int:
+        return math.prod(self.dense_shape)
+
+    @property
+    def hybrid(self) -> bool:
+        return len(self.shape) > self.sparse_ndim
+
+    @property
+    def canonical(self) -> bool:
+        return self.unique and self.sort_order == tuple(range(self.sparse_ndim))
+
+    @property
+    def dtype(self) -> np.dtype:
+        return VALUE_TYPES[self.value_type]
+
+    @property
+    def row_major(self) -> bool:
+        return self.sort_order == tuple(range(self.sparse_ndim))
+
+    def with_(self, **changes) -> TensorMeta:
+        return replace(self, **changes)
+
+    # -- Arrow ------------------------------------------------------------------------------
+    def values_type(self) -> pa.DataType:
+        elem = arrow_element_type(self.value_type)
+        if self.hybrid:
+            return pa.list_(pa.field("item", elem, nullable=False), self.block_size)
+        return elem
+
+    def arrow_schema(self, metadata: dict | None = None) -> pa.Schema:
+        fields = [pa.field(index_column(k), pa.int64(), nullable=False) for k in range(self.sparse_ndim)]
+        fields.append(pa.field("values", self.values_type(), nullable=False))
+        return pa.schema(fields, metadata=metadata)
+
+    # -- JSON -------------------------------------------------------------------------------
+    def to_dict(self, *, stream: bool = False) -> dict:
+        d = {
+            "format": FORMAT_ID,
+            "version": FORMAT_VERSION,
+            "shape": list(self.shape),
+            "sparse_ndim": self.sparse_ndim,
+            "value_type": self.value_type,
+            "fill_value": encode_fill(self.fill_value, self.value_type),
+            "nnz": self.nnz,
+            "sort_order": list(self.sort_order),
+            "unique": bool(self.unique),
+            "canonical": self.canonical,
+        }
+        if self.iso:
+            d["iso"] = True
+        if self.dimension_names is not None:
+            d["dimension_names"] = list(self.dimension_names)
+        if self.attributes:
+            d["attributes"] = self.attributes
+        d["created_by"] = self.created_by or _created_by()
+        if stream:
+            d["stream"] = {"trailer": True}
+        return d
+
+    def to_json(self, *, stream: bool = False) -> str:
+        return json.dumps(self.to_dict(stream=stream), separators=(",", ":"), allow_nan=False)
+
+    @classmethod
+    def from_dict(cls, d: dict) -> TensorMeta:
+        vt = d["value_type"]
+        names = d.get("dimension_names")
+        return cls(
+            shape=tuple(d["shape"]),
+            sparse_ndim=d["sparse_ndim"],
+            value_type=vt,
+            fill_value=decode_fill(d["fill_value"], vt),
+            nnz=d["nnz"],
+            sort_order=tuple(d["sort_order"]),
+            unique=d["unique"],
+            iso=bool(d.get("iso", False)),
+            dimension_names=tuple(names) if names is not None else None,
+            attributes=d.get("attributes"),
+            created_by=d.get("created_by"),
+            version=d["version"],
+        )
+
+
+def _created_by() -> str:
+    from . import __version__
+
+    return f"sptool {__version__}"
+
+
+# ---------------------------------------------------------------------------------------------
+# checking metadata (rules A of the spec)
+
+def _no_constants(name):
+    raise ValueError(f"{name} is not JSON")
+
+
+def _no_duplicate_keys(pairs):
+    obj = {}
+    for k, v in pairs:
+        if k in obj:
+            raise ValueError(f"duplicate key {k!r}")
+        obj[k] = v
+    return obj
+
+
+def strict_json_loads(text: str):
+    """json.loads that rejects NaN/Infinity literals and repeated keys (RFC 8259 JSON only)."""
+    return json.loads(text, parse_constant=_no_constants, object_pairs_hook=_no_duplicate_keys)
+
+
+def _is_int(v) -> bool:
+    return isinstance(v, int) and not isinstance(v, bool)
+
+
+def check_metadata(raw, *, stream: bool = False) -> tuple[dict | None, list[Problem]]:
+    """Check the raw `sptool` value (bytes or str) against the metadata rules.
+
+    Returns the parsed object (None if it is not a JSON object) and the problems found; checking
+    stops at the first fatal problem, as later rules depend on it.
+    """
+    problems: list[Problem] = []
+
+    def fail(code: str, message: str):
+        problems.append(Problem(code, message))
+
+    try:
+        text = raw.decode("utf-8") if isinstance(raw, (bytes, bytearray)) else raw
+        obj = strict_json_loads(text)
+    except (UnicodeDecodeError, ValueError) as e:
+        fail("E_METADATA_NOT_JSON", f"metadata is not valid JSON: {e}")
+        return None, problems
+    if not isinstance(obj, dict):
+        fail("E_METADATA_NOT_OBJECT", f"metadata is a JSON {type(obj).__name__}, not an object")
+        return None, problems
+    missing = [k for k in REQUIRED_KEYS if k not in obj]
+    if missing:
+        fail("E_MISSING_KEY", "missing required key" + ("s " if len(missing) > 1 else " ") + ", ".join(missing))
+        return obj, problems
+    if obj["format"] != FORMAT_ID:
+        fail("E_FORMAT_ID", f"format is {obj['format']!r}, expected {FORMAT_ID!r}")
+        return obj, problems
+    version = obj["version"]
+    m = _VERSION_RE.match(version) if isinstance(version, str) else None
+    if not m:
+        fail("E_VERSION_SYNTAX", f"version {version!r} is not a SemVer string")
+        return obj, problems
+    major, minor = int(m.group(1)), int(m.group(2))
+    ours = [int(x) for x in FORMAT_VERSION.split(".")[:2]]
+    if major != ours[0]:
+        fail("E_VERSION_UNSUPPORTED", f"format version {version} is not supported (this sptool reads {ours[0]}.x)")
+        return obj, problems
+    if minor > ours[1]:
+        fail("W_VERSION_NEWER_MINOR", f"format version {version} is newer than {FORMAT_VERSION}; unknown keys are ignored")
+    if "structure" in obj:
+        fail("E_STRUCTURE_UNSUPPORTED", "the 'structure' key is not part of format 1.0; refusing rather than guessing")
+        return obj, problems
+    for k in obj:
+        if k not in REQUIRED_KEYS and k not in OPTIONAL_KEYS:
+            fail("W_UNKNOWN_KEY", f"unknown key {k!r} is ignored")
+
+    type_errors = []
+    if not isinstance(obj["value_type"], str):
+        type_errors.append("value_type must be a string")
+    if not _is_int(obj["sparse_ndim"]):
+        type_errors.append("sparse_ndim must be an integer")
+    if not isinstance(obj["shape"], list):
+        type_errors.append("shape must be a list")
+    if not isinstance(obj["sort_order"], list) or not all(_is_int(s) for s in obj["sort_order"]):
+        type_errors.append("sort_order must be a list of integers")
+    for key in ("unique", "canonical"):
+        if not isinstance(obj[key], bool):
+            type_errors.append(f"{key} must be true or false")
+    nnz = obj["nnz"]
+    if not ((_is_int(nnz) and nnz >= 0) or (stream and nnz is None)):
+        type_errors.append("nnz must be a non-negative integer")
+    if "created_by" in obj and not isinstance(obj["created_by"], str):
+        type_errors.append("created_by must be a string")
+    if "attributes" in obj and not isinstance(obj["attributes"], dict):
+        type_errors.append("attributes must be an object")
+    if type_errors:
+        fail("E_KEY_TYPE", "; ".join(type_errors))
+        return obj, problems
+
+    shape = obj["shape"]
+    if not shape or not all((_is_int(s) and 0 <= s <= INT64_MAX) or (stream and s is None) for s in shape):
+        fail("E_SHAPE", f"shape {json.dumps(shape)} must be a non-empty list of integers in [0, 2^63-1]")
+        return obj, problems
+    known = [s for s in shape if s is not None]
+    if math.prod(known) > INT64_MAX:
+        fail("E_SHAPE_OVERFLOW", f"shape {json.dumps(shape)} has more than 2^63-1 elements")
+        return obj, problems
+    K = obj["sparse_ndim"]
+    if not 1 <= K <= len(shape):
+        fail("E_SPARSE_NDIM", f"sparse_ndim {K} must be between 1 and len(shape) = {len(shape)}")
+        return obj, problems
+    if any(s is None for s in shape[K:]):
+        fail("E_SHAPE", "dense (trailing) dimensions must be known in a stream header")
+        return obj, problems
+    vt = obj["value_type"]
+    if vt not in VALUE_TYPES:
+        fail("E_VALUE_TYPE", f"value_type {vt!r} is not one of {', '.join(VALUE_TYPES)}")
+        return obj, problems
+    try:
+        decode_fill(obj["fill_value"], vt)
+    except (ValueError, TypeError) as e:
+        fail("E_FILL_VALUE", f"fill_value {json.dumps(obj['fill_value'])} is not valid for {vt}: {e}")
+    order = obj["sort_order"]
+    if len(set(order)) != len(order) or not all(0 <= s < K for s in order):
+        fail("E_SORT_ORDER", f"sort_order {order} must hold distinct dimensions in [0, {K})")
+    elif obj["canonical"] != (order == list(range(K)) and obj["unique"]):
+        fail(
+            "E_CANONICAL_INCONSISTENT",
+            f"canonical is {json.dumps(obj['canonical'])} but sort_order is {order} and unique is "
+            f"{json.dumps(obj['unique'])}",
+        )
+    names = obj.get("dimension_names")
+    if names is not None and (
+        not isinstance(names, list) or len(names) != len(shape)
+        or not all(n is None or isinstance(n, str) for n in names)
+    ):
+        fail("E_DIMENSION_NAMES", f"dimension_names must list {len(shape)} strings or nulls")
+    if vt in VARIABLE_WIDTH and not obj["unique"]:
+        fail("E_DUPLICATES_FOR_TYPE", f"a {vt} tensor must be unique: duplicates cannot be summed")
+    if "iso" in obj and not isinstance(obj["iso"], bool):
+        fail("E_ISO_TYPE", "iso must be true or false")
+    return obj, problems
+
+
+def parse_metadata(raw, *, path: str | None = None, stream: bool = False) -> TensorMeta:
+    """Decode the `sptool` metadata, raising FormatError (naming the rule) if it is not valid."""
+    obj, problems = check_metadata(raw, stream=stream)
+    bad = [p for p in problems if p.severity in ("fatal", "error")]
+    if bad:
+        raise FormatError(f"{bad[0].message} [{bad[0].code}]", path=path)
+    return TensorMeta.from_dict(obj)
+
+
+# ---------------------------------------------------------------------------------------------
+# checking the Arrow schema of a file, part or stream (rules B of the spec)
+
+def _values_type_ok(t: pa.DataType, meta: TensorMeta) -> tuple[bool, int | None]:
+    """(element type matches, dense block size found or None)."""
+    if isinstance(t, pa.ExtensionType):
+        t = t.storage_type
+    size = None
+    if meta.hybrid:
+        if pa.types.is_fixed_size_list(t):
+            size = t.list_size
+        elif not (pa.types.is_list(t) or pa.types.is_large_list(t)):
+            return False, None
+        t = t.value_type
+    want = arrow_element_type(meta.value_type)
+    if meta.value_type == "string":
+        return t in (pa.string(), pa.large_string(), pa.string_view()), size
+    if meta.value_type == "binary":
+        return t in (pa.binary(), pa.large_binary(), pa.binary_view()), size
+    if meta.value_type.startswith("complex"):
+        ok = (
+            pa.types.is_struct(t) and t.num_fields == 2
+            and [t.field(i).name for i in range(2)] == ["real", "imag"]
+            and all(t.field(i).type == want.field(i).type for i in range(2))
+        )
+        return ok, size
+    return t == want, size
+
+
+def check_schema(schema: pa.Schema, meta: TensorMeta) -> list[Problem]:
+    problems: list[Problem] = []
+    names = schema.names
+    K = meta.sparse_ndim
+    for k in range(K):
+        name = index_column(k)
+        if name not in names:
+            problems.append(Problem("E_MISSING_INDEX_COLUMN", f"column {name} is missing"))
+            return problems
+        t = schema.field(name).type
+        if t != pa.int64():
+            problems.append(Problem("E_INDEX_COLUMN_TYPE", f"column {name} is {t}, expected int64"))
+            return problems
+    if "values" not in names:
+        problems.append(Problem("E_MISSING_VALUES_COLUMN", "column values is missing"))
+        return problems
+    vtype = schema.field("values").type
+    ok, size = _values_type_ok(vtype, meta)
+    if not ok:
+        problems.append(Problem(
+            "E_VALUES_COLUMN_TYPE",
+            f"column values is {vtype}, expected {meta.values_type()} for value_type {meta.value_type}",
+        ))
+        return problems
+    if size is not None and size != meta.block_size:
+        problems.append(Problem(
+            "E_DENSE_BLOCK_SIZE",
+            f"dense blocks hold {size} items, expected {meta.block_size} (dense shape {list(meta.dense_shape)})",
+        ))
+        return problems
+    expected = [index_column(k) for k in range(K)] + ["values"]
+    extra = [n for n in names if n not in expected]
+    if extra:
+        problems.append(Problem("E_UNEXPECTED_COLUMN", f"unexpected column(s): {', '.join(extra)}"))
+    elif names != expected:
+        problems.append(Problem("E_COLUMN_ORDER", f"columns are {names}, expected {expected}"))
+    nullable = [f.name for f in schema if f.name in expected and f.nullable]
+    if nullable:
+        problems.append(Problem("W_NULLABLE_COLUMN", f"column(s) declared nullable: {', '.join(nullable)}"))
+    return problems

@@ -1,0 +1,58 @@
+"""Outputs appear whole or not at all: write to a hidden sibling, rename on success."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import uuid
+
+from ..errors import UsageError
+from .source import is_part_name
+
+
+def _sibling(path: str, tag: str) -> str:
+    head, tail = os.path.split(os.path.abspath(path))
+    return os.path.join(head, f".{tail}.{tag}-{os.getpid()}-{uuid.uuid4().hex[:8]}")
+
+
+def check_replaceable_dir(path: str):
+    """Refuse to replace a directory that is not an sptool dataset: it may be anything."""
+    for name in os.listdir(path):
+        if not (is_part_name(name) or name.startswith((".", "_"))):
+            raise UsageError(
+                f"refusing to replace directory: it holds {name!r}, which is not a tensor part",
+                path=path,
+            )
+
+
+class AtomicTarget:
+    """A temporary path to write; ``commit`` moves it over the final path, ``abort`` removes it."""
+
+    def __init__(self, final: str, *, is_dir: bool):
+        self.final = final
+        self.is_dir = is_dir
+        parent = os.path.dirname(os.path.abspath(final))
+        if not os.path.isdir(parent):
+            raise UsageError(f"the directory {parent} does not exist", path=final)
+        if is_dir and os.path.isdir(final):
+            check_replaceable_dir(final)
+        if not is_dir and os.path.isdir(final):
+            raise UsageError("is a directory; give a file name ending in .parquet", path=final)
+        self.tmp = _sibling(final, "tmp")
+        if is_dir:
+            os.mkdir(self.tmp)
+
+    def commit(self):
+        if self.is_dir and os.path.exists(self.final):
+            old = _sibling(self.final, "old")
+            os.rename(self.final, old)
+            os.rename(self.tmp, self.final)
+            shutil.rmtree(old, ignore_errors=True)
+        else:
+            os.replace(self.tmp, self.final)
+
+    def abort(self):
+        if os.path.isdir(self.tmp):
+            shutil.rmtree(self.tmp, ignore_errors=True)
+        elif os.path.exists(self.tmp):
+            os.remove(self.tmp)

@@ -1,0 +1,313 @@
+"""Writing tensors: a Parquet file, a directory of parts, or an IPC stream (stdout)."""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from .. import _kernels
+from .._memory import ROW_GROUP_BYTES, ROW_GROUP_ROWS
+from ..errors import DataError, UsageError
+from ..format import METADATA_KEY, TRAILER_KEY, TensorMeta, index_column
+from ._arrays import batch_keys, make_batch
+from ._atomic import AtomicTarget
+from .source import row_bytes
+
+# Rows per part file when writing a directory; parts of this size (about 8.4M rows) stay
+# near 100-300 MiB for typical value types, in the range GeoParquet recommends.
+PART_ROWS = 64 * ROW_GROUP_ROWS
+
+
+def output_kind(dst: str | None) -> str:
+    if dst is None or dst == "-":
+        return "stream"
+    if dst.endswith(("/", os.sep)) or os.path.isdir(dst):
+        return "dir"
+    if dst.endswith(".parquet"):
+        return "file"
+    if dst.endswith(".arrows"):
+        return "stream-file"
+    raise UsageError(
+        "cannot tell the output format: name a .parquet file, a directory (ending in /), "
+        "a .arrows stream file, or - for stdout",
+        path=dst,
+    )
+
+
+def format_row(keys: np.ndarray, i: int) -> str:
+    return "[" + ",".join(str(int(keys[k, i])) for k in range(keys.shape[0])) + "]"
+
+
+class OrderTracker:
+    """Checks rows against a sort order across batches (one pass, compiled)."""
+
+    def __init__(self, sort_order: tuple, sparse_ndim: int, check_repeats: bool):
+        self.order = np.asarray(sort_order, dtype=np.int64)
+        self.full = len(sort_order) == sparse_ndim
+        self.check_repeats = check_repeats and self.full
+        self.prev = None
+        self.offset = 0
+
+    def check(self, keys: np.ndarray) -> tuple[int, int]:
+        """(global row, kind) of the first violation in this batch, or (-1, 0)."""
+        n = keys.shape[1]
+        if n == 0 or not len(self.order):
+            return -1, 0
+        row, kind = _kernels.first_order_violation(keys, self.order, self.check_repeats, self.prev)
+        self.prev = keys[:, n - 1 : n].copy()
+        at = self.offset + row if row >= 0 else -1
+        self.offset += n
+        return at, kind
+
+
+class TensorSink:
+    """Writes batches, checking every claim it will put in the metadata.
+
+    ``meta.sort_order`` and ``meta.unique`` are claims made by the caller: the sink verifies
+    them as rows pass (a broken claim is an error, never a false header).  ``unique=None``
+    means "find out": the output is marked unique when the rows turned out strictly
+    increasing in a full sort order.  Shape entries that are None are inferred as max + 1.
+    """
+
+    def __init__(self, dst: str | None, meta: TensorMeta, *, unique_claim=True, part_rows: int = PART_ROWS):
+        self.dst = dst
+        self.kind = output_kind(dst)
+        self.meta = meta
+        self.K = meta.sparse_ndim
+        self.unique_claim = unique_claim  # True: verify; None: detect; False: no claim
+        self.schema = meta.with_(shape=tuple(s if s is not None else 0 for s in meta.shape)).arrow_schema()
+        self.rows = 0
+        self.maxes = np.full(self.K, -1, dtype=np.int64)
+        self.order = OrderTracker(meta.sort_order, self.K, check_repeats=unique_claim is not False)
+        self.still_unique = unique_claim is not False and len(meta.sort_order) == self.K
+        # Parts must agree on shape, so an inferred shape (known only at the end) means one part.
+        self.part_rows = part_rows if all(s is not None for s in meta.shape) else 2**62
+        self._pending: list[pa.RecordBatch] = []
+        self._pending_rows = 0
+        self.bytes_written = 0
+        self.final_meta: TensorMeta | None = None
+        rb = row_bytes(meta)
+        self.row_group_rows = max(1, min(ROW_GROUP_ROWS, ROW_GROUP_BYTES // rb))
+        self._target = None
+        self._writer = None
+        self._part_index = 0
+        self._part_rows_written = 0
+        self._part_start_row = 0
+        self._part_paths: list[str] = []
+        self._part_tracker = None
+        self._open()
+
+    # -- targets ------------------------------------------------------------------------------
+    def _open(self):
+        if self.kind == "stream":
+            out = sys.stdout.buffer
+            if out.isatty():
+                raise UsageError("refusing to write binary Arrow data to a terminal; use -o FILE or a pipe")
+            self._stream_open(out)
+        elif self.kind == "stream-file":
+            self._target = AtomicTarget(self.dst, is_dir=False)
+            self._file = open(self._target.tmp, "wb")  # noqa: SIM115
+            self._stream_open(self._file)
+        else:
+            self._target = AtomicTarget(self.dst, is_dir=self.kind == "dir")
+
+    def _stream_open(self, out):
+        header = self.meta.with_(nnz=None) if self.meta.nnz is None else self.meta
+        md = {METADATA_KEY: header.to_json(stream=True)}
+        schema = self.meta.arrow_schema(metadata=md) if all(s is not None for s in self.meta.shape) else None
+        if schema is None:
+            # Unknown extents go out as null; the trailer resolves them.
+            d = header.with_(shape=tuple(s if s is not None else 0 for s in header.shape)).to_dict(stream=True)
+            d["shape"] = list(self.meta.shape)
+            schema = self.schema.with_metadata({METADATA_KEY: json.dumps(d, separators=(",", ":"))})
+        self._writer = pa.ipc.new_stream(out, schema)
+
+    def _parquet_writer(self, path: str):
+        sorting = [pq.SortingColumn(int(d)) for d in self.meta.sort_order]
+        encodings = {}
+        if self.meta.sort_order:
+            encodings[index_column(self.meta.sort_order[0])] = "DELTA_BINARY_PACKED"
+        dictionary = [f.name for f in self.schema if f.name not in encodings]
+        return pq.ParquetWriter(
+            path,
+            self.schema,
+            compression="zstd",
+            sorting_columns=sorting or None,
+            write_page_index=True,
+            use_dictionary=dictionary,
+            column_encoding=encodings or None,
+            write_statistics=True,
+        )
+
+    # -- writing ------------------------------------------------------------------------------
+    def write(self, keys: np.ndarray, values) -> None:
+        """Append rows given as (K, n) int64 keys and values (ndarray or Arrow array)."""
+        self.write_batch(make_batch(keys, values, self.meta, self.schema), keys=keys)
+
+    def write_batch(self, batch: pa.RecordBatch, *, keys: np.ndarray | None = None) -> None:
+        n = batch.num_rows
+        if n == 0:
+            return
+        if keys is None:
+            keys = batch_keys(batch, self.K)
+        self._check(keys)
+        self.rows += n
+        if self.kind in ("stream", "stream-file"):
+            self._writer.write_batch(batch)
+            return
+        self._pending.append(batch)
+        self._pending_rows += n
+        if self._pending_rows >= self.row_group_rows:
+            self._flush(final=False)
+
+    def _check(self, keys: np.ndarray):
+        n = keys.shape[1]
+        if n == 0:
+            return
+        known = [k for k in range(self.K) if self.meta.shape[k] is not None]
+        shape = np.array([s if s is not None else np.iinfo(np.int64).max for s in self.meta.shape[: self.K]],
+                         dtype=np.int64)
+        row, dim = _kernels.first_out_of_bounds(keys, shape)
+        if row >= 0:
+            raise DataError(
+                f"indices[{self.rows + row}] = {format_row(keys, row)} is out of bounds: need 0 <= index < "
+                f"{list(self.meta.shape[: self.K])}"
+            )
+        if len(known) < self.K:
+            for k in range(self.K):
+                if self.meta.shape[k] is None:
+                    self.maxes[k] = max(self.maxes[k], int(keys[k].max()))
+        at, kind = self.order.check(keys)
+        if at >= 0:
+            local = at - (self.order.offset - n)
+            if kind == _kernels.OUT_OF_ORDER:
+                raise DataError(
+                    f"internal error: indices[{at}] = {format_row(keys, local)} breaks the promised sort "
+                    f"order {list(self.meta.sort_order)}"
+                )
+            if self.unique_claim:
+                raise DataError(f"indices[{at}] = {format_row(keys, local)} is repeated")
+            self.still_unique = False
+            self.order.check_repeats = False
+
+    def _flush(self, final: bool):
+        while self._pending_rows >= self.row_group_rows or (final and self._pending_rows):
+            table = pa.Table.from_batches(self._pending, schema=self.schema)
+            take = min(self.row_group_rows, table.num_rows)
+            if self.kind == "dir":
+                take = min(take, self.part_rows - self._part_rows_written)
+            head, rest = table.slice(0, take), table.slice(take)
+            self._write_rows(head)
+            self._pending = rest.to_batches()
+            self._pending_rows = rest.num_rows
+
+    def _write_rows(self, table: pa.Table):
+        if self._writer is None:
+            if self.kind == "dir":
+                path = os.path.join(self._target.tmp, f"part-{self._part_index:06d}.parquet")
+                self._part_paths.append(path)
+                # Per-part uniqueness: a part is unique if the whole output is, so the part
+                # claims follow the dataset's, checked by the same tracker.
+            else:
+                path = self._target.tmp
+            self._writer = self._parquet_writer(path)
+            self._part_rows_written = 0
+        self._writer.write_table(table, row_group_size=table.num_rows)
+        self._part_rows_written += table.num_rows
+        if self.kind == "dir" and self._part_rows_written >= self.part_rows:
+            self._close_part()
+
+    def _close_part(self):
+        meta = self._final(self._part_rows_written)
+        self._writer.add_key_value_metadata({METADATA_KEY: meta.to_json()})
+        self._writer.close()
+        self._writer = None
+        self._part_index += 1
+
+    def _final(self, nnz: int) -> TensorMeta:
+        shape = tuple(int(self.maxes[k] + 1) if s is None else s for k, s in enumerate(self.meta.shape))
+        if self.unique_claim is False:
+            unique = False
+        else:
+            unique = self.still_unique or self.rows == 0 or (self.unique_claim is True and self.rows <= 1)
+            unique = bool(unique) and (len(self.meta.sort_order) == self.K or self.rows <= 1)
+        return self.meta.with_(shape=shape, nnz=nnz, unique=unique)
+
+    def close(self) -> TensorMeta:
+        """Finish the output and move it into place; returns the final metadata."""
+        final = self._final(self.rows)
+        if self.kind in ("stream", "stream-file"):
+            trailer = {"nnz": self.rows, "shape": list(final.shape)}
+
+            empty = pa.RecordBatch.from_arrays(
+                [pa.array([], type=f.type) for f in self.schema], schema=self.schema
+            )
+            self._writer.write_batch(empty, custom_metadata={TRAILER_KEY: json.dumps(trailer)})
+            self._writer.close()
+            if self.kind == "stream-file":
+                self._file.close()
+                self._target.commit()
+            else:
+                sys.stdout.buffer.flush()
+        else:
+            self._flush(final=True)
+            if self._writer is None and (self.kind == "file" or not self._part_paths):
+                # An empty tensor is still one valid file (or one empty part).
+                self._write_empty()
+            if self._writer is not None:
+                if self.kind == "dir":
+                    self._close_part()
+                else:
+                    self._writer.add_key_value_metadata({METADATA_KEY: final.to_json()})
+                    self._writer.close()
+                    self._writer = None
+            self.bytes_written = _size(self._target.tmp)
+            self._target.commit()
+        self.final_meta = final
+        return final
+
+    def _write_empty(self):
+        path = self._target.tmp
+        if self.kind == "dir":
+            path = os.path.join(self._target.tmp, "part-000000.parquet")
+            self._part_paths.append(path)
+        self._writer = self._parquet_writer(path)
+        self._writer.write_table(self.schema.empty_table())
+        self._part_rows_written = 0
+
+    def abort(self):
+        try:
+            if self._writer is not None:
+                self._writer.close()
+        except Exception:
+            pass
+        self._writer = None
+        if self.kind == "stream-file":
+            self._file.close()
+        if self._target is not None:
+            self._target.abort()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, exc_type, exc, tb):
+        if exc_type is None:
+            self.close()
+        else:
+            self.abort()
+        return False
+
+
+def _size(path: str) -> int:
+    if os.path.isdir(path):
+        return sum(os.path.getsize(os.path.join(path, n)) for n in os.listdir(path))
+    return os.path.getsize(path)
+
+
+def open_sink(dst: str | None, meta: TensorMeta, **kw) -> TensorSink:
+    return TensorSink(dst, meta, **kw)

@@ -1,0 +1,311 @@
+"""Opening tensors for reading: a Parquet file, a directory of parts, or an IPC stream."""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from .._memory import batch_rows as _batch_rows
+from .._memory import resolve_budget
+from ..errors import FormatError, InputError
+from ..format import METADATA_KEY, TRAILER_KEY, TensorMeta, check_schema, parse_metadata
+from ._arrays import batch_keys, batch_values, normalize_batch
+from ._prefetch import prefetch
+
+PARQUET_MAGIC = b"PAR1"
+STREAM_MAGIC = b"\xff\xff\xff\xff"
+
+
+def is_part_name(name: str) -> bool:
+    return name.endswith(".parquet") and not name.startswith(("_", "."))
+
+
+def list_parts(path: str) -> list[str]:
+    return sorted(n for n in os.listdir(path) if is_part_name(n) and os.path.isfile(os.path.join(path, n)))
+
+
+def sniff(path: str) -> str:
+    """'parquet', 'stream' or 'unknown' from a file's first bytes."""
+    with open(path, "rb") as f:
+        head = f.read(4)
+    if head == PARQUET_MAGIC:
+        return "parquet"
+    if head == STREAM_MAGIC:
+        return "stream"
+    return "unknown"
+
+
+def open_parquet(path: str) -> pq.ParquetFile:
+    try:
+        return pq.ParquetFile(path)
+    except (pa.ArrowInvalid, pa.ArrowIOError, OSError) as e:
+        raise FormatError(f"not a readable Parquet file ({_short(e)}) [E_NOT_PARQUET]", path=path) from None
+
+
+def _short(e: Exception) -> str:
+    return str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
+
+
+def row_bytes(meta: TensorMeta) -> int:
+    value_bytes = 32 if meta.value_type in ("string", "binary") else meta.dtype.itemsize
+    return 8 * meta.sparse_ndim + value_bytes * max(meta.block_size, 1)
+
+
+@dataclass
+class Part:
+    path: str
+    file: pq.ParquetFile
+    meta: TensorMeta
+
+
+class TensorSource:
+    """A tensor opened for streaming.  ``meta`` describes the whole tensor."""
+
+    kind = "file"
+
+    def __init__(self, path: str, meta: TensorMeta, schema: pa.Schema):
+        self.path = path
+        self.meta = meta
+        self.schema = schema
+
+    def default_batch_rows(self, memory=None) -> int:
+        return _batch_rows(resolve_budget(memory), row_bytes(self.meta))
+
+    def iter_batches(self, batch_rows: int | None = None, *, memory=None) -> Iterator[pa.RecordBatch]:
+        raise NotImplementedError
+
+    def iter_arrays(self, batch_rows: int | None = None, *, memory=None):
+        """Yield (keys (K, n) int64, values ndarray) per batch."""
+        K = self.meta.sparse_ndim
+        for batch in self.iter_batches(batch_rows, memory=memory):
+            yield batch_keys(batch, K), batch_values(batch, self.meta)
+
+    def close(self):
+        pass
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+
+class ParquetSource(TensorSource):
+    def __init__(self, path: str, parts: list[Part], meta: TensorMeta, kind: str):
+        super().__init__(path, meta, meta.arrow_schema())
+        self.parts = parts
+        self.kind = kind
+
+    @property
+    def num_row_groups(self) -> int:
+        return sum(p.file.metadata.num_row_groups for p in self.parts)
+
+    def _batches(self, batch_rows: int):
+        for part in self.parts:
+            try:
+                for batch in part.file.iter_batches(batch_size=batch_rows, use_threads=True):
+                    yield normalize_batch(batch, part.meta, self.schema)
+            except (pa.ArrowInvalid, pa.ArrowIOError, OSError, ValueError) as e:
+                raise FormatError(f"cannot decode the data ({_short(e)}) [E_READ_FAILED]", path=part.path) from None
+
+    def iter_batches(self, batch_rows=None, *, memory=None):
+        rows = batch_rows or self.default_batch_rows(memory)
+        return prefetch(self._batches(rows))
+
+
+def read_part(path: str) -> Part:
+    pf = open_parquet(path)
+    kv = pf.metadata.metadata or {}
+    raw = kv.get(METADATA_KEY.encode())
+    if raw is None:
+        raise FormatError("no 'sptool' key in the Parquet metadata: not an sptool tensor [E_NO_SPTOOL_METADATA]",
+                          path=path)
+    meta = parse_metadata(raw, path=path)
+    problems = [p for p in check_schema(pf.schema_arrow, meta) if p.severity in ("fatal", "error")]
+    if problems:
+        raise FormatError(f"{problems[0].message} [{problems[0].code}]", path=path)
+    if meta.nnz != pf.metadata.num_rows:
+        raise FormatError(
+            f"metadata says nnz = {meta.nnz} but the file holds {pf.metadata.num_rows} rows [E_NNZ_MISMATCH]",
+            path=path,
+        )
+    return Part(path, pf, meta)
+
+
+INVARIANT_KEYS = ("shape", "sparse_ndim", "value_type", "fill_value", "iso", "dimension_names")
+
+
+def dataset_meta(parts: list[Part], path: str) -> TensorMeta:
+    first = parts[0].meta
+    for p in parts[1:]:
+        for key in INVARIANT_KEYS:
+            a, b = getattr(first, key), getattr(p.meta, key)
+            if a != b and not (isinstance(a, float) and a != a and b != b):
+                raise FormatError(
+                    f"part {os.path.basename(p.path)} has {key} {b!r}, part "
+                    f"{os.path.basename(parts[0].path)} has {a!r} [E_PART_METADATA_MISMATCH]",
+                    path=path,
+                )
+    nnz = sum(p.meta.nnz for p in parts)
+    if len(parts) == 1:
+        return first
+    # Claims across parts would need the boundary keys; promise nothing (ops sort if needed).
+    return first.with_(nnz=nnz, sort_order=(), unique=False, attributes=first.attributes)
+
+
+class StreamSource(TensorSource):
+    """An Arrow IPC stream (stdin or a .arrows file), read once, front to back."""
+
+    kind = "stream"
+
+    def __init__(self, path: str, reader, meta: TensorMeta, promised_trailer: bool):
+        super().__init__(path, meta, meta.arrow_schema())
+        self._reader = reader
+        self.promised_trailer = promised_trailer
+        self.trailer: dict | None = None
+        self.rows_read = 0
+        self._used = False
+
+    def _batches(self):
+        if self._used:
+            raise InputError("a stream can be read only once", path=self.path)
+        self._used = True
+        K = self.meta.sparse_ndim
+        while True:
+            try:
+                batch, custom = self._reader.read_next_batch_with_custom_metadata()
+            except StopIteration:
+                break
+            except (pa.ArrowInvalid, pa.ArrowIOError, OSError) as e:
+                raise FormatError(f"the stream is cut off or corrupt ({_short(e)}) [E_STREAM_TRUNCATED]",
+                                  path=self.path) from None
+            if self.trailer is not None:
+                raise FormatError("data after the trailer batch [E_TRAILER_CONFLICT]", path=self.path)
+            if custom is not None and TRAILER_KEY.encode() in custom:
+                self.trailer = _parse_trailer(custom[TRAILER_KEY.encode()], self.path)
+                continue
+            self.rows_read += batch.num_rows
+            if batch.num_rows:
+                keys = batch.columns[:K]
+                if any(c.null_count for c in keys):
+                    raise FormatError("an index column holds nulls [E_NULL_INDEX]", path=self.path)
+                yield normalize_batch(batch, self.meta, self.schema)
+        if self.promised_trailer and self.trailer is None:
+            raise FormatError(
+                f"the stream ended after {self.rows_read} rows without its trailer: it was cut off "
+                "[E_STREAM_TRUNCATED]",
+                path=self.path,
+            )
+        self._resolve()
+
+    def _resolve(self):
+        """Fill the header's unknowns (nnz, null extents) from the trailer."""
+        if self.trailer is None:
+            if any(s is None for s in self.meta.shape):
+                raise FormatError("the stream ended with unknown shape entries [E_STREAM_SHAPE_UNRESOLVED]",
+                                  path=self.path)
+            self.meta = self.meta.with_(nnz=self.rows_read)
+            return
+        t_nnz, t_shape = self.trailer.get("nnz"), self.trailer.get("shape")
+        if t_nnz != self.rows_read:
+            raise FormatError(f"trailer says nnz = {t_nnz} but {self.rows_read} rows arrived [E_NNZ_MISMATCH]",
+                              path=self.path)
+        if self.meta.nnz is not None and self.meta.nnz != t_nnz:
+            raise FormatError(f"trailer nnz {t_nnz} contradicts header nnz {self.meta.nnz} [E_TRAILER_CONFLICT]",
+                              path=self.path)
+        shape = self.meta.shape
+        if t_shape is not None:
+            if len(t_shape) != len(shape) or any(a is not None and a != b for a, b in zip(shape, t_shape)):
+                raise FormatError(f"trailer shape {t_shape} contradicts header shape {list(shape)} "
+                                  "[E_TRAILER_CONFLICT]", path=self.path)
+            shape = tuple(t_shape)
+        if any(s is None for s in shape):
+            raise FormatError("the stream ended with unknown shape entries [E_STREAM_SHAPE_UNRESOLVED]",
+                              path=self.path)
+        self.meta = self.meta.with_(nnz=t_nnz, shape=shape)
+
+    def iter_batches(self, batch_rows=None, *, memory=None):
+        # Batch sizes are the producer's; re-chunking would only add copies.
+        return prefetch(self._batches())
+
+    def close(self):
+        self._reader = None
+
+
+def _parse_trailer(raw: bytes, path: str) -> dict:
+    try:
+        t = json.loads(raw)
+        if not isinstance(t, dict):
+            raise ValueError("not an object")
+        return t
+    except ValueError as e:
+        raise FormatError(f"the trailer is not a JSON object ({e}) [E_TRAILER_CONFLICT]", path=path) from None
+
+
+def open_stream(path: str) -> StreamSource:
+    try:
+        f = sys.stdin.buffer if path == "-" else open(path, "rb")  # noqa: SIM115 (owned by the reader)
+    except OSError as e:
+        raise InputError(f"cannot open: {e.strerror}", path=path) from None
+    name = "<stdin>" if path == "-" else path
+    if path == "-" and sys.stdin.isatty():
+        raise InputError("stdin is a terminal; pipe an Arrow IPC stream into sptool or name a file", path=name)
+    try:
+        reader = pa.ipc.open_stream(f)
+    except (pa.ArrowInvalid, pa.ArrowIOError, OSError) as e:
+        raise FormatError(f"not an Arrow IPC stream ({_short(e)}) [E_STREAM_NOT_ARROW]", path=name) from None
+    md = reader.schema.metadata or {}
+    raw = md.get(METADATA_KEY.encode())
+    if raw is None:
+        raise FormatError("the stream schema has no 'sptool' metadata [E_NO_SPTOOL_METADATA]", path=name)
+    meta = parse_metadata(raw, path=name, stream=True)
+    problems = [p for p in check_schema(reader.schema, meta) if p.severity in ("fatal", "error")]
+    if problems:
+        raise FormatError(f"{problems[0].message} [{problems[0].code}]", path=name)
+    promised = bool((json.loads(raw).get("stream") or {}).get("trailer"))
+    return StreamSource(name, reader, meta, promised)
+
+
+def open_source(path: str) -> TensorSource:
+    """Open a tensor for streaming: a .parquet file, a directory of parts, or '-' (stdin)."""
+    if path == "-":
+        return open_stream(path)
+    if not os.path.exists(path):
+        raise InputError("no such file or directory", path=path)
+    if os.path.isdir(path):
+        names = list_parts(path)
+        if not names:
+            raise FormatError("the directory holds no part-*.parquet files [E_NO_PARTS]", path=path)
+        parts = [read_part(os.path.join(path, n)) for n in names]
+        return ParquetSource(path, parts, dataset_meta(parts, path), "dir")
+    try:
+        kind = sniff(path)
+    except OSError as e:
+        raise InputError(f"cannot read: {e.strerror}", path=path) from None
+    if kind == "stream":
+        return open_stream(path)
+    part = read_part(path)
+    return ParquetSource(path, [part], part.meta, "file")
+
+
+def read_all(source: TensorSource, memory=None) -> tuple[np.ndarray, np.ndarray, TensorMeta]:
+    """Every row of a source as ((n, K) indices, values, meta).  Holds the tensor in memory."""
+    keys, vals = [], []
+    for k, v in source.iter_arrays(memory=memory):
+        keys.append(k)
+        vals.append(v)
+    meta = source.meta
+    K = meta.sparse_ndim
+    indices = np.concatenate(keys, axis=1).T.copy() if keys else np.empty((0, K), dtype=np.int64)
+    if vals:
+        values = np.concatenate(vals)
+    else:
+        values = np.empty((0,) + tuple(meta.dense_shape), dtype=meta.dtype)
+    return indices, values, meta

@@ -1,0 +1,1 @@
+"""The operations: the Python API the CLI is a thin layer over."""

@@ -1,0 +1,117 @@
+"""info and head: what a tensor holds, from its footers (or a short read)."""
+
+from __future__ import annotations
+
+import math
+import os
+
+import numpy as np
+
+from .. import _kernels
+from ..format import index_column
+from ..io import open_source
+from ..io.source import ParquetSource
+
+
+def info(path: str, *, scan: bool = False, memory=None, progress=None) -> dict:
+    """Summary of a tensor: shape, nnz, density, types, order flags, per-dimension ranges and
+    storage.  Reads only footers unless ``scan`` (which reads the index columns once).
+
+    Examples
+    --------
+    >>> info("sample_data/tensor3d.parquet")["shape"]
+    [40, 30, 20]
+    """
+    with open_source(path) as src:
+        meta = src.meta
+        K = meta.sparse_ndim
+        mins: list = [None] * K
+        maxs: list = [None] * K
+        out = {
+            "path": path,
+            "kind": src.kind,
+            "shape": list(meta.shape),
+            "sparse_ndim": K,
+            "dense_shape": list(meta.dense_shape),
+            "value_type": meta.value_type,
+            "fill_value": meta.fill_value if not isinstance(meta.fill_value, (bytes, complex))
+            else repr(meta.fill_value),
+            "nnz": meta.nnz,
+            "sort_order": list(meta.sort_order),
+            "unique": meta.unique,
+            "canonical": meta.canonical,
+            "iso": meta.iso,
+            "dimension_names": list(meta.dimension_names) if meta.dimension_names else None,
+            "attributes": meta.attributes,
+            "version": meta.version,
+            "created_by": meta.created_by,
+        }
+        if isinstance(src, ParquetSource):
+            for part in src.parts:
+                md = part.file.metadata
+                names = part.file.schema_arrow.names
+                for r in range(md.num_row_groups):
+                    rg = md.row_group(r)
+                    if rg.num_rows == 0:
+                        continue
+                    for k in range(K):
+                        st = rg.column(names.index(index_column(k))).statistics
+                        if st is None or not st.has_min_max:
+                            mins[k] = maxs[k] = "unknown"
+                            continue
+                        if mins[k] == "unknown":
+                            continue
+                        mins[k] = int(st.min) if mins[k] is None else min(mins[k], int(st.min))
+                        maxs[k] = int(st.max) if maxs[k] is None else max(maxs[k], int(st.max))
+            out["parts"] = len(src.parts)
+            out["row_groups"] = src.num_row_groups
+            out["bytes"] = sum(os.path.getsize(p.path) for p in src.parts)
+        if scan or src.kind == "stream":
+            mins, maxs = [None] * K, [None] * K
+            rows = 0
+            for keys, _ in src.iter_arrays(memory=memory):
+                if keys.shape[1] == 0:
+                    continue
+                rows += keys.shape[1]
+                for k in range(K):
+                    lo, hi = _kernels.column_minmax(keys[k])
+                    mins[k] = lo if mins[k] is None else min(mins[k], lo)
+                    maxs[k] = hi if maxs[k] is None else max(maxs[k], hi)
+                if progress:
+                    progress.advance(keys.shape[1])
+            meta = src.meta  # a stream knows its final nnz and shape only now
+            out["nnz"] = meta.nnz
+            out["shape"] = list(meta.shape)
+        cells = math.prod(meta.shape[:K])
+        out["density"] = (meta.nnz / cells) if cells else 0.0
+        out["min_index"] = mins
+        out["max_index"] = maxs
+        if out.get("bytes") is not None:
+            out["bytes_per_entry"] = out["bytes"] / meta.nnz if meta.nnz else None
+        return out
+
+
+def head(path: str, n: int = 10, *, memory=None) -> tuple[np.ndarray, np.ndarray, object]:
+    """The first ``n`` stored entries as ((n, K) indices, values, meta), in file order.
+
+    Examples
+    --------
+    >>> idx, vals, meta = head("sample_data/tensor3d.parquet", 3)
+    >>> idx.shape
+    (3, 3)
+    """
+    with open_source(path) as src:
+        keys_list, vals_list, got = [], [], 0
+        if n > 0:
+            for keys, vals in src.iter_arrays(batch_rows=max(n, 1024), memory=memory):
+                take = min(n - got, keys.shape[1])
+                keys_list.append(keys[:, :take])
+                vals_list.append(vals[:take])
+                got += take
+                if got >= n:
+                    break
+        meta = src.meta
+        K = meta.sparse_ndim
+        idx = np.concatenate(keys_list, axis=1).T if keys_list else np.empty((0, K), dtype=np.int64)
+        vals = np.concatenate(vals_list) if vals_list else np.empty((0,) + tuple(meta.dense_shape), meta.dtype)
+        return idx, vals, meta

@@ -1,0 +1,553 @@
+"""validate: every rule of formats/SPEC.md, as a report (never an exception for bad data)."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
+
+from .. import _kernels
+from .._memory import batch_rows as _batch_rows
+from .._memory import resolve_budget
+from ..format import (
+    METADATA_KEY, TRAILER_KEY, TensorMeta, check_metadata, check_schema, default_fill, index_column,
+)
+from ..io.sink import format_row
+from ..io.source import INVARIANT_KEYS, PARQUET_MAGIC, STREAM_MAGIC, is_part_name, row_bytes
+from ..io._prefetch import prefetch
+from ..report import FATAL, Problem, Report
+
+PART_NAME_RE = re.compile(r"^part-\d{6}(-[0-9a-f]+)?\.parquet$")
+
+
+def _short(e: Exception) -> str:
+    text = str(e).strip()
+    return text.splitlines()[0] if text else type(e).__name__
+
+
+def _has_fatal(problems) -> bool:
+    return any(p.severity == FATAL for p in problems)
+
+
+def _meta_from(obj: dict) -> TensorMeta:
+    """TensorMeta from metadata that passed the fatal checks (a bad fill_value falls back)."""
+    try:
+        return TensorMeta.from_dict(obj)
+    except (ValueError, TypeError, KeyError):
+        return TensorMeta.from_dict({**obj, "fill_value": None}).with_(fill_value=default_fill(obj["value_type"]))
+
+
+class Scanner:
+    """The data rules (C), fed one batch at a time; order is carried across batches."""
+
+    def __init__(self, meta: TensorMeta, add, base_location: dict, *, deep: bool, budget: int):
+        self.meta = meta
+        self.add = add
+        self.base = base_location
+        self.K = meta.sparse_ndim
+        self.shape = np.asarray(meta.shape[: self.K], dtype=np.int64)
+        self.order = np.asarray(meta.sort_order, dtype=np.int64)
+        self.full_order = len(meta.sort_order) == self.K
+        self.check_repeats = meta.unique and self.full_order
+        self.prev = None
+        self.row = 0
+        self.found: set[str] = set()
+        self.explicit_fill = 0
+        self.iso_first = None
+        self.deep = deep and meta.unique and not self.full_order
+        self.deep_keys: list[np.ndarray] = []
+        self.deep_bytes = 0
+        self.budget = budget
+
+    def _report(self, code: str, message: str, row: int | None = None, index=None, row_group=None):
+        if code in self.found:
+            return
+        self.found.add(code)
+        loc = dict(self.base)
+        if row_group is not None:
+            loc["row_group"] = row_group
+        if row is not None:
+            loc["row"] = row
+        if index is not None:
+            loc["index"] = index
+        self.add(Problem(code, message, loc))
+
+    def feed(self, batch: pa.RecordBatch, row_group: int | None = None, stats=None):
+        n = batch.num_rows
+        if n == 0:
+            return
+        K = self.K
+        cols = [batch.column(index_column(k)) for k in range(K)]
+        vals = batch.column("values")
+        for k, col in enumerate(cols):
+            if col.null_count:
+                first = int(np.flatnonzero(col.is_null().to_numpy(zero_copy_only=False))[0])
+                self._report("E_NULL_INDEX", f"indices[{self.row + first}] has a null in {index_column(k)}",
+                             self.row + first, row_group=row_group)
+        if any(c.null_count for c in cols):
+            self.row += n
+            self.prev = None
+            return
+        keys = np.empty((K, n), dtype=np.int64)
+        for k, col in enumerate(cols):
+            keys[k] = col.to_numpy(zero_copy_only=False)
+        self._check_values(vals, row_group)
+        row, dim = _kernels.first_out_of_bounds(keys, self.shape)
+        if row >= 0:
+            self._report(
+                "E_INDEX_OUT_OF_BOUNDS",
+                f"indices[{self.row + row}] = {format_row(keys, row)} is out of bounds: need 0 <= index < "
+                f"{list(self.meta.shape[:K])}",
+                self.row + row, keys[:, row].tolist(), row_group,
+            )
+        if len(self.order):
+            row, kind = _kernels.first_order_violation(keys, self.order, self.check_repeats, self.prev)
+            if row >= 0:
+                if kind == _kernels.OUT_OF_ORDER:
+                    self._report(
+                        "E_NOT_SORTED",
+                        f"indices[{self.row + row}] = {format_row(keys, row)} is out of order "
+                        f"(sort_order {list(self.meta.sort_order)})",
+                        self.row + row, keys[:, row].tolist(), row_group,
+                    )
+                    # Keep looking for repeats in the rest of the batch after an order break.
+                    self.order = self.order if "E_DUPLICATE_COORDINATE" in self.found else self.order
+                else:
+                    self._report(
+                        "E_DUPLICATE_COORDINATE",
+                        f"indices[{self.row + row}] = {format_row(keys, row)} is repeated",
+                        self.row + row, keys[:, row].tolist(), row_group,
+                    )
+                    if "E_NOT_SORTED" not in self.found:
+                        r2, k2 = _kernels.first_order_violation(keys, self.order, False, self.prev)
+                        if r2 >= 0:
+                            self._report(
+                                "E_NOT_SORTED",
+                                f"indices[{self.row + r2}] = {format_row(keys, r2)} is out of order "
+                                f"(sort_order {list(self.meta.sort_order)})",
+                                self.row + r2, keys[:, r2].tolist(), row_group,
+                            )
+            self.prev = keys[:, n - 1 : n].copy()
+        if stats is not None:
+            for k in range(K):
+                smin, smax = stats[k]
+                if smin is None:
+                    continue
+                lo, hi = _kernels.column_minmax(keys[k])
+                if lo < smin or hi > smax:
+                    self._report(
+                        "W_STATS_INCONSISTENT",
+                        f"{index_column(k)} in row group {row_group} spans [{lo}, {hi}] but its statistics say "
+                        f"[{smin}, {smax}]",
+                        row_group=row_group,
+                    )
+        if self.deep:
+            self.deep_keys.append(keys)
+            self.deep_bytes += keys.nbytes
+        self.row += n
+
+    def _check_values(self, vals: pa.Array, row_group):
+        meta = self.meta
+        n = len(vals)
+        if isinstance(vals.type, pa.ExtensionType):
+            vals = vals.storage
+        null_rows = None
+        if vals.null_count:
+            null_rows = vals.is_null()
+        if meta.hybrid and (pa.types.is_list(vals.type) or pa.types.is_large_list(vals.type)):
+            lengths = pc.fill_null(pc.list_value_length(vals), meta.block_size).to_numpy(zero_copy_only=False)
+            bad = np.flatnonzero(lengths != meta.block_size)
+            if len(bad):
+                self._report(
+                    "E_DENSE_BLOCK_LENGTH",
+                    f"values[{self.row + bad[0]}] holds {lengths[bad[0]]} items, expected {meta.block_size}",
+                    self.row + int(bad[0]), row_group=row_group,
+                )
+        leaf = vals
+        if meta.hybrid and pa.types.is_fixed_size_list(vals.type) or pa.types.is_list(vals.type) \
+                or pa.types.is_large_list(vals.type):
+            if leaf.flatten().null_count:
+                first = _first_null_list_item(vals)
+                null_rows = first if null_rows is None else null_rows
+            leaf = vals.flatten()
+        if pa.types.is_struct(leaf.type):
+            for i in range(leaf.type.num_fields):
+                if leaf.field(i).null_count and null_rows is None:
+                    null_rows = leaf.field(i).is_null()
+        if null_rows is not None:
+            first = int(np.flatnonzero(np.asarray(null_rows.to_numpy(zero_copy_only=False)))[0]) \
+                if isinstance(null_rows, pa.Array) else int(null_rows)
+            if meta.hybrid and not isinstance(null_rows, int) and len(null_rows) != n:
+                first //= max(meta.block_size, 1)
+            self._report("E_NULL_VALUE", f"values[{self.row + first}] is null", self.row + first,
+                         row_group=row_group)
+            return
+        # Everything below compares decoded values.
+        try:
+            flat = _decode(leaf, meta)
+        except (pa.ArrowInvalid, ValueError, TypeError):
+            return
+        fill = meta.fill_value
+        try:
+            if meta.value_type in ("string", "binary"):
+                eq = np.fromiter((v == fill for v in flat), dtype=bool, count=len(flat))
+            elif isinstance(fill, float) and fill != fill:
+                eq = np.isnan(flat)
+            else:
+                eq = flat == fill
+            if meta.hybrid:
+                eq = eq.reshape(n, -1).all(axis=1)
+            self.explicit_fill += int(np.count_nonzero(eq))
+        except (TypeError, ValueError):
+            pass
+        if meta.iso and n:
+            rows = flat.reshape(n, -1) if meta.hybrid else flat.reshape(n, 1)
+            if self.iso_first is None:
+                self.iso_first = rows[0].copy()
+            if meta.value_type in ("string", "binary"):
+                differ = np.fromiter((r[0] != self.iso_first[0] for r in rows), dtype=bool, count=n)
+            else:
+                # Compare bit patterns so that NaN equals NaN.
+                raw = np.ascontiguousarray(rows).view(np.uint8).reshape(n, -1)
+                ref = np.ascontiguousarray(self.iso_first).view(np.uint8).reshape(1, -1)
+                differ = (raw != ref).any(axis=1)
+            bad = np.flatnonzero(differ)
+            if len(bad):
+                self._report("E_ISO_VALUES_DIFFER",
+                             f"values[{self.row + bad[0]}] differs from values[0] although iso is true",
+                             self.row + int(bad[0]), row_group=row_group)
+
+    def finish(self):
+        if self.explicit_fill:
+            self.add(Problem("I_EXPLICIT_FILL",
+                             f"{self.explicit_fill} stored entries equal the fill value (kept: they are data)",
+                             dict(self.base)))
+        if self.deep and self.deep_keys and "E_DUPLICATE_COORDINATE" not in self.found:
+            keys = np.concatenate(self.deep_keys, axis=1)
+            self.deep_keys = []
+            order = np.lexsort(keys[::-1])
+            skeys = np.ascontiguousarray(keys[:, order])
+            row, kind = _kernels.first_order_violation(skeys, np.arange(self.K, dtype=np.int64), True)
+            if row >= 0:
+                orig = int(max(order[row], order[row - 1]))
+                self._report("E_DUPLICATE_COORDINATE", f"indices[{orig}] = {format_row(keys, orig)} is repeated",
+                             orig, keys[:, orig].tolist())
+
+
+def _first_null_list_item(vals) -> int:
+    flat_nulls = np.asarray(vals.flatten().is_null().to_numpy(zero_copy_only=False))
+    return int(np.flatnonzero(flat_nulls)[0])
+
+
+def _decode(leaf: pa.Array, meta: TensorMeta) -> np.ndarray:
+    vt = meta.value_type
+    if vt.startswith("complex"):
+        return leaf.field(0).to_numpy(zero_copy_only=False) + 1j * leaf.field(1).to_numpy(zero_copy_only=False)
+    if vt in ("string", "binary"):
+        return np.asarray(leaf.to_numpy(zero_copy_only=False), dtype=object)
+    return np.asarray(leaf.to_numpy(zero_copy_only=False))
+
+
+# ---------------------------------------------------------------------------------------------
+
+class _Validator:
+    def __init__(self, target: str, *, metadata_only: bool, deep: bool, memory, progress):
+        mode = "metadata-only" if metadata_only else ("deep" if deep else "full")
+        self.report = Report(target=target, mode=mode)
+        self.metadata_only = metadata_only
+        self.deep = deep
+        self.budget = resolve_budget(memory)
+        self.progress = progress
+
+    def add(self, problem: Problem):
+        self.report.problems.append(problem)
+
+    def problems_for(self, location: dict):
+        """An add() that stamps ``location`` (e.g. the part) on each problem."""
+        def add(p: Problem):
+            p.location = {**location, **p.location}
+            self.add(p)
+        return add
+
+    # -- Parquet file ------------------------------------------------------------------------
+    def parquet(self, path: str, location: dict) -> tuple[TensorMeta | None, pa.Schema | None]:
+        add = self.problems_for(location)
+        try:
+            pf = pq.ParquetFile(path)
+            md = pf.metadata
+        except (pa.ArrowInvalid, pa.ArrowIOError, OSError) as e:
+            add(Problem("E_NOT_PARQUET", f"not a readable Parquet file: {_short(e)}"))
+            return None, None
+        raw = (md.metadata or {}).get(METADATA_KEY.encode())
+        if raw is None:
+            add(Problem("E_NO_SPTOOL_METADATA", "no 'sptool' key in the Parquet key-value metadata"))
+            return None, None
+        obj, problems = check_metadata(raw)
+        for p in problems:
+            add(p)
+        if _has_fatal(problems):
+            return None, None
+        meta = _meta_from(obj)
+        try:
+            schema = pf.schema_arrow
+        except (pa.ArrowInvalid, pa.ArrowNotImplementedError) as e:
+            add(Problem("E_VALUES_COLUMN_TYPE", f"the Arrow schema cannot be read: {_short(e)}"))
+            return meta, None
+        problems = check_schema(schema, meta)
+        for p in problems:
+            add(p)
+        if _has_fatal(problems):
+            return meta, schema
+        self.report.nnz = (self.report.nnz or 0) + md.num_rows
+        stats = self._footer(pf, meta, add)
+        if not self.metadata_only:
+            self._scan_parquet(pf, meta, stats, location, add)
+        return meta, schema
+
+    def _footer(self, pf: pq.ParquetFile, meta: TensorMeta, add):
+        md = pf.metadata
+        K = meta.sparse_ndim
+        if meta.nnz != md.num_rows:
+            add(Problem("E_NNZ_MISMATCH", f"metadata says nnz = {meta.nnz} but the file holds {md.num_rows} rows"))
+        names = pf.schema_arrow.names
+        col_index = {}
+        for i in range(md.num_columns):
+            col_index[md.schema.column(i).path] = i
+        want = [pq.SortingColumn(names.index(index_column(d))) for d in meta.sort_order] if meta.sort_order else []
+        declared = [md.row_group(r).sorting_columns for r in range(md.num_row_groups)]
+        if any(declared):
+            if any(tuple(d or ()) != tuple(want) for d in declared):
+                first = next(r for r, d in enumerate(declared) if tuple(d or ()) != tuple(want))
+                got = [(c.column_index, c.descending) for c in (declared[first] or ())]
+                add(Problem(
+                    "E_SORTING_COLUMNS_MISMATCH",
+                    f"row group {first} declares sorting_columns {got}, but sort_order is "
+                    f"{list(meta.sort_order)}", {"row_group": first},
+                ))
+        elif meta.sort_order and md.num_row_groups:
+            add(Problem("W_SORTING_COLUMNS_ABSENT",
+                        f"sort_order is {list(meta.sort_order)} but no row group declares Parquet sorting_columns"))
+        stats = []
+        missing_stats = False
+        for r in range(md.num_row_groups):
+            rg = md.row_group(r)
+            per_dim = []
+            for k in range(K):
+                ci = col_index.get(index_column(k))
+                st = rg.column(ci).statistics if ci is not None else None
+                if st is None or not st.has_min_max or rg.num_rows == 0:
+                    if rg.num_rows:
+                        missing_stats = True
+                    per_dim.append((None, None))
+                else:
+                    per_dim.append((int(st.min), int(st.max)))
+            stats.append(per_dim)
+        if missing_stats:
+            add(Problem("W_NO_STATISTICS", "some index column chunks have no min/max statistics"))
+        for r, per_dim in enumerate(stats):
+            bad = next(((k, lo, hi) for k, (lo, hi) in enumerate(per_dim)
+                        if lo is not None and (lo < 0 or hi >= meta.shape[k])), None)
+            if bad:
+                k, lo, hi = bad
+                add(Problem("E_STATS_OUT_OF_BOUNDS",
+                            f"row group {r}: statistics of {index_column(k)} span [{lo}, {hi}], outside "
+                            f"[0, {meta.shape[k]})", {"row_group": r}))
+                break
+        if meta.sort_order:
+            lead = meta.sort_order[0]
+            for r in range(1, len(stats)):
+                prev_max, cur_min = stats[r - 1][lead][1], stats[r][lead][0]
+                if prev_max is not None and cur_min is not None and cur_min < prev_max:
+                    add(Problem("E_STATS_NOT_SORTED",
+                                f"row group {r} starts at {index_column(lead)} = {cur_min}, below the maximum "
+                                f"{prev_max} of row group {r - 1}", {"row_group": r}))
+                    break
+        return stats
+
+    def _scan_parquet(self, pf: pq.ParquetFile, meta: TensorMeta, stats, location, add):
+        scanner = Scanner(meta, add, location, deep=self.deep, budget=self.budget)
+        rows = _batch_rows(self.budget, row_bytes(meta))
+
+        def batches():
+            for r in range(pf.metadata.num_row_groups):
+                for b in pf.iter_batches(batch_size=rows, row_groups=[r], use_threads=True):
+                    yield r, b
+
+        try:
+            for r, batch in prefetch(batches()):
+                scanner.feed(batch, row_group=r, stats=stats[r] if stats else None)
+                if self.progress:
+                    self.progress.advance(batch.num_rows)
+        except (pa.ArrowInvalid, pa.ArrowIOError, OSError, ValueError, pa.ArrowNotImplementedError) as e:
+            add(Problem("E_READ_FAILED", f"the data cannot be decoded after row {scanner.row}: {_short(e)}",
+                        {"row": scanner.row}))
+            return
+        self._deep_guard(scanner, add)
+        scanner.finish()
+
+    def _deep_guard(self, scanner: Scanner, add):
+        if scanner.deep and scanner.deep_bytes * 3 > self.budget:
+            scanner.deep = False
+            scanner.deep_keys = []
+            add(Problem("E_READ_FAILED",
+                        "--deep needs the index columns in memory for a tensor whose sort_order is not a full "
+                        f"permutation; they take {scanner.deep_bytes} bytes, over --memory"))
+
+    # -- directory ---------------------------------------------------------------------------
+    def directory(self, path: str):
+        names = sorted(os.listdir(path))
+        parts = [n for n in names if is_part_name(n) and os.path.isfile(os.path.join(path, n))]
+        for n in names:
+            if n.startswith((".", "_")) or n in parts:
+                continue
+            self.add(Problem("W_STRAY_FILE", f"{n} is not a part file; engines reading the directory may trip on it",
+                             {"part": n}))
+        if not parts:
+            self.add(Problem("E_NO_PARTS", "the directory holds no *.parquet part files"))
+            return
+        first = None
+        for name in parts:
+            if not PART_NAME_RE.match(name):
+                self.add(Problem("W_PART_NAME", f"{name} does not match part-NNNNNN.parquet", {"part": name}))
+            meta, schema = self.parquet(os.path.join(path, name), {"part": name})
+            if meta is None or schema is None:
+                continue
+            if first is None:
+                first = (name, meta, schema)
+                continue
+            fname, fmeta, fschema = first
+            if not schema.remove_metadata().equals(fschema.remove_metadata()):
+                self.add(Problem("E_PART_SCHEMA_MISMATCH", f"{name} has a different schema from {fname}",
+                                 {"part": name}))
+            for key in INVARIANT_KEYS + ("version",):
+                a, b = getattr(fmeta, key), getattr(meta, key)
+                if key == "version":
+                    a, b = a.split(".")[0], b.split(".")[0]
+                if a != b and not (a != a and b != b):
+                    self.add(Problem("E_PART_METADATA_MISMATCH", f"{name} has {key} {b!r} but {fname} has {a!r}",
+                                     {"part": name}))
+                    break
+
+    # -- stream ------------------------------------------------------------------------------
+    def stream(self, f, name: str):
+        add = self.add
+        try:
+            reader = pa.ipc.open_stream(f)
+        except (pa.ArrowInvalid, pa.ArrowIOError, OSError) as e:
+            add(Problem("E_STREAM_NOT_ARROW", f"not an Arrow IPC stream: {_short(e)}"))
+            return
+        raw = (reader.schema.metadata or {}).get(METADATA_KEY.encode())
+        if raw is None:
+            add(Problem("E_NO_SPTOOL_METADATA", "the stream schema has no 'sptool' metadata"))
+            return
+        obj, problems = check_metadata(raw, stream=True)
+        for p in problems:
+            add(p)
+        if _has_fatal(problems):
+            return
+        header = obj
+        meta = _meta_from({**obj, "shape": [s if s is not None else 2**63 - 1 for s in obj["shape"]]})
+        problems = check_schema(reader.schema, meta)
+        for p in problems:
+            add(p)
+        if _has_fatal(problems):
+            return
+        scanner = Scanner(meta, add, {}, deep=self.deep, budget=self.budget)
+        trailer = None
+        rows = 0
+        while True:
+            try:
+                batch, custom = reader.read_next_batch_with_custom_metadata()
+            except StopIteration:
+                break
+            except (pa.ArrowInvalid, pa.ArrowIOError, OSError) as e:
+                add(Problem("E_STREAM_TRUNCATED", f"the stream is cut off after row {rows}: {_short(e)}",
+                            {"row": rows}))
+                return
+            if custom is not None and TRAILER_KEY.encode() in custom:
+                try:
+                    trailer = json.loads(custom[TRAILER_KEY.encode()])
+                except ValueError:
+                    trailer = {"nnz": "garbled"}
+                continue
+            if trailer is not None:
+                add(Problem("E_TRAILER_CONFLICT", "record batches follow the trailer"))
+            rows += batch.num_rows
+            if not self.metadata_only:
+                scanner.feed(batch)
+                if self.progress:
+                    self.progress.advance(batch.num_rows)
+        self.report.nnz = rows
+        promised = bool((header.get("stream") or {}).get("trailer"))
+        shape = list(header["shape"])
+        if trailer is None:
+            if promised:
+                add(Problem("E_STREAM_TRUNCATED",
+                            f"the stream ended after {rows} rows without the promised trailer: it was cut off"))
+        else:
+            t_nnz, t_shape = trailer.get("nnz"), trailer.get("shape")
+            if header["nnz"] is not None and header["nnz"] != t_nnz:
+                add(Problem("E_TRAILER_CONFLICT", f"trailer nnz {t_nnz!r} contradicts header nnz {header['nnz']}"))
+            if t_nnz != rows:
+                add(Problem("E_NNZ_MISMATCH", f"trailer says nnz = {t_nnz!r} but {rows} rows arrived"))
+            if isinstance(t_shape, list) and len(t_shape) == len(shape):
+                if any(a is not None and a != b for a, b in zip(shape, t_shape)):
+                    add(Problem("E_TRAILER_CONFLICT", f"trailer shape {t_shape} contradicts header shape {shape}"))
+                shape = [a if a is not None else b for a, b in zip(shape, t_shape)]
+            elif t_shape is not None:
+                add(Problem("E_TRAILER_CONFLICT", f"trailer shape {t_shape!r} is not a list of {len(shape)} entries"))
+        if any(s is None for s in shape):
+            add(Problem("E_STREAM_SHAPE_UNRESOLVED", f"shape {shape} still has unknown entries at the end"))
+        elif not self.metadata_only and any(s is None for s in header["shape"]):
+            # Bounds on unknown extents can only be checked now that they are known.
+            scanner.meta = meta.with_(shape=tuple(shape))
+        if not self.metadata_only:
+            self._deep_guard(scanner, add)
+            scanner.finish()
+
+
+def validate(path: str, *, metadata_only: bool = False, deep: bool = False, memory=None,
+             progress=None) -> Report:
+    """Check a tensor (file, directory or stream) against every rule of formats/SPEC.md.
+
+    Returns a Report; bad data never raises.  Only an input that cannot be opened at all
+    (missing, unreadable) raises InputError.
+
+    Examples
+    --------
+    >>> report = validate("sample_data/digits.parquet")
+    >>> report.valid
+    True
+    """
+    from ..errors import InputError
+
+    target = "<stdin>" if path == "-" else path
+    v = _Validator(target, metadata_only=metadata_only, deep=deep, memory=memory, progress=progress)
+    if path == "-":
+        import sys
+
+        v.stream(sys.stdin.buffer, target)
+        return v.report
+    if not os.path.exists(path):
+        raise InputError("no such file or directory", path=path)
+    if os.path.isdir(path):
+        v.directory(path)
+        return v.report
+    try:
+        with open(path, "rb") as f:
+            head = f.read(4)
+    except OSError as e:
+        raise InputError(f"cannot read: {e.strerror}", path=path) from None
+    if head == STREAM_MAGIC:
+        with open(path, "rb") as f:
+            v.stream(f, target)
+    elif head != PARQUET_MAGIC and path.endswith(".arrows"):
+        v.add(Problem("E_STREAM_NOT_ARROW", "not an Arrow IPC stream (no continuation marker at the start)"))
+    else:
+        v.parquet(path, {})
+    return v.report

@@ -1,0 +1,256 @@
+"""SparseTensor: a COO tensor held in memory, with TensorFlow's SparseTensor layout."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from . import _kernels
+from .errors import DataError, UsageError
+from .format import VALUE_TYPES, TensorMeta, default_fill, value_type_of_dtype
+from .ops._dense import DenseScatter
+
+
+def _value_type(values: np.ndarray, value_type: str | None) -> str:
+    if value_type is not None:
+        if value_type not in VALUE_TYPES:
+            raise UsageError(f"unknown value type {value_type!r}")
+        return value_type
+    if values.dtype == object:
+        sample = next((v for v in values.flat), "")
+        return "binary" if isinstance(sample, (bytes, bytearray)) else "string"
+    return value_type_of_dtype(values.dtype)
+
+
+def detect_order(keys: np.ndarray) -> tuple[tuple, bool]:
+    """(sort_order, unique) that (K, n) keys actually satisfy: row-major or no promise."""
+    K, n = keys.shape
+    if n <= 1:
+        return tuple(range(K)), True
+    order = np.arange(K, dtype=np.int64)
+    row, kind = _kernels.first_order_violation(keys, order, True)
+    if row < 0:
+        return tuple(range(K)), True
+    if kind == _kernels.REPEATED:
+        row, _ = _kernels.first_order_violation(keys, order, False)
+        if row < 0:
+            return tuple(range(K)), False
+    return (), False
+
+
+class SparseTensor:
+    """A sparse tensor in COO form.
+
+    Parameters
+    ----------
+    indices : (N, K) int64 array
+        Coordinates of the stored entries (TensorFlow's ``indices``).
+    values : (N,) array, or (N, *shape[K:]) for a hybrid tensor
+        The stored values; rows sharing a coordinate are summed (OR for bool).
+    shape : sequence of int
+        The dense shape.
+    fill_value : scalar, optional
+        Value of every position not stored (default: the zero of the value type).
+    sort_order, unique : optional
+        Claims about the rows; when omitted they are measured.
+
+    Examples
+    --------
+    >>> t = SparseTensor([[0, 1], [2, 0]], [5.0, 7.0], shape=(3, 2))
+    >>> t.to_dense().tolist()
+    [[0.0, 5.0], [0.0, 0.0], [7.0, 0.0]]
+    """
+
+    def __init__(self, indices, values, shape, *, fill_value=None, sort_order=None, unique=None,
+                 value_type: str | None = None, dimension_names=None, attributes=None, iso=False):
+        values = np.asarray(values)
+        shape = tuple(int(s) for s in shape)
+        indices = np.asarray(indices, dtype=np.int64)
+        n = len(values)
+        if indices.size == 0:
+            K = len(shape) - (values.ndim - 1) if values.ndim > 1 else None
+            indices = indices.reshape(n, K if K is not None else (indices.shape[1] if indices.ndim == 2 else 0))
+        if indices.ndim != 2 or indices.shape[0] != n:
+            raise DataError(f"indices must be an (N, K) array with N = {n} rows, got shape {indices.shape}")
+        K = indices.shape[1]
+        if K == 0 and n == 0:
+            K = len(shape) - (values.ndim - 1)
+            indices = indices.reshape(0, K)
+        if not 1 <= K <= len(shape):
+            raise DataError(f"indices have {K} columns but the shape {list(shape)} has {len(shape)} dimensions")
+        if tuple(values.shape[1:]) != shape[K:]:
+            raise DataError(
+                f"values have shape {values.shape}; expected ({n},) + {shape[K:]} for {K} sparse dimensions"
+            )
+        vt = _value_type(values, value_type)
+        if vt not in ("string", "binary"):
+            values = values.astype(VALUE_TYPES[vt], copy=False)
+        self.indices = np.ascontiguousarray(indices)
+        self.values = values
+        self.shape = shape
+        keys = self.keys
+        bounds = np.asarray(shape[:K], dtype=np.int64)
+        row, dim = _kernels.first_out_of_bounds(keys, bounds)
+        if row >= 0:
+            raise DataError(
+                f"indices[{row}] = {self.indices[row].tolist()} is out of bounds: need 0 <= index < "
+                f"{list(shape[:K])}"
+            )
+        if sort_order is None or unique is None:
+            found_order, found_unique = detect_order(keys)
+            if sort_order is None:
+                sort_order = found_order
+            if unique is None:
+                unique = found_unique if tuple(sort_order) == found_order else False
+        self._meta = TensorMeta(
+            shape=shape, sparse_ndim=K, value_type=vt,
+            fill_value=default_fill(vt) if fill_value is None else fill_value,
+            nnz=n, sort_order=tuple(sort_order), unique=bool(unique),
+            dimension_names=tuple(dimension_names) if dimension_names is not None else None,
+            attributes=attributes, iso=iso,
+        )
+
+    # -- properties ------------------------------------------------------------------------
+    @property
+    def meta(self) -> TensorMeta:
+        return self._meta
+
+    @property
+    def keys(self) -> np.ndarray:
+        """The indices as a (K, N) view: the layout the kernels and the file columns use."""
+        return self.indices.T
+
+    @property
+    def nnz(self) -> int:
+        return len(self.values)
+
+    @property
+    def ndim(self) -> int:
+        return len(self.shape)
+
+    @property
+    def sparse_ndim(self) -> int:
+        return self.indices.shape[1]
+
+    @property
+    def dtype(self) -> np.dtype:
+        return self.values.dtype
+
+    @property
+    def fill_value(self):
+        return self._meta.fill_value
+
+    @property
+    def sort_order(self) -> tuple:
+        return self._meta.sort_order
+
+    @property
+    def unique(self) -> bool:
+        return self._meta.unique
+
+    @property
+    def canonical(self) -> bool:
+        return self._meta.canonical
+
+    def __repr__(self) -> str:
+        m = self._meta
+        return (f"SparseTensor(shape={list(self.shape)}, nnz={self.nnz}, value_type={m.value_type!r}, "
+                f"sparse_ndim={m.sparse_ndim}, sort_order={list(m.sort_order)}, unique={m.unique})")
+
+    @classmethod
+    def from_meta(cls, indices, values, meta: TensorMeta) -> SparseTensor:
+        return cls(indices, values, meta.shape, fill_value=meta.fill_value, sort_order=meta.sort_order,
+                   unique=meta.unique, value_type=meta.value_type, dimension_names=meta.dimension_names,
+                   attributes=meta.attributes, iso=meta.iso)
+
+    # -- dense -----------------------------------------------------------------------------
+    @classmethod
+    def from_dense(cls, array, *, sparse_ndim: int | None = None, fill_value=None) -> SparseTensor:
+        """Entries that differ from ``fill_value`` (default 0), in row-major order (tf.sparse.from_dense).
+
+        With ``sparse_ndim`` < array.ndim, a dense block is stored wherever any of its items differs.
+        """
+        array = np.asarray(array)
+        K = array.ndim if sparse_ndim is None else sparse_ndim
+        if array.ndim == 0:
+            raise DataError("from_dense needs an array of at least one dimension")
+        vt = _value_type(array.reshape(-1)[:1] if array.size else array.reshape(-1), None) \
+            if array.dtype == object else value_type_of_dtype(array.dtype)
+        fill = default_fill(vt) if fill_value is None else fill_value
+        differs = array != fill
+        if isinstance(fill, float) and fill != fill:
+            differs = ~np.isnan(array)
+        if K < array.ndim:
+            differs = differs.reshape(array.shape[:K] + (-1,)).any(axis=-1)
+        idx = np.argwhere(differs).astype(np.int64)
+        values = array[tuple(idx.T)] if len(idx) else np.empty((0,) + array.shape[K:], dtype=array.dtype)
+        return cls(idx.reshape(-1, K), values, array.shape, fill_value=fill, sort_order=tuple(range(K)),
+                   unique=True, value_type=vt if array.dtype == object else None)
+
+    def to_dense(self, default_value=None) -> np.ndarray:
+        """The dense array: ``default_value`` (or the fill value) where nothing is stored,
+        duplicates summed (TensorFlow's to_dense, with the format's sum rule)."""
+        fill = self.fill_value if default_value is None else default_value
+        dtype = self.values.dtype
+        if self._meta.value_type in ("string", "binary"):
+            width = max([len(v) for v in self.values] + [len(fill)], default=1)
+            dtype = np.dtype(("U" if self._meta.value_type == "string" else "S") + str(max(width, 1)))
+        out = np.zeros(self.shape, dtype=dtype)
+        scatter = DenseScatter(out, self._meta, fill)
+        scatter.add(self.keys, self.values)
+        return scatter.finish()
+
+    # -- scipy / pydata / torch ------------------------------------------------------------
+    @classmethod
+    def from_scipy(cls, matrix) -> SparseTensor:
+        """From any scipy.sparse matrix or array (COO keeps its row order; CSR is row-major)."""
+        import scipy.sparse as sp
+
+        fmt = matrix.format
+        coo = matrix.tocoo()
+        idx = np.stack([np.asarray(c, dtype=np.int64) for c in coo.coords], axis=1)
+        sort_order = None
+        if fmt == "csr" and matrix.has_sorted_indices:
+            sort_order = tuple(range(idx.shape[1]))
+        elif fmt == "csc" and matrix.has_sorted_indices:
+            sort_order = (1, 0)
+        del sp
+        return cls(idx, coo.data, coo.shape, sort_order=sort_order)
+
+    def to_scipy(self, format: str = "coo"):
+        """A scipy.sparse array (2-D tensors without dense dimensions); duplicates are summed
+        by scipy's own conversions."""
+        import scipy.sparse as sp
+
+        if self.ndim != 2 or self.sparse_ndim != 2:
+            raise DataError(f"scipy.sparse holds 2-D matrices; this tensor has shape {list(self.shape)}")
+        if not _is_zero_fill(self.fill_value):
+            raise DataError(f"scipy.sparse has no fill value; this tensor's is {self.fill_value!r}")
+        m = sp.coo_array((self.values, (self.indices[:, 0], self.indices[:, 1])), shape=self.shape)
+        return m.asformat(format)
+
+    def to_pydata(self):
+        """A pydata ``sparse.COO`` (which sums duplicates on construction)."""
+        import sparse
+
+        if self.sparse_ndim != self.ndim:
+            raise DataError("pydata sparse has no hybrid (dense-dimension) layout")
+        return sparse.COO(self.keys, self.values, shape=self.shape, fill_value=self.fill_value,
+                          has_duplicates=not self.unique, sorted=self.canonical)
+
+    def to_torch(self):
+        """A torch sparse COO tensor (hybrid tensors keep their dense dimensions)."""
+        import torch
+
+        if not _is_zero_fill(self.fill_value):
+            raise DataError(f"torch sparse tensors have no fill value; this tensor's is {self.fill_value!r}")
+        t = torch.sparse_coo_tensor(torch.from_numpy(np.ascontiguousarray(self.keys)),
+                                    torch.from_numpy(np.ascontiguousarray(self.values)), self.shape,
+                                    is_coalesced=self.canonical)
+        return t
+
+
+def _is_zero_fill(v) -> bool:
+    try:
+        return v == 0
+    except TypeError:
+        return False
