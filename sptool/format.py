@@ -11,7 +11,7 @@ import json
 import math
 import re
 import struct
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 
 import numpy as np
 import pyarrow as pa
@@ -350,7 +350,8 @@ def check_metadata(raw, *, stream: bool = False) -> tuple[dict | None, list[Prob
         fail("E_VERSION_UNSUPPORTED", f"format version {version} is not supported (this sptool reads {ours[0]}.x)")
         return obj, problems
     if minor > ours[1]:
-        fail("W_VERSION_NEWER_MINOR", f"format version {version} is newer than {FORMAT_VERSION}; unknown keys are ignored")
+        fail("W_VERSION_NEWER_MINOR",
+             f"format version {version} is newer than {FORMAT_VERSION}; unknown keys are ignored")
     if "structure" in obj:
         fail("E_STRUCTURE_UNSUPPORTED", "the 'structure' key is not part of format 1.0; refusing rather than guessing")
         return obj, problems

@@ -7,6 +7,7 @@ import numpy as np
 from . import _kernels
 from .errors import DataError, UsageError
 from .format import VALUE_TYPES, TensorMeta, default_fill, value_type_of_dtype
+from .io.sink import check_shape
 from .ops._dense import DenseScatter
 
 
@@ -84,6 +85,7 @@ class SparseTensor:
         vt = _value_type(values, value_type)
         if vt not in ("string", "binary"):
             values = values.astype(VALUE_TYPES[vt], copy=False)
+        check_shape(shape)
         self.indices = np.ascontiguousarray(indices)
         self.values = values
         self.shape = shape

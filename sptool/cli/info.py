@@ -7,10 +7,10 @@ import json
 import click
 from rich.table import Table
 
+from .._memory import format_size
 from ..format import index_column
 from ..ops.info import head as head_op
 from ..ops.info import info as info_op
-from .._memory import format_size
 from ._console import Job, out
 from ._options import common_options, input_argument, settings
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import math
 import os
 import sys
 
@@ -13,7 +14,7 @@ import pyarrow.parquet as pq
 from .. import _kernels
 from .._memory import ROW_GROUP_BYTES, ROW_GROUP_ROWS
 from ..errors import DataError, UsageError
-from ..format import METADATA_KEY, TRAILER_KEY, TensorMeta, index_column
+from ..format import INT64_MAX, METADATA_KEY, TRAILER_KEY, TensorMeta, index_column
 from ._arrays import batch_keys, make_batch
 from ._atomic import AtomicTarget
 from .source import row_bytes
@@ -37,6 +38,14 @@ def output_kind(dst: str | None) -> str:
         "a .arrows stream file, or - for stdout",
         path=dst,
     )
+
+
+def check_shape(shape):
+    known = [s for s in shape if s is not None]
+    if any(s < 0 for s in known):
+        raise DataError(f"shape {list(shape)} has a negative dimension")
+    if math.prod(known) > INT64_MAX:
+        raise DataError(f"shape {list(shape)} has more than 2^63-1 elements")
 
 
 def format_row(keys: np.ndarray, i: int) -> str:
@@ -77,6 +86,7 @@ class TensorSink:
     def __init__(self, dst: str | None, meta: TensorMeta, *, unique_claim=True, part_rows: int = PART_ROWS):
         self.dst = dst
         self.kind = output_kind(dst)
+        check_shape(meta.shape)
         self.meta = meta
         self.K = meta.sparse_ndim
         self.unique_claim = unique_claim  # True: verify; None: detect; False: no claim
@@ -228,6 +238,7 @@ class TensorSink:
         self._writer.close()
         self._writer = None
         self._part_index += 1
+        self._part_rows_written = 0
 
     def _final(self, nnz: int) -> TensorMeta:
         shape = tuple(int(self.maxes[k] + 1) if s is None else s for k, s in enumerate(self.meta.shape))

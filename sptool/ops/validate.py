@@ -15,11 +15,17 @@ from .. import _kernels
 from .._memory import batch_rows as _batch_rows
 from .._memory import resolve_budget
 from ..format import (
-    METADATA_KEY, TRAILER_KEY, TensorMeta, check_metadata, check_schema, default_fill, index_column,
+    METADATA_KEY,
+    TRAILER_KEY,
+    TensorMeta,
+    check_metadata,
+    check_schema,
+    default_fill,
+    index_column,
 )
+from ..io._prefetch import prefetch
 from ..io.sink import format_row
 from ..io.source import INVARIANT_KEYS, PARQUET_MAGIC, STREAM_MAGIC, is_part_name, row_bytes
-from ..io._prefetch import prefetch
 from ..report import FATAL, Problem, Report
 
 PART_NAME_RE = re.compile(r"^part-\d{6}(-[0-9a-f]+)?\.parquet$")

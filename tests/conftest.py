@@ -1,0 +1,64 @@
+"""Shared fixtures: random tensors with the awkward cases (duplicates, unsorted, empty, hybrid)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from sptool import SparseTensor
+
+DTYPES = ["float64", "float32", "int64", "int32", "int8", "uint64", "uint8", "bool", "complex128", "complex64",
+          "float16"]
+
+
+def random_values(rng, n, dtype, block=()):
+    size = (n,) + tuple(block)
+    dt = np.dtype(dtype)
+    if dt.kind == "b":
+        return rng.random(size) < 0.5
+    if dt.kind in "iu":
+        info = np.iinfo(dt)
+        lo, hi = max(info.min, -50), min(info.max, 50)
+        return rng.integers(lo, hi + 1, size=size).astype(dt)
+    if dt.kind == "c":
+        return (rng.standard_normal(size) + 1j * rng.standard_normal(size)).astype(dt)
+    return rng.standard_normal(size).astype(dt)
+
+
+def random_tensor(rng, shape, nnz, *, dtype="float64", sparse_ndim=None, duplicates=False, sort=False,
+                  fill_value=None):
+    """A SparseTensor with ``nnz`` rows; duplicates repeat earlier coordinates; unsorted unless sort."""
+    K = len(shape) if sparse_ndim is None else sparse_ndim
+    dims = shape[:K]
+    if nnz and min(dims) == 0:
+        nnz = 0
+    idx = np.stack([rng.integers(0, d, size=nnz) for d in dims], axis=1) if nnz else np.empty((0, K), np.int64)
+    if not duplicates and nnz:
+        idx = np.unique(idx, axis=0)
+        rng.shuffle(idx)
+    elif duplicates and nnz > 2:
+        idx[nnz // 2:] = idx[rng.integers(0, nnz // 2, size=nnz - nnz // 2)]
+    if sort and len(idx):
+        idx = idx[np.lexsort(idx.T[::-1])]
+    vals = random_values(rng, len(idx), dtype, shape[K:])
+    return SparseTensor(idx, vals, shape, fill_value=fill_value)
+
+
+def dense_oracle(t: SparseTensor, fill=None) -> np.ndarray:
+    """Independent dense form: a Python loop over rows (sum rule for duplicates)."""
+    fill = t.fill_value if fill is None else fill
+    out = np.full(t.shape, fill, dtype=t.values.dtype)
+    seen = set()
+    for i, coord in enumerate(map(tuple, t.indices)):
+        v = t.values[i]
+        if coord in seen:
+            out[coord] = (out[coord] | v) if t.values.dtype == bool else out[coord] + v
+        else:
+            out[coord] = v
+            seen.add(coord)
+    return out
+
+
+@pytest.fixture
+def rng():
+    return np.random.default_rng(12345)

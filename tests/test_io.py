@@ -1,0 +1,209 @@
+"""The I/O layer: round trips through every container, claims verified, atomic outputs."""
+
+from __future__ import annotations
+
+import os
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+from conftest import DTYPES, dense_oracle, random_tensor
+
+import sptool
+from sptool.errors import DataError, FormatError, UsageError
+from sptool.format import TensorMeta
+from sptool.io import open_sink, open_source, read_all
+
+
+def _roundtrip(t, path):
+    sptool.write(t, path)
+    back = sptool.read(path)
+    assert back.shape == t.shape
+    np.testing.assert_array_equal(back.indices, t.indices)
+    if t.values.dtype.kind == "f":
+        np.testing.assert_array_equal(back.values.view(np.uint8), t.values.view(np.uint8))
+    else:
+        np.testing.assert_array_equal(back.values, t.values)
+    assert back.meta.sort_order == t.meta.sort_order and back.unique == t.unique
+    return back
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("suffix", ["t.parquet", "t.arrows", "dir/"])
+def test_roundtrip_value_types(tmp_path, rng, dtype, suffix):
+    t = random_tensor(rng, (7, 5, 3), 40, dtype=dtype, duplicates=dtype != "bool")
+    _roundtrip(t, os.path.join(tmp_path, suffix))
+    assert sptool.validate(os.path.join(tmp_path, suffix)).valid
+
+
+@pytest.mark.parametrize("block", [(4,), (2, 3)])
+def test_roundtrip_hybrid(tmp_path, rng, block):
+    t = random_tensor(rng, (9,) + block, 12, sparse_ndim=1, dtype="float32", duplicates=True)
+    back = _roundtrip(t, str(tmp_path / "h.parquet"))
+    np.testing.assert_allclose(back.to_dense(), dense_oracle(t))
+    schema = pq.read_schema(tmp_path / "h.parquet")
+    assert pa.types.is_fixed_size_list(schema.field("values").type)
+
+
+def test_roundtrip_strings_and_binary(tmp_path):
+    t = sptool.SparseTensor([[0, 1], [2, 0]], np.array(["ab", "ü"], dtype=object), (3, 2), value_type="string")
+    back = _roundtrip(t, str(tmp_path / "s.parquet"))
+    assert back.to_dense().tolist() == [["", "ab"], ["", ""], ["ü", ""]]
+    b = sptool.SparseTensor([[1]], np.array([b"\x00\xff"], dtype=object), (2,), value_type="binary")
+    assert sptool.read(sptool.write(b, str(tmp_path / "b.parquet")) and str(tmp_path / "b.parquet")).values[0] \
+        == b"\x00\xff"
+
+
+@pytest.mark.parametrize("shape,nnz", [((0, 4), 0), ((3, 4), 0), ((1,), 1), ((5, 0, 2), 0)])
+def test_empty_and_zero_sized(tmp_path, rng, shape, nnz):
+    t = random_tensor(rng, shape, nnz)
+    for name in ("e.parquet", "e.arrows", "e/"):
+        back = _roundtrip(t, os.path.join(tmp_path, name))
+        np.testing.assert_array_equal(back.to_dense(), dense_oracle(t))
+        assert sptool.validate(os.path.join(tmp_path, name)).valid
+
+
+def test_fill_values_survive(tmp_path):
+    for vt, fill in [("float64", float("nan")), ("float32", -0.0), ("int8", -128), ("complex64", 1 + 2j),
+                     ("bool", True), ("uint64", 2**64 - 1)]:
+        t = sptool.SparseTensor([[0]], np.array([1]).astype(np.dtype(vt) if vt != "bool" else bool), (3,),
+                                fill_value=fill, value_type=vt)
+        path = str(tmp_path / f"{vt}.parquet")
+        sptool.write(t, path)
+        got = sptool.read(path).fill_value
+        if isinstance(fill, float) and fill != fill:
+            assert got != got
+        else:
+            assert got == fill and str(got) == str(fill)
+
+
+def test_shape_overflow_refused(tmp_path):
+    with pytest.raises(DataError, match="more than 2"):
+        sptool.SparseTensor([[0, 0]], [1.0], (2**62 + 1, 2))
+
+
+def test_big_shape_entries_exact(tmp_path):
+    shape = (2**60 + 3, 7)
+    t = sptool.SparseTensor([[2**60 + 2, 6]], [1.0], shape)
+    sptool.write(t, str(tmp_path / "big.parquet"))
+    assert sptool.read(str(tmp_path / "big.parquet")).shape == shape
+
+
+def test_directory_parts_and_row_groups(tmp_path, rng):
+    t = random_tensor(rng, (50, 40), 1500, sort=True)
+    meta = t.meta
+    with open_sink(os.path.join(tmp_path, "ds/"), meta, part_rows=400) as sink:
+        for s in range(0, t.nnz, 333):
+            sink.write(np.ascontiguousarray(t.keys[:, s:s + 333]), t.values[s:s + 333])
+    parts = sorted(os.listdir(tmp_path / "ds"))
+    assert parts == [f"part-{i:06d}.parquet" for i in range(-(-t.nnz // 400))]
+    for p in parts:
+        md = pq.read_metadata(tmp_path / "ds" / p)
+        assert md.num_rows <= 400
+        assert md.row_group(0).sorting_columns[0].column_index == 0
+    src = open_source(str(tmp_path / "ds"))
+    idx, vals, m = read_all(src)
+    np.testing.assert_array_equal(idx, t.indices)
+    assert m.nnz == t.nnz
+    assert sptool.validate(str(tmp_path / "ds")).valid
+
+
+def test_row_group_cap(tmp_path, monkeypatch, rng):
+    from sptool.io import sink as sink_mod
+
+    monkeypatch.setattr(sink_mod, "ROW_GROUP_ROWS", 100)
+    t = random_tensor(rng, (30, 30), 450, sort=True)
+    sptool.write(t, str(tmp_path / "rg.parquet"))
+    md = pq.read_metadata(tmp_path / "rg.parquet")
+    sizes = [md.row_group(i).num_rows for i in range(md.num_row_groups)]
+    assert sizes == [100] * (t.nnz // 100) + ([t.nnz % 100] if t.nnz % 100 else [])
+
+
+def test_sink_verifies_claims(tmp_path):
+    meta = TensorMeta(shape=(4, 4), sparse_ndim=2, value_type="float64", sort_order=(0, 1), unique=True)
+    keys = np.array([[0, 1, 1], [3, 0, 0]], dtype=np.int64)
+    with pytest.raises(DataError, match=r"indices\[2\] = \[1,0\] is repeated"):
+        with open_sink(str(tmp_path / "x.parquet"), meta) as sink:
+            sink.write(keys, np.ones(3))
+    assert not os.path.exists(tmp_path / "x.parquet") and os.listdir(tmp_path) == []
+    with pytest.raises(DataError, match="out of bounds"):
+        with open_sink(str(tmp_path / "y.parquet"), meta) as sink:
+            sink.write(np.array([[0], [4]], dtype=np.int64), np.ones(1))
+    # detect mode: unique found true for strictly increasing rows, false otherwise
+    for rows, expect in (([[0, 1], [1, 2]], True), ([[0, 0], [1, 1]], False)):
+        with open_sink(str(tmp_path / "z.parquet"), meta, unique_claim=None) as sink:
+            sink.write(np.array(rows, dtype=np.int64), np.ones(2))
+        assert sptool.read(str(tmp_path / "z.parquet")).unique is expect
+        assert sptool.validate(str(tmp_path / "z.parquet")).valid
+
+
+def test_shape_inferred_at_close(tmp_path):
+    meta = TensorMeta(shape=(None, 3), sparse_ndim=2, value_type="int64")
+    for name in ("inf.parquet", "inf.arrows"):
+        with open_sink(str(tmp_path / name), meta, unique_claim=False) as sink:
+            sink.write(np.array([[5, 2], [0, 1]], dtype=np.int64), np.array([1, 2]))
+        assert sptool.read(str(tmp_path / name)).shape == (6, 3)
+        assert sptool.validate(str(tmp_path / name)).valid
+
+
+def test_output_may_name_input(tmp_path, rng):
+    t = random_tensor(rng, (6, 6), 10)
+    path = str(tmp_path / "same.parquet")
+    sptool.write(t, path)
+    src = sptool.read(path)
+    sptool.write(sptool.SparseTensor(src.indices, src.values * 2, src.shape), path)
+    np.testing.assert_allclose(sptool.read(path).values, t.values * 2)
+
+
+def test_refuses_to_replace_a_foreign_directory(tmp_path, rng):
+    (tmp_path / "home").mkdir()
+    (tmp_path / "home" / "notes.txt").write_text("precious")
+    with pytest.raises(UsageError, match="refusing to replace"):
+        sptool.write(random_tensor(rng, (3,), 2), str(tmp_path / "home"))
+    assert (tmp_path / "home" / "notes.txt").read_text() == "precious"
+
+
+def test_unknown_output_extension(tmp_path, rng):
+    with pytest.raises(UsageError, match="cannot tell the output format"):
+        sptool.write(random_tensor(rng, (3,), 2), str(tmp_path / "x.csvv"))
+
+
+def _stream_bytes(tmp_path, t) -> bytes:
+    sptool.write(t, str(tmp_path / "s.arrows"))
+    return (tmp_path / "s.arrows").read_bytes()
+
+
+def test_truncated_stream_detected(tmp_path, rng):
+    t = random_tensor(rng, (20, 20), 100)
+    data = _stream_bytes(tmp_path, t)
+    reader = pa.ipc.open_stream(data)
+    # Rebuild the stream without its trailer: cut at a batch boundary, which pyarrow reads as complete.
+    sink = pa.BufferOutputStream()
+    with pa.ipc.new_stream(sink, reader.schema) as w:
+        while True:
+            try:
+                b, md = reader.read_next_batch_with_custom_metadata()
+            except StopIteration:
+                break
+            if b.num_rows:
+                w.write_batch(b)
+    cut = tmp_path / "cut.arrows"
+    cut.write_bytes(sink.getvalue().to_pybytes())
+    with pytest.raises(FormatError, match="E_STREAM_TRUNCATED"):
+        sptool.read(str(cut))
+    assert "E_STREAM_TRUNCATED" in sptool.validate(str(cut)).codes
+    # a cut in the middle of a message
+    mid = tmp_path / "mid.arrows"
+    mid.write_bytes(data[: len(data) // 2])
+    with pytest.raises(FormatError):
+        sptool.read(str(mid))
+    assert not sptool.validate(str(mid)).valid
+
+
+def test_batches_cross_boundaries(tmp_path, rng):
+    t = random_tensor(rng, (40, 40, 4), 900, duplicates=True)
+    sptool.write(t, str(tmp_path / "b.parquet"))
+    src = open_source(str(tmp_path / "b.parquet"))
+    sizes = [b.num_rows for b in src.iter_batches(batch_rows=7)]
+    assert sum(sizes) == t.nnz and max(sizes) == 7

@@ -1,0 +1,98 @@
+"""The compiled kernels against the plain NumPy reference, and proof they are the ones in use."""
+
+from __future__ import annotations
+
+import importlib.machinery
+
+import numpy as np
+import pytest
+
+import sptool
+from sptool import _kernels, _reference
+
+
+def test_compiled_kernels_are_loaded_and_used():
+    assert _kernels.__file__.endswith(tuple(importlib.machinery.EXTENSION_SUFFIXES))
+    assert sptool.KERNELS == "compiled"
+    from sptool.io import sink, source  # noqa: F401
+    from sptool.ops import _dense, validate
+
+    for module in (sink, _dense, validate):
+        assert module._kernels is _kernels
+    assert "kernels: compiled" in __import__("sptool.cli", fromlist=["_version_text"])._version_text()
+
+
+def _keys(rng, K, n, hi=5):
+    return rng.integers(0, hi, size=(K, n)).astype(np.int64)
+
+
+@pytest.mark.parametrize("seed", range(20))
+def test_first_out_of_bounds(seed):
+    rng = np.random.default_rng(seed)
+    K, n = rng.integers(1, 4), rng.integers(0, 50)
+    keys = rng.integers(-2, 8, size=(K, n)).astype(np.int64)
+    shape = rng.integers(1, 8, size=K).astype(np.int64)
+    assert _kernels.first_out_of_bounds(keys, shape) == _reference.first_out_of_bounds(keys, shape)
+
+
+@pytest.mark.parametrize("seed", range(40))
+def test_first_order_violation(seed):
+    rng = np.random.default_rng(seed)
+    K = int(rng.integers(1, 4))
+    n = int(rng.integers(0, 30))
+    keys = _keys(rng, K, n, hi=3)
+    if seed % 2:
+        keys = keys[:, np.lexsort(keys[::-1])].copy()
+    order = rng.permutation(K)[: rng.integers(0, K + 1)].astype(np.int64)
+    prev = _keys(rng, K, 1, hi=3) if seed % 3 == 0 else None
+    for repeats in (False, True):
+        got = _kernels.first_order_violation(keys, order, repeats, prev)
+        assert got == _reference.first_order_violation(keys, order, repeats, prev)
+
+
+def test_first_order_violation_on_transposed_view():
+    idx = np.array([[0, 1], [0, 2], [0, 2], [1, 0]], dtype=np.int64)
+    order = np.arange(2, dtype=np.int64)
+    assert _kernels.first_order_violation(idx.T, order, True) == (2, _kernels.REPEATED)
+    assert _kernels.first_order_violation(idx.T[:, ::-1], order, False) == (1, _kernels.OUT_OF_ORDER)
+
+
+@pytest.mark.parametrize("dtype", ["float64", "float32", "int64", "int32", "int16", "int8", "uint64", "uint32",
+                                   "uint16", "uint8", "complex64", "complex128"])
+@pytest.mark.parametrize("m", [1, 3])
+def test_scatter_add(dtype, m, rng):
+    n, cells = 200, 17
+    offsets = rng.integers(0, cells, size=n).astype(np.int64)
+    vals = (rng.integers(0, 5, size=(n, m)) + (1j if dtype.startswith("complex") else 0)).astype(dtype)
+    got = np.zeros((cells, m), dtype=dtype)
+    want = np.zeros((cells, m), dtype=dtype)
+    _kernels.scatter_add(offsets, vals, got)
+    _reference.scatter_add(offsets, vals, want)
+    np.testing.assert_array_equal(got, want)
+
+
+def test_scatter_or_and_set(rng):
+    offsets = rng.integers(0, 9, size=50).astype(np.int64)
+    vals = (rng.random((50, 2)) < 0.3).astype(np.uint8)
+    got, want = np.zeros((9, 2), np.uint8), np.zeros((9, 2), np.uint8)
+    _kernels.scatter_or(offsets, vals, got)
+    _reference.scatter_or(offsets, vals, want)
+    np.testing.assert_array_equal(got, want)
+    a, b = np.ones((9, 2)), np.ones((9, 2))
+    _kernels.scatter_set(offsets, a, 0.0)
+    _reference.scatter_set(offsets, b, 0.0)
+    np.testing.assert_array_equal(a, b)
+
+
+def test_linear_offsets_and_minmax(rng):
+    keys = _keys(rng, 3, 100, hi=9)
+    strides = np.array([81, 9, 1], dtype=np.int64)
+    got, want = np.empty(100, np.int64), np.empty(100, np.int64)
+    _kernels.linear_offsets(keys, strides, got)
+    _reference.linear_offsets(keys, strides, want)
+    np.testing.assert_array_equal(got, want)
+    np.testing.assert_array_equal(got, np.ravel_multi_index(tuple(keys), (9, 9, 9)))
+    col = rng.integers(-1000, 1000, size=77).astype(np.int64)
+    assert _kernels.column_minmax(col) == _reference.column_minmax(col)
+    with pytest.raises(ValueError):
+        _kernels.column_minmax(np.empty(0, np.int64))
