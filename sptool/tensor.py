@@ -5,6 +5,7 @@ from __future__ import annotations
 import numpy as np
 
 from . import _kernels
+from ._messages import out_of_bounds
 from .errors import DataError, UsageError
 from .format import VALUE_TYPES, TensorMeta, default_fill, value_type_of_dtype
 from .io.sink import check_shape
@@ -23,7 +24,10 @@ def _value_type(values: np.ndarray, value_type: str | None) -> str:
 
 
 def detect_order(keys: np.ndarray) -> tuple[tuple, bool]:
-    """(sort_order, unique) that (K, n) keys actually satisfy: row-major or no promise."""
+    """(sort_order, unique) that (K, n) keys actually satisfy: row-major or no promise.
+
+    Uniqueness of unsorted keys is found by sorting a copy (the tensor is in memory anyway).
+    """
     K, n = keys.shape
     if n <= 1:
         return tuple(range(K)), True
@@ -35,7 +39,9 @@ def detect_order(keys: np.ndarray) -> tuple[tuple, bool]:
         row, _ = _kernels.first_order_violation(keys, order, False)
         if row < 0:
             return tuple(range(K)), False
-    return (), False
+    ordered = np.ascontiguousarray(keys[:, np.lexsort(keys[::-1])])
+    row, _ = _kernels.first_order_violation(ordered, order, True)
+    return (), row < 0
 
 
 class SparseTensor:
@@ -93,16 +99,15 @@ class SparseTensor:
         bounds = np.asarray(shape[:K], dtype=np.int64)
         row, dim = _kernels.first_out_of_bounds(keys, bounds)
         if row >= 0:
-            raise DataError(
-                f"indices[{row}] = {self.indices[row].tolist()} is out of bounds: need 0 <= index < "
-                f"{list(shape[:K])}"
-            )
+            raise DataError(out_of_bounds(row, keys, row, shape[:K]))
         if sort_order is None or unique is None:
             found_order, found_unique = detect_order(keys)
             if sort_order is None:
                 sort_order = found_order
             if unique is None:
-                unique = found_unique if tuple(sort_order) == found_order else False
+                unique = found_unique
+        if vt in ("string", "binary") and not unique:
+            raise DataError(f"a {vt} tensor cannot hold repeated coordinates: they cannot be summed")
         self._meta = TensorMeta(
             shape=shape, sparse_ndim=K, value_type=vt,
             fill_value=default_fill(vt) if fill_value is None else fill_value,

@@ -52,7 +52,8 @@ def dense_oracle(t: SparseTensor, fill=None) -> np.ndarray:
     for i, coord in enumerate(map(tuple, t.indices)):
         v = t.values[i]
         if coord in seen:
-            out[coord] = (out[coord] | v) if t.values.dtype == bool else out[coord] + v
+            with np.errstate(over="ignore"):
+                out[coord] = (out[coord] | v) if t.values.dtype == bool else out[coord] + v
         else:
             out[coord] = v
             seen.add(coord)

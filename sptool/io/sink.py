@@ -13,6 +13,7 @@ import pyarrow.parquet as pq
 
 from .. import _kernels
 from .._memory import ROW_GROUP_BYTES, ROW_GROUP_ROWS
+from .._messages import out_of_bounds, out_of_order, repeated
 from ..errors import DataError, UsageError
 from ..format import INT64_MAX, METADATA_KEY, TRAILER_KEY, TensorMeta, index_column
 from ._arrays import batch_keys, make_batch
@@ -48,10 +49,6 @@ def check_shape(shape):
         raise DataError(f"shape {list(shape)} has more than 2^63-1 elements")
 
 
-def format_row(keys: np.ndarray, i: int) -> str:
-    return "[" + ",".join(str(int(keys[k, i])) for k in range(keys.shape[0])) + "]"
-
-
 class OrderTracker:
     """Checks rows against a sort order across batches (one pass, compiled)."""
 
@@ -77,8 +74,9 @@ class OrderTracker:
 class TensorSink:
     """Writes batches, checking every claim it will put in the metadata.
 
-    ``meta.sort_order`` and ``meta.unique`` are claims made by the caller: the sink verifies
-    them as rows pass (a broken claim is an error, never a false header).  ``unique=None``
+    ``meta.sort_order`` and ``unique_claim`` are claims made by the caller: the sink verifies
+    them as rows pass (a broken claim is an error, never a false header); a uniqueness claim
+    on rows in no full sort order cannot be checked in one pass and is the caller's guarantee.  ``unique=None``
     means "find out": the output is marked unique when the rows turned out strictly
     increasing in a full sort order.  Shape entries that are None are inferred as max + 1.
     """
@@ -184,10 +182,7 @@ class TensorSink:
                          dtype=np.int64)
         row, dim = _kernels.first_out_of_bounds(keys, shape)
         if row >= 0:
-            raise DataError(
-                f"indices[{self.rows + row}] = {format_row(keys, row)} is out of bounds: need 0 <= index < "
-                f"{list(self.meta.shape[: self.K])}"
-            )
+            raise DataError(out_of_bounds(self.rows + row, keys, row, self.meta.shape[: self.K]))
         if len(known) < self.K:
             for k in range(self.K):
                 if self.meta.shape[k] is None:
@@ -197,11 +192,11 @@ class TensorSink:
             local = at - (self.order.offset - n)
             if kind == _kernels.OUT_OF_ORDER:
                 raise DataError(
-                    f"internal error: indices[{at}] = {format_row(keys, local)} breaks the promised sort "
-                    f"order {list(self.meta.sort_order)}"
+                    f"internal error: {out_of_order(at, keys, local)}, breaking the promised sort order "
+                    f"{list(self.meta.sort_order)}"
                 )
             if self.unique_claim:
-                raise DataError(f"indices[{at}] = {format_row(keys, local)} is repeated")
+                raise DataError(repeated(at, keys, local))
             self.still_unique = False
             self.order.check_repeats = False
 
@@ -244,9 +239,12 @@ class TensorSink:
         shape = tuple(int(self.maxes[k] + 1) if s is None else s for k, s in enumerate(self.meta.shape))
         if self.unique_claim is False:
             unique = False
+        elif self.unique_claim is True:
+            # Verified row by row under a full sort order; otherwise the caller's guarantee
+            # (e.g. an in-memory SparseTensor that checked by sorting a copy).
+            unique = True
         else:
-            unique = self.still_unique or self.rows == 0 or (self.unique_claim is True and self.rows <= 1)
-            unique = bool(unique) and (len(self.meta.sort_order) == self.K or self.rows <= 1)
+            unique = self.rows <= 1 or (self.still_unique and len(self.meta.sort_order) == self.K)
         return self.meta.with_(shape=shape, nnz=nnz, unique=unique)
 
     def close(self) -> TensorMeta:

@@ -8,9 +8,9 @@ import mmap
 import numpy as np
 
 from .. import _kernels
+from .._messages import out_of_bounds
 from ..errors import DataError
 from ..format import TensorMeta
-from ..io.sink import format_row
 
 _COMPILED = {np.dtype(t) for t in (
     np.int8, np.int16, np.int32, np.int64, np.uint8, np.uint16, np.uint32, np.uint64,
@@ -65,10 +65,7 @@ class DenseScatter:
             return
         row, dim = _kernels.first_out_of_bounds(keys, self.shape_arr)
         if row >= 0:
-            raise DataError(
-                f"indices[{self.rows + row}] = {format_row(keys, row)} is out of bounds: need 0 <= index < "
-                f"{list(self.meta.shape[: self.meta.sparse_ndim])}"
-            )
+            raise DataError(out_of_bounds(self.rows + row, keys, row, self.meta.shape[: self.meta.sparse_ndim]))
         offsets = np.empty(n, dtype=np.int64)
         _kernels.linear_offsets(keys, self.strides, offsets)
         vals = np.ascontiguousarray(values).reshape(n, -1)

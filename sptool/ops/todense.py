@@ -10,11 +10,12 @@ import numpy as np
 
 from .. import _kernels
 from .._memory import resolve_budget
+from .._messages import out_of_order, repeated
 from ..errors import DataError, ResourceError, UsageError
 from ..format import INT64_MAX
 from ..io import open_source
 from ..io._atomic import AtomicTarget
-from ..io.sink import OrderTracker, format_row
+from ..io.sink import OrderTracker
 from ._dense import DenseScatter
 
 
@@ -123,9 +124,9 @@ def _check_claims(tracker: OrderTracker, keys: np.ndarray, meta):
     if at < 0:
         return
     local = at - (tracker.offset - keys.shape[1])
-    what = "is out of order" if kind == _kernels.OUT_OF_ORDER else "is repeated"
+    what = out_of_order if kind == _kernels.OUT_OF_ORDER else repeated
     raise DataError(
-        f"indices[{at}] = {format_row(keys, local)} {what}, although the metadata says sort_order "
+        f"{what(at, keys, local)}, although the metadata says sort_order "
         f"{list(meta.sort_order)}, unique {str(meta.unique).lower()} (use --no-validate to densify anyway; "
         "duplicates are summed)"
     )

@@ -14,6 +14,7 @@ import pyarrow.parquet as pq
 from .. import _kernels
 from .._memory import batch_rows as _batch_rows
 from .._memory import resolve_budget
+from .._messages import out_of_bounds, out_of_order, repeated
 from ..format import (
     METADATA_KEY,
     TRAILER_KEY,
@@ -24,7 +25,6 @@ from ..format import (
     index_column,
 )
 from ..io._prefetch import prefetch
-from ..io.sink import format_row
 from ..io.source import INVARIANT_KEYS, PARQUET_MAGIC, STREAM_MAGIC, is_part_name, row_bytes
 from ..report import FATAL, Problem, Report
 
@@ -95,6 +95,7 @@ class Scanner:
                 first = int(np.flatnonzero(col.is_null().to_numpy(zero_copy_only=False))[0])
                 self._report("E_NULL_INDEX", f"indices[{self.row + first}] has a null in {index_column(k)}",
                              self.row + first, row_group=row_group)
+        self._check_values(vals, row_group)
         if any(c.null_count for c in cols):
             self.row += n
             self.prev = None
@@ -102,13 +103,11 @@ class Scanner:
         keys = np.empty((K, n), dtype=np.int64)
         for k, col in enumerate(cols):
             keys[k] = col.to_numpy(zero_copy_only=False)
-        self._check_values(vals, row_group)
         row, dim = _kernels.first_out_of_bounds(keys, self.shape)
         if row >= 0:
             self._report(
                 "E_INDEX_OUT_OF_BOUNDS",
-                f"indices[{self.row + row}] = {format_row(keys, row)} is out of bounds: need 0 <= index < "
-                f"{list(self.meta.shape[:K])}",
+                out_of_bounds(self.row + row, keys, row, self.meta.shape[:K]),
                 self.row + row, keys[:, row].tolist(), row_group,
             )
         if len(self.order):
@@ -117,8 +116,7 @@ class Scanner:
                 if kind == _kernels.OUT_OF_ORDER:
                     self._report(
                         "E_NOT_SORTED",
-                        f"indices[{self.row + row}] = {format_row(keys, row)} is out of order "
-                        f"(sort_order {list(self.meta.sort_order)})",
+                        f"{out_of_order(self.row + row, keys, row)} (sort_order {list(self.meta.sort_order)})",
                         self.row + row, keys[:, row].tolist(), row_group,
                     )
                     # Keep looking for repeats in the rest of the batch after an order break.
@@ -126,7 +124,7 @@ class Scanner:
                 else:
                     self._report(
                         "E_DUPLICATE_COORDINATE",
-                        f"indices[{self.row + row}] = {format_row(keys, row)} is repeated",
+                        repeated(self.row + row, keys, row),
                         self.row + row, keys[:, row].tolist(), row_group,
                     )
                     if "E_NOT_SORTED" not in self.found:
@@ -134,8 +132,7 @@ class Scanner:
                         if r2 >= 0:
                             self._report(
                                 "E_NOT_SORTED",
-                                f"indices[{self.row + r2}] = {format_row(keys, r2)} is out of order "
-                                f"(sort_order {list(self.meta.sort_order)})",
+                                f"{out_of_order(self.row + r2, keys, r2)} (sort_order {list(self.meta.sort_order)})",
                                 self.row + r2, keys[:, r2].tolist(), row_group,
                             )
             self.prev = keys[:, n - 1 : n].copy()
@@ -241,7 +238,7 @@ class Scanner:
             row, kind = _kernels.first_order_violation(skeys, np.arange(self.K, dtype=np.int64), True)
             if row >= 0:
                 orig = int(max(order[row], order[row - 1]))
-                self._report("E_DUPLICATE_COORDINATE", f"indices[{orig}] = {format_row(keys, orig)} is repeated",
+                self._report("E_DUPLICATE_COORDINATE", repeated(orig, keys, orig),
                              orig, keys[:, orig].tolist())
 
 

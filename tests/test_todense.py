@@ -1,0 +1,135 @@
+"""todense / to_dense against an independent dense oracle (a Python loop, NumPy and scipy)."""
+
+from __future__ import annotations
+
+import os
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+from conftest import DTYPES, dense_oracle, random_tensor
+
+import sptool
+from sptool.errors import DataError, ResourceError, UsageError
+
+
+def _assert_same(got, want):
+    assert got.dtype == want.dtype and got.shape == want.shape
+    if got.dtype.kind in "fc":
+        np.testing.assert_allclose(got, want, rtol=1e-5 if got.dtype.itemsize <= 4 else 1e-12, equal_nan=True)
+    else:
+        np.testing.assert_array_equal(got, want)
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("duplicates", [False, True])
+def test_todense_matches_oracle(tmp_path, rng, dtype, duplicates):
+    t = random_tensor(rng, (9, 7, 5), 120, dtype=dtype, duplicates=duplicates)
+    src = str(tmp_path / "t.parquet")
+    sptool.write(t, src)
+    out = str(tmp_path / "d.npy")
+    sptool.todense(src, out, memory="64MB")
+    _assert_same(np.load(out), dense_oracle(t))
+    _assert_same(t.to_dense(), dense_oracle(t))
+
+
+def test_scipy_agrees_on_duplicates(tmp_path, rng):
+    import scipy.sparse as sp
+
+    t = random_tensor(rng, (30, 20), 300, duplicates=True)
+    sptool.write(t, str(tmp_path / "m.parquet"))
+    sptool.todense(str(tmp_path / "m.parquet"), str(tmp_path / "m.npy"))
+    want = sp.coo_array((t.values, (t.indices[:, 0], t.indices[:, 1])), shape=t.shape).toarray()
+    np.testing.assert_allclose(np.load(tmp_path / "m.npy"), want)
+
+
+@pytest.mark.parametrize("fill", [7.5, float("nan"), -1.0])
+def test_fill_and_default_value(tmp_path, rng, fill):
+    t = random_tensor(rng, (6, 6), 20, duplicates=True, fill_value=fill)
+    sptool.write(t, str(tmp_path / "f.parquet"))
+    sptool.todense(str(tmp_path / "f.parquet"), str(tmp_path / "f.npy"))
+    _assert_same(np.load(tmp_path / "f.npy"), dense_oracle(t))
+    sptool.todense(str(tmp_path / "f.parquet"), str(tmp_path / "g.npy"), default_value=3.0)
+    _assert_same(np.load(tmp_path / "g.npy"), dense_oracle(t, fill=3.0))
+
+
+def test_bool_or_and_true_fill(rng):
+    t = sptool.SparseTensor([[0], [0], [1], [2]], [False, True, False, False], (4,), fill_value=True)
+    assert t.to_dense().tolist() == [True, False, False, True]
+
+
+def test_hybrid_and_strings(tmp_path, rng):
+    t = random_tensor(rng, (8, 3, 2), 10, sparse_ndim=1, duplicates=True)
+    sptool.write(t, str(tmp_path / "h.parquet"))
+    sptool.todense(str(tmp_path / "h.parquet"), str(tmp_path / "h.npy"))
+    _assert_same(np.load(tmp_path / "h.npy"), dense_oracle(t))
+    s = sptool.SparseTensor([[2, 1], [0, 0]], np.array(["longer", "x"], dtype=object), (3, 2), fill_value="-")
+    sptool.write(s, str(tmp_path / "s.parquet"))
+    sptool.todense(str(tmp_path / "s.parquet"), str(tmp_path / "s.npy"))
+    assert np.load(tmp_path / "s.npy").tolist() == [["x", "-"], ["-", "-"], ["-", "longer"]]
+
+
+def test_out_of_bounds_named_and_nothing_written(tmp_path):
+    schema = pa.schema([pa.field("indices_0", pa.int64(), False), pa.field("values", pa.float64(), False)])
+    meta = sptool.TensorMeta(shape=(3,), sparse_ndim=1, value_type="float64", nnz=3)
+    w = pq.ParquetWriter(tmp_path / "bad.parquet", schema)
+    w.write_table(pa.table({"indices_0": [0, 5, 1], "values": [1.0, 2.0, 3.0]}, schema=schema))
+    w.add_key_value_metadata({"sptool": meta.to_json()})
+    w.close()
+    with pytest.raises(DataError, match=r"indices\[1\] = \[5\] is out of bounds: need 0 <= index < \[3\]"):
+        sptool.todense(str(tmp_path / "bad.parquet"), str(tmp_path / "out.npy"))
+    assert sorted(os.listdir(tmp_path)) == ["bad.parquet"]
+
+
+def test_claims_checked_unless_no_validate(tmp_path):
+    schema = pa.schema([pa.field("indices_0", pa.int64(), False), pa.field("values", pa.float64(), False)])
+    meta = sptool.TensorMeta(shape=(3,), sparse_ndim=1, value_type="float64", nnz=3, sort_order=(0,), unique=True)
+    w = pq.ParquetWriter(tmp_path / "lie.parquet", schema)
+    w.write_table(pa.table({"indices_0": [0, 2, 2], "values": [1.0, 2.0, 3.0]}, schema=schema))
+    w.add_key_value_metadata({"sptool": meta.to_json()})
+    w.close()
+    with pytest.raises(DataError, match=r"indices\[2\] = \[2\] is repeated"):
+        sptool.todense(str(tmp_path / "lie.parquet"), str(tmp_path / "o.npy"))
+    sptool.todense(str(tmp_path / "lie.parquet"), str(tmp_path / "o.npy"), validate=False)
+    assert np.load(tmp_path / "o.npy").tolist() == [1.0, 0.0, 5.0]
+
+
+def test_refuses_overflow_and_disk(tmp_path, monkeypatch):
+    t = sptool.SparseTensor([[0, 0]], [1.0], (2**40, 2**20))
+    sptool.write(t, str(tmp_path / "huge.parquet"))
+    with pytest.raises(ResourceError, match="2\\^63-1|free"):
+        sptool.todense(str(tmp_path / "huge.parquet"), str(tmp_path / "huge.npy"))
+    assert not os.path.exists(tmp_path / "huge.npy")
+    with pytest.raises(UsageError, match=".npy"):
+        sptool.todense(str(tmp_path / "huge.parquet"), str(tmp_path / "huge.txt"))
+
+
+def test_memmap_release_path(tmp_path, rng):
+    # A dense output over half the budget takes the flush-and-drop path: the result must not change.
+    t = random_tensor(rng, (2000, 3000), 5000, duplicates=True, fill_value=2.0)
+    sptool.write(t, str(tmp_path / "big.parquet"))
+    sptool.todense(str(tmp_path / "big.parquet"), str(tmp_path / "big.npy"), memory="20MB")
+    _assert_same(np.load(tmp_path / "big.npy"), dense_oracle(t))
+
+
+def test_from_dense_roundtrip(rng):
+    a = rng.standard_normal((5, 4, 3))
+    a[a < 0.5] = 0
+    t = sptool.SparseTensor.from_dense(a)
+    assert t.canonical and t.nnz == np.count_nonzero(a)
+    np.testing.assert_array_equal(t.to_dense(), a)
+    h = sptool.SparseTensor.from_dense(a, sparse_ndim=2)
+    assert h.nnz == np.count_nonzero(a.any(axis=2))
+    np.testing.assert_array_equal(h.to_dense(), a)
+
+
+def test_scipy_bridges(rng):
+    import scipy.sparse as sp
+
+    m = sp.random_array((20, 30), density=0.2, random_state=1, format="csr")
+    t = sptool.SparseTensor.from_scipy(m)
+    assert t.sort_order == (0, 1)
+    np.testing.assert_allclose(t.to_dense(), m.toarray())
+    np.testing.assert_allclose(t.to_scipy("csr").toarray(), m.toarray())
+    assert sptool.SparseTensor.from_scipy(m.tocsc()).sort_order == (1, 0)

@@ -1,0 +1,138 @@
+"""validate's messages name the first offending entry, TensorFlow-style, across batch boundaries."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+
+import sptool
+from sptool.format import TensorMeta
+
+
+def write_raw(path, columns: dict, meta: dict | TensorMeta, *, row_group_size=None, schema=None):
+    """A Parquet file with exactly these columns and this 'sptool' JSON, however wrong."""
+    table = pa.table(columns, schema=schema)
+    w = pq.ParquetWriter(path, table.schema)
+    w.write_table(table, row_group_size=row_group_size)
+    w.add_key_value_metadata({"sptool": meta.to_json() if isinstance(meta, TensorMeta) else json.dumps(meta)})
+    w.close()
+    return str(path)
+
+
+def _schema(K, vtype=None):
+    return pa.schema([pa.field(f"indices_{k}", pa.int64(), False) for k in range(K)]
+                     + [pa.field("values", vtype or pa.float64(), False)])
+
+
+def _meta(**kw):
+    base = dict(shape=(4, 4), sparse_ndim=2, value_type="float64", sort_order=(0, 1), unique=True)
+    base.update(kw)
+    return TensorMeta(**base)
+
+
+def test_out_of_order_message(tmp_path):
+    path = write_raw(tmp_path / "a.parquet", {"indices_0": [0, 1, 1, 1], "indices_1": [0, 2, 0, 3],
+                                               "values": [1.0] * 4}, _meta(nnz=4), schema=_schema(2))
+    r = sptool.validate(path)
+    assert not r.valid and [p.code for p in r.errors] == ["E_NOT_SORTED"]
+    p = r.errors[0]
+    assert p.message.startswith("indices[2] = [1,0] is out of order")
+    assert p.location == {"row_group": 0, "row": 2, "index": [1, 0]}
+
+
+@pytest.mark.parametrize("batch", [1, 2, 3, 1000])
+def test_errors_found_across_row_groups_and_batches(tmp_path, batch, monkeypatch):
+    from sptool.ops import validate as vmod
+
+    monkeypatch.setattr(vmod, "_batch_rows", lambda budget, row_bytes: batch)
+    cols = {"indices_0": [0, 0, 1, 1, 1, 3], "indices_1": [1, 2, 0, 3, 3, 9], "values": [1.0] * 6}
+    path = write_raw(tmp_path / "b.parquet", cols, _meta(nnz=6), row_group_size=2, schema=_schema(2))
+    r = sptool.validate(path)
+    msgs = {p.code: p.message for p in r.problems}
+    assert msgs["E_DUPLICATE_COORDINATE"] == "indices[4] = [1,3] is repeated"
+    assert msgs["E_INDEX_OUT_OF_BOUNDS"] == "indices[5] = [3,9] is out of bounds: need 0 <= index < [4,4]"
+    assert "E_NOT_SORTED" not in msgs
+
+
+def test_order_break_between_row_groups(tmp_path):
+    cols = {"indices_0": [0, 2, 1, 3], "indices_1": [0, 0, 0, 0], "values": [1.0] * 4}
+    path = write_raw(tmp_path / "c.parquet", cols, _meta(nnz=4), row_group_size=2, schema=_schema(2))
+    r = sptool.validate(path)
+    assert "E_NOT_SORTED" in r.codes and "E_STATS_NOT_SORTED" in r.codes
+    sorted_msg = next(p for p in r.problems if p.code == "E_NOT_SORTED")
+    assert sorted_msg.message.startswith("indices[2] = [1,0] is out of order")
+    assert sorted_msg.location["row_group"] == 1
+
+
+def test_metadata_only_reads_no_data(tmp_path):
+    cols = {"indices_0": [0, 1, 0], "indices_1": [0, 0, 0], "values": [1.0] * 3}
+    path = write_raw(tmp_path / "d.parquet", cols, _meta(nnz=3), schema=_schema(2))
+    assert sptool.validate(path, metadata_only=True).valid
+    assert not sptool.validate(path).valid
+
+
+def test_deep_finds_duplicates_when_order_is_partial(tmp_path):
+    cols = {"indices_0": [0, 0, 1, 1], "indices_1": [3, 1, 2, 2], "values": [1.0] * 4}
+    meta = _meta(nnz=4, sort_order=(0,), unique=True)
+    path = write_raw(tmp_path / "e.parquet", cols, meta, schema=_schema(2))
+    assert sptool.validate(path).valid
+    r = sptool.validate(path, deep=True)
+    assert [p.code for p in r.errors] == ["E_DUPLICATE_COORDINATE"]
+    assert r.errors[0].message == "indices[3] = [1,2] is repeated"
+
+
+def test_nnz_and_sorting_columns(tmp_path):
+    cols = {"indices_0": [0, 1], "indices_1": [0, 0], "values": [1.0, 2.0]}
+    path = write_raw(tmp_path / "f.parquet", cols, _meta(nnz=5), schema=_schema(2))
+    r = sptool.validate(path)
+    assert "E_NNZ_MISMATCH" in r.codes and "W_SORTING_COLUMNS_ABSENT" in r.codes
+    assert sptool.validate(path).as_dict()["checks"][0]["passed"] is False
+
+
+def test_explicit_fill_is_information_only(tmp_path):
+    t = sptool.SparseTensor([[0, 0], [1, 1]], [0.0, 2.0], (2, 2))
+    sptool.write(t, str(tmp_path / "z.parquet"))
+    r = sptool.validate(str(tmp_path / "z.parquet"))
+    assert r.valid and r.codes == ["I_EXPLICIT_FILL"] and r.problems[0].message.startswith("1 stored")
+
+
+def test_iso_and_nulls(tmp_path):
+    meta = _meta(nnz=3, iso=True, sort_order=(), unique=False)
+    cols = {"indices_0": [0, 1, 2], "indices_1": [0, 0, 0], "values": [1.0, 1.0, 2.0]}
+    r = sptool.validate(write_raw(tmp_path / "i.parquet", cols, meta, schema=_schema(2)))
+    assert r.codes == ["E_ISO_VALUES_DIFFER"] and "values[2]" in r.problems[0].message
+    nullable = pa.schema([pa.field("indices_0", pa.int64()), pa.field("indices_1", pa.int64()),
+                          pa.field("values", pa.float64())])
+    cols = {"indices_0": [0, None, 2], "indices_1": [0, 0, 0], "values": [1.0, 1.0, None]}
+    r = sptool.validate(write_raw(tmp_path / "n.parquet", cols, _meta(nnz=3, sort_order=(), unique=False),
+                                  schema=nullable))
+    assert {"E_NULL_INDEX", "E_NULL_VALUE", "W_NULLABLE_COLUMN"} <= set(r.codes)
+
+
+def test_stream_from_stdin(tmp_path, monkeypatch):
+    import io
+
+    t = sptool.SparseTensor([[1, 0], [0, 1]], [1.0, 2.0], (2, 2))
+    sptool.write(t, str(tmp_path / "s.arrows"))
+    data = (tmp_path / "s.arrows").read_bytes()
+
+    class FakeStdin:
+        buffer = io.BytesIO(data)
+
+    monkeypatch.setattr("sys.stdin", FakeStdin)
+    r = sptool.validate("-")
+    assert r.valid and r.nnz == 2
+
+
+def test_report_json_shape(tmp_path):
+    cols = {"indices_0": [2, 1], "indices_1": [0, 0], "values": [1.0, 2.0]}
+    path = write_raw(tmp_path / "j.parquet", cols, _meta(nnz=2), schema=_schema(2))
+    d = json.loads(sptool.validate(path).to_json())
+    assert set(d) == {"target", "mode", "valid", "nnz", "checks"}
+    check = next(c for c in d["checks"] if c["code"] == "E_NOT_SORTED")
+    assert check["location"] == {"part": None, "row_group": 0, "row": 1, "index": [1, 0]}
+    assert np.isscalar(d["nnz"]) and d["mode"] == "full"
