@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import click
 
+from .._memory import resolve_budget
+
 MEMORY_HELP = "Memory budget, e.g. 512MB or 2GiB [default: 1GiB, or $SPTOOL_MEMORY]."
 
 
@@ -42,5 +44,7 @@ def input_argument(name: str = "tensor"):
 
 
 def settings(ctx: click.Context) -> dict:
+    """The shared options in effect; a malformed --memory fails here, before any work."""
     obj = ctx.ensure_object(dict)
+    resolve_budget(obj.get("memory"))
     return {"memory": obj.get("memory"), "quiet": bool(obj.get("quiet")), "debug": bool(obj.get("debug"))}

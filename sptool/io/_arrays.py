@@ -113,7 +113,7 @@ def normalize_batch(batch: pa.RecordBatch, meta: TensorMeta, schema: pa.Schema) 
     try:
         cols[K] = vals.cast(target)
         cols[:K] = [c.cast(pa.int64()) for c in cols[:K]]
-    except (pa.ArrowInvalid, pa.ArrowNotImplementedError) as e:
+    except pa.ArrowException as e:
         raise FormatError(f"cannot read the columns as the declared types: {e}") from None
     for k in range(K):
         if cols[k].null_count:

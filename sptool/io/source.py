@@ -19,6 +19,10 @@ from ..format import METADATA_KEY, TRAILER_KEY, TensorMeta, check_schema, parse_
 from ._arrays import batch_keys, batch_values, normalize_batch
 from ._prefetch import prefetch
 
+# What pyarrow raises on a corrupt or foreign file: any Arrow error, and the Python errors its
+# footer and statistics accessors let through on garbled metadata.
+READ_ERRORS = (pa.ArrowException, OSError, ValueError, TypeError, IndexError, KeyError, EOFError)
+
 PARQUET_MAGIC = b"PAR1"
 STREAM_MAGIC = b"\xff\xff\xff\xff"
 
@@ -44,8 +48,10 @@ def sniff(path: str) -> str:
 
 def open_parquet(path: str) -> pq.ParquetFile:
     try:
-        return pq.ParquetFile(path)
-    except (pa.ArrowInvalid, pa.ArrowIOError, OSError) as e:
+        pf = pq.ParquetFile(path)
+        pf.schema_arrow  # noqa: B018 - decoding the schema is part of opening
+        return pf
+    except READ_ERRORS as e:
         raise FormatError(f"not a readable Parquet file ({_short(e)}) [E_NOT_PARQUET]", path=path) from None
 
 
@@ -112,7 +118,7 @@ class ParquetSource(TensorSource):
             try:
                 for batch in part.file.iter_batches(batch_size=batch_rows, use_threads=True):
                     yield normalize_batch(batch, part.meta, self.schema)
-            except (pa.ArrowInvalid, pa.ArrowIOError, OSError, ValueError) as e:
+            except READ_ERRORS as e:
                 raise FormatError(f"cannot decode the data ({_short(e)}) [E_READ_FAILED]", path=part.path) from None
 
     def iter_batches(self, batch_rows=None, *, memory=None):
@@ -183,7 +189,7 @@ class StreamSource(TensorSource):
                 batch, custom = self._reader.read_next_batch_with_custom_metadata()
             except StopIteration:
                 break
-            except (pa.ArrowInvalid, pa.ArrowIOError, OSError) as e:
+            except READ_ERRORS as e:
                 raise FormatError(f"the stream is cut off or corrupt ({_short(e)}) [E_STREAM_TRUNCATED]",
                                   path=self.path) from None
             if self.trailer is not None:
@@ -259,7 +265,7 @@ def open_stream(path: str) -> StreamSource:
         raise InputError("stdin is a terminal; pipe an Arrow IPC stream into sptool or name a file", path=name)
     try:
         reader = pa.ipc.open_stream(f)
-    except (pa.ArrowInvalid, pa.ArrowIOError, OSError) as e:
+    except READ_ERRORS as e:
         raise FormatError(f"not an Arrow IPC stream ({_short(e)}) [E_STREAM_NOT_ARROW]", path=name) from None
     md = reader.schema.metadata or {}
     raw = md.get(METADATA_KEY.encode())

@@ -25,7 +25,7 @@ from ..format import (
     index_column,
 )
 from ..io._prefetch import prefetch
-from ..io.source import INVARIANT_KEYS, PARQUET_MAGIC, STREAM_MAGIC, is_part_name, row_bytes
+from ..io.source import INVARIANT_KEYS, PARQUET_MAGIC, READ_ERRORS, STREAM_MAGIC, is_part_name, row_bytes
 from ..report import FATAL, Problem, Report
 
 PART_NAME_RE = re.compile(r"^part-\d{6}(-[0-9a-f]+)?\.parquet$")
@@ -193,7 +193,7 @@ class Scanner:
         # Everything below compares decoded values.
         try:
             flat = _decode(leaf, meta)
-        except (pa.ArrowInvalid, ValueError, TypeError):
+        except READ_ERRORS:
             return
         fill = meta.fill_value
         try:
@@ -283,7 +283,7 @@ class _Validator:
         try:
             pf = pq.ParquetFile(path)
             md = pf.metadata
-        except (pa.ArrowInvalid, pa.ArrowIOError, OSError) as e:
+        except READ_ERRORS as e:
             add(Problem("E_NOT_PARQUET", f"not a readable Parquet file: {_short(e)}"))
             return None, None
         raw = (md.metadata or {}).get(METADATA_KEY.encode())
@@ -298,8 +298,8 @@ class _Validator:
         meta = _meta_from(obj)
         try:
             schema = pf.schema_arrow
-        except (pa.ArrowInvalid, pa.ArrowNotImplementedError) as e:
-            add(Problem("E_VALUES_COLUMN_TYPE", f"the Arrow schema cannot be read: {_short(e)}"))
+        except READ_ERRORS as e:
+            add(Problem("E_NOT_PARQUET", f"the file's schema cannot be decoded: {_short(e)}"))
             return meta, None
         problems = check_schema(schema, meta)
         for p in problems:
@@ -307,7 +307,11 @@ class _Validator:
         if _has_fatal(problems):
             return meta, schema
         self.report.nnz = (self.report.nnz or 0) + md.num_rows
-        stats = self._footer(pf, meta, add)
+        try:
+            stats = self._footer(pf, meta, add)
+        except READ_ERRORS as e:
+            add(Problem("E_READ_FAILED", f"the footer's row-group metadata cannot be read: {_short(e)}"))
+            return meta, schema
         if not self.metadata_only:
             self._scan_parquet(pf, meta, stats, location, add)
         return meta, schema
@@ -386,7 +390,7 @@ class _Validator:
                 scanner.feed(batch, row_group=r, stats=stats[r] if stats else None)
                 if self.progress:
                     self.progress.advance(batch.num_rows)
-        except (pa.ArrowInvalid, pa.ArrowIOError, OSError, ValueError, pa.ArrowNotImplementedError) as e:
+        except READ_ERRORS as e:
             add(Problem("E_READ_FAILED", f"the data cannot be decoded after row {scanner.row}: {_short(e)}",
                         {"row": scanner.row}))
             return
@@ -441,7 +445,7 @@ class _Validator:
         add = self.add
         try:
             reader = pa.ipc.open_stream(f)
-        except (pa.ArrowInvalid, pa.ArrowIOError, OSError) as e:
+        except READ_ERRORS as e:
             add(Problem("E_STREAM_NOT_ARROW", f"not an Arrow IPC stream: {_short(e)}"))
             return
         raw = (reader.schema.metadata or {}).get(METADATA_KEY.encode())
@@ -468,7 +472,7 @@ class _Validator:
                 batch, custom = reader.read_next_batch_with_custom_metadata()
             except StopIteration:
                 break
-            except (pa.ArrowInvalid, pa.ArrowIOError, OSError) as e:
+            except READ_ERRORS as e:
                 add(Problem("E_STREAM_TRUNCATED", f"the stream is cut off after row {rows}: {_short(e)}",
                             {"row": rows}))
                 return

@@ -1,0 +1,127 @@
+"""The command line: exit codes, one-line errors, pipes, summaries."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+from click.testing import CliRunner
+from conftest import dense_oracle, random_tensor
+
+import sptool
+from sptool.cli import cli
+
+SPTOOL = [sys.executable, "-m", "sptool"]
+
+
+def run(*args, input=None):
+    return CliRunner().invoke(cli, list(args), input=input, catch_exceptions=False)
+
+
+@pytest.fixture
+def tensor(tmp_path, rng):
+    t = random_tensor(rng, (12, 9, 4), 150, duplicates=True)
+    path = str(tmp_path / "t.parquet")
+    sptool.write(t, path)
+    return t, path
+
+
+def test_version():
+    r = run("--version")
+    assert r.exit_code == 0
+    assert f"sptool {sptool.__version__}" in r.output and "format 1.0.0" in r.output
+    assert "kernels: compiled" in r.output
+
+
+def test_help_lists_every_command_with_a_summary():
+    r = run("--help")
+    for name, cmd in cli.commands.items():
+        assert name in r.output
+        assert cmd.get_short_help_str()
+
+
+@pytest.mark.parametrize("name", sorted(cli.commands))
+def test_command_help_states_memory_and_example(name):
+    text = run(name, "--help").output
+    assert "Memory:" in text, f"{name} --help must state its memory cost"
+    assert "Example:" in text and "sample_data/" in text.split("Example:")[1]
+
+
+def test_validate_exit_codes_and_json(tmp_path, tensor):
+    _, path = tensor
+    assert run("validate", path).exit_code == 0
+    garbage = tmp_path / "g.parquet"
+    garbage.write_bytes(b"not parquet at all")
+    r = run("validate", "--json", str(garbage))
+    assert r.exit_code == 1 and '"E_NOT_PARQUET"' in r.output
+    assert run("validate", str(tmp_path / "missing.parquet")).exit_code == 2
+
+
+def test_errors_are_one_line_without_traceback(tmp_path):
+    garbage = tmp_path / "g.parquet"
+    garbage.write_bytes(b"PAR1 nonsense")
+    r = run("todense", str(garbage), "-o", str(tmp_path / "o.npy"))
+    assert r.exit_code == 1
+    lines = r.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("Error: ") and str(garbage) in lines[0]
+    assert "Traceback" not in r.output and not os.path.exists(tmp_path / "o.npy")
+    r = run("--memory", "lots", "info", str(garbage))
+    assert r.exit_code == 2 and "cannot read 'lots' as a size" in r.stderr
+
+
+def test_debug_shows_traceback(tmp_path):
+    garbage = tmp_path / "g.parquet"
+    garbage.write_bytes(b"junk")
+    r = run("info", "--debug", str(garbage))
+    assert r.exit_code == 1 and "Traceback" in r.stderr
+
+
+def test_summary_line_and_quiet(tensor, tmp_path):
+    _, path = tensor
+    r = run("todense", path, "-o", str(tmp_path / "d.npy"))
+    assert r.exit_code == 0 and "todense:" in r.stderr and "peak memory" in r.stderr
+    r = run("-q", "todense", path, "-o", str(tmp_path / "d.npy"))
+    assert r.exit_code == 0 and r.stderr == ""
+    r = run("todense", "--quiet", path, "-o", str(tmp_path / "d.npy"))
+    assert r.stderr == ""
+
+
+def test_info_and_head(tensor):
+    t, path = tensor
+    r = run("info", "--json", path)
+    assert r.exit_code == 0 and f'"nnz": {t.nnz}' in r.output
+    r = run("head", "-n", "3", "--json", path)
+    lines = r.output.strip().splitlines()
+    assert len(lines) == 3 and str(t.indices[0].tolist()).replace(" ", "") in lines[0].replace(" ", "")
+
+
+def test_pipe_through_stdin(tmp_path, tensor):
+    t, _ = tensor
+    stream = str(tmp_path / "t.arrows")
+    sptool.write(t, stream)
+    with open(stream, "rb") as f:
+        p = subprocess.run(SPTOOL + ["todense", "-", "-o", str(tmp_path / "p.npy")], stdin=f,
+                           capture_output=True)
+    assert p.returncode == 0, p.stderr
+    np.testing.assert_allclose(np.load(tmp_path / "p.npy"), dense_oracle(t))
+    with open(stream, "rb") as f:
+        p = subprocess.run(SPTOOL + ["validate", "-"], stdin=f, capture_output=True)
+    assert p.returncode == 0 and b"valid" in p.stdout
+
+
+def test_refuses_binary_to_terminal(monkeypatch, rng):
+    from sptool.errors import UsageError
+
+    class Tty:
+        buffer = sys.stdout
+
+        @staticmethod
+        def isatty():
+            return True
+
+    monkeypatch.setattr(sys, "stdout", type("S", (), {"buffer": Tty})())
+    with pytest.raises(UsageError, match="terminal"):
+        sptool.write(random_tensor(rng, (3,), 2), "-")
