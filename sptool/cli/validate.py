@@ -33,7 +33,7 @@ def validate(ctx, tensors, as_json, metadata_only, deep, strict):
 
     \b
     Example:
-      sptool validate sample_data/tensor3d.parquet sample_data/invalid.parquet
+      sptool validate sample_data/tensor3d.parquet sample_data/digits.parquet
     """
     opts = settings(ctx)
     reports = []
