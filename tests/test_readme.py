@@ -46,7 +46,7 @@ def test_readme_first_command_runs(tmp_path):
 
 
 def help_examples():
-    for name, cmd in cli.commands.items():
+    for name in cli.commands:
         text = CliRunner().invoke(cli, [name, "--help"]).output
         example = text.split("Example:")[1]
         for line in example.splitlines():

@@ -37,6 +37,12 @@ class Job:
             self._bar.start()
             self._task = self._bar.add_task(name, total=total)
 
+    def set_total(self, total: int | None):
+        """Called by the op once it knows how many rows it will read."""
+        self.total = total
+        if self._bar is not None:
+            self._bar.update(self._task, total=total)
+
     def advance(self, rows: int):
         self.rows += rows
         if self._bar is not None:

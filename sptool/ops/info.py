@@ -69,6 +69,8 @@ def info(path: str, *, scan: bool = False, memory=None, progress=None) -> dict:
         if scan or src.kind == "stream":
             mins, maxs = [None] * K, [None] * K
             rows = 0
+            if progress:
+                progress.set_total(meta.nnz)
             for keys, _ in src.iter_arrays(memory=memory):
                 if keys.shape[1] == 0:
                     continue

@@ -98,6 +98,8 @@ def todense(path: str, output: str, *, default_value=None, validate: bool = True
             scatter = DenseScatter(out, meta, fill, touched=touched, release_bytes=release and budget // 4)
             tracker = OrderTracker(meta.sort_order, meta.sparse_ndim, check_repeats=meta.unique) \
                 if validate else None
+            if progress:
+                progress.set_total(meta.nnz)
             for keys, vals in src.iter_arrays(memory=memory):
                 scatter.add(keys, vals)
                 if tracker is not None:

@@ -379,6 +379,8 @@ class _Validator:
     def _scan_parquet(self, pf: pq.ParquetFile, meta: TensorMeta, stats, location, add):
         scanner = Scanner(meta, add, location, deep=self.deep, budget=self.budget)
         rows = _batch_rows(self.budget, row_bytes(meta))
+        if self.progress:
+            self.progress.set_total(pf.metadata.num_rows)
 
         def batches():
             for r in range(pf.metadata.num_row_groups):
