@@ -190,3 +190,85 @@ def column_minmax(const int64_t[::1] col):
             elif v > hi:
                 hi = v
     return lo, hi
+
+
+# ---------------------------------------------------------------------------------------------
+# sorting: keys packed into uint64, LSD radix sort
+
+def pack_keys(const int64_t[:, :] keys, const int64_t[::1] order, const int64_t[::1] shifts,
+              uint64_t[::1] out):
+    """out[i] = sum_j keys[order[j], i] << shifts[j]: a sort key whose integer order is the
+    lexicographic order of the rows under ``order`` (the caller sizes the bit fields)."""
+    cdef Py_ssize_t n = keys.shape[1], m = order.shape[0], i, j
+    cdef uint64_t acc
+    if out.shape[0] != n or shifts.shape[0] != m:
+        raise ValueError("shape mismatch in pack_keys")
+    with nogil:
+        for i in range(n):
+            acc = 0
+            for j in range(m):
+                acc = acc | (<uint64_t> keys[order[j], i] << shifts[j])
+            out[i] = acc
+
+
+def radix_argsort(const uint64_t[::1] keys, int64_t[::1] perm, uint64_t[::1] sorted_keys):
+    """Stable LSD radix sort: perm receives the permutation, sorted_keys the keys in order.
+
+    Digits of 8 bits; a digit position where every key agrees is skipped, so keys that use
+    few bits cost few passes.
+    """
+    cdef Py_ssize_t n = keys.shape[0], i, d, passes = 8
+    cdef int shift
+    cdef uint64_t lo_or = 0, hi_and = <uint64_t> -1, digit, varying
+    cdef Py_ssize_t[256] count
+    cdef Py_ssize_t total, c
+    if perm.shape[0] != n or sorted_keys.shape[0] != n:
+        raise ValueError("shape mismatch in radix_argsort")
+    import numpy as np
+    tmp_keys_arr = np.empty(n, dtype=np.uint64)
+    tmp_perm_arr = np.empty(n, dtype=np.int64)
+    cdef uint64_t[::1] tmp_keys = tmp_keys_arr
+    cdef int64_t[::1] tmp_perm = tmp_perm_arr
+    cdef uint64_t[::1] src_k = sorted_keys
+    cdef int64_t[::1] src_p = perm
+    cdef uint64_t[::1] dst_k = tmp_keys
+    cdef int64_t[::1] dst_p = tmp_perm
+    cdef uint64_t[::1] swap_k
+    cdef int64_t[::1] swap_p
+    with nogil:
+        for i in range(n):
+            sorted_keys[i] = keys[i]
+            perm[i] = i
+            lo_or = lo_or | keys[i]
+            hi_and = hi_and & keys[i]
+        varying = lo_or ^ hi_and
+    for d in range(passes):
+        shift = 8 * d
+        if ((varying >> shift) & 255) == 0:
+            continue
+        with nogil:
+            for i in range(256):
+                count[i] = 0
+            for i in range(n):
+                count[(src_k[i] >> shift) & 255] += 1
+            total = 0
+            for i in range(256):
+                c = count[i]
+                count[i] = total
+                total += c
+            for i in range(n):
+                digit = (src_k[i] >> shift) & 255
+                dst_k[count[digit]] = src_k[i]
+                dst_p[count[digit]] = src_p[i]
+                count[digit] += 1
+        swap_k = src_k
+        src_k = dst_k
+        dst_k = swap_k
+        swap_p = src_p
+        src_p = dst_p
+        dst_p = swap_p
+    if &src_k[0] != &sorted_keys[0] if n else False:
+        with nogil:
+            for i in range(n):
+                sorted_keys[i] = src_k[i]
+                perm[i] = src_p[i]

@@ -1,0 +1,177 @@
+"""What every converter shares: options, the reader interface and value casting."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+import numpy as np
+
+from ..errors import DataError, UsageError
+from ..format import VALUE_TYPES, TensorMeta, default_fill
+from ..ops._dense import is_zero
+
+
+@dataclass(frozen=True)
+class Options:
+    shape: tuple | None = None
+    value_type: str | None = None
+    fill_value: object = None
+    index_base: int | None = None
+    memory: object = None
+
+
+def parse_shape(shape) -> tuple | None:
+    """--shape as a tuple of ints: '10,20,30', '10x20' or a sequence."""
+    if shape is None:
+        return None
+    if isinstance(shape, str):
+        parts = [p for p in shape.replace("x", ",").replace(" ", "").split(",") if p]
+        try:
+            shape = [int(p) for p in parts]
+        except ValueError:
+            raise UsageError(f"--shape {shape!r} must be a comma-separated list of integers, e.g. 10,20,30") \
+                from None
+    shape = tuple(int(s) for s in shape)
+    if not shape or any(s < 0 for s in shape):
+        raise UsageError(f"--shape {list(shape)} must list one or more non-negative extents")
+    if math.prod(shape) > 2**63 - 1:
+        raise UsageError(f"--shape {list(shape)} has more than 2^63-1 elements")
+    return shape
+
+
+def check_value_type(value_type: str | None) -> str | None:
+    if value_type is not None and value_type not in VALUE_TYPES:
+        raise UsageError(f"unknown value type {value_type!r}; use one of {', '.join(VALUE_TYPES)}")
+    return value_type
+
+
+def coerce_fill(fill, value_type: str):
+    """The fill value as a Python value of ``value_type``, refusing values it cannot hold."""
+    if fill is None:
+        return default_fill(value_type)
+    dtype = VALUE_TYPES[value_type]
+    if value_type in ("string", "binary"):
+        return fill
+    try:
+        if value_type == "bool":
+            if isinstance(fill, str) and fill.lower() in ("true", "false"):
+                return fill.lower() == "true"
+            out = bool(fill)
+            if out != fill:
+                raise ValueError
+            return out
+        if dtype.kind in "iu":
+            info = np.iinfo(dtype)
+            out = int(fill) if not isinstance(fill, float) or fill.is_integer() else None
+            if out is None or not info.min <= out <= info.max:
+                raise ValueError
+            return out
+        if dtype.kind == "f":
+            if isinstance(fill, complex):
+                if fill.imag != 0:
+                    raise ValueError
+                fill = fill.real
+            return float(fill)
+        return complex(fill)
+    except (TypeError, ValueError, OverflowError):
+        raise UsageError(f"--fill-value {fill!r} is not a {value_type} value") from None
+
+
+def check_zero_fill(meta: TensorMeta, fmt: str):
+    if not is_zero(meta.fill_value) and meta.fill_value is not False:
+        raise UsageError(
+            f"the tensor's fill value is {meta.fill_value!r}, but .{fmt} files have no fill value "
+            "(absent entries are zero), so the conversion would change the tensor; convert to .npy, "
+            "or change the fill value first"
+        )
+
+
+def check_not_hybrid(meta: TensorMeta, fmt: str):
+    if meta.hybrid:
+        raise UsageError(
+            f"the tensor has dense dimensions {list(meta.dense_shape)} (sparse_ndim {meta.sparse_ndim} of "
+            f"{meta.ndim}); .{fmt} stores one scalar per coordinate; convert to .npy or sptool instead"
+        )
+
+
+class Reader:
+    """A converter's input: metadata known up front, then batches of (keys (K, n), values).
+
+    ``meta.shape`` entries may be None (inferred as max + 1 at the end) and ``meta.nnz`` is
+    None unless known.  ``complete`` says both are final before the first batch, which the
+    writers that need a header (.mtx) or a shape (.npy) rely on.  ``sort_order`` in ``meta``
+    and ``unique_claim`` are claims for the sink to verify.
+    """
+
+    name = ""
+    meta: TensorMeta
+    unique_claim: bool | None = False
+    complete = False
+    rows_in = 0
+
+    def batches(self) -> Iterator[tuple[np.ndarray, np.ndarray]]:
+        raise NotImplementedError
+
+    def close(self):
+        pass
+
+
+class CastError(Exception):
+    def __init__(self, row: int, message: str):
+        self.row = row
+        super().__init__(message)
+
+
+def cast_values(values: np.ndarray, dtype: np.dtype) -> np.ndarray:
+    """values as ``dtype``; CastError(row) for the first value the type cannot hold.
+
+    Narrowing to an integer type must be exact; float and complex targets round as usual
+    (a finite value that overflows to infinity is an error); bool is ``value != 0``.
+    """
+    dtype = np.dtype(dtype)
+    if values.dtype == dtype:
+        return values
+    if dtype.kind in "OUS":
+        raise UsageError(f"numbers cannot be converted to {dtype}")
+    if values.dtype.kind in "OUS":
+        raise UsageError(f"{values.dtype} values cannot be converted to {dtype}")
+    src = values
+    if dtype == np.bool_:
+        return src != 0
+    if src.dtype.kind == "c" and dtype.kind != "c":
+        bad = np.flatnonzero(src.imag != 0)
+        if len(bad):
+            raise CastError(int(bad[0]), f"value {src[bad[0]]} has an imaginary part; {dtype} cannot hold it")
+        src = src.real
+    if dtype.kind in "iu":
+        info = np.iinfo(dtype)
+        if src.dtype.kind == "f":
+            with np.errstate(invalid="ignore"):
+                ok = np.isfinite(src) & (src == np.trunc(src)) & (src >= float(info.min)) & \
+                    (src < float(info.max) + 1.0)
+        elif src.dtype.kind in "iu":
+            ok = (src >= info.min) & (src <= info.max)
+        else:
+            ok = None
+        if ok is not None and not ok.all():
+            row = int(np.argmin(ok))
+            raise CastError(row, f"value {src[row]} is not a {dtype} value")
+        return src.astype(dtype)
+    with np.errstate(over="ignore"):
+        out = src.astype(dtype)
+    if dtype.kind in "fc" and src.dtype.kind in "fc":
+        lost = np.isinf(out) & np.isfinite(src) if dtype.kind == "f" else None
+        if lost is not None and lost.any():
+            row = int(np.argmax(lost))
+            raise CastError(row, f"value {src[row]} overflows {dtype}")
+    return out
+
+
+def cast_or_fail(values: np.ndarray, dtype, where, path: str) -> np.ndarray:
+    """cast_values, turning a CastError into a DataError; ``where(row)`` names the row."""
+    try:
+        return cast_values(values, dtype)
+    except CastError as e:
+        raise DataError(f"{where(e.row)}: {e}", path=path) from None

@@ -1,0 +1,216 @@
+"""scipy.sparse .npz files (what scipy.sparse.save_npz writes, and pydata/sparse's COO).
+
+Keys: ``format`` (b'coo', b'csr' or b'csc'), ``shape``, ``data``, then ``row``/``col``
+(2-D coo), ``coords`` (n-D coo, ndim x nnz), or ``indices``/``indptr`` (csr, csc).  A
+pydata/sparse file may add ``fill_value``.  The arrays are loaded whole (a .npz member
+cannot be read in pieces), so the file's decompressed size is checked against --memory
+first.  Order claims: csr rows come in row order ([0], or [0, 1] when every row's column
+indices are sorted); csc in column order ([1] or [1, 0]); coo is checked in one pass and
+claims row-major order only if it holds.  The sink verifies every claim.
+
+Output is a coo file that scipy.sparse.load_npz reads as a ``coo_array`` (``row``/``col``
+for 2-D, ``coords`` otherwise), compressed as save_npz does by default.  scipy has no
+float16, so float16 values are written as float32 (exactly).
+"""
+
+from __future__ import annotations
+
+import zipfile
+
+import numpy as np
+
+from .. import _kernels
+from .._memory import _FIXED_OVERHEAD, format_size, resolve_budget
+from ..errors import DataError, InputError, ResourceError, UsageError
+from ..format import TensorMeta, value_type_of_dtype
+from ..io._atomic import AtomicTarget
+from ..io.source import row_bytes
+from .common import Options, Reader, cast_or_fail, check_not_hybrid, check_zero_fill, coerce_fill
+
+BATCH_ROWS = 1 << 20
+REQUIRED = {"coo": ("shape", "data"), "csr": ("shape", "data", "indices", "indptr"),
+            "csc": ("shape", "data", "indices", "indptr")}
+
+
+def _member_headers(path: str) -> dict:
+    """{key: (shape, dtype)} of every array in the archive, read from the .npy headers only."""
+    out = {}
+    try:
+        with zipfile.ZipFile(path) as zf:
+            for name in zf.namelist():
+                if not name.endswith(".npy"):
+                    continue
+                with zf.open(name) as f:
+                    version = np.lib.format.read_magic(f)
+                    if version == (1, 0):
+                        shape, _, dtype = np.lib.format.read_array_header_1_0(f)
+                    else:
+                        shape, _, dtype = np.lib.format.read_array_header_2_0(f)
+                out[name[:-4]] = (shape, dtype)
+    except (zipfile.BadZipFile, OSError, ValueError) as e:
+        raise InputError(f"not a readable .npz archive ({e})", path=path) from None
+    return out
+
+
+def _text(value) -> str:
+    value = value.item() if isinstance(value, np.ndarray) else value
+    return value.decode("ascii", "replace") if isinstance(value, bytes) else str(value)
+
+
+class NpzReader(Reader):
+    complete = True
+
+    def __init__(self, path: str, opts: Options):
+        if path == "-":
+            raise UsageError("a .npz archive cannot be read from stdin (it needs random access); name the file")
+        self.name = path
+        headers = _member_headers(path)
+        if "format" not in headers:
+            raise DataError("missing key 'format': not a scipy.sparse .npz file", path=path)
+        nbytes = sum(int(np.prod(s)) * d.itemsize for s, d in headers.values())
+        data_shape, data_dtype = headers.get("data", ((0,), np.dtype(np.float64)))
+        nnz = int(data_shape[0]) if data_shape else 0
+        ndim = int(np.prod(headers["shape"][0])) if "shape" in headers else 2
+        need = nbytes + nnz * 8 * ndim * 2 + _FIXED_OVERHEAD
+        budget = resolve_budget(opts.memory)
+        if need > budget:
+            raise ResourceError(
+                f"a .npz archive is loaded whole; this one needs about {format_size(need)} of memory "
+                f"({nnz} entries), over --memory {format_size(budget)}; raise --memory", path=path)
+        try:
+            with np.load(path, allow_pickle=False) as z:
+                arrays = {k: z[k] for k in z.files}
+        except (ValueError, OSError, zipfile.BadZipFile) as e:
+            raise DataError(f"cannot load the arrays ({e})", path=path) from None
+        fmt = _text(arrays["format"])
+        if fmt not in REQUIRED:
+            raise InputError(f"scipy format {fmt!r} is not supported; save it as coo, csr or csc "
+                             "(e.g. scipy.sparse.save_npz(path, m.tocoo()))", path=path)
+        missing = [k for k in REQUIRED[fmt] if k not in arrays]
+        if fmt == "coo" and not ({"row", "col"} <= arrays.keys() or "coords" in arrays):
+            missing.append("row/col or coords")
+        if missing:
+            raise DataError(f"missing key{'s' if len(missing) > 1 else ''} {', '.join(missing)} for format "
+                            f"{fmt!r}", path=path)
+        shape = tuple(int(s) for s in np.asarray(arrays["shape"]).reshape(-1))
+        data = np.asarray(arrays["data"]).reshape(-1)
+        if data.dtype.kind not in "biufc":
+            raise DataError(f"data of dtype {data.dtype} is not numeric", path=path)
+        order: tuple = ()
+        if fmt == "coo":
+            if "coords" in arrays:
+                keys = np.asarray(arrays["coords"], dtype=np.int64)
+                if keys.ndim != 2:
+                    keys = keys.reshape(len(shape), -1)
+            else:
+                keys = np.stack([np.asarray(arrays["row"], dtype=np.int64).reshape(-1),
+                                 np.asarray(arrays["col"], dtype=np.int64).reshape(-1)])
+            if keys.shape[0] != len(shape) or keys.shape[1] != len(data):
+                raise DataError(f"coordinates of shape {keys.shape} do not match shape {list(shape)} and "
+                                f"{len(data)} values", path=path)
+            rowmajor = np.arange(len(shape), dtype=np.int64)
+            if keys.shape[1] and _kernels.first_order_violation(keys, rowmajor, False)[0] < 0:
+                order = tuple(range(len(shape)))
+        else:
+            keys, order = _compressed(arrays, fmt, shape, len(data), path)
+        self.keys = np.ascontiguousarray(keys)
+        self.data = data
+        vt_in = value_type_of_dtype(data.dtype)
+        vt = opts.value_type or vt_in
+        fill = opts.fill_value
+        if "fill_value" in arrays and fill is None:
+            fill = np.asarray(arrays["fill_value"]).item()
+        self.meta = TensorMeta(shape=shape, sparse_ndim=len(shape), value_type=vt,
+                               fill_value=coerce_fill(fill, vt), nnz=len(data), sort_order=order)
+        self.unique_claim = None if len(order) == len(shape) else False
+        if opts.shape is not None and tuple(opts.shape) != shape:
+            raise UsageError(f"--shape {list(opts.shape)} contradicts the shape {list(shape)} in the file",
+                             path=path)
+
+    def batches(self):
+        dtype = self.meta.dtype
+        n = self.data.shape[0]
+        for start in range(0, n, BATCH_ROWS):
+            vals = cast_or_fail(self.data[start : start + BATCH_ROWS], dtype,
+                                lambda r, s=start: f"entry {s + r}", self.name)
+            keys = self.keys[:, start : start + BATCH_ROWS]
+            self.rows_in += keys.shape[1]
+            yield keys, vals
+
+
+def _compressed(arrays: dict, fmt: str, shape: tuple, nnz: int, path: str):
+    """(keys, sort_order) of a csr or csc matrix."""
+    if len(shape) != 2:
+        raise DataError(f"a {fmt} matrix must be 2-D, got shape {list(shape)}", path=path)
+    indptr = np.asarray(arrays["indptr"], dtype=np.int64).reshape(-1)
+    indices = np.asarray(arrays["indices"], dtype=np.int64).reshape(-1)
+    major = shape[0] if fmt == "csr" else shape[1]
+    if len(indptr) != major + 1 or indptr[0] != 0 or indptr[-1] != nnz or len(indices) != nnz or \
+            (len(indptr) > 1 and np.any(np.diff(indptr) < 0)):
+        raise DataError(f"indptr is not a valid {fmt} pointer array for shape {list(shape)} and {nnz} entries",
+                        path=path)
+    outer = np.repeat(np.arange(major, dtype=np.int64), np.diff(indptr))
+    step = np.diff(indices)
+    same = outer[1:] == outer[:-1]
+    inner_sorted = not np.any(step[same] < 0)
+    first = 0 if fmt == "csr" else 1
+    order = (first, 1 - first) if inner_sorted else (first,)
+    keys = np.stack([outer, indices]) if fmt == "csr" else np.stack([indices, outer])
+    return keys, order
+
+
+class NpzWriter:
+    """Gathers the rows (checked against --memory as they come) and writes one coo archive."""
+
+    def __init__(self, dst: str, meta: TensorMeta, opts: Options):
+        if dst == "-":
+            raise UsageError("a .npz archive cannot be written to stdout; name the output file")
+        check_not_hybrid(meta, "npz")
+        check_zero_fill(meta, "npz")
+        if meta.value_type in ("string", "binary"):
+            raise UsageError(f"scipy.sparse cannot hold {meta.value_type} values")
+        self.meta = meta
+        self.dst = dst
+        self.budget = resolve_budget(opts.memory)
+        self.row_bytes = row_bytes(meta) * 3  # the rows, their concatenation, the compressor's copy
+        if meta.nnz is not None:
+            self._check(meta.nnz)
+        self.target = AtomicTarget(dst, is_dir=False)
+        self.keys: list[np.ndarray] = []
+        self.values: list[np.ndarray] = []
+        self.rows = 0
+
+    def _check(self, rows: int):
+        need = rows * self.row_bytes + _FIXED_OVERHEAD
+        if need > self.budget:
+            raise ResourceError(
+                f"a .npz archive is written from memory; {rows} entries need about {format_size(need)}, over "
+                f"--memory {format_size(self.budget)}; raise --memory", path=self.dst)
+
+    def write(self, keys, values):
+        self.rows += keys.shape[1]
+        self._check(self.rows)
+        self.keys.append(np.array(keys, dtype=np.int64))
+        self.values.append(np.asarray(values))
+
+    def close(self):
+        meta = self.meta
+        K = meta.sparse_ndim
+        keys = np.concatenate(self.keys, axis=1) if self.keys else np.empty((K, 0), dtype=np.int64)
+        dtype = np.float32 if meta.value_type == "float16" else meta.dtype
+        data = np.concatenate(self.values).astype(dtype) if self.values else np.empty(0, dtype=dtype)
+        shape = tuple(int(keys[k].max()) + 1 if s is None and keys.shape[1] else (s or 0)
+                      for k, s in enumerate(meta.shape))
+        arrays = {"format": np.bytes_(b"coo"), "shape": np.asarray(shape, dtype=np.int64), "data": data,
+                  "_is_array": np.bool_(True)}
+        if K == 2:
+            arrays.update(row=keys[0], col=keys[1])
+        else:
+            arrays.update(coords=keys)
+        with open(self.target.tmp, "wb") as f:
+            np.savez_compressed(f, **arrays)
+        self.target.commit()
+        self.shape = shape
+
+    def abort(self):
+        self.target.abort()

@@ -1,0 +1,90 @@
+"""reorder: sort the rows by a dimension order, in bounded memory, optionally merging duplicates."""
+
+from __future__ import annotations
+
+from .._memory import resolve_budget
+from ..errors import UsageError
+from ..io import open_sink, open_source
+from ._dedup import Deduplicator, check_policy
+from ._sort import KeyCodec, sorted_stream
+
+
+def normalize_axes(axes, ndim: int, what: str = "axis") -> list[int]:
+    """Axes as non-negative ints; negative ones count from the end (TensorFlow's rule)."""
+    out = []
+    for a in axes:
+        a = int(a)
+        if not -ndim <= a < ndim:
+            raise UsageError(f"{what} {a} is out of range for {ndim} dimensions (valid: {-ndim}..{ndim - 1})")
+        out.append(a % ndim)
+    return out
+
+
+def normalize_order(order, K: int) -> tuple[int, ...]:
+    if order is None:
+        return tuple(range(K))
+    order = normalize_axes(order, K, "dimension")
+    if sorted(order) != list(range(K)):
+        raise UsageError(f"--order {list(order)} must list each of the {K} sparse dimensions exactly once")
+    return tuple(order)
+
+
+def already_sorted(meta, order) -> bool:
+    return tuple(meta.sort_order[: len(order)]) == tuple(order) and len(meta.sort_order) >= len(order)
+
+
+def sorted_batches(src, order, *, memory=None, tmp_dir=None, progress=None):
+    """Yield (batch, keys) of a source in ``order``: passed through when the source is already
+    sorted that way, otherwise through the external sort."""
+    meta = src.meta
+    budget = resolve_budget(memory)
+    codec = KeyCodec(meta.shape, order)
+    if already_sorted(meta, order):
+        from ..io._arrays import batch_keys
+
+        for batch in src.iter_batches(memory=memory):
+            if progress:
+                progress.advance(batch.num_rows)
+            yield batch, codec.encode(batch_keys(batch, meta.sparse_ndim))
+        return
+    yield from sorted_stream(src.iter_batches(memory=memory), meta, order, budget=budget, tmp_dir=tmp_dir,
+                             progress=progress)
+
+
+def reorder(path: str, output: str | None, *, order=None, duplicates: str = "keep", memory=None,
+            tmp_dir: str | None = None, progress=None) -> dict:
+    """Sort a tensor's rows by ``order`` (default row-major: TensorFlow's reorder).
+
+    ``duplicates``: keep (repeated coordinates stay adjacent, in input order), sum (the
+    canonical form: PyTorch's coalesce), min, max, first, last, or error.  An external merge
+    sort: memory stays within ``memory``, spilling sorted runs to ``tmp_dir``.
+
+    Examples
+    --------
+    >>> import tempfile, os
+    >>> out = os.path.join(tempfile.mkdtemp(), "sorted.parquet")
+    >>> reorder("sample_data/unsorted.parquet", out, duplicates="sum")["canonical"]
+    True
+    """
+    with open_source(path) as src:
+        meta = src.meta
+        order = normalize_order(order, meta.sparse_ndim)
+        check_policy(duplicates, meta)
+        if any(s is None for s in meta.shape):
+            raise UsageError("the stream's shape is unknown until its end; sort a file instead", path=path)
+        if progress:
+            progress.set_total(meta.nnz)
+        out_meta = meta.with_(sort_order=order, unique=duplicates != "keep", nnz=None)
+        claim = True if duplicates != "keep" else None
+        with open_sink(output, out_meta, unique_claim=claim) as sink:
+            dedup = Deduplicator(duplicates, out_meta, sink.schema)
+            for batch, keys in sorted_batches(src, order, memory=memory, tmp_dir=tmp_dir, progress=progress):
+                for out in dedup.feed(batch.select(range(meta.sparse_ndim + 1)), keys):
+                    sink.write_batch(out)
+            for out in dedup.finish():
+                sink.write_batch(out)
+        final = sink.final_meta
+    return {"rows_in": meta.nnz, "rows_out": final.nnz, "canonical": final.canonical, "unique": final.unique,
+            "sort_order": list(final.sort_order)}
+
+
