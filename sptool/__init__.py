@@ -19,6 +19,7 @@ except ImportError as e:  # pragma: no cover - exercised only by a broken build
 
 from .ops.info import head, info
 from .ops.readwrite import open, read, write  # noqa: A004
+from .ops.reorder import reorder
 from .ops.todense import todense
 from .ops.validate import validate
 from .report import Report
@@ -28,6 +29,6 @@ KERNELS = "compiled"
 
 __all__ = [
     "__version__", "FORMAT_VERSION", "KERNELS", "SparseTensor", "TensorMeta", "Report",
-    "read", "open", "write", "validate", "info", "head", "todense",
+    "read", "open", "write", "validate", "info", "head", "todense", "reorder",
     "SptoolError", "DataError", "FormatError", "InputError", "ResourceError", "UsageError",
 ]

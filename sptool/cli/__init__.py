@@ -91,10 +91,23 @@ def main(argv=None):
     cli.main(args=argv, prog_name="sptool")
 
 
-from . import convert as _convert  # noqa: E402
-from . import info as _info  # noqa: E402
-from . import todense as _todense  # noqa: E402
-from . import validate as _validate  # noqa: E402
+from . import (  # noqa: E402  (commands register themselves, in this order)
+    concat,
+    convert,
+    expand_dims,
+    fill_empty_rows,
+    info,
+    reorder,
+    reset_shape,
+    reshape,
+    retain,
+    slice,
+    split,
+    todense,
+    transpose,
+    validate,
+)
 
-for _module in (_validate, _info, _convert, _todense):
+for _module in (validate, info, convert, todense, reorder, concat, split, slice, reshape, transpose, reset_shape,
+                retain, fill_empty_rows, expand_dims):
     _module.register(cli)

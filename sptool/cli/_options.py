@@ -48,3 +48,25 @@ def settings(ctx: click.Context) -> dict:
     obj = ctx.ensure_object(dict)
     resolve_budget(obj.get("memory"))
     return {"memory": obj.get("memory"), "quiet": bool(obj.get("quiet")), "debug": bool(obj.get("debug"))}
+
+
+class IntList(click.ParamType):
+    """A comma-separated list of integers: 2,0,1 (negative values allowed)."""
+
+    name = "INTS"
+
+    def convert(self, value, param, ctx):
+        if isinstance(value, (list, tuple)):
+            return tuple(int(v) for v in value)
+        try:
+            return tuple(int(v) for v in str(value).replace(" ", "").split(",") if v != "")
+        except ValueError:
+            self.fail(f"{value!r} is not a comma-separated list of integers (e.g. 2,0,1)", param, ctx)
+
+
+INT_LIST = IntList()
+
+
+def tmp_dir_option(fn):
+    return click.option("--tmp-dir", metavar="DIR", default=None, type=click.Path(file_okay=False),
+                        help="Where sorted runs are spilled [default: the system temp dir]; removed afterwards.")(fn)

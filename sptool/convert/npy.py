@@ -1,0 +1,107 @@
+"""Dense NumPy .npy arrays.
+
+Import keeps the elements that differ from --fill-value (default: the zero of the dtype;
+a NaN fill drops NaNs), read through a read-only memory map in slices of about 1/32 of
+--memory, so a file larger than the budget streams.  Every dimension becomes a sparse
+dimension; the rows come out in the array's memory order: row-major (canonical) for a C
+array, column-major for a Fortran array.  Export is ``sptool todense``
+(sptool.ops.todense.todense).
+"""
+
+from __future__ import annotations
+
+import math
+import mmap
+
+import numpy as np
+
+from .._memory import resolve_budget
+from ..errors import DataError, InputError, UsageError
+from ..format import TensorMeta, value_type_of_dtype
+from .common import Options, Reader, cast_or_fail, coerce_fill
+
+# Give the pages of the memory map back every this many bytes, so that reading a file
+# larger than --memory does not grow the resident set by the file's size.
+RELEASE_BYTES = 256 << 20
+
+
+class NpyReader(Reader):
+    def __init__(self, path: str, opts: Options):
+        if path == "-":
+            raise UsageError("a .npy file cannot be read from stdin (it is memory-mapped); name the file")
+        self.name = path
+        try:
+            arr = np.load(path, mmap_mode="r", allow_pickle=False)
+        except FileNotFoundError:
+            raise InputError("no such file or directory", path=path) from None
+        except (ValueError, OSError) as e:
+            raise InputError(f"not a readable .npy file ({e})", path=path) from None
+        if not isinstance(arr, np.ndarray):
+            raise InputError("not a .npy array (an .npz archive? use --from npz)", path=path)
+        if arr.ndim == 0:
+            raise UsageError("a 0-d array has no dimension to index; reshape it to (1,) first", path=path)
+        if arr.dtype.kind not in "biufcUS":
+            raise DataError(f"arrays of dtype {arr.dtype} cannot be converted", path=path)
+        self.native = arr.dtype.newbyteorder("=")
+        vt_in = value_type_of_dtype(self.native)
+        if vt_in in ("string", "binary") and opts.value_type not in (None, vt_in):
+            raise UsageError(f"{vt_in} values cannot be converted to {opts.value_type}", path=path)
+        vt = opts.value_type or vt_in
+        self.drop = coerce_fill(opts.fill_value, vt_in) if vt_in not in ("string", "binary") else \
+            (opts.fill_value if opts.fill_value is not None else ("" if vt_in == "string" else b""))
+        shape = tuple(int(s) for s in arr.shape)
+        if opts.shape is not None and tuple(opts.shape) != shape:
+            raise UsageError(f"--shape {list(opts.shape)} contradicts the array's shape {list(shape)}", path=path)
+        K = len(shape)
+        fortran = arr.ndim > 1 and arr.flags.f_contiguous and not arr.flags.c_contiguous
+        self.flat = (arr.T if fortran else arr).reshape(-1)
+        self.dims = shape[::-1] if fortran else shape
+        self.fortran = fortran
+        self.arr = arr
+        order = tuple(range(K))[::-1] if fortran else tuple(range(K))
+        self.meta = TensorMeta(shape=shape, sparse_ndim=K, value_type=vt,
+                               fill_value=coerce_fill(opts.fill_value, vt) if vt not in ("string", "binary")
+                               else self.drop, sort_order=order, unique=True)
+        self.unique_claim = True
+        self.cells = max(1, resolve_budget(opts.memory) // 32 // max(arr.dtype.itemsize + 1, 1))
+
+    def batches(self):
+        total = math.prod(self.dims)
+        dtype = self.meta.dtype
+        drop = self.drop
+        nan_fill = isinstance(drop, (float, complex)) and drop != drop
+        since_release = 0
+        for start in range(0, total, self.cells):
+            block = np.asarray(self.flat[start : start + self.cells]).astype(self.native, copy=False)
+            if nan_fill:
+                keep = ~np.isnan(block)
+            else:
+                keep = block != drop
+            pos = np.flatnonzero(keep)
+            values = block[pos]
+            keys = np.stack(np.unravel_index(pos + start, self.dims)).astype(np.int64, copy=False)
+            if self.fortran:
+                keys = np.ascontiguousarray(keys[::-1])
+            if self.meta.value_type not in ("string", "binary"):
+                values = cast_or_fail(values, dtype, lambda r, k=keys: f"element {k[:, r].tolist()}", self.name)
+            self.rows_in += len(pos)
+            since_release += block.nbytes
+            if since_release > RELEASE_BYTES:
+                _release(self.arr)
+                since_release = 0
+            yield keys, values
+
+    def close(self):
+        self.flat = self.arr = None
+
+
+def _release(arr: np.ndarray):
+    base = arr
+    while base is not None and not isinstance(base, np.memmap):
+        base = base.base
+    mm = getattr(base, "_mmap", None)
+    if mm is not None:
+        try:
+            mm.madvise(mmap.MADV_DONTNEED)
+        except (AttributeError, OSError, ValueError):
+            pass
