@@ -141,9 +141,10 @@ def cast_values(values: np.ndarray, dtype: np.dtype) -> np.ndarray:
     if dtype == np.bool_:
         return src != 0
     if src.dtype.kind == "c" and dtype.kind != "c":
-        bad = np.flatnonzero(src.imag != 0)
-        if len(bad):
-            raise CastError(int(bad[0]), f"value {src[bad[0]]} has an imaginary part; {dtype} cannot hold it")
+        ok = src.imag == 0
+        if not ok.all():
+            row, value = _first_bad(ok, src)
+            raise CastError(row, f"value {value} has an imaginary part; {dtype} cannot hold it")
         src = src.real
     if dtype.kind in "iu":
         info = np.iinfo(dtype)
@@ -156,17 +157,24 @@ def cast_values(values: np.ndarray, dtype: np.dtype) -> np.ndarray:
         else:
             ok = None
         if ok is not None and not ok.all():
-            row = int(np.argmin(ok))
-            raise CastError(row, f"value {src[row]} is not a {dtype} value")
+            row, value = _first_bad(ok, src)
+            raise CastError(row, f"value {value} is not a {dtype} value")
         return src.astype(dtype)
-    with np.errstate(over="ignore"):
+    with np.errstate(over="ignore", invalid="ignore"):
         out = src.astype(dtype)
-    if dtype.kind in "fc" and src.dtype.kind in "fc":
-        lost = np.isinf(out) & np.isfinite(src) if dtype.kind == "f" else None
-        if lost is not None and lost.any():
-            row = int(np.argmax(lost))
-            raise CastError(row, f"value {src[row]} overflows {dtype}")
+    if dtype.kind == "f" and src.dtype.kind in "fiu":
+        ok = ~(np.isinf(out) & np.isfinite(src))
+        if not ok.all():
+            row, value = _first_bad(ok, src)
+            raise CastError(row, f"value {value} overflows {dtype}")
     return out
+
+
+def _first_bad(ok: np.ndarray, src: np.ndarray) -> tuple[int, object]:
+    """(row, value) of the first False in ``ok`` (rows may hold dense blocks)."""
+    flat = int(np.argmin(ok.reshape(-1)))
+    block = max(1, ok.size // max(len(ok), 1))
+    return flat // block, src.reshape(-1)[flat]
 
 
 def cast_or_fail(values: np.ndarray, dtype, where, path: str) -> np.ndarray:

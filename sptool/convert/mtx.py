@@ -112,6 +112,16 @@ def field_of(meta: TensorMeta) -> str:
     return "integer"
 
 
+def check_matrix(meta: TensorMeta):
+    """Refuse, before any work, a tensor that a .mtx file cannot hold."""
+    if meta.ndim != 2:
+        check_not_hybrid(meta, "mtx")
+        raise UsageError(f"a .mtx file holds a matrix; the tensor has {meta.ndim} dimensions {list(meta.shape)}")
+    check_not_hybrid(meta, "mtx")
+    check_zero_fill(meta, "mtx")
+    check_printable(meta, "a .mtx file")
+
+
 class MtxWriter:
     """Writes a ``general`` coordinate file; needs the final shape and nnz before the first row.
 
@@ -120,12 +130,7 @@ class MtxWriter:
     """
 
     def __init__(self, dst: str, meta: TensorMeta, opts: Options):
-        if meta.ndim != 2:
-            check_not_hybrid(meta, "mtx")
-            raise UsageError(f"a .mtx file holds a matrix; the tensor has {meta.ndim} dimensions {list(meta.shape)}")
-        check_not_hybrid(meta, "mtx")
-        check_zero_fill(meta, "mtx")
-        check_printable(meta, "a .mtx file")
+        check_matrix(meta)
         self.meta = meta
         self.field = field_of(meta)
         base = 1 if opts.index_base is None else opts.index_base

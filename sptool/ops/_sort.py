@@ -154,14 +154,17 @@ def sorted_stream(batches: Iterable[pa.RecordBatch], meta: TensorMeta, order, *,
         for batch in batches:
             if progress:
                 progress.advance(batch.num_rows)
-            pending.append(batch)
-            pending_rows += batch.num_rows
-            if pending_rows >= run_rows:
-                if last_table is not None:
-                    store.spill(*last_table)
-                table, skeys = sort_table(pa.Table.from_batches(pending), codec, K)
-                last_table = (table, codec.to_arrow(skeys))
-                pending, pending_rows = [], 0
+            while batch.num_rows:
+                take = min(batch.num_rows, run_rows - pending_rows)
+                pending.append(batch.slice(0, take))
+                pending_rows += take
+                batch = batch.slice(take)
+                if pending_rows >= run_rows:
+                    if last_table is not None:
+                        store.spill(*last_table)
+                    table, skeys = sort_table(pa.Table.from_batches(pending), codec, K)
+                    last_table = (table, codec.to_arrow(skeys))
+                    pending, pending_rows = [], 0
         if pending_rows:
             if last_table is not None:
                 store.spill(*last_table)
@@ -236,7 +239,9 @@ def merge_runs(paths: list[str], codec: KeyCodec, *, budget: int, row_bytes: int
         live = [c for c in cursors if not c.done]
         if not live:
             return
-        bound = min(c.keys[-1] for c in live)
+        # The smallest last-key in memory (an argsort, as void keys have no < operator).
+        lasts = np.concatenate([c.keys[-1:] for c in live])
+        bound = lasts[np.argsort(lasts, kind="stable")[0]]
         parts, keys = [], []
         for c in live:
             part, k = c.take_upto(bound)

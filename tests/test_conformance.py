@@ -1,0 +1,300 @@
+"""The conformance corpus (formats/SPEC.md §12): no drift from its generator, and validate agrees with it."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import math
+import os
+
+import pyarrow.parquet as pq
+import pytest
+
+import sptool
+from sptool.report import CODES, INFO
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+FORMATS = os.path.join(ROOT, "formats")
+CORPUS = os.path.join(FORMATS, "conformance")
+TENSOR_NAMES = ("data.parquet", "data", "data.arrows")
+
+# Cases where sptool's validate disagrees with the SPEC.  Each entry: the reason and the proposed fix.
+# Remove an entry when the fix lands (the xfail is strict, so a fixed bug fails the suite until then).
+_FILL_CRASH = (
+    "validate raises ValueError: _meta_from's fallback calls TensorMeta.from_dict with fill_value None, which "
+    "decode_fill rejects. Fix (ops/validate.py _meta_from): on failure use "
+    "{**obj, 'fill_value': encode_fill(default_fill(vt), vt)}"
+)
+_TENSOR_EXT = (
+    "check_schema unwraps only pa.ExtensionType (Python-defined); canonical arrow.fixed_shape_tensor is a "
+    "pa.BaseExtensionType. Fix (format.py _values_type_ok): isinstance(t, pa.BaseExtensionType), and when "
+    "t.extension_name == 'arrow.fixed_shape_tensor' require list(t.shape) == list(meta.dense_shape) and "
+    "t.permutation in (None, identity), else E_DENSE_BLOCK_SIZE"
+)
+_KEY_TYPE = (
+    "check_metadata checks format/version values before their JSON types (SPEC §4.3: a wrong type for format "
+    "or version is E_KEY_TYPE). Fix (format.py check_metadata): run the type checks (adding format: str, "
+    "version: str, stream: dict) right after E_MISSING_KEY, before E_FORMAT_ID"
+)
+KNOWN_BUGS: dict[str, str] = {
+    "fill_value_out_of_range": _FILL_CRASH,
+    "fill_value_float_for_int": _FILL_CRASH,
+    "fill_value_lowercase_nan": _FILL_CRASH,
+    "fill_value_hex_wrong_width": _FILL_CRASH,
+    "fill_value_float32_overflow": _FILL_CRASH,
+    "fill_value_bool_as_int": _FILL_CRASH,
+    "fill_value_complex_one_part": _FILL_CRASH,
+    "fill_value_bad_base64": _FILL_CRASH,
+    "fill_value_hex_with_space": (
+        "bytes.fromhex skips whitespace, so '0x7ff80000 00000000' passes. Fix (format.py _decode_float): "
+        "require re.fullmatch(r'0x[0-9A-Fa-f]{4}|0x[0-9A-Fa-f]{8}|0x[0-9A-Fa-f]{16}', v)"
+    ),
+    "fill_value_lone_surrogate": (
+        "decode_fill accepts a str with an unpaired surrogate (SPEC §4.4). Fix (format.py decode_fill, string "
+        "branch): v.encode('utf-8') and turn UnicodeEncodeError into ValueError"
+    ),
+    "key_type_format_number": _KEY_TYPE + " (observed: E_FORMAT_ID)",
+    "key_type_version_number": _KEY_TYPE + " (observed: E_VERSION_SYNTAX)",
+    "shape_not_array": (
+        "a non-list shape is reported as E_KEY_TYPE; SPEC §4.3 says shape is checked by its own code. Fix "
+        "(format.py check_metadata): drop shape from type_errors; the E_SHAPE check already rejects non-lists "
+        "if it starts with `not isinstance(shape, list) or not shape or ...`"
+    ),
+    "version_syntax_empty_prerelease_identifier": (
+        "_VERSION_RE accepts '1.0.0-rc..1' (SemVer forbids empty identifiers). Fix (format.py): use the SemVer "
+        "2.0.0 regex: pre-release (?:-(?:0|[1-9]\\d*|\\d*[A-Za-z-][0-9A-Za-z-]*)(?:\\.(?:0|[1-9]\\d*|"
+        "\\d*[A-Za-z-][0-9A-Za-z-]*))*)?, build (?:\\+[0-9A-Za-z-]+(?:\\.[0-9A-Za-z-]+)*)?"
+    ),
+    "sort_order_out_of_range": (
+        "with an invalid sort_order, _footer's names.index('indices_2') raises and validate adds E_READ_FAILED. "
+        "Fix (ops/validate.py): when check_metadata reported E_SORT_ORDER, skip the sorting_columns, "
+        "E_STATS_NOT_SORTED and scan order checks (e.g. pass a meta with sort_order=() and skip the "
+        "sorting_columns comparison)"
+    ),
+    "dense_block_size_over_int32": (
+        "m > 2^31 - 1 is not checked for list/large_list values (SPEC §3.3). Fix (format.py check_schema): when "
+        "meta.hybrid and meta.block_size > 2**31 - 1, report E_DENSE_BLOCK_SIZE"
+    ),
+    "dense_block_size_tensor_shape": _TENSOR_EXT + " (observed: E_VALUES_COLUMN_TYPE)",
+    "dense_block_size_tensor_permutation": _TENSOR_EXT + " (observed: E_VALUES_COLUMN_TYPE)",
+    "valid_hybrid_fixed_shape_tensor": _TENSOR_EXT + " (observed: E_VALUES_COLUMN_TYPE on a valid file)",
+    "dir_part_fill_mismatch": (
+        "fill_value 0.0 vs -0.0 compare equal as floats; SPEC §7 compares decoded bit patterns. Fix "
+        "(ops/validate.py directory): compare encode_fill(a, vt) == encode_fill(b, vt) (its hex form keeps -0.0 "
+        "and NaN payloads), or struct-pack floats/complex parts before comparing"
+    ),
+    "stream_cut_mid_message": (
+        "a stream cut inside a message without a trailer promise is reported as E_STREAM_TRUNCATED, whose rule "
+        "is 'a promised trailer arrived'; SPEC §8/§10.5 make undecodable (truncated) data E_READ_FAILED. Fix "
+        "(ops/validate.py stream): report E_READ_FAILED for a read error, and E_STREAM_TRUNCATED only when a "
+        "trailer was promised and not received (or clarify the SPEC)"
+    ),
+    "stream_final_shape_overflow": (
+        "the final shape (header + trailer) is not checked for overflow (SPEC §8). Fix (ops/validate.py "
+        "stream): after resolving shape, if math.prod(shape) > 2**63 - 1 report E_SHAPE_OVERFLOW"
+    ),
+    "stream_index_out_of_final_shape": (
+        "bounds on extents resolved by the trailer are never checked: the scan ran against 2^63-1 and "
+        "scanner.meta is replaced after the scan. Fix (ops/validate.py Scanner.feed): track per-dimension max "
+        "of keys (_kernels.column_minmax) and, at the end, compare with the final shape"
+    ),
+    "stream_key_type_stream": (
+        "validate crashes (AttributeError: 'bool' has no 'get') on \"stream\": true; SPEC §4.3 makes it "
+        "E_KEY_TYPE. Fix (format.py check_metadata): type_errors for 'stream' not a dict or its 'trailer' not "
+        "a bool"
+    ),
+    "stream_nnz_mismatch_header": (
+        "a non-null header nnz is compared with the rows only when a trailer came. Fix (ops/validate.py "
+        "stream): if header['nnz'] is not None and header['nnz'] != rows, report E_NNZ_MISMATCH"
+    ),
+    "stream_trailer_garbled": (
+        "a trailer that is not JSON becomes {'nnz': 'garbled'} and yields E_NNZ_MISMATCH instead of "
+        "E_TRAILER_CONFLICT (SPEC §8). Fix (ops/validate.py stream): a trailer that is not an object with an "
+        "integer nnz >= 0 and a list of N integers as shape is E_TRAILER_CONFLICT (and skip the nnz compare)"
+    ),
+    "stream_trailer_missing_shape": (
+        "a trailer without 'shape' is accepted; SPEC §8 requires both keys. Fix: the same trailer form check "
+        "as for stream_trailer_garbled"
+    ),
+}
+
+
+def _load_generator():
+    spec = importlib.util.spec_from_file_location("make_conformance", os.path.join(FORMATS, "make_conformance.py"))
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def _case_names() -> list[str]:
+    return sorted(n for n in os.listdir(CORPUS) if os.path.isdir(os.path.join(CORPUS, n)))
+
+
+def _target(case_dir: str) -> str:
+    for name in TENSOR_NAMES:
+        path = os.path.join(case_dir, name)
+        if os.path.exists(path):
+            return path
+    raise AssertionError(f"{case_dir} holds no tensor ({', '.join(TENSOR_NAMES)})")
+
+
+def _expected(name: str) -> dict:
+    with open(os.path.join(CORPUS, name, "expected.json")) as f:
+        return json.load(f)
+
+
+def _params(names):
+    return [pytest.param(n, marks=pytest.mark.xfail(strict=True, reason=KNOWN_BUGS[n])) if n in KNOWN_BUGS
+            else n for n in names]
+
+
+def _failed(report) -> tuple[list[str], list[str]]:
+    codes = sorted({p.code for p in report.problems if p.severity != INFO})
+    info = sorted({p.code for p in report.problems if p.severity == INFO})
+    return codes, info
+
+
+# ---------------------------------------------------------------------------------------------
+# drift: the committed corpus is what the generator writes
+
+def _normalize(value):
+    """Python values from Arrow, with floats spelled exactly (NaN == NaN, -0.0 != 0.0)."""
+    if isinstance(value, float):
+        return ("float", value.hex() if math.isfinite(value) else repr(value))
+    if isinstance(value, dict):
+        return {k: _normalize(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_normalize(v) for v in value]
+    return value
+
+
+def _parquet_summary(path: str):
+    """What a Parquet file means, independent of how a pyarrow version lays out its bytes; None if unreadable."""
+    try:
+        pf = pq.ParquetFile(path)
+        md = pf.metadata
+        schema = pf.schema_arrow
+    except Exception:
+        return None
+    row_groups = []
+    for r in range(md.num_row_groups):
+        rg = md.row_group(r)
+        columns = []
+        for c in range(rg.num_columns):
+            col = rg.column(c)
+            st = col.statistics
+            stats = None
+            if st is not None and st.has_min_max:
+                stats = _normalize([st.min, st.max])
+            columns.append((col.path_in_schema, stats))
+        sorting = [(s.column_index, s.descending) for s in (rg.sorting_columns or ())]
+        row_groups.append((rg.num_rows, sorting, columns))
+    try:
+        contents = _normalize(pf.read().to_pylist())
+    except Exception as e:  # a deliberately undecodable file
+        contents = ("unreadable", type(e).__name__)
+    kv = {k: v for k, v in (md.metadata or {}).items() if k != b"ARROW:schema"}
+    return {"kv": kv, "schema": schema.to_string(show_schema_metadata=True), "num_rows": md.num_rows,
+            "row_groups": row_groups, "contents": contents}
+
+
+def _files(root: str) -> list[str]:
+    out = []
+    for dirpath, _, filenames in os.walk(root):
+        out += [os.path.relpath(os.path.join(dirpath, f), root) for f in filenames]
+    return sorted(out)
+
+
+def _compare_file(a: str, b: str, label: str):
+    with open(a, "rb") as f:
+        data_a = f.read()
+    with open(b, "rb") as f:
+        data_b = f.read()
+    if data_a == data_b:
+        return
+    if data_a[:4] == b"PAR1" and data_b[:4] == b"PAR1" and not label.endswith(".arrows"):
+        sa, sb = _parquet_summary(a), _parquet_summary(b)
+        if sa is not None or sb is not None:
+            assert sa == sb, f"{label}: the Parquet content drifted from the generator"
+            return
+    raise AssertionError(f"{label}: the bytes drifted from the generator")
+
+
+def test_corpus_matches_generator(tmp_path):
+    gen = _load_generator()
+    out = str(tmp_path / "conformance")
+    names = gen.generate(out)
+    assert names == _case_names(), "case list drifted: run python formats/make_conformance.py"
+    for name in names:
+        committed, fresh = os.path.join(CORPUS, name), os.path.join(out, name)
+        with open(os.path.join(committed, "expected.json")) as f1, open(os.path.join(fresh, "expected.json")) as f2:
+            assert f1.read() == f2.read(), f"{name}/expected.json drifted: run python formats/make_conformance.py"
+        files = _files(committed)
+        assert files == _files(fresh), f"{name}: file list drifted"
+        for rel in files:
+            _compare_file(os.path.join(committed, rel), os.path.join(fresh, rel), f"{name}/{rel}")
+
+
+def test_corpus_covers_every_code():
+    seen = set()
+    for name in _case_names():
+        exp = _expected(name)
+        seen |= set(exp["codes"]) | set(exp.get("deep_codes", ())) | set(exp.get("info", ()))
+    missing = sorted(c for c in CODES if c not in seen)
+    assert not missing, f"no conformance case reports {missing}"
+    assert seen <= set(CODES), sorted(seen - set(CODES))
+
+
+def test_expected_files_are_well_formed():
+    for name in _case_names():
+        exp = _expected(name)
+        assert set(exp) <= {"valid", "codes", "description", "info", "deep_codes"}, name
+        assert exp["codes"] == sorted(set(exp["codes"])), name
+        errors = [c for c in exp["codes"] if CODES[c][0] in ("fatal", "error")]
+        assert exp["valid"] == (not errors), name
+        assert all(CODES[c][0] != INFO for c in exp["codes"]), name
+        assert all(CODES[c][0] == INFO for c in exp.get("info", ())), name
+        assert name.startswith("valid_") <= exp["valid"], name
+
+
+# ---------------------------------------------------------------------------------------------
+# validate agrees with the corpus
+
+@pytest.mark.parametrize("name", _params(_case_names()))
+def test_validate_full(name):
+    exp = _expected(name)
+    report = sptool.validate(_target(os.path.join(CORPUS, name)))
+    codes, info = _failed(report)
+    assert (report.valid, codes) == (exp["valid"], exp["codes"]), [p.message for p in report.problems]
+    assert info == exp.get("info", [])
+    assert report.as_dict()["valid"] == exp["valid"]
+
+
+_DEEP = [n for n in _case_names() if "deep_codes" in _expected(n)]
+
+
+@pytest.mark.parametrize("name", _params(_DEEP))
+def test_validate_deep(name):
+    exp = _expected(name)
+    report = sptool.validate(_target(os.path.join(CORPUS, name)), deep=True)
+    codes, _ = _failed(report)
+    want_valid = not any(CODES[c][0] in ("fatal", "error") for c in exp["deep_codes"])
+    assert (report.valid, codes) == (want_valid, exp["deep_codes"]), [p.message for p in report.problems]
+
+
+_VALID = [n for n in _case_names() if _expected(n)["valid"]]
+
+
+@pytest.mark.parametrize("name", _params(_VALID))
+def test_validate_metadata_only_on_valid_cases(name):
+    """--metadata-only reads no row data: it finds a subset of the full mode's codes, and no error."""
+    exp = _expected(name)
+    report = sptool.validate(_target(os.path.join(CORPUS, name)), metadata_only=True)
+    codes, _ = _failed(report)
+    assert report.valid, [p.message for p in report.problems]
+    assert set(codes) <= set(exp["codes"])
+    assert report.mode == "metadata-only"
+
+
+def test_known_bugs_name_real_cases():
+    assert set(KNOWN_BUGS) <= set(_case_names())

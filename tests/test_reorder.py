@@ -1,0 +1,123 @@
+"""reorder against NumPy's stable lexsort, through spilled runs and across batch boundaries."""
+
+from __future__ import annotations
+
+import os
+
+import numpy as np
+import pytest
+from conftest import dense_oracle, random_tensor
+
+import sptool
+from sptool.errors import DataError, UsageError
+from sptool.ops import _sort
+from sptool.ops.reorder import reorder
+
+
+@pytest.fixture
+def tiny_runs(monkeypatch):
+    """Force many small runs and small merge slices, whatever --memory says."""
+    monkeypatch.setattr(_sort, "chunk_rows", lambda budget, rb, ways=1: 97 if ways == 1 else 13)
+
+
+def _stable_order(idx: np.ndarray, order) -> np.ndarray:
+    return np.lexsort(idx[:, list(order)].T[::-1])
+
+
+@pytest.mark.parametrize("order", [None, (1, 0, 2), (2, 1, 0), (-1, 0, 1)])
+@pytest.mark.parametrize("dtype", ["float64", "int32", "complex64", "bool"])
+def test_keep_matches_stable_lexsort(tmp_path, rng, tiny_runs, order, dtype):
+    t = random_tensor(rng, (13, 11, 7), 900, dtype=dtype, duplicates=True)
+    sptool.write(t, str(tmp_path / "in.parquet"))
+    reorder(str(tmp_path / "in.parquet"), str(tmp_path / "out.parquet"), order=order)
+    o = [d % 3 for d in (order or (0, 1, 2))]
+    perm = _stable_order(t.indices, o)
+    s = sptool.read(str(tmp_path / "out.parquet"))
+    np.testing.assert_array_equal(s.indices, t.indices[perm])
+    np.testing.assert_array_equal(s.values, t.values[perm])
+    assert s.sort_order == tuple(o) and not s.unique
+    assert sptool.validate(str(tmp_path / "out.parquet")).valid
+
+
+@pytest.mark.parametrize("policy", ["sum", "min", "max", "first", "last"])
+def test_duplicate_policies(tmp_path, rng, tiny_runs, policy):
+    t = random_tensor(rng, (9, 8, 2), 700, sparse_ndim=2, dtype="float64", duplicates=True)
+    sptool.write(t, str(tmp_path / "in.parquet"))
+    reorder(str(tmp_path / "in.parquet"), str(tmp_path / "out.parquet"), duplicates=policy)
+    s = sptool.read(str(tmp_path / "out.parquet"))
+    assert s.canonical and sptool.validate(str(tmp_path / "out.parquet")).valid
+    groups: dict = {}
+    for i, c in enumerate(map(tuple, t.indices)):
+        groups.setdefault(c, []).append(t.values[i])
+    want = {c: {"sum": np.sum(v, axis=0), "min": np.min(v, axis=0), "max": np.max(v, axis=0),
+                "first": v[0], "last": v[-1]}[policy] for c, v in groups.items()}
+    assert [tuple(c) for c in s.indices] == sorted(want)
+    for c, v in zip(map(tuple, s.indices), s.values):
+        np.testing.assert_allclose(v, want[c])
+    if policy == "sum":
+        np.testing.assert_allclose(s.to_dense(), dense_oracle(t))
+
+
+def test_error_policy_names_the_coordinate(tmp_path):
+    t = sptool.SparseTensor([[2, 1], [0, 0], [2, 1]], [1.0, 2.0, 3.0], (3, 3))
+    sptool.write(t, str(tmp_path / "in.parquet"))
+    with pytest.raises(DataError, match=r"coordinate \[2,1\] is repeated"):
+        reorder(str(tmp_path / "in.parquet"), str(tmp_path / "out.parquet"), duplicates="error")
+    assert not os.path.exists(tmp_path / "out.parquet")
+
+
+def test_bad_order_and_policy_for_type(tmp_path):
+    t = sptool.SparseTensor([[0, 1]], np.array(["a"], dtype=object), (2, 2))
+    sptool.write(t, str(tmp_path / "s.parquet"))
+    with pytest.raises(UsageError, match="exactly once"):
+        reorder(str(tmp_path / "s.parquet"), str(tmp_path / "o.parquet"), order=(0, 0))
+    with pytest.raises(UsageError, match="cannot be summed"):
+        reorder(str(tmp_path / "s.parquet"), str(tmp_path / "o.parquet"), duplicates="sum")
+    reorder(str(tmp_path / "s.parquet"), str(tmp_path / "o.parquet"), order=(1, 0))
+    assert sptool.read(str(tmp_path / "o.parquet")).values.tolist() == ["a"]
+
+
+def test_spill_dir_removed_on_success_and_failure(tmp_path, rng, tiny_runs, monkeypatch):
+    spill = tmp_path / "spill"
+    spill.mkdir()
+    t = random_tensor(rng, (30, 30), 600, duplicates=True)
+    sptool.write(t, str(tmp_path / "in.parquet"))
+    reorder(str(tmp_path / "in.parquet"), str(tmp_path / "o.parquet"), tmp_dir=str(spill))
+    assert os.listdir(spill) == []
+
+    def boom(*a, **k):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(_sort, "merge_runs", boom)
+    with pytest.raises(KeyboardInterrupt):
+        reorder(str(tmp_path / "in.parquet"), str(tmp_path / "o2.parquet"), tmp_dir=str(spill))
+    assert os.listdir(spill) == [] and not os.path.exists(tmp_path / "o2.parquet")
+
+
+def test_sorted_input_streams_through(tmp_path, rng, monkeypatch):
+    t = random_tensor(rng, (20, 20), 300, sort=True)
+    sptool.write(t, str(tmp_path / "in.parquet"))
+
+    def no_sort(*a, **k):
+        raise AssertionError("sorted input must not be sorted again")
+
+    monkeypatch.setattr("sptool.ops.reorder.sorted_stream", no_sort)
+    reorder(str(tmp_path / "in.parquet"), str(tmp_path / "o.parquet"), duplicates="sum")
+    assert sptool.read(str(tmp_path / "o.parquet")).canonical
+
+
+def test_wide_keys_path(tmp_path, rng, tiny_runs):
+    shape = (3,) * 40 if False else (3,) * 39  # 39 dims of 2 bits: wider than one uint64 key
+    t = random_tensor(rng, shape, 300, duplicates=True)
+    assert not _sort.KeyCodec(shape, range(39)).packed
+    sptool.write(t, str(tmp_path / "w.parquet"))
+    reorder(str(tmp_path / "w.parquet"), str(tmp_path / "o.parquet"))
+    s = sptool.read(str(tmp_path / "o.parquet"))
+    np.testing.assert_array_equal(s.indices, t.indices[_stable_order(t.indices, range(39))])
+
+
+def test_empty_and_pipes(tmp_path, rng):
+    t = random_tensor(rng, (4, 0), 0)
+    sptool.write(t, str(tmp_path / "e.parquet"))
+    r = reorder(str(tmp_path / "e.parquet"), str(tmp_path / "o.arrows"), duplicates="sum")
+    assert r["rows_out"] == 0 and sptool.validate(str(tmp_path / "o.arrows")).valid
