@@ -43,7 +43,13 @@ VALUE_TYPES: dict[str, np.dtype] = {
     "string": np.dtype(object), "binary": np.dtype(object),
 }
 VARIABLE_WIDTH = ("string", "binary")
-_VERSION_RE = re.compile(r"^(0|[1-9]\d*)\.(0|[1-9]\d*)\.(0|[1-9]\d*)(?:-[0-9A-Za-z.-]+)?(?:\+[0-9A-Za-z.-]+)?$")
+# SemVer 2.0.0: numeric identifiers without leading zeros, no empty identifiers.
+_IDENT = r"(?:0|[1-9]\d*|\d*[A-Za-z-][0-9A-Za-z-]*)"
+_VERSION_RE = re.compile(
+    r"^(0|[1-9]\d*)\.(0|[1-9]\d*)\.(0|[1-9]\d*)"
+    rf"(?:-{_IDENT}(?:\.{_IDENT})*)?(?:\+[0-9A-Za-z-]+(?:\.[0-9A-Za-z-]+)*)?$"
+)
+_HEX_FLOAT_RE = re.compile(r"0x(?:[0-9A-Fa-f]{4}|[0-9A-Fa-f]{8}|[0-9A-Fa-f]{16})")
 
 
 def index_column(k: int) -> str:
@@ -105,6 +111,8 @@ def _decode_float(v, dtype: np.dtype) -> float:
     if v == "-Infinity":
         return -math.inf
     if isinstance(v, str) and v.startswith("0x"):
+        if not _HEX_FLOAT_RE.fullmatch(v):
+            raise ValueError(f"hex fill value {v!r} must be 0x followed by 4, 8 or 16 hex digits")
         raw = bytes.fromhex(v[2:])
         if len(raw) != dtype.itemsize:
             raise ValueError(f"hex fill value {v} is not {dtype.itemsize} bytes")
@@ -153,6 +161,10 @@ def decode_fill(v, value_type: str):
     if value_type == "string":
         if not isinstance(v, str):
             raise ValueError("must be a string")
+        try:
+            v.encode("utf-8")
+        except UnicodeEncodeError:
+            raise ValueError("is not valid Unicode (a lone surrogate)") from None
         return v
     if not isinstance(v, str):
         raise ValueError("must be a base64 string")
@@ -336,11 +348,35 @@ def check_metadata(raw, *, stream: bool = False) -> tuple[dict | None, list[Prob
     if missing:
         fail("E_MISSING_KEY", "missing required key" + ("s " if len(missing) > 1 else " ") + ", ".join(missing))
         return obj, problems
+    type_errors = []
+    for key in ("format", "version", "value_type"):
+        if not isinstance(obj[key], str):
+            type_errors.append(f"{key} must be a string")
+    if not _is_int(obj["sparse_ndim"]):
+        type_errors.append("sparse_ndim must be an integer")
+    if not isinstance(obj["sort_order"], list) or not all(_is_int(s) for s in obj["sort_order"]):
+        type_errors.append("sort_order must be a list of integers")
+    for key in ("unique", "canonical"):
+        if not isinstance(obj[key], bool):
+            type_errors.append(f"{key} must be true or false")
+    nnz = obj["nnz"]
+    if not ((_is_int(nnz) and nnz >= 0) or (stream and nnz is None)):
+        type_errors.append("nnz must be a non-negative integer")
+    if "created_by" in obj and not isinstance(obj["created_by"], str):
+        type_errors.append("created_by must be a string")
+    if "attributes" in obj and not isinstance(obj["attributes"], dict):
+        type_errors.append("attributes must be an object")
+    if "stream" in obj and not (isinstance(obj["stream"], dict)
+                                and isinstance(obj["stream"].get("trailer", False), bool)):
+        type_errors.append('stream must be an object like {"trailer": true}')
+    if type_errors:
+        fail("E_KEY_TYPE", "; ".join(type_errors))
+        return obj, problems
     if obj["format"] != FORMAT_ID:
         fail("E_FORMAT_ID", f"format is {obj['format']!r}, expected {FORMAT_ID!r}")
         return obj, problems
     version = obj["version"]
-    m = _VERSION_RE.match(version) if isinstance(version, str) else None
+    m = _VERSION_RE.match(version)
     if not m:
         fail("E_VERSION_SYNTAX", f"version {version!r} is not a SemVer string")
         return obj, problems
@@ -359,31 +395,10 @@ def check_metadata(raw, *, stream: bool = False) -> tuple[dict | None, list[Prob
         if k not in REQUIRED_KEYS and k not in OPTIONAL_KEYS:
             fail("W_UNKNOWN_KEY", f"unknown key {k!r} is ignored")
 
-    type_errors = []
-    if not isinstance(obj["value_type"], str):
-        type_errors.append("value_type must be a string")
-    if not _is_int(obj["sparse_ndim"]):
-        type_errors.append("sparse_ndim must be an integer")
-    if not isinstance(obj["shape"], list):
-        type_errors.append("shape must be a list")
-    if not isinstance(obj["sort_order"], list) or not all(_is_int(s) for s in obj["sort_order"]):
-        type_errors.append("sort_order must be a list of integers")
-    for key in ("unique", "canonical"):
-        if not isinstance(obj[key], bool):
-            type_errors.append(f"{key} must be true or false")
-    nnz = obj["nnz"]
-    if not ((_is_int(nnz) and nnz >= 0) or (stream and nnz is None)):
-        type_errors.append("nnz must be a non-negative integer")
-    if "created_by" in obj and not isinstance(obj["created_by"], str):
-        type_errors.append("created_by must be a string")
-    if "attributes" in obj and not isinstance(obj["attributes"], dict):
-        type_errors.append("attributes must be an object")
-    if type_errors:
-        fail("E_KEY_TYPE", "; ".join(type_errors))
-        return obj, problems
-
     shape = obj["shape"]
-    if not shape or not all((_is_int(s) and 0 <= s <= INT64_MAX) or (stream and s is None) for s in shape):
+    if not isinstance(shape, list) or not shape or not all(
+        (_is_int(s) and 0 <= s <= INT64_MAX) or (stream and s is None) for s in shape
+    ):
         fail("E_SHAPE", f"shape {json.dumps(shape)} must be a non-empty list of integers in [0, 2^63-1]")
         return obj, problems
     known = [s for s in shape if s is not None]
@@ -414,8 +429,8 @@ def check_metadata(raw, *, stream: bool = False) -> tuple[dict | None, list[Prob
             f"canonical is {json.dumps(obj['canonical'])} but sort_order is {order} and unique is "
             f"{json.dumps(obj['unique'])}",
         )
-    names = obj.get("dimension_names")
-    if names is not None and (
+    names = obj.get("dimension_names", [None] * len(shape))
+    if (
         not isinstance(names, list) or len(names) != len(shape)
         or not all(n is None or isinstance(n, str) for n in names)
     ):
@@ -439,9 +454,21 @@ def parse_metadata(raw, *, path: str | None = None, stream: bool = False) -> Ten
 # ---------------------------------------------------------------------------------------------
 # checking the Arrow schema of a file, part or stream (rules B of the spec)
 
+def _tensor_annotation_problem(t: pa.DataType, meta: TensorMeta) -> str | None:
+    """Why an arrow.fixed_shape_tensor annotation disagrees with the dense shape, if it does."""
+    if getattr(t, "extension_name", None) != "arrow.fixed_shape_tensor":
+        return None
+    if list(t.shape) != list(meta.dense_shape):
+        return f"the fixed_shape_tensor annotation has shape {list(t.shape)}, expected {list(meta.dense_shape)}"
+    perm = t.permutation
+    if perm is not None and list(perm) != list(range(len(meta.dense_shape))):
+        return f"the fixed_shape_tensor annotation has permutation {list(perm)}; only row-major blocks are allowed"
+    return None
+
+
 def _values_type_ok(t: pa.DataType, meta: TensorMeta) -> tuple[bool, int | None]:
     """(element type matches, dense block size found or None)."""
-    if isinstance(t, pa.ExtensionType):
+    if isinstance(t, pa.BaseExtensionType):
         t = t.storage_type
     size = None
     if meta.hybrid:
@@ -467,7 +494,10 @@ def _values_type_ok(t: pa.DataType, meta: TensorMeta) -> tuple[bool, int | None]
 
 def check_schema(schema: pa.Schema, meta: TensorMeta) -> list[Problem]:
     problems: list[Problem] = []
-    names = schema.names
+    try:
+        names = schema.names
+    except UnicodeDecodeError:
+        return [Problem("E_MISSING_INDEX_COLUMN", "the column names are not valid UTF-8")]
     K = meta.sparse_ndim
     for k in range(K):
         name = index_column(k)
@@ -488,6 +518,16 @@ def check_schema(schema: pa.Schema, meta: TensorMeta) -> list[Problem]:
             "E_VALUES_COLUMN_TYPE",
             f"column values is {vtype}, expected {meta.values_type()} for value_type {meta.value_type}",
         ))
+        return problems
+    if meta.hybrid and meta.block_size > 2**31 - 1:
+        problems.append(Problem(
+            "E_DENSE_BLOCK_SIZE",
+            f"dense blocks of {meta.block_size} items exceed Arrow's list size limit of 2^31-1",
+        ))
+        return problems
+    annotation = _tensor_annotation_problem(vtype, meta) if meta.hybrid else None
+    if annotation:
+        problems.append(Problem("E_DENSE_BLOCK_SIZE", annotation))
         return problems
     if size is not None and size != meta.block_size:
         problems.append(Problem(

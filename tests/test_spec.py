@@ -272,9 +272,9 @@ def test_check_metadata_agrees_with_schema_per_value(validator, d):
                                                    check_metadata(json.dumps(d))[1])
 
 
-# Disagreements found by the property above; the schema follows the SPEC in each.  Remove an entry when
-# check_metadata is fixed (strict xfail).
-_DISAGREE = {
+# Cases where check_metadata and the schema once disagreed (found by the property above); both must
+# now reject each.
+_REJECTED = {
     "version_empty_prerelease_identifier": (
         {**GOOD, "version": "1.0.0-rc..1"},
         "format.py _VERSION_RE accepts empty pre-release identifiers; use the SemVer 2.0.0 regex"),
@@ -293,11 +293,11 @@ _DISAGREE = {
 }
 
 
-@pytest.mark.parametrize("key", [pytest.param(k, marks=pytest.mark.xfail(strict=True, reason=v[1]))
-                                 for k, v in _DISAGREE.items()])
-def test_known_disagreements(validator, key):
-    d, _ = _DISAGREE[key]
+@pytest.mark.parametrize("key", sorted(_REJECTED))
+def test_once_disagreed_now_rejected_by_both(validator, key):
+    d, _ = _REJECTED[key]
     assert not validator.is_valid(d)
+    assert not _check_ok(d)
     assert _check_ok(d) == validator.is_valid(d)
 
 

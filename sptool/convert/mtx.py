@@ -15,8 +15,8 @@ import re
 
 import numpy as np
 
-from .._version import __version__
 from .. import _textparse as tp
+from .._version import __version__
 from ..errors import DataError, InputError, UsageError
 from ..format import TensorMeta
 from .common import Options, check_not_hybrid, check_zero_fill

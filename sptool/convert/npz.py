@@ -15,6 +15,7 @@ float16, so float16 values are written as float32 (exactly).
 
 from __future__ import annotations
 
+import os
 import zipfile
 
 import numpy as np
@@ -30,6 +31,11 @@ from .common import Options, Reader, cast_or_fail, check_not_hybrid, check_zero_
 BATCH_ROWS = 1 << 20
 REQUIRED = {"coo": ("shape", "data"), "csr": ("shape", "data", "indices", "indptr"),
             "csc": ("shape", "data", "indices", "indptr")}
+
+
+def _usable(budget: int) -> int:
+    """The part of --memory left for data once the interpreter and libraries are loaded."""
+    return max(budget - _FIXED_OVERHEAD, budget // 4)
 
 
 def _member_headers(path: str) -> dict:
@@ -64,6 +70,8 @@ class NpzReader(Reader):
         if path == "-":
             raise UsageError("a .npz archive cannot be read from stdin (it needs random access); name the file")
         self.name = path
+        if not os.path.exists(path):
+            raise InputError("no such file or directory", path=path)
         headers = _member_headers(path)
         if "format" not in headers:
             raise DataError("missing key 'format': not a scipy.sparse .npz file", path=path)
@@ -71,12 +79,13 @@ class NpzReader(Reader):
         data_shape, data_dtype = headers.get("data", ((0,), np.dtype(np.float64)))
         nnz = int(data_shape[0]) if data_shape else 0
         ndim = int(np.prod(headers["shape"][0])) if "shape" in headers else 2
-        need = nbytes + nnz * 8 * ndim * 2 + _FIXED_OVERHEAD
+        need = nbytes + nnz * 8 * ndim * 2
         budget = resolve_budget(opts.memory)
-        if need > budget:
+        if need > _usable(budget):
             raise ResourceError(
-                f"a .npz archive is loaded whole; this one needs about {format_size(need)} of memory "
-                f"({nnz} entries), over --memory {format_size(budget)}; raise --memory", path=path)
+                f"a .npz archive is loaded whole; this one ({nnz} entries) needs about {format_size(need)}, "
+                f"more than the {format_size(_usable(budget))} that --memory {format_size(budget)} leaves for "
+                "data; raise --memory", path=path)
         try:
             with np.load(path, allow_pickle=False) as z:
                 arrays = {k: z[k] for k in z.files}
@@ -181,11 +190,12 @@ class NpzWriter:
         self.rows = 0
 
     def _check(self, rows: int):
-        need = rows * self.row_bytes + _FIXED_OVERHEAD
-        if need > self.budget:
+        need = rows * self.row_bytes
+        if need > _usable(self.budget):
             raise ResourceError(
-                f"a .npz archive is written from memory; {rows} entries need about {format_size(need)}, over "
-                f"--memory {format_size(self.budget)}; raise --memory", path=self.dst)
+                f"a .npz archive is written from memory; {rows} entries need about {format_size(need)}, more "
+                f"than the {format_size(_usable(self.budget))} that --memory {format_size(self.budget)} leaves "
+                "for data; raise --memory", path=self.dst)
 
     def write(self, keys, values):
         self.rows += keys.shape[1]

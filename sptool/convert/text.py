@@ -153,28 +153,51 @@ class OpenedText:
             pos, line = at + 1, line + 1
         return found
 
+    def _read_into(self, view: memoryview) -> int:
+        """Fill ``view`` from the input (fewer bytes only at the end); returns the count."""
+        got = 0
+        while got < len(view) and not self.eof:
+            try:
+                n = self.f.readinto(view[got:])
+            except OSError as e:
+                raise InputError(f"cannot read: {e.strerror}", path=self.name) from None
+            if not n:
+                self.eof = True
+            else:
+                got += n
+        return got
+
     def blocks(self, block: int):
-        """Yield (first line number, bytes of whole lines) until the end of input."""
+        """Yield (first line number, buffer of whole lines) until the end of input.
+
+        Each block is a fresh bytearray read straight from the file (it may be parsed on
+        another thread while the next is read); only the partial last line is copied.
+        """
+        carry, self.pending = self.pending, b""
+        line = self.line  # of the first line in carry (only for the error below)
         while True:
-            while not self.eof and len(self.pending) < block:
-                if not self.fill(block):
-                    break
-            if not self.pending:
+            buf = bytearray(len(carry) + block)
+            buf[: len(carry)] = carry
+            end = len(carry) + self._read_into(memoryview(buf)[len(carry) :])
+            if end == 0:
                 return
             if self.eof:
-                data, self.pending = self.pending, b""
+                del buf[end:]
+                carry = b""
             else:
-                cut = self.pending.rfind(b"\n")
+                cut = buf.rfind(b"\n", 0, end)
                 if cut < 0:
-                    if len(self.pending) > block + MAX_LINE:
-                        raise DataError(f"line {self.line}: longer than {MAX_LINE} bytes; is this a text "
-                                        "file?", path=self.name)
-                    self.fill(block)
+                    if end > MAX_LINE:
+                        raise DataError(f"line {line}: longer than {MAX_LINE} bytes; is this a text file?",
+                                        path=self.name)
+                    carry = bytes(buf[:end])
                     continue
-                data, self.pending = self.pending[: cut + 1], self.pending[cut + 1 :]
-            first = self.line
-            self.line += data.count(b"\n")
-            yield first, data
+                carry = bytes(buf[cut + 1 : end])
+                del buf[cut + 1 :]
+                line += tp.count_newlines(buf)
+            yield buf
+            if self.eof:
+                return
 
     def close(self):
         if self._owned:
@@ -205,27 +228,28 @@ def _parse_block(data: bytes, layout: Layout):
 def parse_text(text: OpenedText, layout: Layout, block: int, workers: int | None = None):
     """Yield Parsed blocks of the rest of ``text`` in file order."""
     workers = parse_workers() if workers is None else workers
-    blocks = text.blocks(block)
     pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="sptool-parse") if workers > 1 else None
     queue: deque = deque()
     try:
-        for first, data in blocks:
-            fut = pool.submit(_parse_block, data, layout) if pool else None
-            queue.append((first, data, fut))
+        for data in text.blocks(block):
+            queue.append((data, pool.submit(_parse_block, data, layout) if pool else None))
             while queue and (pool is None or len(queue) > workers):
-                yield _finish(*queue.popleft(), layout, text.name)
+                yield _finish(*queue.popleft(), text, layout)
         while queue:
-            yield _finish(*queue.popleft(), layout, text.name)
+            yield _finish(*queue.popleft(), text, layout)
     finally:
         if pool is not None:
             pool.shutdown(wait=True, cancel_futures=True)
 
 
-def _finish(first: int, data: bytes, fut, layout: Layout, name: str) -> Parsed:
+def _finish(data, fut, text: OpenedText, layout: Layout) -> Parsed:
     result, idx, fval, ival = fut.result() if fut is not None else _parse_block(data, layout)
-    rows, _consumed, _lines, err, err_line, err_offset, field = result
+    rows, _consumed, lines, err, err_line, err_offset, field = result
+    first = text.line
     if err != tp.OK:
-        raise DataError(f"line {first + err_line}: {_describe(data, err, err_offset, field, layout)}", path=name)
+        raise DataError(f"line {first + err_line}: {_describe(data, err, err_offset, field, layout)}",
+                        path=text.name)
+    text.line += lines
     keys = idx[:, :rows]
     if layout.vkind == tp.V_FLOAT:
         values = fval[:rows]
@@ -304,6 +328,10 @@ class TextWriter:
         self.header = header
         if dst == "-":
             self.f = sys.stdout.buffer
+        elif _is_special(dst):
+            # A device or pipe (/dev/null, a FIFO) is written in place: renaming a
+            # temporary file over it would replace the device node.
+            self.f = open(dst, "wb")  # noqa: SIM115 (closed in close/abort)
         else:
             self._target = AtomicTarget(dst, is_dir=False)
             self.f = open(self._target.tmp, "wb")  # noqa: SIM115 (closed in close/abort)
@@ -338,19 +366,27 @@ class TextWriter:
         if self._writer is not None:
             self._writer.close()
         self.f.flush()
-        if self._target is not None:
+        if self.f is not sys.stdout.buffer:
             self.f.close()
+        if self._target is not None:
             self._target.commit()
 
     def abort(self):
+        if self.f is sys.stdout.buffer:
+            return
+        try:
+            if self._writer is not None:
+                self._writer.close()
+        except Exception:  # noqa: BLE001 - the partial output is being removed anyway
+            pass
+        self.f.close()
         if self._target is not None:
-            try:
-                if self._writer is not None:
-                    self._writer.close()
-            except Exception:  # noqa: BLE001 - the partial output is being removed anyway
-                pass
-            self.f.close()
             self._target.abort()
+
+
+def _is_special(path: str) -> bool:
+    """An existing path that is neither a regular file nor a directory (a device, a FIFO)."""
+    return os.path.exists(path) and not os.path.isfile(path) and not os.path.isdir(path)
 
 
 def check_printable(meta: TensorMeta, what: str):

@@ -97,7 +97,7 @@ def normalize_batch(batch: pa.RecordBatch, meta: TensorMeta, schema: pa.Schema) 
     cols = list(batch.columns[: K + 1])
     target = schema.field(K).type
     vals = cols[K]
-    if isinstance(vals.type, pa.ExtensionType):
+    if isinstance(vals.type, pa.BaseExtensionType):
         vals = vals.storage
     if meta.hybrid and pa.types.is_list(vals.type) or pa.types.is_large_list(vals.type):
         lengths = pc.list_value_length(vals).to_numpy(zero_copy_only=False)

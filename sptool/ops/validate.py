@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import math
 import os
 import re
 
@@ -16,12 +17,14 @@ from .._memory import batch_rows as _batch_rows
 from .._memory import resolve_budget
 from .._messages import out_of_bounds, out_of_order, repeated
 from ..format import (
+    INT64_MAX,
     METADATA_KEY,
     TRAILER_KEY,
     TensorMeta,
     check_metadata,
     check_schema,
     default_fill,
+    encode_fill,
     index_column,
 )
 from ..io._prefetch import prefetch
@@ -42,17 +45,28 @@ def _has_fatal(problems) -> bool:
 
 def _meta_from(obj: dict) -> TensorMeta:
     """TensorMeta from metadata that passed the fatal checks (a bad fill_value falls back)."""
+    vt = obj["value_type"]
+    sort_order = obj["sort_order"]
+    if len(set(sort_order)) != len(sort_order) or not all(0 <= s < obj["sparse_ndim"] for s in sort_order):
+        obj = {**obj, "sort_order": []}  # already reported as E_SORT_ORDER; nothing to check rows against
     try:
         return TensorMeta.from_dict(obj)
     except (ValueError, TypeError, KeyError):
-        return TensorMeta.from_dict({**obj, "fill_value": None}).with_(fill_value=default_fill(obj["value_type"]))
+        return TensorMeta.from_dict({**obj, "fill_value": encode_fill(default_fill(vt), vt)})
 
 
 class Scanner:
     """The data rules (C), fed one batch at a time; order is carried across batches."""
 
-    def __init__(self, meta: TensorMeta, add, base_location: dict, *, deep: bool, budget: int):
+    def __init__(self, meta: TensorMeta, add, base_location: dict, *, deep: bool, budget: int,
+                 track_max=(), count_fill: bool = True):
         self.meta = meta
+        self.count_fill = count_fill  # False when fill_value itself is invalid (E_FILL_VALUE)
+        # Extents a stream leaves open until its trailer: remember, per dimension, the rows where
+        # the running maximum rises, so the first row beyond the final extent can be named.
+        self.track_max = list(track_max)
+        self.records: dict[int, list] = {k: [] for k in self.track_max}
+        self.running_max = {k: -1 for k in self.track_max}
         self.add = add
         self.base = base_location
         self.K = meta.sparse_ndim
@@ -149,6 +163,13 @@ class Scanner:
                         f"[{smin}, {smax}]",
                         row_group=row_group,
                     )
+        for k in self.track_max:
+            col = keys[k]
+            prefix = np.maximum.accumulate(col)
+            prev = np.concatenate([[self.running_max[k]], prefix[:-1]])
+            for i in np.flatnonzero(prefix > prev):
+                self.records[k].append((self.row + int(i), int(col[i]), keys[:, i].copy()))
+            self.running_max[k] = max(self.running_max[k], int(prefix[-1]))
         if self.deep:
             self.deep_keys.append(keys)
             self.deep_bytes += keys.nbytes
@@ -157,7 +178,7 @@ class Scanner:
     def _check_values(self, vals: pa.Array, row_group):
         meta = self.meta
         n = len(vals)
-        if isinstance(vals.type, pa.ExtensionType):
+        if isinstance(vals.type, pa.BaseExtensionType):
             vals = vals.storage
         null_rows = None
         if vals.null_count:
@@ -197,6 +218,8 @@ class Scanner:
             return
         fill = meta.fill_value
         try:
+            if not self.count_fill:
+                raise TypeError("no valid fill value to compare with")
             if meta.value_type in ("string", "binary"):
                 eq = np.fromiter((v == fill for v in flat), dtype=bool, count=len(flat))
             elif isinstance(fill, float) and fill != fill:
@@ -224,6 +247,18 @@ class Scanner:
                 self._report("E_ISO_VALUES_DIFFER",
                              f"values[{self.row + bad[0]}] differs from values[0] although iso is true",
                              self.row + int(bad[0]), row_group=row_group)
+
+    def check_final_shape(self, shape):
+        """Bounds of the extents that were unknown while scanning, now that the trailer gave them."""
+        hits = []
+        for k in self.track_max:
+            first = next(((row, key) for row, v, key in self.records[k] if v >= shape[k]), None)
+            if first:
+                hits.append(first)
+        if hits:
+            row, key = min(hits, key=lambda h: h[0])
+            self._report("E_INDEX_OUT_OF_BOUNDS", out_of_bounds(row, key.reshape(-1, 1), 0, shape[: self.K]),
+                         row, key.tolist())
 
     def finish(self):
         if self.explicit_fill:
@@ -296,6 +331,7 @@ class _Validator:
         if _has_fatal(problems):
             return None, None
         meta = _meta_from(obj)
+        reported = {p.code for p in problems}
         try:
             schema = pf.schema_arrow
         except READ_ERRORS as e:
@@ -308,15 +344,15 @@ class _Validator:
             return meta, schema
         self.report.nnz = (self.report.nnz or 0) + md.num_rows
         try:
-            stats = self._footer(pf, meta, add)
+            stats = self._footer(pf, meta, add, order_ok="E_SORT_ORDER" not in reported)
         except READ_ERRORS as e:
             add(Problem("E_READ_FAILED", f"the footer's row-group metadata cannot be read: {_short(e)}"))
             return meta, schema
         if not self.metadata_only:
-            self._scan_parquet(pf, meta, stats, location, add)
+            self._scan_parquet(pf, meta, stats, location, add, count_fill="E_FILL_VALUE" not in reported)
         return meta, schema
 
-    def _footer(self, pf: pq.ParquetFile, meta: TensorMeta, add):
+    def _footer(self, pf: pq.ParquetFile, meta: TensorMeta, add, *, order_ok: bool = True):
         md = pf.metadata
         K = meta.sparse_ndim
         if meta.nnz != md.num_rows:
@@ -327,7 +363,9 @@ class _Validator:
             col_index[md.schema.column(i).path] = i
         want = [pq.SortingColumn(names.index(index_column(d))) for d in meta.sort_order] if meta.sort_order else []
         declared = [md.row_group(r).sorting_columns for r in range(md.num_row_groups)]
-        if any(declared):
+        if not order_ok:
+            pass  # sort_order itself is wrong (E_SORT_ORDER): nothing to compare sorting_columns with
+        elif any(declared):
             if any(tuple(d or ()) != tuple(want) for d in declared):
                 first = next(r for r, d in enumerate(declared) if tuple(d or ()) != tuple(want))
                 got = [(c.column_index, c.descending) for c in (declared[first] or ())]
@@ -376,8 +414,8 @@ class _Validator:
                     break
         return stats
 
-    def _scan_parquet(self, pf: pq.ParquetFile, meta: TensorMeta, stats, location, add):
-        scanner = Scanner(meta, add, location, deep=self.deep, budget=self.budget)
+    def _scan_parquet(self, pf: pq.ParquetFile, meta: TensorMeta, stats, location, add, *, count_fill=True):
+        scanner = Scanner(meta, add, location, deep=self.deep, budget=self.budget, count_fill=count_fill)
         rows = _batch_rows(self.budget, row_bytes(meta))
         if self.progress:
             self.progress.set_total(pf.metadata.num_rows)
@@ -437,7 +475,10 @@ class _Validator:
                 a, b = getattr(fmeta, key), getattr(meta, key)
                 if key == "version":
                     a, b = a.split(".")[0], b.split(".")[0]
-                if a != b and not (a != a and b != b):
+                elif key == "fill_value":
+                    # Compare encodings: they keep -0.0 apart from 0.0 and NaN equal to NaN.
+                    a, b = encode_fill(a, fmeta.value_type), encode_fill(b, meta.value_type)
+                if a != b:
                     self.add(Problem("E_PART_METADATA_MISMATCH", f"{name} has {key} {b!r} but {fname} has {a!r}",
                                      {"part": name}))
                     break
@@ -466,7 +507,9 @@ class _Validator:
             add(p)
         if _has_fatal(problems):
             return
-        scanner = Scanner(meta, add, {}, deep=self.deep, budget=self.budget)
+        unknown = [k for k, d in enumerate(obj["shape"][: meta.sparse_ndim]) if d is None]
+        scanner = Scanner(meta, add, {}, deep=self.deep, budget=self.budget, track_max=unknown)
+        promised = bool((header.get("stream") or {}).get("trailer"))
         trailer = None
         rows = 0
         while True:
@@ -475,14 +518,11 @@ class _Validator:
             except StopIteration:
                 break
             except READ_ERRORS as e:
-                add(Problem("E_STREAM_TRUNCATED", f"the stream is cut off after row {rows}: {_short(e)}",
-                            {"row": rows}))
+                code = "E_STREAM_TRUNCATED" if promised and trailer is None else "E_READ_FAILED"
+                add(Problem(code, f"the stream cannot be read after row {rows}: {_short(e)}", {"row": rows}))
                 return
             if custom is not None and TRAILER_KEY.encode() in custom:
-                try:
-                    trailer = json.loads(custom[TRAILER_KEY.encode()])
-                except ValueError:
-                    trailer = {"nnz": "garbled"}
+                trailer = _trailer(custom[TRAILER_KEY.encode()], len(header["shape"]), add)
                 continue
             if trailer is not None:
                 add(Problem("E_TRAILER_CONFLICT", "record batches follow the trailer"))
@@ -492,32 +532,49 @@ class _Validator:
                 if self.progress:
                     self.progress.advance(batch.num_rows)
         self.report.nnz = rows
-        promised = bool((header.get("stream") or {}).get("trailer"))
         shape = list(header["shape"])
+        if header["nnz"] is not None and header["nnz"] != rows:
+            add(Problem("E_NNZ_MISMATCH", f"the header says nnz = {header['nnz']} but {rows} rows arrived"))
         if trailer is None:
             if promised:
                 add(Problem("E_STREAM_TRUNCATED",
                             f"the stream ended after {rows} rows without the promised trailer: it was cut off"))
-        else:
-            t_nnz, t_shape = trailer.get("nnz"), trailer.get("shape")
+        elif trailer:
+            t_nnz, t_shape = trailer["nnz"], trailer["shape"]
             if header["nnz"] is not None and header["nnz"] != t_nnz:
-                add(Problem("E_TRAILER_CONFLICT", f"trailer nnz {t_nnz!r} contradicts header nnz {header['nnz']}"))
-            if t_nnz != rows:
-                add(Problem("E_NNZ_MISMATCH", f"trailer says nnz = {t_nnz!r} but {rows} rows arrived"))
-            if isinstance(t_shape, list) and len(t_shape) == len(shape):
-                if any(a is not None and a != b for a, b in zip(shape, t_shape)):
-                    add(Problem("E_TRAILER_CONFLICT", f"trailer shape {t_shape} contradicts header shape {shape}"))
-                shape = [a if a is not None else b for a, b in zip(shape, t_shape)]
-            elif t_shape is not None:
-                add(Problem("E_TRAILER_CONFLICT", f"trailer shape {t_shape!r} is not a list of {len(shape)} entries"))
+                add(Problem("E_TRAILER_CONFLICT", f"trailer nnz {t_nnz} contradicts header nnz {header['nnz']}"))
+            elif t_nnz != rows:
+                add(Problem("E_NNZ_MISMATCH", f"trailer says nnz = {t_nnz} but {rows} rows arrived"))
+            if any(a is not None and a != b for a, b in zip(shape, t_shape)):
+                add(Problem("E_TRAILER_CONFLICT", f"trailer shape {t_shape} contradicts header shape {shape}"))
+            shape = [a if a is not None else b for a, b in zip(shape, t_shape)]
         if any(s is None for s in shape):
             add(Problem("E_STREAM_SHAPE_UNRESOLVED", f"shape {shape} still has unknown entries at the end"))
-        elif not self.metadata_only and any(s is None for s in header["shape"]):
-            # Bounds on unknown extents can only be checked now that they are known.
-            scanner.meta = meta.with_(shape=tuple(shape))
+        elif math.prod(shape) > INT64_MAX:
+            add(Problem("E_SHAPE_OVERFLOW", f"the final shape {shape} has more than 2^63-1 elements"))
+        elif not self.metadata_only:
+            scanner.check_final_shape(shape)
         if not self.metadata_only:
             self._deep_guard(scanner, add)
             scanner.finish()
+
+
+def _trailer(raw: bytes, ndim: int, add) -> dict:
+    """The trailer as {"nnz", "shape"}, or {} (after reporting) when it is not of the spec's form."""
+    try:
+        t = json.loads(raw)
+    except ValueError:
+        t = None
+    ok = (
+        isinstance(t, dict) and isinstance(t.get("nnz"), int) and not isinstance(t.get("nnz"), bool)
+        and t["nnz"] >= 0 and isinstance(t.get("shape"), list) and len(t["shape"]) == ndim
+        and all(isinstance(s, int) and not isinstance(s, bool) and s >= 0 for s in t["shape"])
+    )
+    if not ok:
+        add(Problem("E_TRAILER_CONFLICT",
+                    f'the trailer is not {{"nnz": N, "shape": [{ndim} integers]}}: {raw[:80]!r}'))
+        return {}
+    return t
 
 
 def validate(path: str, *, metadata_only: bool = False, deep: bool = False, memory=None,
