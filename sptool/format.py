@@ -100,7 +100,8 @@ def _decode_float(v, dtype: np.dtype) -> float:
     if isinstance(v, bool):
         raise ValueError("a boolean is not a float")
     if isinstance(v, (int, float)):
-        out = dtype.type(v)
+        with np.errstate(over="ignore"):
+            out = dtype.type(v)
         if math.isfinite(v) and not np.isfinite(out):
             raise ValueError(f"{v} overflows {dtype}")
         return float(out)

@@ -190,36 +190,37 @@ def _slices(table: pa.Table, keys: np.ndarray, rows: int = ROW_GROUP_ROWS):
 
 
 class _Cursor:
-    def __init__(self, path: str, codec: KeyCodec, rows: int):
-        self.reader = ipc.open_file(pa.memory_map(path))
-        self.codec = codec
+    """Reads a key-sorted stream of (batch, keys) in slices of about ``rows`` rows."""
+
+    def __init__(self, pairs: Iterator[tuple[pa.RecordBatch, np.ndarray]], rows: int):
+        self.pairs = iter(pairs)
         self.rows = rows
-        self.next_batch = 0
         self.table = None
         self.keys = None
         self.pos = 0
         self._load()
 
     def _load(self):
-        batches, n = [], 0
-        while n < self.rows and self.next_batch < self.reader.num_record_batches:
-            b = self.reader.get_batch(self.next_batch)
-            self.next_batch += 1
-            batches.append(b)
-            n += b.num_rows
+        batches, keys, n = [], [], 0
+        for batch, k in self.pairs:
+            if batch.num_rows:
+                batches.append(batch)
+                keys.append(k)
+                n += batch.num_rows
+            if n >= self.rows:
+                break
         if not batches:
             self.table = None
             return
-        t = pa.Table.from_batches(batches)
-        self.keys = self.codec.from_arrow(t.column(KEY).combine_chunks())
-        self.table = t.drop_columns([KEY])
+        self.table = pa.Table.from_batches(batches)
+        self.keys = np.concatenate(keys) if len(keys) > 1 else keys[0]
         self.pos = 0
 
     @property
     def done(self) -> bool:
         return self.table is None
 
-    def take_upto(self, bound) -> pa.Table | None:
+    def take_upto(self, bound):
         end = int(np.searchsorted(self.keys, bound, side="right"))
         part = self.table.slice(self.pos, end - self.pos) if end > self.pos else None
         keys = self.keys[self.pos:end]
@@ -229,12 +230,27 @@ class _Cursor:
         return part, keys
 
 
+def read_run(path: str, codec: KeyCodec):
+    """The (batch, keys) pairs of a spilled run, read through a memory map."""
+    reader = ipc.open_file(pa.memory_map(path))
+    for i in range(reader.num_record_batches):
+        b = reader.get_batch(i)
+        yield b.drop_columns([KEY]), codec.from_arrow(b.column(KEY))
+
+
 def merge_runs(paths: list[str], codec: KeyCodec, *, budget: int, row_bytes: int):
-    """k-way merge by bounds: each round takes, from every run, the rows up to the smallest
-    'last key in memory' and sorts that (already nearly ordered) union, so the work is done
-    by the vectorised sort rather than a per-row heap."""
     rows = chunk_rows(budget, row_bytes, ways=len(paths) + 1)
-    cursors = [_Cursor(p, codec, rows) for p in paths]
+    return merge_sorted([read_run(p, codec) for p in paths], codec, rows=rows)
+
+
+def merge_sorted(streams: list, codec: KeyCodec, *, rows: int):
+    """Merge key-sorted streams of (batch, keys) into one, stably (ties keep stream order).
+
+    A k-way merge by bounds: each round takes, from every stream, the rows up to the smallest
+    'last key in memory' and sorts that (already nearly ordered) union, so the work is done by
+    the vectorised sort rather than a per-row heap.  Batches must share one schema.
+    """
+    cursors = [_Cursor(s, rows) for s in streams]
     while True:
         live = [c for c in cursors if not c.done]
         if not live:

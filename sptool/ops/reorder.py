@@ -5,28 +5,9 @@ from __future__ import annotations
 from .._memory import resolve_budget
 from ..errors import UsageError
 from ..io import open_sink, open_source
+from ._axes import normalize_axes, normalize_order  # noqa: F401 (re-exported)
 from ._dedup import Deduplicator, check_policy
 from ._sort import KeyCodec, sorted_stream
-
-
-def normalize_axes(axes, ndim: int, what: str = "axis") -> list[int]:
-    """Axes as non-negative ints; negative ones count from the end (TensorFlow's rule)."""
-    out = []
-    for a in axes:
-        a = int(a)
-        if not -ndim <= a < ndim:
-            raise UsageError(f"{what} {a} is out of range for {ndim} dimensions (valid: {-ndim}..{ndim - 1})")
-        out.append(a % ndim)
-    return out
-
-
-def normalize_order(order, K: int) -> tuple[int, ...]:
-    if order is None:
-        return tuple(range(K))
-    order = normalize_axes(order, K, "dimension")
-    if sorted(order) != list(range(K)):
-        raise UsageError(f"--order {list(order)} must list each of the {K} sparse dimensions exactly once")
-    return tuple(order)
 
 
 def already_sorted(meta, order) -> bool:
