@@ -62,8 +62,15 @@ def resolve_budget(memory: str | int | None) -> int:
     return budget
 
 
+# Tests set this to a tiny number so that every streaming boundary (batches, row groups,
+# carried state) is crossed on small data.
+FORCE_BATCH_ROWS: int | None = None
+
+
 def batch_rows(budget: int, row_bytes: int, *, minimum: int = 1024, maximum: int = 1 << 20) -> int:
     """Rows per batch so that the batches in flight fit in the budget."""
+    if FORCE_BATCH_ROWS:
+        return FORCE_BATCH_ROWS
     usable = max(budget - _FIXED_OVERHEAD, budget // 4)
     rows = usable // (max(row_bytes, 1) * _COPIES_PER_BATCH)
     return int(min(max(rows, minimum), maximum))

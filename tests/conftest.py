@@ -63,3 +63,12 @@ def dense_oracle(t: SparseTensor, fill=None) -> np.ndarray:
 @pytest.fixture
 def rng():
     return np.random.default_rng(12345)
+
+
+@pytest.fixture
+def tiny_batches(monkeypatch):
+    """Read every source in batches of 7 rows, so ops cross batch boundaries on small data."""
+    from sptool import _memory
+
+    monkeypatch.setattr(_memory, "FORCE_BATCH_ROWS", 7)
+    return 7
