@@ -169,6 +169,23 @@ class SparseTensor:
                    unique=meta.unique, value_type=meta.value_type, dimension_names=meta.dimension_names,
                    attributes=meta.attributes, iso=meta.iso)
 
+    def group(self, dims, *, sort: bool = False):
+        """Iterate over runs of rows sharing their coordinates on ``dims``: yields (group key,
+        (m, K) indices, values), as TensorFlow's C++ SparseTensor::group.
+
+        The rows must be sorted with ``dims`` leading the sort order; otherwise a UsageError,
+        unless ``sort=True`` (a stable sort of a copy).
+
+        Examples
+        --------
+        >>> t = SparseTensor([[0, 1], [0, 3], [2, 0]], [1.0, 2.0, 3.0], shape=(3, 4))
+        >>> [(key, vals.tolist()) for key, _, vals in t.group([0])]
+        [((0,), [1.0, 2.0]), ((2,), [3.0])]
+        """
+        from .ops.group import group_tensor
+
+        return group_tensor(self, dims, sort=sort)
+
     # -- dense -----------------------------------------------------------------------------
     @classmethod
     def from_dense(cls, array, *, sparse_ndim: int | None = None, fill_value=None) -> SparseTensor:
