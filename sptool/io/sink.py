@@ -25,6 +25,9 @@ from .source import row_bytes
 PART_ROWS = 64 * ROW_GROUP_ROWS
 
 
+_DICTIONARY_VALUE_TYPES = ("bool", "int8", "int16", "uint8", "uint16", "string", "binary")
+
+
 def output_kind(dst: str | None) -> str:
     if dst is None or dst == "-":
         return "stream"
@@ -140,7 +143,13 @@ class TensorSink:
         encodings = {}
         if self.meta.sort_order:
             encodings[index_column(self.meta.sort_order[0])] = "DELTA_BINARY_PACKED"
-        dictionary = [f.name for f in self.schema if f.name not in encodings]
+        # Dictionary pages pay off for index columns (few distinct values per row group) and
+        # narrow or textual values; for float and wide integer values they cost 2-3x the write
+        # time for a larger file (measured: 20M float64 rows, 3.0 s / 239 MiB with, 1.25 s /
+        # 200 MiB without), so those are written plain and left to zstd.
+        dictionary = [index_column(k) for k in range(self.K) if index_column(k) not in encodings]
+        if self.meta.value_type in _DICTIONARY_VALUE_TYPES:
+            dictionary.append("values")
         return pq.ParquetWriter(
             path,
             self.schema,

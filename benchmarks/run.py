@@ -1,0 +1,508 @@
+"""Time sptool's commands against what a user would otherwise run, on the same data.
+
+    python benchmarks/run.py [--size small|medium|large] [--only NAME] [--repeat N]
+
+Data is generated once per size into benchmarks/data/<size>/ (git-ignored) and reused. Every
+measured tool runs in its own fresh subprocess, so its wall time includes interpreter start-up
+and imports (as a user's would), and its peak RSS is that process's own (os.wait4 -> ru_maxrss, taken
+by a small launcher process: see LAUNCHER).
+sptool runs through its command line with -q.  Results: a table on stdout and
+benchmarks/results/latest.json.  See benchmarks/README.md.
+
+A benchmark is a `Benchmark` in the BENCHMARKS registry: a function that makes its data, and one
+that gives the sptool command followed by its peers (commands doing the same job with other
+tools).  Add one with register(Benchmark(...)).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import shutil
+import subprocess
+import sys
+import textwrap
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+import numpy as np
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+DATA = os.path.join(HERE, "data")
+RESULTS = os.path.join(HERE, "results")
+SEED = 12345
+
+# Per size: entries of the validate tensor, lines of the .tns, and the todense matrix.
+SIZES = {
+    "small": {"validate_nnz": 500_000, "tns_lines": 1_000_000,
+              "dense_shape": (5_000, 2_500), "dense_nnz": 1_250_000},
+    "medium": {"validate_nnz": 5_000_000, "tns_lines": 5_000_000,
+               "dense_shape": (10_000, 5_000), "dense_nnz": 5_000_000},
+    "large": {"validate_nnz": 20_000_000, "tns_lines": 20_000_000,
+              "dense_shape": (20_000, 10_000), "dense_nnz": 20_000_000},
+}
+SHAPE_3D = (2_000, 1_000, 500)
+
+
+# ---------------------------------------------------------------------------------------------
+# Running one command
+
+@dataclass
+class Tool:
+    """One way of doing a benchmark's job: a command line, and the outputs it leaves behind."""
+
+    name: str
+    argv: list[str]
+    outputs: list[str] = field(default_factory=list)
+
+
+@dataclass
+class Run:
+    seconds: float
+    max_rss: int  # bytes
+    returncode: int
+    stderr: str
+
+
+# The measured command is started by this small launcher, not by run.py itself.  Linux carries a
+# process's peak RSS across fork and exec: a child of run.py (which holds generated data, and whose
+# subprocess uses vfork) would report at least run.py's own peak as its ru_maxrss.  The launcher is
+# a fresh, small interpreter, so its child's ru_maxrss is the measured tool's own peak.
+LAUNCHER = """
+import json, os, sys, time
+argv = sys.argv[1:]
+start = time.perf_counter()
+pid = os.fork()
+if pid == 0:
+    try:
+        os.dup2(os.open(os.devnull, os.O_WRONLY), 1)
+        os.execvp(argv[0], argv)
+    finally:
+        os._exit(127)
+_, status, usage = os.wait4(pid, 0)
+seconds = time.perf_counter() - start
+print(json.dumps({"seconds": seconds, "max_rss": usage.ru_maxrss * 1024,
+                  "returncode": os.waitstatus_to_exitcode(status)}))
+"""
+
+
+def run_once(tool: Tool) -> Run:
+    """Run ``tool`` once in a fresh process: its wall time (from fork to exit) and peak RSS."""
+    for path in tool.outputs:
+        _remove(path)
+    proc = subprocess.run([sys.executable, "-I", "-c", LAUNCHER, *tool.argv], capture_output=True)
+    err = proc.stderr.decode(errors="replace").strip()
+    if proc.returncode != 0:
+        raise RuntimeError(f"the launcher failed: {err}")
+    r = json.loads(proc.stdout)
+    return Run(r["seconds"], r["max_rss"], r["returncode"], err)
+
+
+def _remove(path: str):
+    if os.path.isdir(path):
+        shutil.rmtree(path)
+    elif os.path.exists(path):
+        os.remove(path)
+
+
+def python_tool(name: str, code: str, *args: str, outputs=()) -> Tool:
+    """A peer written as the short script a user would write (run with this interpreter)."""
+    return Tool(name, [sys.executable, "-c", textwrap.dedent(code), *args], list(outputs))
+
+
+def sptool_tool(*args: str, outputs=()) -> Tool:
+    exe = os.path.join(os.path.dirname(sys.executable), "sptool")
+    if not os.path.exists(exe):
+        exe = shutil.which("sptool") or "sptool"
+    return Tool("sptool", [exe, *args, "-q"], list(outputs))
+
+
+# ---------------------------------------------------------------------------------------------
+# The registry
+
+@dataclass
+class Benchmark:
+    name: str
+    description: str
+    target: str
+    prepare: Callable[[str, dict], dict]          # (data dir, size params) -> paths
+    tools: Callable[[dict, str], list[Tool]]      # (paths, out dir) -> [sptool, peers...]
+    skip: Callable[[], str | None] = lambda: None  # a reason to skip, or None
+    check: Callable[[dict, str], str | None] | None = None  # after timing: a problem, or None
+
+
+BENCHMARKS: dict[str, Benchmark] = {}
+
+
+def register(b: Benchmark) -> Benchmark:
+    BENCHMARKS[b.name] = b
+    return b
+
+
+def _canonical_coords(rng: np.random.Generator, shape, n: int) -> np.ndarray:
+    """n distinct coordinates of ``shape`` in row-major order, as an (n, K) int64 array."""
+    total = int(np.prod(shape))
+    if n > total // 2:
+        raise ValueError(f"{n} coordinates are too many for shape {shape}")
+    # Draws with replacement that leave about 2% more than n distinct values.
+    draws = int(-total * np.log1p(-n / total) * 1.02) + 16
+    flat = np.unique(rng.integers(0, total, size=draws))
+    while len(flat) < n:
+        flat = np.union1d(flat, rng.integers(0, total, size=n - len(flat) + 16))
+    flat = np.sort(flat[rng.choice(len(flat), size=n, replace=False)])
+    return np.stack(np.unravel_index(flat, shape), axis=1).astype(np.int64)
+
+
+def _write_sptool(path: str, coords: np.ndarray, values: np.ndarray, shape):
+    import sptool
+
+    t = sptool.SparseTensor(coords, values, shape, sort_order=tuple(range(len(shape))), unique=True)
+    sptool.write(t, path)
+
+
+# -- validate -----------------------------------------------------------------------------------
+
+PEER_VALIDATE_READ = """
+    import sys
+    import pyarrow.parquet as pq
+    pq.read_table(sys.argv[1])
+"""
+
+PEER_VALIDATE_NUMPY = """
+    import json, sys
+    import numpy as np
+    import pyarrow.parquet as pq
+    path = sys.argv[1]
+    meta = json.loads(pq.read_metadata(path).metadata[b"sptool"])
+    table = pq.read_table(path)
+    K, shape = meta["sparse_ndim"], meta["shape"]
+    cols = [table.column(f"indices_{k}").to_numpy() for k in range(K)]
+    problems = []
+    if table.num_rows != meta["nnz"]:
+        problems.append("nnz")
+    for k, c in enumerate(cols):
+        if len(c) and (c.min() < 0 or c.max() >= shape[k]):
+            problems.append(f"bounds {k}")
+    # Row-major order and uniqueness from adjacent differences: later dimensions only break a tie.
+    less = np.zeros(len(cols[0]) - 1, dtype=bool)
+    equal = np.ones(len(cols[0]) - 1, dtype=bool)
+    for c in cols:
+        d = np.diff(c)
+        less |= equal & (d < 0)
+        equal &= d == 0
+    if less.any():
+        problems.append("order")
+    if meta["unique"] and equal.any():
+        problems.append("duplicates")
+    if table.column("values").null_count:
+        problems.append("nulls")
+    sys.exit(1 if problems else 0)
+"""
+
+
+def _tools_validate(paths: dict, out: str) -> list[Tool]:
+    big = paths["big"]
+    return [
+        sptool_tool("validate", big),
+        python_tool("pyarrow read_table", PEER_VALIDATE_READ, big),
+        python_tool("read_table + numpy checks", PEER_VALIDATE_NUMPY, big),
+    ]
+
+
+def _prepare_validate(data: str, params: dict) -> dict:
+    n = params["validate_nnz"]
+    path = os.path.join(data, f"validate-{n}.parquet")
+    if not os.path.exists(path):
+        rng = np.random.default_rng(SEED)
+        coords = _canonical_coords(rng, SHAPE_3D, n)
+        _write_sptool(path, coords, rng.standard_normal(n), SHAPE_3D)
+    return {"big": path, "rows": n}
+
+
+register(Benchmark(
+    "validate", "full validation of a canonical 3-D float64 tensor",
+    "sptool within 1.5x of a plain pyarrow read_table", _prepare_validate, _tools_validate,
+))
+
+
+# -- convert-tns --------------------------------------------------------------------------------
+
+PEER_TNS_ARROW = """
+    import sys
+    import pyarrow as pa
+    import pyarrow.compute as pc
+    import pyarrow.csv as csv
+    import pyarrow.parquet as pq
+    names = ["indices_0", "indices_1", "indices_2", "values"]
+    types = {n: pa.int64() for n in names[:3]} | {"values": pa.float64()}
+    t = csv.read_csv(sys.argv[1], read_options=csv.ReadOptions(column_names=names),
+                     parse_options=csv.ParseOptions(delimiter=" "),
+                     convert_options=csv.ConvertOptions(column_types=types))
+    t = pa.table([pc.subtract(t[n], 1) for n in names[:3]] + [t["values"]], names=names)
+    pq.write_table(t, sys.argv[2], compression="zstd")
+"""
+
+PEER_TNS_NUMPY = """
+    import sys
+    import numpy as np
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+    a = np.loadtxt(sys.argv[1], dtype=np.float64, ndmin=2)
+    cols = [a[:, k].astype(np.int64) - 1 for k in range(a.shape[1] - 1)]
+    t = pa.table(cols + [a[:, -1]], names=[f"indices_{k}" for k in range(len(cols))] + ["values"])
+    pq.write_table(t, sys.argv[2], compression="zstd")
+"""
+
+
+def _convert_missing() -> str | None:
+    try:
+        rc = subprocess.run(sptool_tool("convert", "--help").argv[:-1], capture_output=True).returncode
+    except OSError:
+        rc = 127
+    return None if rc == 0 else "convert not available"
+
+
+def _tools_tns(paths: dict, out: str) -> list[Tool]:
+    tns = paths["tns"]
+    outs = [os.path.join(out, f"convert-{name}.parquet") for name in ("sptool", "arrow", "numpy")]
+    return [
+        sptool_tool("convert", tns, "-o", outs[0], outputs=[outs[0]]),
+        python_tool("pyarrow.csv + write_table", PEER_TNS_ARROW, tns, outs[1], outputs=[outs[1]]),
+        python_tool("numpy.loadtxt + write_table", PEER_TNS_NUMPY, tns, outs[2], outputs=[outs[2]]),
+    ]
+
+
+def _check_tns(paths: dict, out: str) -> str | None:
+    import pyarrow.parquet as pq
+
+    path = os.path.join(out, "convert-sptool.parquet")
+    if not os.path.exists(path):
+        return "sptool convert wrote no output"
+    rows = pq.read_metadata(path).num_rows
+    return None if rows == paths["rows"] else f"sptool convert wrote {rows} rows, expected {paths['rows']}"
+
+
+def _prepare_tns(data: str, params: dict) -> dict:
+    import pyarrow as pa
+    import pyarrow.csv as csv
+
+    n = params["tns_lines"]
+    path = os.path.join(data, f"convert-{n}.tns")
+    if not os.path.exists(path):
+        rng = np.random.default_rng(SEED + 1)
+        coords = _canonical_coords(rng, SHAPE_3D, n) + 1
+        table = pa.table([coords[:, 0], coords[:, 1], coords[:, 2], rng.standard_normal(n)],
+                         names=["i", "j", "k", "v"])
+        tmp = path + ".tmp"
+        # Arrow prints doubles in their shortest round-trip form, as FROSTT files usually are.
+        csv.write_csv(table, tmp, csv.WriteOptions(include_header=False, delimiter=" ", quoting_style="none"))
+        os.replace(tmp, path)
+    return {"tns": path, "rows": n}
+
+
+register(Benchmark(
+    "convert-tns", "FROSTT .tns text (3-D, 1-based indices) to a Parquet file", "(none set yet)",
+    _prepare_tns, _tools_tns, skip=_convert_missing, check=_check_tns,
+))
+
+
+# -- todense ------------------------------------------------------------------------------------
+
+PEER_TODENSE_SCIPY = """
+    import json, sys
+    import numpy as np
+    import pyarrow.parquet as pq
+    import scipy.sparse as sp
+    path = sys.argv[1]
+    shape = json.loads(pq.read_metadata(path).metadata[b"sptool"])["shape"]
+    t = pq.read_table(path)
+    coo = sp.coo_array((t.column("values").to_numpy(),
+                        (t.column("indices_0").to_numpy(), t.column("indices_1").to_numpy())), shape=shape)
+    np.save(sys.argv[2], coo.toarray())
+"""
+
+
+def _tools_todense(paths: dict, out: str) -> list[Tool]:
+    src = paths["matrix"]
+    a, b = os.path.join(out, "todense-sptool.npy"), os.path.join(out, "todense-scipy.npy")
+    return [
+        sptool_tool("todense", src, "-o", a, outputs=[a]),
+        python_tool("scipy coo_array.toarray + np.save", PEER_TODENSE_SCIPY, src, b, outputs=[b]),
+    ]
+
+
+def _check_todense(paths: dict, out: str) -> str | None:
+    a = np.load(os.path.join(out, "todense-sptool.npy"), mmap_mode="r")
+    b = np.load(os.path.join(out, "todense-scipy.npy"), mmap_mode="r")
+    if a.shape != b.shape or a.dtype != b.dtype:
+        return f"sptool wrote {a.dtype}{a.shape}, scipy {b.dtype}{b.shape}"
+    step = 1 << 20
+    fa, fb = a.reshape(-1), b.reshape(-1)
+    for i in range(0, fa.size, step):
+        if not np.array_equal(fa[i:i + step], fb[i:i + step]):
+            return "sptool's dense array differs from scipy's"
+    return None
+
+
+def _prepare_todense(data: str, params: dict) -> dict:
+    shape, n = params["dense_shape"], params["dense_nnz"]
+    path = os.path.join(data, f"todense-{shape[0]}x{shape[1]}-{n}.parquet")
+    if not os.path.exists(path):
+        rng = np.random.default_rng(SEED + 2)
+        coords = _canonical_coords(rng, shape, n)
+        _write_sptool(path, coords, rng.standard_normal(n), shape)
+    return {"matrix": path, "rows": n, "dense_bytes": int(np.prod(shape)) * 8}
+
+
+register(Benchmark(
+    "todense", "2-D float64 tensor to a dense .npy", "sptool at least as fast as scipy",
+    _prepare_todense, _tools_todense, check=_check_todense,
+))
+
+
+# ---------------------------------------------------------------------------------------------
+# Reporting
+
+def machine() -> dict:
+    import pyarrow
+    import scipy
+
+    import sptool
+
+    mem = None
+    try:
+        with open("/proc/meminfo") as f:
+            for line in f:
+                if line.startswith("MemTotal:"):
+                    mem = int(line.split()[1]) * 1024
+    except OSError:
+        pass
+    cpu = platform.processor()
+    try:
+        with open("/proc/cpuinfo") as f:
+            cpu = next((ln.split(":", 1)[1].strip() for ln in f if ln.startswith("model name")), cpu)
+    except OSError:
+        pass
+    usable = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
+    return {
+        "nproc": usable, "cpu": cpu, "ram_bytes": mem, "platform": platform.platform(),
+        "python": platform.python_version(),
+        "versions": {"sptool": sptool.__version__, "numpy": np.__version__, "pyarrow": pyarrow.__version__,
+                     "scipy": scipy.__version__},
+    }
+
+
+def _mib(n: int | None) -> str:
+    return "-" if n is None else f"{n / 2**20:,.0f} MiB"
+
+
+def print_table(info: dict, results: list[dict], size: str, repeat: int):
+    from rich.console import Console
+    from rich.table import Table
+
+    console = Console(width=max(Console().width, 110))
+    v = info["versions"]
+    console.print(
+        f"[bold]sptool benchmarks[/] size={size}, best of {repeat}; {info['nproc']} CPUs ({info['cpu']}), "
+        f"RAM {info['ram_bytes'] / 2**30:.1f} GiB; Python {info['python']}, sptool {v['sptool']}, "
+        f"numpy {v['numpy']}, pyarrow {v['pyarrow']}, scipy {v['scipy']}"
+    )
+    console.print("Each tool runs in a fresh process (start-up and imports included); no BLAS is involved.")
+    table = Table(show_lines=False)
+    for col, justify in (("benchmark", "left"), ("tool", "left"), ("seconds", "right"),
+                         ("ratio", "right"), ("peak RSS", "right")):
+        table.add_column(col, justify=justify)
+    for r in results:
+        if r.get("skipped"):
+            table.add_row(r["benchmark"], f"skipped: {r['skipped']}", "", "", "")
+            continue
+        for i, t in enumerate(r["tools"]):
+            secs = "failed" if t["best"] is None else f"{t['best']:.2f}"
+            ratio = "" if t["ratio"] is None else f"{t['ratio']:.2f}x"
+            table.add_row(r["benchmark"] if i == 0 else "", t["tool"], secs, ratio, _mib(t["max_rss"]),
+                          end_section=i == len(r["tools"]) - 1)
+    console.print(table)
+    console.print("ratio = peer time / sptool time (>1: sptool faster). Targets: " +
+                  "; ".join(f"{r['benchmark']}: {r['target']}" for r in results if not r.get("skipped")))
+    for r in results:
+        for note in r.get("notes", []):
+            console.print(f"[yellow]{r['benchmark']}: {note}[/]")
+
+
+# ---------------------------------------------------------------------------------------------
+
+def run_benchmark(b: Benchmark, size: str, repeat: int) -> dict:
+    reason = b.skip()
+    if reason:
+        print(f"{b.name}: skipped: {reason}", flush=True)
+        return {"benchmark": b.name, "skipped": reason}
+    data = os.path.join(DATA, size)
+    out = os.path.join(data, "out")
+    os.makedirs(out, exist_ok=True)
+    t0 = time.perf_counter()
+    paths = b.prepare(data, SIZES[size])
+    print(f"{b.name}: data ready in {time.perf_counter() - t0:.1f} s; timing...", flush=True)
+    tools = b.tools(paths, out)
+    runs: dict[str, list[Run]] = {t.name: [] for t in tools}
+    notes = []
+    # Interleave the tools so that drift (page cache, thermal) affects all of them alike.
+    for _ in range(repeat):
+        for t in tools:
+            runs[t.name].append(run_once(t))
+    if b.check is not None and all(r.returncode == 0 for rs in runs.values() for r in rs):
+        problem = b.check(paths, out)
+        if problem:
+            notes.append(f"check failed: {problem}")
+    for t in tools:
+        for path in t.outputs:
+            _remove(path)
+    rows = []
+    for t in tools:
+        rs = runs[t.name]
+        ok = [r for r in rs if r.returncode == 0]
+        if len(ok) < len(rs):
+            bad = next(r for r in rs if r.returncode != 0)
+            notes.append(f"{t.name} exited {bad.returncode}: {bad.stderr.splitlines()[-1:] or ''}")
+        rows.append({
+            "tool": t.name, "argv": t.argv,
+            "seconds": [round(r.seconds, 4) for r in rs],
+            "best": min(r.seconds for r in ok) if ok else None,
+            "max_rss": max(r.max_rss for r in rs),
+        })
+    base = rows[0]["best"]
+    for row in rows:
+        row["ratio"] = None if row is rows[0] or base is None or row["best"] is None else row["best"] / base
+    return {"benchmark": b.name, "description": b.description, "target": b.target, "params": paths,
+            "tools": rows, "notes": notes}
+
+
+def main(argv=None) -> int:
+    p = argparse.ArgumentParser(description="Time sptool's commands against the tools a user would otherwise use.")
+    p.add_argument("--size", choices=list(SIZES), default="medium")
+    p.add_argument("--only", metavar="NAME", action="append", choices=list(BENCHMARKS),
+                   help=f"run only this benchmark (repeatable): {', '.join(BENCHMARKS)}")
+    p.add_argument("--repeat", type=int, default=3, metavar="N", help="runs per tool; the best counts [3]")
+    p.add_argument("--output", default=os.path.join(RESULTS, "latest.json"), help="JSON results file")
+    args = p.parse_args(argv)
+    info = machine()
+    started = time.time()
+    results = [run_benchmark(BENCHMARKS[name], args.size, args.repeat) for name in (args.only or BENCHMARKS)]
+    print_table(info, results, args.size, args.repeat)
+    os.makedirs(os.path.dirname(os.path.abspath(args.output)), exist_ok=True)
+    doc = {"size": args.size, "repeat": args.repeat, "started": time.strftime("%Y-%m-%dT%H:%M:%S%z",
+           time.localtime(started)), "elapsed_seconds": round(time.time() - started, 1), "machine": info,
+           "results": results}
+    with open(args.output, "w") as f:
+        json.dump(doc, f, indent=2)
+        f.write("\n")
+    print(f"results written to {os.path.relpath(args.output)}")
+    failed = any(t["best"] is None for r in results for t in r.get("tools", [])) or \
+        any(n.startswith("check failed") for r in results for n in r.get("notes", []))
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
