@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import sys
+import tempfile
 from collections.abc import Iterator
 from dataclasses import dataclass
 
@@ -306,6 +308,29 @@ def open_source(path: str) -> TensorSource:
         return open_stream(path)
     part = read_part(path)
     return ParquetSource(path, [part], part.meta, "file")
+
+
+@contextlib.contextmanager
+def known_shape(src: TensorSource, tmp_dir: str | None = None):
+    """A source whose shape is fully known: ``src`` itself, or, for a stream whose header left
+    extents open until its trailer, a copy spooled to a temporary file on disk (not memory)."""
+    if all(s is not None for s in src.meta.shape):
+        yield src
+        return
+    with tempfile.TemporaryDirectory(prefix="sptool-spool-", dir=tmp_dir) as d:
+        path = os.path.join(d, "spool.arrows")
+        with pa.OSFile(path, "wb") as f:
+            writer = None
+            for batch in src.iter_batches():
+                if writer is None:
+                    writer = pa.ipc.new_stream(f, batch.schema)
+                writer.write_batch(batch)
+            meta = src.meta  # resolved by the trailer now that the stream has been read
+            if writer is None:
+                writer = pa.ipc.new_stream(f, src.schema)
+            writer.close()
+        spooled = StreamSource(src.path, pa.ipc.open_stream(pa.memory_map(path)), meta, promised_trailer=False)
+        yield spooled
 
 
 def read_all(source: TensorSource, memory=None) -> tuple[np.ndarray, np.ndarray, TensorMeta]:

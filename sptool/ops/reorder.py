@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 from .._memory import resolve_budget
-from ..errors import UsageError
 from ..io import open_sink, open_source
+from ..io.source import known_shape
 from ._axes import normalize_axes, normalize_order  # noqa: F401 (re-exported)
 from ._dedup import Deduplicator, check_policy
 from ._sort import KeyCodec, sorted_stream
@@ -47,12 +47,10 @@ def reorder(path: str, output: str | None, *, order=None, duplicates: str = "kee
     >>> reorder("sample_data/unsorted.parquet", out, duplicates="sum")["canonical"]
     True
     """
-    with open_source(path) as src:
+    with open_source(path) as opened, known_shape(opened, tmp_dir) as src:
         meta = src.meta
         order = normalize_order(order, meta.sparse_ndim)
         check_policy(duplicates, meta)
-        if any(s is None for s in meta.shape):
-            raise UsageError("the stream's shape is unknown until its end; sort a file instead", path=path)
         if progress:
             progress.set_total(meta.nnz)
         out_meta = meta.with_(sort_order=order, unique=duplicates != "keep", nnz=None)

@@ -16,6 +16,7 @@ from ..format import INT64_MAX
 from ..io import open_source
 from ..io._atomic import AtomicTarget
 from ..io.sink import OrderTracker
+from ..io.source import known_shape
 from ._dense import DenseScatter
 
 
@@ -70,10 +71,8 @@ def todense(path: str, output: str, *, default_value=None, validate: bool = True
     if not output.endswith(".npy"):
         raise UsageError("todense writes a .npy file; name the output *.npy", path=output)
     budget = resolve_budget(memory)
-    with open_source(path) as src:
+    with open_source(path) as opened, known_shape(opened) as src:
         meta = src.meta
-        if any(s is None for s in meta.shape):
-            raise UsageError("the stream's shape is not known until its end; write it to a file first", path=path)
         width = None
         if meta.value_type in ("string", "binary"):
             if src.kind == "stream":
