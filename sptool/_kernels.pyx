@@ -272,3 +272,62 @@ def radix_argsort(const uint64_t[::1] keys, int64_t[::1] perm, uint64_t[::1] sor
             for i in range(n):
                 sorted_keys[i] = src_k[i]
                 perm[i] = src_p[i]
+
+
+def unpack_keys(const uint64_t[::1] packed, const int64_t[::1] order, const int64_t[::1] shifts,
+                const int64_t[::1] widths, int64_t[:, ::1] out):
+    """The inverse of pack_keys: out[order[j], i] = (packed[i] >> shifts[j]) & (2^widths[j] - 1)."""
+    cdef Py_ssize_t n = packed.shape[0], m = order.shape[0], i, j
+    cdef uint64_t mask
+    cdef int64_t d, s
+    if out.shape[1] != n or shifts.shape[0] != m or widths.shape[0] != m:
+        raise ValueError("shape mismatch in unpack_keys")
+    for j in range(m):
+        d = order[j]
+        s = shifts[j]
+        mask = (<uint64_t> -1) if widths[j] >= 64 else ((<uint64_t> 1 << widths[j]) - 1)
+        with nogil:
+            if widths[j] == 0:
+                for i in range(n):
+                    out[d, i] = 0
+            else:
+                for i in range(n):
+                    out[d, i] = <int64_t> ((packed[i] >> s) & mask)
+
+
+def or_shifted(const int64_t[::1] col, int shift, uint64_t[::1] out, bint first):
+    """out (|)= col << shift: pack_keys one column at a time, straight from a column's buffer."""
+    cdef Py_ssize_t n = col.shape[0], i
+    if out.shape[0] != n:
+        raise ValueError("shape mismatch in or_shifted")
+    if shift >= 64:
+        raise ValueError("shift must be below 64")
+    with nogil:
+        if first:
+            for i in range(n):
+                out[i] = <uint64_t> col[i] << shift
+        else:
+            for i in range(n):
+                out[i] = out[i] | (<uint64_t> col[i] << shift)
+
+
+def tag_positions(const uint64_t[::1] keys, int pos_bits, uint64_t[::1] out):
+    """out[i] = keys[i] << pos_bits | i: ties then sort in input order under any sort."""
+    cdef Py_ssize_t n = keys.shape[0], i
+    if out.shape[0] != n:
+        raise ValueError("shape mismatch in tag_positions")
+    with nogil:
+        for i in range(n):
+            out[i] = (keys[i] << pos_bits) | <uint64_t> i
+
+
+def untag_positions(const uint64_t[::1] tagged, int pos_bits, int64_t[::1] perm, uint64_t[::1] keys):
+    """Split sorted tagged keys back into the permutation and the keys."""
+    cdef Py_ssize_t n = tagged.shape[0], i
+    cdef uint64_t mask = (<uint64_t> 1 << pos_bits) - 1
+    if perm.shape[0] != n or keys.shape[0] != n:
+        raise ValueError("shape mismatch in untag_positions")
+    with nogil:
+        for i in range(n):
+            perm[i] = <int64_t> (tagged[i] & mask)
+            keys[i] = tagged[i] >> pos_bits

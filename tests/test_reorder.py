@@ -88,7 +88,7 @@ def test_spill_dir_removed_on_success_and_failure(tmp_path, rng, tiny_runs, monk
     def boom(*a, **k):
         raise KeyboardInterrupt
 
-    monkeypatch.setattr(_sort, "merge_runs", boom)
+    monkeypatch.setattr(_sort, "merge_sorted", boom)
     with pytest.raises(KeyboardInterrupt):
         reorder(str(tmp_path / "in.parquet"), str(tmp_path / "o2.parquet"), tmp_dir=str(spill))
     assert os.listdir(spill) == [] and not os.path.exists(tmp_path / "o2.parquet")

@@ -1,14 +1,16 @@
 """External merge sort of tensor rows in bounded memory.
 
 Rows are sorted by a key built from the index columns in the requested dimension order:
-packed into one uint64 when the dimensions' bit widths add up to 64 or less (sorted by the
-compiled radix sort), otherwise the big-endian bytes of the columns (NumPy sorts and searches
-those lexicographically).  Both orders are stable, so rows with equal coordinates keep their
-input order.
+packed into one uint64 when the dimensions' bit widths add up to 64 or less, otherwise the
+big-endian bytes of the columns (NumPy sorts and searches those lexicographically).  Both
+orders are stable, so rows with equal coordinates keep their input order.
 
-The pieces are per-batch kernels plus a merge step: ``sorted_runs`` turns batches into
-sorted runs, ``merge_runs`` merges runs; a distributed engine can run the first per part
-and the second as its reduce.
+With a packed key the index columns are not carried through the sort at all: they are
+unpacked from the sorted keys at the end, so only the values are gathered and spilled.
+
+The pieces are per-batch kernels plus a merge step: ``sorted_stream`` turns batches into
+sorted runs, ``merge_sorted`` merges key-sorted streams; a distributed engine can run the
+first per part and the second as its reduce.
 """
 
 from __future__ import annotations
@@ -30,17 +32,20 @@ KEY = "__sptool_key"
 
 
 class KeyCodec:
-    """Builds sort keys for rows of (K, n) index arrays under a dimension order."""
+    """Sort keys for rows of (K, n) index arrays under a dimension order."""
 
     def __init__(self, shape, order):
         self.order = np.asarray(order, dtype=np.int64)
+        self.K = len(self.order)
         widths = [max(int(shape[d] - 1).bit_length(), 0) if shape[d] else 0 for d in order]
         self.packed = sum(widths) <= 64
         shifts, acc = [], 0
         for w in reversed(widths):
-            shifts.append(acc)
+            shifts.append(acc if w else 0)  # a zero-width field holds only 0; never shift by 64
             acc += w
         self.shifts = np.asarray(shifts[::-1], dtype=np.int64)
+        self.widths = np.asarray(widths, dtype=np.int64)
+        self.bits = acc
 
     def encode(self, keys: np.ndarray) -> np.ndarray:
         n = keys.shape[1]
@@ -52,11 +57,48 @@ class KeyCodec:
         cols = np.ascontiguousarray(keys[self.order].T.astype(">u8"))
         return cols.view(f"V{8 * len(self.order)}").reshape(n)
 
+    def encode_table(self, table: pa.Table) -> np.ndarray:
+        """Keys of a table's rows, packed chunk by chunk straight from the column buffers."""
+        if not self.packed:
+            keys = np.stack([table.column(int(d)).to_numpy() for d in range(self.K)])
+            return self.encode(keys)
+        out = np.empty(table.num_rows, dtype=np.uint64)
+        first = True
+        for j, d in enumerate(self.order):
+            if self.widths[j] == 0:
+                continue
+            start = 0
+            for chunk in table.column(int(d)).chunks:
+                n = len(chunk)
+                _kernels.or_shifted(chunk.to_numpy(), int(self.shifts[j]), out[start:start + n], first)
+                start += n
+            first = False
+        if first:
+            out[:] = 0
+        return out
+
+    def decode(self, key: np.ndarray) -> np.ndarray:
+        """(K, n) index arrays from packed keys."""
+        out = np.empty((self.K, len(key)), dtype=np.int64)
+        _kernels.unpack_keys(np.ascontiguousarray(key), self.order, self.shifts, self.widths, out)
+        return out
+
     def argsort(self, key: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """(permutation, sorted keys), stable."""
+        n = len(key)
+        pos_bits = max(int(n - 1).bit_length(), 1)
+        if key.dtype == np.uint64 and self.bits + pos_bits <= 64:
+            # Key and row position in one uint64: the position breaks ties in input order, so
+            # NumPy's (SIMD) unstable sort is stable here, and one array moves instead of two.
+            both = np.empty(n, dtype=np.uint64)
+            _kernels.tag_positions(key, pos_bits, both)
+            both.sort()
+            perm = np.empty(n, dtype=np.int64)
+            _kernels.untag_positions(both, pos_bits, perm, both)  # in place: keys replace tagged keys
+            return perm, both
         if key.dtype == np.uint64:
-            perm = np.empty(len(key), dtype=np.int64)
-            out = np.empty(len(key), dtype=np.uint64)
+            perm = np.empty(n, dtype=np.int64)
+            out = np.empty(n, dtype=np.uint64)
             _kernels.radix_argsort(key, perm, out)
             return perm, out
         perm = np.argsort(key, kind="stable")
@@ -71,6 +113,8 @@ class KeyCodec:
         return pa.FixedSizeBinaryArray.from_buffers(self.key_type(), len(key), [None, pa.py_buffer(key.tobytes())])
 
     def from_arrow(self, arr) -> np.ndarray:
+        if isinstance(arr, pa.ChunkedArray):
+            arr = arr.combine_chunks()
         if self.packed:
             return arr.to_numpy(zero_copy_only=False)
         width = 8 * len(self.order)
@@ -78,14 +122,43 @@ class KeyCodec:
         raw = np.frombuffer(buf, dtype=np.uint8, count=(arr.offset + len(arr)) * width)
         return raw[arr.offset * width:].view(f"V{width}").reshape(len(arr))
 
+    # -- payload: what travels with the keys ------------------------------------------------
+    def payload(self, table: pa.Table) -> pa.Table:
+        """The columns a sort must carry: only values when the key can be unpacked."""
+        return table.select([table.num_columns - 1]) if self.packed else table
 
-def sort_table(table: pa.Table, codec: KeyCodec, K: int) -> tuple[pa.Table, np.ndarray]:
-    """The table's rows in key order, and their sorted keys."""
-    keys = np.empty((K, table.num_rows), dtype=np.int64)
-    for k in range(K):
-        keys[k] = table.column(k).to_numpy()
-    perm, skeys = codec.argsort(codec.encode(keys))
-    return table.take(pa.array(perm)), skeys
+    def batches(self, payload: pa.Table, keys: np.ndarray, schema: pa.Schema):
+        """Record batches in the file schema from a sorted payload and its keys."""
+        for start in range(0, payload.num_rows, ROW_GROUP_ROWS):
+            part = payload.slice(start, ROW_GROUP_ROWS).combine_chunks()
+            k = keys[start:start + part.num_rows]
+            if self.packed:
+                idx = self.decode(k)
+                cols = [pa.array(idx[d]) for d in range(self.K)] + [part.column(0).combine_chunks()]
+                yield pa.RecordBatch.from_arrays(cols, schema=schema), k
+            else:
+                for b in part.to_batches():
+                    yield b, k[: b.num_rows]
+                    k = k[b.num_rows:]
+
+
+def take(table: pa.Table, perm: np.ndarray) -> pa.Table:
+    """Rows of ``table`` in the order ``perm``: NumPy indexing for fixed-width columns, Arrow's
+    take for the rest."""
+    cols = []
+    for col in table.columns:
+        t = col.type
+        if pa.types.is_integer(t) or pa.types.is_floating(t):
+            cols.append(pa.array(np.take(col.to_numpy(), perm)))
+        else:
+            cols.append(col.take(pa.array(perm)))
+    return pa.Table.from_arrays(cols, schema=table.schema)
+
+
+def sort_run(table: pa.Table, codec: KeyCodec, K: int) -> tuple[pa.Table, np.ndarray]:
+    """(payload in key order, sorted keys) of a table of rows in the file schema."""
+    perm, skeys = codec.argsort(codec.encode_table(table))
+    return take(codec.payload(table), perm), skeys
 
 
 def chunk_rows(budget: int, row_bytes: int, ways: int = 1) -> int:
@@ -103,10 +176,10 @@ class RunStore:
         self._pool = ThreadPoolExecutor(1, thread_name_prefix="sptool-spill")
         self._pending = []
 
-    def spill(self, table: pa.Table, key: pa.Array):
+    def spill(self, payload: pa.Table, key: pa.Array):
         path = os.path.join(self._dir.name, f"run-{len(self.paths):06d}.arrow")
         self.paths.append(path)
-        table = table.append_column(KEY, key)
+        table = payload.append_column(KEY, key)
         # Writing overlaps the next run's sort; at most one spill is in flight.
         self.wait()
         self._pending.append(self._pool.submit(_write_ipc, path, table))
@@ -144,55 +217,49 @@ def sorted_stream(batches: Iterable[pa.RecordBatch], meta: TensorMeta, order, *,
     from ..io.source import row_bytes
 
     K = meta.sparse_ndim
+    schema = meta.arrow_schema()
     codec = KeyCodec(meta.shape, order)
     rb = row_bytes(meta) + (8 if codec.packed else 8 * K)
     run_rows = chunk_rows(budget, rb)
     with RunStore(tmp_dir) as store:
         pending: list[pa.RecordBatch] = []
         pending_rows = 0
-        last_table = None
+        last = None
         for batch in batches:
             if progress:
                 progress.advance(batch.num_rows)
             while batch.num_rows:
-                take = min(batch.num_rows, run_rows - pending_rows)
-                pending.append(batch.slice(0, take))
-                pending_rows += take
-                batch = batch.slice(take)
+                take_rows = min(batch.num_rows, run_rows - pending_rows)
+                pending.append(batch.slice(0, take_rows))
+                pending_rows += take_rows
+                batch = batch.slice(take_rows)
                 if pending_rows >= run_rows:
-                    if last_table is not None:
-                        store.spill(*last_table)
-                    table, skeys = sort_table(pa.Table.from_batches(pending), codec, K)
-                    last_table = (table, codec.to_arrow(skeys))
+                    if last is not None:
+                        store.spill(last[0], codec.to_arrow(last[1]))
+                    last = sort_run(pa.Table.from_batches(pending), codec, K)
                     pending, pending_rows = [], 0
         if pending_rows:
-            if last_table is not None:
-                store.spill(*last_table)
-            table, skeys = sort_table(pa.Table.from_batches(pending), codec, K)
-            last_table = (table, codec.to_arrow(skeys))
-        if last_table is None:
+            if last is not None:
+                store.spill(last[0], codec.to_arrow(last[1]))
+            last = sort_run(pa.Table.from_batches(pending), codec, K)
+        if last is None:
             return
         if not store.paths:
             # Everything fit in one run: no spill, no merge.
-            table, key = last_table
-            yield from _slices(table, codec.from_arrow(key))
+            yield from codec.batches(last[0], last[1], schema)
             return
-        store.spill(*last_table)
+        store.spill(last[0], codec.to_arrow(last[1]))
         store.wait()
-        yield from merge_runs(store.paths, codec, budget=budget, row_bytes=rb)
-
-
-def _slices(table: pa.Table, keys: np.ndarray, rows: int = ROW_GROUP_ROWS):
-    for start in range(0, table.num_rows, rows):
-        part = table.slice(start, rows).combine_chunks()
-        for b in part.to_batches():
-            yield b, keys[start:start + b.num_rows]
+        rows = chunk_rows(budget, rb, ways=len(store.paths) + 1)
+        merged = merge_sorted([read_run(p, codec) for p in store.paths], codec, rows=rows)
+        for payload, keys in merged:
+            yield from codec.batches(payload, keys, schema)
 
 
 class _Cursor:
-    """Reads a key-sorted stream of (batch, keys) in slices of about ``rows`` rows."""
+    """Reads a key-sorted stream of (payload, keys) in slices of about ``rows`` rows."""
 
-    def __init__(self, pairs: Iterator[tuple[pa.RecordBatch, np.ndarray]], rows: int):
+    def __init__(self, pairs, rows: int):
         self.pairs = iter(pairs)
         self.rows = rows
         self.table = None
@@ -201,18 +268,18 @@ class _Cursor:
         self._load()
 
     def _load(self):
-        batches, keys, n = [], [], 0
-        for batch, k in self.pairs:
-            if batch.num_rows:
-                batches.append(batch)
+        parts, keys, n = [], [], 0
+        for part, k in self.pairs:
+            if part.num_rows:
+                parts.append(part)
                 keys.append(k)
-                n += batch.num_rows
+                n += part.num_rows
             if n >= self.rows:
                 break
-        if not batches:
+        if not parts:
             self.table = None
             return
-        self.table = pa.Table.from_batches(batches)
+        self.table = pa.concat_tables([p if isinstance(p, pa.Table) else pa.Table.from_batches([p]) for p in parts])
         self.keys = np.concatenate(keys) if len(keys) > 1 else keys[0]
         self.pos = 0
 
@@ -231,24 +298,20 @@ class _Cursor:
 
 
 def read_run(path: str, codec: KeyCodec):
-    """The (batch, keys) pairs of a spilled run, read through a memory map."""
+    """The (payload, keys) pairs of a spilled run, read through a memory map."""
     reader = ipc.open_file(pa.memory_map(path))
     for i in range(reader.num_record_batches):
         b = reader.get_batch(i)
         yield b.drop_columns([KEY]), codec.from_arrow(b.column(KEY))
 
 
-def merge_runs(paths: list[str], codec: KeyCodec, *, budget: int, row_bytes: int):
-    rows = chunk_rows(budget, row_bytes, ways=len(paths) + 1)
-    return merge_sorted([read_run(p, codec) for p in paths], codec, rows=rows)
-
-
 def merge_sorted(streams: list, codec: KeyCodec, *, rows: int):
-    """Merge key-sorted streams of (batch, keys) into one, stably (ties keep stream order).
+    """Merge key-sorted streams of (payload, keys) into one, stably (ties keep stream order).
 
     A k-way merge by bounds: each round takes, from every stream, the rows up to the smallest
     'last key in memory' and sorts that (already nearly ordered) union, so the work is done by
-    the vectorised sort rather than a per-row heap.  Batches must share one schema.
+    the vectorised sort rather than a per-row heap.  Payloads must share one schema (record
+    batches or tables); yields (table, keys).
     """
     cursors = [_Cursor(s, rows) for s in streams]
     while True:
@@ -270,5 +333,5 @@ def merge_sorted(streams: list, codec: KeyCodec, *, rows: int):
         allkeys = np.concatenate(keys) if len(keys) > 1 else keys[0]
         if len(parts) > 1:
             perm, allkeys = codec.argsort(allkeys)
-            table = table.take(pa.array(perm))
-        yield from _slices(table, allkeys)
+            table = take(table, perm)
+        yield table, allkeys
