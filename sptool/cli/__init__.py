@@ -92,22 +92,33 @@ def main(argv=None):
 
 
 from . import (  # noqa: E402  (commands register themselves, in this order)
+    add,
     concat,
     convert,
     expand_dims,
+    eye,
     fill_empty_rows,
     info,
+    map,
+    matmul,
+    maximum,
+    mul,
+    reduce,
     reorder,
     reset_shape,
     reshape,
     retain,
     slice,
+    softmax,
     split,
+    to_indicator,
     todense,
     transpose,
     validate,
 )
 
+# Foundation first, then structure, then math (the order `sptool --help` lists them in).
 for _module in (validate, info, convert, todense, reorder, concat, split, slice, reshape, transpose, reset_shape,
-                retain, fill_empty_rows, expand_dims):
+                retain, fill_empty_rows, expand_dims, reduce, add, maximum, mul, softmax, matmul, to_indicator,
+                map, eye):
     _module.register(cli)

@@ -26,7 +26,7 @@ from ._options import common_options, settings
 @click.option("--fill-value", metavar="V", default=None,
               help="Fill value of the output; for .npy input the value that is dropped, for .npy output "
               "the value of empty cells [default: 0].")
-@click.option("--index-base", type=click.IntRange(0, 1), default=None,
+@click.option("--index-base", type=click.Choice(["0", "1"]), default=None,
               help="Index base of text inputs and outputs [default: 1 for .tns/.mtx, 0 for .csv/.tsv].")
 @common_options
 @click.pass_context
@@ -54,7 +54,8 @@ def convert(ctx, src, dst, from_format, to_format, shape, value_type, fill_value
     job = Job("convert", quiet=opts["quiet"])
     try:
         result = convert_op(src, dst, from_format=from_format, to_format=to_format, shape=shape,
-                            value_type=value_type, fill_value=_parse_value(fill_value), index_base=index_base,
+                            value_type=value_type, fill_value=_parse_value(fill_value),
+                            index_base=None if index_base is None else int(index_base),
                             memory=opts["memory"], progress=job)
     finally:
         job.stop()

@@ -1,5 +1,42 @@
-"""sptool expand-dims (placeholder: the command is registered once it is implemented)."""
+"""sptool expand-dims."""
+
+from __future__ import annotations
+
+import click
+
+from ..ops.expand_dims import expand_dims as expand_dims_op
+from ._console import Job
+from ._options import common_options, input_argument, output_option, settings
+
+
+@click.command("expand-dims")
+@input_argument()
+@output_option()
+@click.option("--axis", type=int, default=-1, show_default=True, metavar="A",
+              help="Where the new size-1 dimension goes, in -rank-1..rank; negative counts from the end.")
+@common_options
+@click.pass_context
+def expand_dims(ctx, tensor, output, axis):
+    """Insert a dimension of size 1 (TensorFlow's sparse expand_dims); every entry gets
+    index 0 there.
+
+    On a hybrid tensor an axis among the dense dimensions inserts into the dense block.
+    The sort order and uniqueness carry over (canonical stays canonical).
+
+    Memory: one pass in batches within --memory.
+
+    \b
+    Example:
+      sptool expand-dims sample_data/matrix_a.parquet --axis 0 -o /tmp/expanded.parquet
+    """
+    opts = settings(ctx)
+    job = Job("expand-dims", quiet=opts["quiet"])
+    try:
+        r = expand_dims_op(tensor, output, axis=axis, memory=opts["memory"], progress=job)
+    finally:
+        job.stop()
+    job.summary(rows_out=r["rows"], extra=f"shape {r['shape']}")
 
 
 def register(cli):
-    pass
+    cli.add_command(expand_dims)

@@ -1,5 +1,47 @@
-"""sptool fill-empty-rows (placeholder: the command is registered once it is implemented)."""
+"""sptool fill-empty-rows."""
+
+from __future__ import annotations
+
+import click
+
+from ..ops.fill_empty_rows import fill_empty_rows as fill_empty_rows_op
+from ._console import Job
+from ._options import common_options, input_argument, output_option, settings, tmp_dir_option
+
+
+@click.command("fill-empty-rows")
+@input_argument()
+@output_option()
+@click.option("--value", metavar="V", required=True,
+              help="The value for each empty row, read as the tensor's value type (true/false for bool).")
+@click.option("--indicator", metavar="IND.npy", default=None,
+              help="Also write a bool .npy of length shape[0]: True where the row was empty.")
+@tmp_dir_option
+@common_options
+@click.pass_context
+def fill_empty_rows(ctx, tensor, output, value, indicator, tmp_dir):
+    """Put V at [row, 0, ..., 0] for every row (dimension 0) without entries
+    (TensorFlow's sparse fill_empty_rows; a hybrid row gets a block of V).
+
+    The output is row-major sorted; rows sharing a coordinate are kept.
+
+    Memory: an external merge sort within --memory, spilling sorted runs to
+    --tmp-dir (a row-major sorted input streams straight through); the indicator
+    is written through a memory map.
+
+    \b
+    Example:
+      sptool fill-empty-rows sample_data/rowsparse.parquet --value 0 --indicator /tmp/empty.npy -o /tmp/filled.parquet
+    """
+    opts = settings(ctx)
+    job = Job("fill-empty-rows", quiet=opts["quiet"])
+    try:
+        r = fill_empty_rows_op(tensor, output, value=value, indicator=indicator, memory=opts["memory"],
+                               tmp_dir=tmp_dir, progress=job)
+    finally:
+        job.stop()
+    job.summary(rows_out=r["rows_out"], extra=f"{r['empty_rows']:,} empty rows filled")
 
 
 def register(cli):
-    pass
+    cli.add_command(fill_empty_rows)

@@ -1,5 +1,43 @@
-"""sptool reshape (placeholder: the command is registered once it is implemented)."""
+"""sptool reshape."""
+
+from __future__ import annotations
+
+import click
+
+from ..ops.reshape import reshape as reshape_op
+from ._console import Job
+from ._options import INT_LIST, common_options, input_argument, output_option, settings
+
+
+@click.command("reshape")
+@input_argument()
+@output_option()
+@click.option("--shape", type=INT_LIST, required=True, metavar="9,-1",
+              help="The new shape; one size may be -1 (inferred). A hybrid tensor's new shape ends with its "
+                   "dense dimensions, which are kept.")
+@common_options
+@click.pass_context
+def reshape(ctx, tensor, output, shape):
+    """Give the sparse dimensions a new shape with the same number of elements
+    (TensorFlow's sparse reshape: each entry keeps its row-major position).
+
+    Row order is kept: a row-major sorted (or canonical) input stays so; any other sort
+    order is dropped. Duplicates are kept.
+
+    Memory: one pass in batches within --memory.
+
+    \b
+    Example:
+      sptool reshape sample_data/tensor3d.parquet --shape 1200,-1 -o /tmp/reshaped.parquet
+    """
+    opts = settings(ctx)
+    job = Job("reshape", quiet=opts["quiet"])
+    try:
+        r = reshape_op(tensor, output, shape=shape, memory=opts["memory"], progress=job)
+    finally:
+        job.stop()
+    job.summary(rows_out=r["rows"], extra=f"shape {r['shape']}")
 
 
 def register(cli):
-    pass
+    cli.add_command(reshape)

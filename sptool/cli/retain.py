@@ -1,5 +1,51 @@
-"""sptool retain (placeholder: the command is registered once it is implemented)."""
+"""sptool retain."""
+
+from __future__ import annotations
+
+import click
+
+from ..errors import UsageError
+from ..ops.retain import retain as retain_op
+from ._console import Job
+from ._options import common_options, input_argument, output_option, settings
+
+
+@click.command("retain")
+@input_argument()
+@output_option()
+@click.option("--mask", metavar="M.npy", default=None,
+              help="A 1-D bool .npy with one flag per row, in file order: keep the True rows.")
+@click.option("--where", "where", metavar="EXPR", default=None,
+              help="Keep the rows where EXPR holds, e.g. 'values > 0 and indices_1 % 2 == 0'.")
+@common_options
+@click.pass_context
+def retain(ctx, tensor, output, mask, where):
+    """Keep the rows selected by a mask or a condition, in their order (TensorFlow's
+    sparse retain). Shape, sort order and uniqueness carry over.
+
+    \b
+    --where language: values, indices_0, indices_1, ...; numbers (also nan, inf),
+    'strings', true, false; + - * / %; < <= > >= == != (chainable: 0 < values < 1);
+    and, or, not, parentheses; abs(x), isnan(x); any(c) / all(c) reduce a condition
+    over the dense block of a hybrid tensor (needed there: values is a block).
+    It is parsed, never run as Python. Binary values take --mask only.
+
+    Memory: one pass in batches within --memory; the mask is memory-mapped.
+
+    \b
+    Example:
+      sptool retain sample_data/tensor3d.parquet --where "values > 0 and indices_0 < 10" -o /tmp/retained.parquet
+    """
+    opts = settings(ctx)
+    if (mask is None) == (where is None):
+        raise UsageError("give exactly one of --mask M.npy and --where EXPR")
+    job = Job("retain", quiet=opts["quiet"])
+    try:
+        r = retain_op(tensor, output, mask=mask, where=where, memory=opts["memory"], progress=job)
+    finally:
+        job.stop()
+    job.summary(rows_out=r["rows_out"])
 
 
 def register(cli):
-    pass
+    cli.add_command(retain)

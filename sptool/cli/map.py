@@ -1,0 +1,5 @@
+"""sptool map (placeholder: the command is registered once it is implemented)."""
+
+
+def register(cli):
+    pass

@@ -1,0 +1,5 @@
+"""sptool reduce (placeholder: the command is registered once it is implemented)."""
+
+
+def register(cli):
+    pass
