@@ -38,12 +38,14 @@ SEED = 12345
 # Per size: entries of the validate tensor, lines of the .tns, and the todense matrix.
 SIZES = {
     "small": {"validate_nnz": 500_000, "tns_lines": 1_000_000,
-              "dense_shape": (5_000, 2_500), "dense_nnz": 1_250_000},
+              "dense_shape": (5_000, 2_500), "dense_nnz": 1_250_000, "reorder_nnz": 2_000_000},
     "medium": {"validate_nnz": 5_000_000, "tns_lines": 5_000_000,
-               "dense_shape": (10_000, 5_000), "dense_nnz": 5_000_000},
+               "dense_shape": (10_000, 5_000), "dense_nnz": 5_000_000, "reorder_nnz": 5_000_000},
     "large": {"validate_nnz": 20_000_000, "tns_lines": 20_000_000,
-              "dense_shape": (20_000, 10_000), "dense_nnz": 20_000_000},
+              "dense_shape": (20_000, 10_000), "dense_nnz": 20_000_000, "reorder_nnz": 20_000_000},
 }
+# The issue's reorder benchmark: an unsorted 3-D tensor (20M entries at --size large).
+SHAPE_REORDER = (1_000_000, 5_000, 200)
 SHAPE_3D = (2_000, 1_000, 500)
 
 
@@ -360,6 +362,89 @@ def _prepare_todense(data: str, params: dict) -> dict:
 register(Benchmark(
     "todense", "2-D float64 tensor to a dense .npy", "sptool at least as fast as scipy",
     _prepare_todense, _tools_todense, check=_check_todense,
+))
+
+
+# -- reorder ------------------------------------------------------------------------------------
+
+PEER_REORDER_DUCKDB = """
+    import sys
+    import duckdb
+    con = duckdb.connect()
+    con.execute("SET threads = 2")
+    con.execute(f"COPY (SELECT * FROM '{sys.argv[1]}' ORDER BY indices_0, indices_1, indices_2) "
+                f"TO '{sys.argv[2]}' (FORMAT parquet)")
+"""
+
+# The I/O floor: read the input and write the sorted rows with sptool's own writer settings
+# (the sorted table is read from sptool's output beforehand, so no sort is timed).
+PEER_REORDER_FLOOR = """
+    import json, sys
+    import pyarrow.parquet as pq
+    from sptool.format import TensorMeta
+    from sptool.io.sink import parquet_writer_options
+    pq.read_table(sys.argv[1])
+    table = pq.read_table(sys.argv[2])
+    meta = TensorMeta.from_dict(json.loads(pq.read_metadata(sys.argv[2]).metadata[b"sptool"]))
+    pq.write_table(table, sys.argv[3], row_group_size=131072, **parquet_writer_options(meta))
+"""
+
+
+def _prepare_reorder(data: str, params: dict) -> dict:
+    from sptool.format import TensorMeta
+    from sptool.io import open_sink
+
+    n = params["reorder_nnz"]
+    path = os.path.join(data, f"reorder-{n}.parquet")
+    if not os.path.exists(path):
+        rng = np.random.default_rng(SEED + 3)
+        meta = TensorMeta(shape=SHAPE_REORDER, sparse_ndim=3, value_type="float64")
+        with open_sink(path, meta, unique_claim=False) as sink:
+            for start in range(0, n, 1 << 21):
+                m = min(1 << 21, n - start)
+                keys = np.stack([rng.integers(0, d, size=m) for d in SHAPE_REORDER]).astype(np.int64)
+                sink.write(keys, rng.standard_normal(m))
+    sorted_path = os.path.join(data, f"reorder-{n}-sorted.parquet")
+    if not os.path.exists(sorted_path):
+        subprocess.run(sptool_tool("reorder", path, "-o", sorted_path).argv, check=True)
+    # The memory benchmark: --memory so small that the input is 8x the budget (rows of 32 bytes).
+    budget = max(16 << 20, n * 32 // 8)
+    return {"unsorted": path, "sorted": sorted_path, "rows": n, "budget": budget}
+
+
+def _tools_reorder(paths: dict, out: str) -> list[Tool]:
+    src = paths["unsorted"]
+    a, b, c = (os.path.join(out, f"reorder-{x}.parquet") for x in ("sptool", "duckdb", "floor"))
+    return [
+        sptool_tool("reorder", src, "-o", a, outputs=[a]),
+        python_tool("duckdb COPY ... ORDER BY (2 threads)", PEER_REORDER_DUCKDB, src, b, outputs=[b]),
+        python_tool("I/O floor: pyarrow read + write", PEER_REORDER_FLOOR, src, paths["sorted"], c, outputs=[c]),
+    ]
+
+
+def _check_reorder(paths: dict, out: str) -> str | None:
+    import sptool
+
+    report = sptool.validate(os.path.join(out, "reorder-sptool.parquet"), metadata_only=True)
+    return None if report.valid else f"sptool's output is invalid: {report.codes}"
+
+
+register(Benchmark(
+    "reorder", "sort an unsorted 3-D float64 tensor row-major, file to file",
+    "sptool 1.3x faster than DuckDB (ratio >= 1.3) and within 1.5x of the I/O floor (ratio >= 0.67)",
+    _prepare_reorder, _tools_reorder, check=_check_reorder,
+))
+
+
+def _tools_reorder_memory(paths: dict, out: str) -> list[Tool]:
+    src = paths["unsorted"]
+    a = os.path.join(out, "reorder-mem-sptool.parquet")
+    return [sptool_tool("reorder", src, "-o", a, "--memory", str(paths["budget"]), outputs=[a])]
+
+
+register(Benchmark(
+    "reorder-memory", "reorder with --memory at 1/8 of the input's in-memory size (many spilled runs)",
+    "peak RSS at most the --memory budget + 150 MB", _prepare_reorder, _tools_reorder_memory,
 ))
 
 

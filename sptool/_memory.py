@@ -32,7 +32,7 @@ _SIZE_RE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([a-zA-Z]*)\s*$")
 # A batch in flight is held about this many times over (the Arrow batch, NumPy views and
 # copies, the kernel's output, the writer's encode buffer, one prefetched batch).
 _COPIES_PER_BATCH = 8
-_FIXED_OVERHEAD = 96 << 20  # interpreter, numpy/pyarrow/rich imports
+FIXED_OVERHEAD = 96 << 20  # interpreter, numpy/pyarrow/rich imports, reader and writer buffers
 
 
 def parse_size(text: str | int) -> int:
@@ -71,7 +71,7 @@ def batch_rows(budget: int, row_bytes: int, *, minimum: int = 1024, maximum: int
     """Rows per batch so that the batches in flight fit in the budget."""
     if FORCE_BATCH_ROWS:
         return FORCE_BATCH_ROWS
-    usable = max(budget - _FIXED_OVERHEAD, budget // 4)
+    usable = max(budget - FIXED_OVERHEAD, budget // 4)
     rows = usable // (max(row_bytes, 1) * _COPIES_PER_BATCH)
     return int(min(max(rows, minimum), maximum))
 
@@ -80,3 +80,4 @@ def peak_rss() -> int:
     """Peak resident set size of this process, in bytes."""
     ru = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
     return ru if sys.platform == "darwin" else ru * 1024
+_FIXED_OVERHEAD = FIXED_OVERHEAD  # older name, still imported by converters

@@ -28,6 +28,29 @@ PART_ROWS = 64 * ROW_GROUP_ROWS
 _DICTIONARY_VALUE_TYPES = ("bool", "int8", "int16", "uint8", "uint16", "string", "binary")
 
 
+def parquet_writer_options(meta: TensorMeta) -> dict:
+    """sptool's Parquet writer settings for a tensor (also the benchmarks' I/O floor)."""
+    K = meta.sparse_ndim
+    encodings = {}
+    if meta.sort_order:
+        encodings[index_column(meta.sort_order[0])] = "DELTA_BINARY_PACKED"
+    # Dictionary pages pay off for index columns (few distinct values per row group) and narrow
+    # or textual values; for float and wide integer values they cost 2-3x the write time for a
+    # larger file (measured: 20M float64 rows, 3.0 s / 239 MiB with, 1.25 s / 200 MiB without),
+    # so those are written plain and left to zstd.
+    dictionary = [index_column(k) for k in range(K) if index_column(k) not in encodings]
+    if meta.value_type in _DICTIONARY_VALUE_TYPES:
+        dictionary.append("values")
+    return {
+        "compression": "zstd",
+        "sorting_columns": [pq.SortingColumn(int(d)) for d in meta.sort_order] or None,
+        "write_page_index": True,
+        "use_dictionary": dictionary,
+        "column_encoding": encodings or None,
+        "write_statistics": True,
+    }
+
+
 def output_kind(dst: str | None) -> str:
     if dst is None or dst == "-":
         return "stream"
@@ -139,27 +162,7 @@ class TensorSink:
         self._writer = pa.ipc.new_stream(out, schema)
 
     def _parquet_writer(self, path: str):
-        sorting = [pq.SortingColumn(int(d)) for d in self.meta.sort_order]
-        encodings = {}
-        if self.meta.sort_order:
-            encodings[index_column(self.meta.sort_order[0])] = "DELTA_BINARY_PACKED"
-        # Dictionary pages pay off for index columns (few distinct values per row group) and
-        # narrow or textual values; for float and wide integer values they cost 2-3x the write
-        # time for a larger file (measured: 20M float64 rows, 3.0 s / 239 MiB with, 1.25 s /
-        # 200 MiB without), so those are written plain and left to zstd.
-        dictionary = [index_column(k) for k in range(self.K) if index_column(k) not in encodings]
-        if self.meta.value_type in _DICTIONARY_VALUE_TYPES:
-            dictionary.append("values")
-        return pq.ParquetWriter(
-            path,
-            self.schema,
-            compression="zstd",
-            sorting_columns=sorting or None,
-            write_page_index=True,
-            use_dictionary=dictionary,
-            column_encoding=encodings or None,
-            write_statistics=True,
-        )
+        return pq.ParquetWriter(path, self.schema, **parquet_writer_options(self.meta))
 
     # -- writing ------------------------------------------------------------------------------
     def write(self, keys: np.ndarray, values) -> None:

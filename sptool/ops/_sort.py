@@ -25,7 +25,7 @@ import pyarrow as pa
 import pyarrow.ipc as ipc
 
 from .. import _kernels
-from .._memory import ROW_GROUP_ROWS
+from .._memory import FIXED_OVERHEAD, ROW_GROUP_ROWS
 from ..format import TensorMeta
 
 KEY = "__sptool_key"
@@ -164,7 +164,9 @@ def sort_run(table: pa.Table, codec: KeyCodec, K: int) -> tuple[pa.Table, np.nda
 def chunk_rows(budget: int, row_bytes: int, ways: int = 1) -> int:
     """Rows per in-memory run (ways=1) or per run cursor in a ways-way merge."""
     per_row = (row_bytes + 8) * 6  # rows, key, permutation, taken copy, writer buffers
-    return max(1024, min(budget // (per_row * max(ways, 1)), 1 << 24))
+    # The interpreter, the reader's and the writer's buffers take their share of the budget first.
+    usable = max(budget - FIXED_OVERHEAD, budget // 4)
+    return max(1024, min(usable // (per_row * max(ways, 1)), 1 << 24))
 
 
 class RunStore:
@@ -203,9 +205,14 @@ class RunStore:
         self.close()
 
 
+# Rows per record batch in a spilled run: the merge reads each run a batch at a time, so small
+# batches keep a many-way merge's memory at (ways x SPILL_BATCH_ROWS) rows.
+SPILL_BATCH_ROWS = 8192
+
+
 def _write_ipc(path: str, table: pa.Table):
     with ipc.new_file(path, table.schema) as w:
-        w.write_table(table, max_chunksize=ROW_GROUP_ROWS)
+        w.write_table(table, max_chunksize=SPILL_BATCH_ROWS)
 
 
 def sorted_stream(batches: Iterable[pa.RecordBatch], meta: TensorMeta, order, *, budget: int,
@@ -298,8 +305,9 @@ class _Cursor:
 
 
 def read_run(path: str, codec: KeyCodec):
-    """The (payload, keys) pairs of a spilled run, read through a memory map."""
-    reader = ipc.open_file(pa.memory_map(path))
+    """The (payload, keys) pairs of a spilled run.  Read with plain reads, not a memory map: mapped
+    pages would stay in this process's RSS after use and count against --memory."""
+    reader = ipc.open_file(pa.OSFile(path))
     for i in range(reader.num_record_batches):
         b = reader.get_batch(i)
         yield b.drop_columns([KEY]), codec.from_arrow(b.column(KEY))
