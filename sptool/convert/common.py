@@ -23,11 +23,11 @@ class Options:
 
 
 def parse_shape(shape) -> tuple | None:
-    """--shape as a tuple of ints: '10,20,30', '10x20' or a sequence."""
+    """--shape as a tuple of ints, from "10,20,30" or a sequence."""
     if shape is None:
         return None
     if isinstance(shape, str):
-        parts = [p for p in shape.replace("x", ",").replace(" ", "").split(",") if p]
+        parts = [p for p in shape.replace(" ", "").split(",") if p]
         try:
             shape = [int(p) for p in parts]
         except ValueError:

@@ -56,12 +56,11 @@ class DelimitedReader(TextReader):
         nvals = 2 if vkind == tp.V_COMPLEX else 1
         self.value_type = opts.value_type or ("complex128" if vkind == tp.V_COMPLEX else "float64")
         if K is None:
-            if opts.shape is not None:
-                K = len(opts.shape)
-            else:
-                K, _ = self._infer_rank(0, self.delim, nvals)
-                if K is None:
+            K, _ = self._infer_rank(0, self.delim, nvals)
+            if K is None:
+                if opts.shape is None:
                     self._no_rank()
+                K = len(opts.shape)
         self.shape = self._shape_from_option(K)
         self.layout = Layout(K, vkind, self.base, self.delim, 0)
 

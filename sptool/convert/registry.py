@@ -4,6 +4,8 @@ any output exists, and every output appears whole or not at all."""
 
 from __future__ import annotations
 
+import contextlib
+import math
 import os
 import tempfile
 import uuid
@@ -11,8 +13,8 @@ import uuid
 import numpy as np
 
 from .._memory import resolve_budget
-from ..errors import InputError, UsageError
-from ..format import VARIABLE_WIDTH
+from ..errors import DataError, InputError, UsageError
+from ..format import INT64_MAX, VARIABLE_WIDTH
 from ..io import open_sink, open_source
 from ..io.sink import TensorSink
 from .common import Options, Reader, cast_or_fail, check_value_type, coerce_fill, parse_shape
@@ -104,6 +106,8 @@ class SptoolReader(Reader):
                 values = cast_or_fail(values, dtype, lambda r, o=self.rows_in: f"row {o + r}", self.name)
             self.rows_in += keys.shape[1]
             yield keys, values
+        # A stream's unknown extents and nnz are resolved by its trailer.
+        self.meta = self.meta.with_(shape=self.src.meta.shape, nnz=self.src.meta.nnz)
 
     def close(self):
         self.src.close()
@@ -184,15 +188,20 @@ class _Pump:
 
     def run(self, writer):
         seen = 0
-        for keys, values in self.reader.batches():
-            n = keys.shape[1]
-            if n:
-                self.maxes = np.maximum(self.maxes, keys.max(axis=1))
-            writer.write(keys, values)
-            self.rows += n
-            if self.progress is not None:
-                self.progress.advance(self.reader.rows_in - seen)
-                seen = self.reader.rows_in
+        with contextlib.closing(self.reader.batches()) as batches:
+            for keys, values in batches:
+                n = keys.shape[1]
+                if n:
+                    self.maxes = np.maximum(self.maxes, keys.max(axis=1))
+                writer.write(keys, values)
+                self.rows += n
+                if self.progress is not None:
+                    self.progress.advance(self.reader.rows_in - seen)
+                    seen = self.reader.rows_in
+        shape = self.shape(self.reader.meta)
+        if any(s is None for s in self.reader.meta.shape) and math.prod(shape) > INT64_MAX:
+            raise DataError(f"the largest indices give the shape {shape}, which has more than 2^63-1 elements",
+                            path=self.reader.name)
 
     def shape(self, meta) -> list:
         return [int(self.maxes[k] + 1) if s is None else int(s) for k, s in enumerate(meta.shape)]
@@ -289,7 +298,7 @@ def convert(src: str, dst: str, *, from_format: str | None = None, to_format: st
         except BaseException:
             writer.abort()
             raise
-        out_shape = list(getattr(writer, "shape", None) or pump.shape(meta))
+        out_shape = list(getattr(writer, "shape", None) or pump.shape(reader.meta))
     finally:
         first.close()
         if reader is not first:

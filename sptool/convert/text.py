@@ -76,7 +76,8 @@ class Layout:
         return line.split()
 
     def is_data(self, line: bytes) -> bool:
-        s = line.strip()
+        """As the kernel decides: not blank (tab is blank unless it delimits) and not a comment."""
+        s = line.strip(b" \r" if self.delim == 9 else b" \t\r")
         return bool(s) and (not self.comment or s[0] != self.comment)
 
 
@@ -99,6 +100,7 @@ class OpenedText:
         self.pending = b""  # read but not yet consumed
         self.line = 1  # 1-based number of the first line in ``pending``
         self.eof = False
+        self._started = False
 
     def fill(self, n: int) -> bool:
         """Read about n more bytes into ``pending``; False at end of input."""
@@ -111,6 +113,10 @@ class OpenedText:
         if not data:
             self.eof = True
             return False
+        if not self._started:
+            self._started = True
+            if data.startswith(b"\xef\xbb\xbf"):  # a UTF-8 byte-order mark (Windows editors)
+                data = data[3:]
         self.pending += data
         return True
 
@@ -168,7 +174,7 @@ class OpenedText:
         return got
 
     def blocks(self, block: int):
-        """Yield (first line number, buffer of whole lines) until the end of input.
+        """Yield buffers of whole lines (the last may lack its newline) until the end of input.
 
         Each block is a fresh bytearray read straight from the file (it may be parsed on
         another thread while the next is read); only the partial last line is copied.
@@ -455,7 +461,7 @@ class TextReader(Reader):
             return tuple(found)
         if shape is not None:
             if K is not None and len(shape) != K:
-                raise UsageError(f"--shape {list(shape)} has {len(shape)} dimensions but the lines hold {K} "
+                raise UsageError(f"--shape {list(shape)} has {len(shape)} dimensions but the first line holds {K} "
                                  "indices", path=self.name)
             return tuple(shape)
         return (None,) * K

@@ -40,12 +40,11 @@ class TnsReader(TextReader):
             K = rank
             self.shape = self._shape_from_option(K, dims, f"in the header on line {dims_line}")
         else:
-            if opts.shape is not None:
-                K = len(opts.shape)
-            else:
-                K, _ = self._infer_rank(COMMENT, 0, nvals)
-                if K is None:
+            K, _ = self._infer_rank(COMMENT, 0, nvals)
+            if K is None:
+                if opts.shape is None:
                     self._no_rank()
+                K = len(opts.shape)
             self.shape = self._shape_from_option(K)
         self.layout = Layout(K, vkind, self.base, 0, COMMENT)
 
@@ -63,8 +62,8 @@ def _extended_header(lines: list, nvals: int):
     if len(lines) >= 3:
         if len(lines[2][1].split()) != rank + nvals:
             return None
-    elif rank + nvals == 2:
-        return None  # ambiguous with a plain file of two entries: read it as data
+    elif rank == 2 and nvals == 1:
+        return None  # ambiguous with a plain file of two 1-D entries: read it as data
     return rank, nnz, tuple(int(d) for d in second), lines[1][0]
 
 

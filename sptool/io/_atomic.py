@@ -38,6 +38,9 @@ class AtomicTarget:
             check_replaceable_dir(final)
         if not is_dir and os.path.isdir(final):
             raise UsageError("is a directory; give a file name ending in .parquet", path=final)
+        if os.path.exists(final) and not (os.path.isfile(final) or os.path.isdir(final)):
+            # Renaming over a device or a pipe (e.g. /dev/null) would replace it with a file.
+            raise UsageError("is not a regular file; name a file, or use -o - for stdout", path=final)
         self.tmp = _sibling(final, "tmp")
         if is_dir:
             os.mkdir(self.tmp)

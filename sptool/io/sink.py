@@ -262,6 +262,7 @@ class TensorSink:
     def close(self) -> TensorMeta:
         """Finish the output and move it into place; returns the final metadata."""
         final = self._final(self.rows)
+        check_shape(final.shape)  # an inferred shape (max + 1) may still overflow
         if self.kind in ("stream", "stream-file"):
             trailer = {"nnz": self.rows, "shape": list(final.shape)}
 

@@ -316,7 +316,7 @@ class _Validator:
     def parquet(self, path: str, location: dict) -> tuple[TensorMeta | None, pa.Schema | None]:
         add = self.problems_for(location)
         try:
-            pf = pq.ParquetFile(path)
+            pf = pq.ParquetFile(path, pre_buffer=False)
             md = pf.metadata
         except READ_ERRORS as e:
             add(Problem("E_NOT_PARQUET", f"not a readable Parquet file: {_short(e)}"))
@@ -420,10 +420,21 @@ class _Validator:
         if self.progress:
             self.progress.set_total(pf.metadata.num_rows)
 
+        md = pf.metadata
+        ends = np.cumsum([md.row_group(r).num_rows for r in range(md.num_row_groups)])
+
         def batches():
-            for r in range(pf.metadata.num_row_groups):
-                for b in pf.iter_batches(batch_size=rows, row_groups=[r], use_threads=True):
-                    yield r, b
+            # One reader over the whole file (pyarrow pipelines its reads); batches are cut at
+            # row-group boundaries so that each piece is checked against its own statistics.
+            r, start = 0, 0
+            for b in pf.iter_batches(batch_size=rows, use_threads=True):
+                while b.num_rows:
+                    while r < len(ends) - 1 and start >= ends[r]:
+                        r += 1
+                    take = min(b.num_rows, int(ends[r]) - start)
+                    yield r, b.slice(0, take)
+                    b = b.slice(take)
+                    start += take
 
         try:
             for r, batch in prefetch(batches()):
