@@ -111,6 +111,7 @@ class TensorSink:
         self.dst = dst
         self.kind = output_kind(dst)
         check_shape(meta.shape)
+        meta = meta.with_(created_by=None)  # an output is written by this sptool, whatever made its input
         self.meta = meta
         self.K = meta.sparse_ndim
         self.unique_claim = unique_claim  # True: verify; None: detect; False: no claim
@@ -220,7 +221,8 @@ class TensorSink:
                 take = min(take, self.part_rows - self._part_rows_written)
             head, rest = table.slice(0, take), table.slice(take)
             self._write_rows(head)
-            self._pending = rest.to_batches()
+            # Copy the remainder (less than a row group): a slice would keep its parent batch alive.
+            self._pending = rest.take(np.arange(rest.num_rows)).to_batches() if rest.num_rows else []
             self._pending_rows = rest.num_rows
 
     def _write_rows(self, table: pa.Table):
@@ -258,6 +260,23 @@ class TensorSink:
         else:
             unique = self.rows <= 1 or (self.still_unique and len(self.meta.sort_order) == self.K)
         return self.meta.with_(shape=shape, nnz=nnz, unique=unique)
+
+    def resolve_shape(self, shape):
+        """Fill the extents left open (None) now that they are known, e.g. from a stream's trailer.
+
+        Rows already written were only checked against the known extents, so the largest index
+        seen on each open dimension is checked against the new extent here.
+        """
+        shape = tuple(shape)
+        if len(shape) != len(self.meta.shape) or any(
+            a is not None and a != b for a, b in zip(self.meta.shape, shape)
+        ):
+            raise DataError(f"shape {list(shape)} does not fill in {list(self.meta.shape)}")
+        for k in range(self.K):
+            if self.meta.shape[k] is None and self.maxes[k] >= shape[k]:
+                raise DataError(f"an index {int(self.maxes[k])} on dimension {k} is outside the final extent "
+                                f"{shape[k]}")
+        self.meta = self.meta.with_(shape=shape)
 
     def close(self) -> TensorMeta:
         """Finish the output and move it into place; returns the final metadata."""

@@ -2,8 +2,14 @@
 
 from __future__ import annotations
 
+import numpy as np
+
+from .. import _kernels
 from .._memory import resolve_budget
+from .._messages import out_of_bounds
+from ..errors import DataError
 from ..io import open_sink, open_source
+from ..io._arrays import batch_keys
 from ..io.source import known_shape
 from ._axes import normalize_axes, normalize_order  # noqa: F401 (re-exported)
 from ._dedup import Deduplicator, check_policy
@@ -21,12 +27,18 @@ def sorted_batches(src, order, *, memory=None, tmp_dir=None, progress=None):
     budget = resolve_budget(memory)
     codec = KeyCodec(meta.shape, order)
     if already_sorted(meta, order):
-        from ..io._arrays import batch_keys
-
+        K = meta.sparse_ndim
+        bounds = np.asarray(meta.shape[:K], dtype=np.int64)
+        seen = 0
         for batch in src.iter_batches(memory=memory):
             if progress:
                 progress.advance(batch.num_rows)
-            yield batch, codec.encode(batch_keys(batch, meta.sparse_ndim))
+            keys = batch_keys(batch, K)
+            row, _ = _kernels.first_out_of_bounds(keys, bounds)
+            if row >= 0:  # it would pack into a wrong key
+                raise DataError(out_of_bounds(seen + row, keys, row, meta.shape[:K]), path=src.path)
+            seen += batch.num_rows
+            yield batch, codec.encode(keys)
         return
     yield from sorted_stream(src.iter_batches(memory=memory), meta, order, budget=budget, tmp_dir=tmp_dir,
                              progress=progress)

@@ -1,0 +1,244 @@
+"""fill_empty_rows: give every empty row (dimension 0) one entry (TensorFlow's sparse fill_empty_rows)."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pyarrow as pa
+
+from ..errors import DataError, UsageError
+from ..io import batch_keys, open_sink, open_source, values_array
+from ..io._atomic import AtomicTarget
+from ..io.source import known_shape
+from .reorder import sorted_batches
+from .todense import check_dense_size
+
+
+def parse_value(value, meta):
+    """``value`` (a CLI string or a Python scalar) as a scalar of the tensor's value type."""
+    vt = meta.value_type
+    text = value.strip() if isinstance(value, str) else None
+
+    def bad(why: str = ""):
+        return UsageError(f"--value {value!r} is not a valid {vt}{why}")
+
+    if vt == "string":
+        if not isinstance(value, str):
+            raise bad(" (give a string)")
+        return value
+    if vt == "binary":
+        if isinstance(value, str):
+            return value.encode("utf-8")
+        if isinstance(value, (bytes, bytearray)):
+            return bytes(value)
+        raise bad(" (give bytes or a string)")
+    if isinstance(value, (bytes, bytearray)):
+        raise bad()
+    dtype = meta.dtype
+    if vt == "bool":
+        if text is not None:
+            low = text.lower()
+            if low in ("true", "1"):
+                return np.bool_(True)
+            if low in ("false", "0"):
+                return np.bool_(False)
+            raise bad(" (use true or false)")
+        if isinstance(value, (bool, np.bool_)) or (isinstance(value, (int, np.integer)) and value in (0, 1)):
+            return np.bool_(bool(value))
+        raise bad()
+    if dtype.kind in "iu":
+        try:
+            v = int(text) if text is not None else value
+        except ValueError:
+            raise bad() from None
+        if isinstance(v, (float, np.floating)) and float(v).is_integer():
+            v = int(v)
+        if isinstance(v, (bool, np.bool_)) or not isinstance(v, (int, np.integer)):
+            raise bad()
+        info = np.iinfo(dtype)
+        if not info.min <= int(v) <= info.max:
+            raise bad(f" (outside {info.min}..{info.max})")
+        return dtype.type(int(v))
+    conv = complex if dtype.kind == "c" else float
+    try:
+        v = conv(text.replace(" ", "") if conv is complex else text) if text is not None else conv(value)
+    except (TypeError, ValueError):
+        raise bad() from None
+    with np.errstate(over="ignore"):
+        out = dtype.type(v)
+    parts = (v.real, v.imag, out.real, out.imag) if conv is complex else (v, v, out, out)
+    if (math.isfinite(parts[0]) and not math.isfinite(parts[2])) or (
+            math.isfinite(parts[1]) and not math.isfinite(parts[3])):
+        raise bad(" (it overflows)")
+    return out
+
+
+class _Filler:
+    """Builds output batches: sorted data rows with fill rows inserted for the rows they skip."""
+
+    def __init__(self, meta, value, schema, chunk: int, indicator):
+        self.meta = meta
+        self.K = meta.sparse_ndim
+        self.value = value
+        self.schema = schema
+        self.chunk = max(int(chunk), 1)
+        self.indicator = indicator
+        self.next_row = 0  # every row below this one has been seen (or filled)
+        self.filled = 0
+        self._fill_values: pa.Array | None = None
+
+    def fill_values(self, m: int) -> pa.Array:
+        if self._fill_values is None or len(self._fill_values) < m:
+            size = max(m, min(self.chunk, 1024))
+            dense = tuple(self.meta.dense_shape)
+            if self.meta.value_type in ("string", "binary"):
+                arr = np.empty((size,) + dense, dtype=object)
+                arr.fill(self.value)
+            else:
+                arr = np.full((size,) + dense, self.value, dtype=self.meta.dtype)
+            self._fill_values = values_array(arr, self.meta)
+        return self._fill_values.slice(0, m)
+
+    def fills(self, lo: int, hi: int):
+        """Batches of fill rows for the empty rows lo..hi-1."""
+        for start in range(lo, hi, self.chunk):
+            stop = min(hi, start + self.chunk)
+            m = stop - start
+            keys = np.zeros((self.K, m), dtype=np.int64)
+            keys[0] = np.arange(start, stop, dtype=np.int64)
+            if self.indicator is not None:
+                self.indicator[start:stop] = True
+            self.filled += m
+            yield self._batch(keys, self.fill_values(m)), keys
+
+    def _batch(self, keys: np.ndarray, values) -> pa.RecordBatch:
+        cols = [pa.array(keys[k]) for k in range(self.K)] + [values]
+        return pa.RecordBatch.from_arrays(cols, schema=self.schema)
+
+    def feed(self, batch: pa.RecordBatch):
+        """Output batches for one sorted input batch: its rows plus the fills before each new row."""
+        n = batch.num_rows
+        if n == 0:
+            return
+        keys = batch_keys(batch, self.K)
+        k0 = keys[0]
+        starts = np.flatnonzero(np.r_[True, k0[1:] != k0[:-1]])  # first row of each distinct row number
+        rows = k0[starts]
+        prev = np.r_[self.next_row - 1, rows[:-1]]
+        gaps = np.maximum(rows - prev - 1, 0)  # empty rows just before each distinct row
+        ends = np.r_[starts[1:], n]
+        vals = batch.column(self.K)
+        g, G = 0, len(rows)
+        while g < G:
+            if gaps[g] > self.chunk:
+                # A long run of empty rows: fill it on its own, in chunks.
+                yield from self.fills(int(rows[g] - gaps[g]), int(rows[g]))
+                gaps[g] = 0
+            # Groups g..h-1 need at most one chunk of fills between them.
+            cum = np.cumsum(gaps[g:])
+            h = g + max(int(np.searchsorted(cum, self.chunk, side="right")), 1)
+            yield self._merge(keys, vals, starts[g], ends[h - 1], rows[g:h], gaps[g:h], starts[g:h])
+            g = h
+        self.next_row = int(rows[-1]) + 1
+
+    def _merge(self, keys, vals, lo: int, hi: int, rows, gaps, starts):
+        """Data rows lo..hi-1 with gaps[j] fill rows inserted before the group starting at starts[j]."""
+        F = int(gaps.sum())
+        if F == 0:
+            part = keys[:, lo:hi]
+            return self._batch(part, vals.slice(lo, hi - lo)), part
+        m = hi - lo
+        sizes = np.diff(np.r_[starts - lo, m])
+        shift = np.cumsum(gaps)  # fills placed before each group, inclusive
+        data_pos = np.arange(m, dtype=np.int64) + np.repeat(shift, sizes)
+        # Fill j of group g sits just before the group's first data row: row number rows[g] - gaps[g] + j.
+        group_of_fill = np.repeat(np.arange(len(rows)), gaps)
+        j = np.arange(F, dtype=np.int64) - np.repeat(shift - gaps, gaps)
+        fill_rows = rows[group_of_fill] - gaps[group_of_fill] + j
+        fill_pos = (starts - lo + shift - gaps)[group_of_fill] + j
+        out = np.zeros((self.K, m + F), dtype=np.int64)
+        out[:, data_pos] = keys[:, lo:hi]
+        out[0, fill_pos] = fill_rows
+        take = np.empty(m + F, dtype=np.int64)
+        take[data_pos] = np.arange(m, dtype=np.int64)
+        take[fill_pos] = m + np.arange(F, dtype=np.int64)
+        merged = pa.concat_arrays([vals.slice(lo, m), self.fill_values(F)]).take(pa.array(take))
+        if self.indicator is not None:
+            self.indicator[fill_rows] = True
+        self.filled += F
+        return self._batch(out, merged), out
+
+    def finish(self, rows: int):
+        """Fills for the empty rows after the last entry."""
+        if self.next_row < rows:
+            yield from self.fills(self.next_row, rows)
+            self.next_row = rows
+
+
+def fill_empty_rows(path: str, output: str | None, *, value, indicator: str | None = None, memory=None,
+                    tmp_dir: str | None = None, progress=None) -> dict:
+    """Insert ``value`` at [row, 0, ..., 0] for every row (dimension 0) without entries
+    (TensorFlow's sparse fill_empty_rows; for a hybrid tensor the row gets a block of ``value``).
+
+    ``value`` is converted to the tensor's value type (a string from the command line is parsed).
+    ``indicator``: a .npy path that receives a bool array of length shape[0], True where the row
+    was empty.  The output is row-major sorted (TensorFlow only groups by row); rows sharing a
+    coordinate are kept; it is unique when the input is.
+
+    Memory: an external merge sort within ``memory`` (an input already row-major sorted streams
+    through); fills are produced in batch-sized chunks; the indicator is written through a
+    memory map.
+
+    Examples
+    --------
+    >>> import tempfile, os
+    >>> out = os.path.join(tempfile.mkdtemp(), "f.parquet")
+    >>> fill_empty_rows("sample_data/rowsparse.parquet", out, value=0)["empty_rows"]
+    63
+    """
+    if indicator is not None and not str(indicator).endswith(".npy"):
+        raise UsageError("the indicator is a .npy file; name it *.npy", path=str(indicator))
+    with open_source(path) as opened, known_shape(opened, tmp_dir) as src:
+        meta = src.meta
+        K = meta.sparse_ndim
+        dense_rows = meta.shape[0]
+        fill = parse_value(value, meta)
+        if dense_rows == 0 and meta.nnz:
+            raise DataError(f"dense_shape[0] = 0 but indices.shape[0] = {meta.nnz}", path=path)
+        zero = next((k for k in range(1, K) if meta.shape[k] == 0), None)
+        if dense_rows and zero is not None:
+            raise DataError(f"cannot fill empty rows: dimension {zero} has size 0, so [row, 0, ...] is not an "
+                            f"index of shape {list(meta.shape)}", path=path)
+        out_meta = meta.with_(sort_order=tuple(range(K)), nnz=None, iso=False, created_by=None)
+        if progress:
+            progress.set_total(meta.nnz)
+        target = None
+        ind = None
+        if indicator is not None:
+            check_dense_size((dense_rows,), np.dtype(bool), str(indicator))
+            target = AtomicTarget(str(indicator), is_dir=False)
+        try:
+            if target is not None:
+                ind = np.lib.format.open_memmap(target.tmp, mode="w+", dtype=bool, shape=(dense_rows,))
+            chunk = src.default_batch_rows(memory)
+            with open_sink(output, out_meta, unique_claim=True if meta.unique else None) as sink:
+                filler = _Filler(out_meta, fill, sink.schema, chunk, ind)
+                checked = src
+                for batch, _ in sorted_batches(checked, tuple(range(K)), memory=memory, tmp_dir=tmp_dir,
+                                               progress=progress):
+                    for out, keys in filler.feed(batch):
+                        sink.write_batch(out, keys=keys)
+                for out, keys in filler.finish(dense_rows):
+                    sink.write_batch(out, keys=keys)
+            if ind is not None:
+                ind.flush()
+                del ind
+                target.commit()
+        except BaseException:
+            if target is not None:
+                target.abort()
+            raise
+        final = sink.final_meta
+    return {"rows_in": meta.nnz if meta.nnz is not None else final.nnz - filler.filled, "rows_out": final.nnz,
+            "empty_rows": filler.filled}

@@ -1,0 +1,136 @@
+"""reshape: TensorFlow's sparse reshape, on the row-major linear index of the sparse dimensions."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pyarrow as pa
+
+from .. import _kernels
+from .._messages import out_of_bounds
+from ..errors import DataError, UsageError
+from ..format import INT64_MAX
+from ..io import batch_keys, open_sink, open_source
+from ..io.source import known_shape
+
+
+def resolve_shape(new_shape, old_sparse: tuple, dense: tuple) -> tuple:
+    """The new sparse shape: TensorFlow's rules (one -1 inferred, sizes >= 0, same element count).
+
+    For a hybrid tensor the dense dimensions are kept: ``new_shape`` must end with them, and
+    only the sparse part before them is reshaped.
+    """
+    new_shape = [int(s) for s in new_shape]
+    if dense:
+        tail = new_shape[len(new_shape) - len(dense):] if len(new_shape) >= len(dense) else None
+        if tail != list(dense) or len(new_shape) == len(dense):
+            raise UsageError(
+                f"the tensor has dense dimensions {list(dense)}, which reshape keeps: the new shape must be the "
+                f"new sparse dimensions followed by {','.join(map(str, dense))} (got {list(new_shape)})"
+            )
+        new_shape = new_shape[: len(new_shape) - len(dense)]
+    if not new_shape:
+        raise UsageError("the new shape needs at least one dimension")
+    unknown = None
+    for i, s in enumerate(new_shape):
+        if s == -1:
+            if unknown is not None:
+                raise UsageError(f"only one output dimension may be -1, not both {unknown} and {i}")
+            unknown = i
+        elif s < 0:
+            raise UsageError(f"size {i} must be non-negative, not {s}")
+    dense_size = math.prod(old_sparse)
+    known = math.prod(s for s in new_shape if s != -1)
+    if unknown is not None:
+        if known == 0:
+            raise UsageError("Reshape cannot infer the missing input size for an empty tensor unless all "
+                             "specified input sizes are non-zero")
+        if dense_size % known:
+            raise UsageError(f"Input to reshape is a tensor with {dense_size} dense values, but the requested "
+                             f"shape requires a multiple of {known}")
+        new_shape[unknown] = dense_size // known
+    elif known != dense_size:
+        raise UsageError(f"Input to reshape is a tensor with {dense_size} dense values, but the requested shape "
+                         f"has {known}")
+    assert math.prod(new_shape) <= INT64_MAX
+    return tuple(new_shape)
+
+
+def strides_of(shape) -> np.ndarray:
+    """Row-major strides (in elements) of a shape whose product fits in int64."""
+    out, acc = [], 1
+    for s in reversed(shape):
+        out.append(acc)
+        acc *= max(int(s), 1)
+    return np.asarray(out[::-1], dtype=np.int64)
+
+
+def relinearize(keys: np.ndarray, old_shape, new_shape) -> np.ndarray:
+    """(K', n) keys in ``new_shape`` of the rows at (K, n) ``keys`` in ``old_shape`` (same row-major
+    linear index).  Indices must be in bounds and the shapes' products equal and <= 2^63-1."""
+    n = keys.shape[1]
+    lin = np.empty(n, dtype=np.int64)
+    _kernels.linear_offsets(keys, strides_of(old_shape), lin)
+    out = np.empty((len(new_shape), n), dtype=np.int64)
+    if n == 0:
+        return out
+    for k in range(len(new_shape) - 1, 0, -1):
+        np.divmod(lin, int(new_shape[k]), out=(lin, out[k]))
+    out[0] = lin
+    return out
+
+
+def reshape(path: str, output: str | None, *, shape, memory=None, progress=None) -> dict:
+    """Reshape the sparse dimensions (TensorFlow's sparse reshape): each row's row-major linear
+    index is kept and split by the new shape; one size may be -1 (inferred).
+
+    Row order is kept, so a row-major sorted input stays row-major sorted (and canonical stays
+    canonical); any other sort order is dropped.  Duplicates stay duplicates.  A hybrid tensor
+    keeps its dense dimensions: ``shape`` ends with them.
+
+    Memory: one pass, batch by batch.
+
+    Examples
+    --------
+    >>> import tempfile, os
+    >>> out = os.path.join(tempfile.mkdtemp(), "r.parquet")
+    >>> reshape("sample_data/tensor3d.parquet", out, shape=(1200, -1))["shape"]
+    [1200, 20]
+    """
+    with open_source(path) as opened, known_shape(opened) as src:
+        meta = src.meta
+        K = meta.sparse_ndim
+        old_sparse = tuple(meta.shape[:K])
+        new_sparse = resolve_shape(shape, old_sparse, meta.dense_shape)
+        K2 = len(new_sparse)
+        same = new_sparse == old_sparse
+        # A row-major order is the order of the linear index, which reshape keeps.
+        order = meta.sort_order if same else tuple(range(K2)) if meta.row_major else ()
+        names = None
+        if meta.dimension_names is not None:
+            names = meta.dimension_names if same else (None,) * K2 + tuple(meta.dimension_names[K:])
+            if all(n is None for n in names):
+                names = None
+        out_meta = meta.with_(shape=new_sparse + meta.dense_shape, sparse_ndim=K2, sort_order=order, nnz=None,
+                              dimension_names=names, created_by=None)
+        if progress:
+            progress.set_total(meta.nnz)
+        bounds = np.asarray(old_sparse, dtype=np.int64)
+        rows = 0
+        with open_sink(output, out_meta, unique_claim=True if meta.unique else None) as sink:
+            for batch in src.iter_batches(memory=memory):
+                n = batch.num_rows
+                keys = batch_keys(batch, K)
+                row, _ = _kernels.first_out_of_bounds(keys, bounds)
+                if row >= 0:
+                    raise DataError(out_of_bounds(rows + row, keys, row, old_sparse), path=path)
+                new_keys = keys if same else relinearize(keys, old_sparse, new_sparse)
+                cols = [pa.array(new_keys[k]) for k in range(K2)] + [batch.column(K)]
+                sink.write_batch(pa.RecordBatch.from_arrays(cols, schema=sink.schema), keys=new_keys)
+                rows += n
+                if progress:
+                    progress.advance(n)
+        final = sink.final_meta
+    return {"rows": final.nnz, "shape": list(final.shape), "sort_order": list(final.sort_order),
+            "unique": final.unique}

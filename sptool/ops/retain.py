@@ -1,0 +1,102 @@
+"""retain: keep the rows a mask or a condition selects (TensorFlow's sparse retain)."""
+
+from __future__ import annotations
+
+import os
+
+import numpy as np
+import pyarrow as pa
+
+from ..errors import InputError, UsageError
+from ..io import batch_keys, batch_values, open_sink, open_source
+from ._where import compile_where
+
+
+def load_mask(mask, nnz: int | None):
+    """A 1-D bool array (a memory map for a .npy path); wrong dtype or length is a UsageError."""
+    name = "--mask"
+    if isinstance(mask, (str, os.PathLike)):
+        name = f"--mask {os.fspath(mask)}"
+        if not os.path.isfile(mask):
+            raise InputError("no such file", path=os.fspath(mask))
+        try:
+            arr = np.load(mask, mmap_mode="r", allow_pickle=False)
+        except ValueError as e:
+            if "empty" not in str(e) and "mmap" not in str(e):
+                raise UsageError(f"{name} is not a readable .npy array ({e})") from None
+            arr = np.load(mask, allow_pickle=False)  # a zero-length array cannot be memory-mapped
+        except (OSError, EOFError) as e:
+            raise UsageError(f"{name} is not a readable .npy file ({e})") from None
+        if not isinstance(arr, np.ndarray):
+            raise UsageError(f"{name} holds several arrays; give a single .npy array")
+    else:
+        arr = np.asarray(mask)
+    if arr.dtype != np.bool_:
+        raise UsageError(f"{name} must be a bool array, not {arr.dtype}")
+    if arr.ndim != 1:
+        raise UsageError(f"{name} must be 1-D (one flag per row), not of shape {list(arr.shape)}")
+    if nnz is not None and len(arr) != nnz:
+        raise UsageError(f"{name} has {len(arr)} flags but the tensor has {nnz} rows (nnz)")
+    return arr
+
+
+def retain(path: str, output: str | None, *, mask=None, where: str | None = None, memory=None,
+           progress=None) -> dict:
+    """Keep the rows selected by ``mask`` or ``where`` (TensorFlow's sparse retain), in their order.
+
+    ``mask``: a bool array (or a .npy path, read through a memory map) with one flag per row, in
+    file order.  ``where``: a condition over ``values`` and ``indices_0``... evaluated per row, e.g.
+    ``"values > 0 and indices_1 % 2 == 0"``; the language (comparisons, and/or/not, + - * / %,
+    abs, isnan, any/all for hybrid blocks, numbers, nan, inf, quoted strings) is in
+    sptool/ops/_where.py and is parsed, never evaluated as Python.
+
+    The output keeps the input's shape, sort order and uniqueness (it is a subsequence).
+
+    Memory: one pass, batch by batch; the mask is memory-mapped and read slice by slice.
+
+    Examples
+    --------
+    >>> import tempfile, os
+    >>> out = os.path.join(tempfile.mkdtemp(), "k.parquet")
+    >>> retain("sample_data/tensor3d.parquet", out, where="indices_0 < 4")["rows_out"] < 1000
+    True
+    """
+    if (mask is None) == (where is None):
+        raise UsageError("give exactly one of --mask and --where")
+    with open_source(path) as src:
+        meta = src.meta
+        K = meta.sparse_ndim
+        cond = None
+        if where is not None:
+            cond = compile_where(where, sparse_ndim=K, value_type=meta.value_type, dense_ndim=meta.ndim - K)
+        else:
+            mask = load_mask(mask, meta.nnz)
+        out_meta = meta.with_(nnz=None, created_by=None)
+        if progress:
+            progress.set_total(meta.nnz)
+        rows = 0
+        with open_sink(output, out_meta, unique_claim=True if meta.unique else None) as sink:
+            for batch in src.iter_batches(memory=memory):
+                n = batch.num_rows
+                if cond is not None:
+                    keys = batch_keys(batch, K) if cond.needs_keys else None
+                    vals = batch_values(batch, meta) if cond.needs_values else None
+                    keep = cond(keys, vals, n)
+                else:
+                    if rows + n > len(mask):
+                        raise UsageError(f"--mask has {len(mask)} flags but the tensor has more rows")
+                    keep = np.asarray(mask[rows:rows + n])
+                rows += n
+                if progress:
+                    progress.advance(n)
+                if not keep.any():
+                    continue
+                out = pa.RecordBatch.from_arrays(batch.columns[: K + 1], schema=sink.schema)
+                sink.write_batch(out if keep.all() else out.filter(pa.array(keep)))
+            if mask is not None and cond is None and rows != len(mask):
+                raise UsageError(f"--mask has {len(mask)} flags but the tensor has {rows} rows (nnz)")
+            if any(s is None for s in out_meta.shape):
+                # A stream whose header left extents open: its trailer has told the source.
+                sink.resolve_shape(src.meta.shape)
+        final = sink.final_meta
+    return {"rows_in": rows, "rows_out": final.nnz, "shape": list(final.shape)}

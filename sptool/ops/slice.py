@@ -1,0 +1,167 @@
+"""slice: the entries inside a box, rebased (TensorFlow's sparse.slice), reading only the row
+groups whose statistics can overlap the box."""
+
+from __future__ import annotations
+
+import numpy as np
+import pyarrow as pa
+
+from .._memory import resolve_budget
+from ..errors import FormatError, UsageError
+from ..io import open_sink, open_source
+from ..io._arrays import batch_keys, batch_values, make_batch, normalize_batch
+from ..io._prefetch import prefetch
+from ..io.source import READ_ERRORS, ParquetSource, _short
+
+
+def slice_box(shape, start, size, sparse_ndim: int) -> tuple[list[int], list[int]]:
+    """(start, end) per dimension of the box, clamped to the shape as TensorFlow clamps it.
+
+    ``start`` and ``size`` list every dimension, or for a hybrid tensor only the sparse
+    ones (the dense dimensions are then kept whole).  A size of -1 means "to the end".
+    """
+    rank = len(shape)
+    start, size = [int(s) for s in start], [int(s) for s in size]
+    for name, v in (("start", start), ("size", size)):
+        if len(v) != rank and not (len(v) == sparse_ndim < rank):
+            also = f" (or {sparse_ndim}, the sparse dimensions only)" if sparse_ndim < rank else ""
+            raise UsageError(f"Expected {name} to be a vector of length {rank}{also} but got length {len(v)}")
+    if len(start) != len(size):
+        raise UsageError(f"start has {len(start)} entries but size has {len(size)}")
+    start = start + [0] * (rank - len(start))
+    size = size + [-1] * (rank - len(size))
+    end = []
+    for d in range(rank):
+        if start[d] < 0:
+            raise UsageError(f"start[{d}] = {start[d]} must be >= 0")
+        if size[d] < -1:
+            raise UsageError(f"size[{d}] = {size[d]} must be >= 0, or -1 for 'to the end'")
+        stop = shape[d] if size[d] == -1 else min(start[d] + size[d], shape[d])
+        end.append(max(stop, start[d]))
+    return start, end
+
+
+def overlapping_row_groups(source: ParquetSource, start, end) -> tuple[list[tuple[object, list[int]]], dict]:
+    """Per part, the row groups whose index statistics can overlap the box on every sparse
+    dimension, and a count of row groups and bytes read versus the total.
+
+    A row group without min/max statistics for some index column is always read.
+    """
+    K = source.meta.sparse_ndim
+    plan = []
+    stats = {"row_groups_read": 0, "row_groups_total": 0, "bytes_read": 0, "bytes_total": 0}
+    empty = any(end[d] <= start[d] for d in range(len(end)))
+    for part in source.parts:
+        md = part.file.metadata
+        keep = []
+        for r in range(md.num_row_groups):
+            rg = md.row_group(r)
+            nbytes = sum(rg.column(c).total_compressed_size for c in range(rg.num_columns))
+            stats["row_groups_total"] += 1
+            stats["bytes_total"] += nbytes
+            if empty or rg.num_rows == 0 or not _may_overlap(rg, K, start, end):
+                continue
+            keep.append(r)
+            stats["row_groups_read"] += 1
+            stats["bytes_read"] += nbytes
+        if keep:
+            plan.append((part, keep))
+    return plan, stats
+
+
+def _may_overlap(rg, K: int, start, end) -> bool:
+    for k in range(K):
+        st = rg.column(k).statistics
+        if st is None or not st.has_min_max:
+            continue
+        lo, hi = st.min, st.max
+        if not (isinstance(lo, int) and isinstance(hi, int)):
+            continue
+        if hi < start[k] or lo >= end[k]:
+            return False
+    return True
+
+
+def _pruned_batches(source: ParquetSource, plan, rows: int):
+    def read():
+        for part, groups in plan:
+            try:
+                # One row group per call: given many, pyarrow (26) pre-buffers all of their
+                # column chunks at once, i.e. memory grows with the bytes selected.
+                for r in groups:
+                    for batch in part.file.iter_batches(batch_size=rows, row_groups=[r], use_threads=True):
+                        yield normalize_batch(batch, part.meta, source.schema)
+            except READ_ERRORS as e:
+                raise FormatError(f"cannot decode the data ({_short(e)}) [E_READ_FAILED]", path=part.path) from None
+
+    return prefetch(read())
+
+
+def slice_(path: str, output: str | None, *, start, size, memory=None, progress=None) -> dict:
+    """The entries with ``start[d] <= index[d] < start[d] + size[d]``, rebased to ``start``
+    (TensorFlow's sparse.slice; named ``slice_`` as ``slice`` is a builtin).
+
+    ``size[d] = -1`` means to the end of dimension d; the output shape is clamped to the
+    input: ``max(0, min(start + size, shape) - start)``.  For a hybrid tensor ``start`` and
+    ``size`` list all dimensions (dense blocks are cut too) or only the sparse ones.  The
+    output keeps the input's sort order and uniqueness.  From a Parquet file or directory only
+    the row groups whose min/max statistics overlap the box are read.
+
+    Examples
+    --------
+    >>> import tempfile, os
+    >>> out = os.path.join(tempfile.mkdtemp(), "box.parquet")
+    >>> slice_("sample_data/tensor3d.parquet", out, start=[10, 0, 5], size=[5, -1, 10])["shape"]
+    [5, 30, 10]
+    """
+    resolve_budget(memory)
+    with open_source(path) as src:
+        meta = src.meta
+        if any(s is None for s in meta.shape):
+            raise UsageError("the stream's shape is unknown until its end; write it to a file first", path=path)
+        K = meta.sparse_ndim
+        lo, hi = slice_box(meta.shape, start, size, K)
+        out_shape = tuple(h - s for s, h in zip(lo, hi))
+        out_meta = meta.with_(shape=out_shape, nnz=None, created_by=None)
+        dense_cut = any(lo[d] != 0 or hi[d] != meta.shape[d] for d in range(K, len(lo)))
+        pruning = None
+        if isinstance(src, ParquetSource):
+            plan, pruning = overlapping_row_groups(src, lo, hi)
+            if progress:
+                progress.set_total(sum(sum(p.file.metadata.row_group(r).num_rows for r in g) for p, g in plan))
+            batches = _pruned_batches(src, plan, src.default_batch_rows(memory))
+        else:
+            if progress:
+                progress.set_total(meta.nnz)
+            batches = src.iter_batches(memory=memory)
+        lo_k = np.asarray(lo[:K], dtype=np.int64)[:, None]
+        hi_k = np.asarray(hi[:K], dtype=np.int64)[:, None]
+        rows_in = 0
+        claim = True if meta.unique else None
+        with open_sink(output, out_meta, unique_claim=claim) as sink:
+            for batch in batches:
+                rows_in += batch.num_rows
+                if progress:
+                    progress.advance(batch.num_rows)
+                keys = batch_keys(batch, K)
+                inside = np.all((keys >= lo_k) & (keys < hi_k), axis=0)
+                if not inside.any():
+                    continue
+                if not inside.all():
+                    batch = batch.filter(pa.array(inside))
+                    keys = keys[:, inside]
+                keys -= lo_k
+                if dense_cut:
+                    cut = (slice(None),) + tuple(slice(lo[d], hi[d]) for d in range(K, len(lo)))
+                    values = np.ascontiguousarray(batch_values(batch, meta)[cut])
+                    sink.write_batch(make_batch(keys, values, out_meta, sink.schema), keys=keys)
+                else:
+                    cols = [pa.array(keys[k]) for k in range(K)] + [batch.column(K)]
+                    sink.write_batch(pa.RecordBatch.from_arrays(cols, schema=sink.schema), keys=keys)
+        final = sink.final_meta
+    result = {"rows_in": rows_in, "rows_out": final.nnz, "shape": list(final.shape),
+              "sort_order": list(final.sort_order), "unique": final.unique, "canonical": final.canonical}
+    result.update(pruning or {"row_groups_read": None, "row_groups_total": None, "bytes_read": None,
+                              "bytes_total": None})
+    return result
+
