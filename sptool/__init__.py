@@ -1,12 +1,14 @@
 """sptool: streaming tools and a Parquet format for n-dimensional COO sparse tensors.
 
 The Python API mirrors the command line: each command is a function here with the same
-semantics and keyword arguments named like the options.
+semantics and keyword arguments named like the options.  Functions are imported on first use
+(PEP 562), so that `import sptool` and the command line start quickly.
 """
 
+import importlib
+
 from ._version import __version__
-from .errors import DataError, FormatError, InputError, ResourceError, SptoolError, UsageError
-from .format import FORMAT_VERSION, TensorMeta
+from .errors import DataError, FormatError, InputError, ResourceError, ShapeMismatch, SptoolError, UsageError
 
 try:
     from . import _kernels  # noqa: F401  (the compiled kernels are mandatory)
@@ -17,29 +19,33 @@ except ImportError as e:  # pragma: no cover - exercised only by a broken build
         f"'python setup.py build_ext --inplace'. Original error: {e}"
     ) from e
 
-from .convert import convert
-from .ops.concat import concat
-from .ops.expand_dims import expand_dims
-from .ops.fill_empty_rows import fill_empty_rows
-from .ops.info import head, info
-from .ops.readwrite import open, read, write  # noqa: A004
-from .ops.reorder import reorder
-from .ops.reset_shape import reset_shape
-from .ops.reshape import reshape
-from .ops.retain import retain
-from .ops.slice import slice_
-from .ops.split import split
-from .ops.todense import todense
-from .ops.transpose import transpose
-from .ops.validate import validate
-from .report import Report
-from .tensor import SparseTensor
-
 KERNELS = "compiled"
 
+# public name -> module that defines it
+_API = {
+    "FORMAT_VERSION": "format", "TensorMeta": "format", "SparseTensor": "tensor", "Report": "report",
+    "read": "ops.readwrite", "open": "ops.readwrite", "write": "ops.readwrite",
+    "validate": "ops.validate", "info": "ops.info", "head": "ops.info", "todense": "ops.todense",
+    "convert": "converters", "reorder": "ops.reorder", "concat": "ops.concat", "split": "ops.split",
+    "slice_": "ops.slice", "reshape": "ops.reshape", "transpose": "ops.transpose",
+    "reset_shape": "ops.reset_shape", "retain": "ops.retain", "fill_empty_rows": "ops.fill_empty_rows",
+    "expand_dims": "ops.expand_dims",
+}
+
 __all__ = [
-    "__version__", "FORMAT_VERSION", "KERNELS", "SparseTensor", "TensorMeta", "Report",
-    "read", "open", "write", "validate", "info", "head", "todense", "reorder", "convert",
-    "concat", "split", "slice_", "reshape", "transpose", "reset_shape", "retain", "fill_empty_rows", "expand_dims",
-    "SptoolError", "DataError", "FormatError", "InputError", "ResourceError", "UsageError",
+    "__version__", "KERNELS", "SptoolError", "DataError", "FormatError", "InputError", "ResourceError",
+    "ShapeMismatch", "UsageError", *_API,
 ]
+
+
+def __getattr__(name):
+    module = _API.get(name)
+    if module is None:
+        raise AttributeError(f"module 'sptool' has no attribute {name!r}")
+    value = getattr(importlib.import_module(f".{module}", __name__), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__():
+    return sorted(set(globals()) | set(_API))

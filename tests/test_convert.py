@@ -17,8 +17,8 @@ from hypothesis import strategies as st
 import sptool
 from sptool import _textparse as tp
 from sptool.cli import cli
-from sptool.convert import convert as convert_api
-from sptool.convert import text as textmod
+from sptool.converters import convert as convert_api
+from sptool.converters import text as textmod
 from sptool.errors import DataError, InputError, ResourceError, UsageError
 
 # ---------------------------------------------------------------------------------------------
@@ -32,7 +32,7 @@ def _valid(path):
 
 
 def convert(src, dst, **kw):
-    """sptool.convert.convert, checking that every sptool output it writes is valid."""
+    """sptool.converters.convert, checking that every sptool output it writes is valid."""
     result = convert_api(src, dst, **kw)
     if result["to"] == "sptool" and dst != "-":
         _valid(dst)
@@ -504,7 +504,7 @@ def test_npz_refusals(tmp_path, rng):
 @pytest.mark.parametrize("dtype", ["float64", "float32", "int16", "uint8", "bool", "complex128"])
 @pytest.mark.parametrize("order", ["C", "F"])
 def test_npy_import_keeps_what_differs_from_fill(tmp_path, rng, monkeypatch, dtype, order):
-    from sptool.convert import npy as npymod
+    from sptool.converters import npy as npymod
 
     orig = npymod.NpyReader.__init__
 

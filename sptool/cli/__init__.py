@@ -31,7 +31,15 @@ def _version_text() -> str:
 
 class SptoolGroup(click.Group):
     def list_commands(self, ctx):
-        return list(self.commands)  # in registration order: foundation first
+        return [name for name in COMMANDS if self.get_command(ctx, name) is not None]
+
+    def get_command(self, ctx, name):
+        if name not in self.commands and name in COMMANDS:
+            command = load_command(name)
+            if command is None:
+                return None
+            self.add_command(command)
+        return self.commands.get(name)
 
     def invoke(self, ctx: click.Context):
         try:
@@ -91,34 +99,24 @@ def main(argv=None):
     cli.main(args=argv, prog_name="sptool")
 
 
-from . import (  # noqa: E402  (commands register themselves, in this order)
-    add,
-    concat,
-    convert,
-    expand_dims,
-    eye,
-    fill_empty_rows,
-    info,
-    map,
-    matmul,
-    maximum,
-    mul,
-    reduce,
-    reorder,
-    reset_shape,
-    reshape,
-    retain,
-    slice,
-    softmax,
-    split,
-    to_indicator,
-    todense,
-    transpose,
-    validate,
-)
+# command -> module of sptool.cli that registers it, in the order `sptool --help` lists them:
+# foundation first, then structure, then math.  Modules are imported only when their command
+# runs (or when --help lists them all), so a command starts without loading the others.
+COMMANDS = {
+    "validate": "validate", "info": "info", "head": "info", "convert": "convert", "todense": "todense",
+    "reorder": "reorder", "concat": "concat", "split": "split", "slice": "slice", "reshape": "reshape",
+    "transpose": "transpose", "reset-shape": "reset_shape", "retain": "retain",
+    "fill-empty-rows": "fill_empty_rows", "expand-dims": "expand_dims",
+    "reduce": "reduce", "add": "add", "maximum": "maximum", "minimum": "maximum", "mul": "mul", "div": "mul",
+    "softmax": "softmax", "matmul": "matmul", "to-indicator": "to_indicator", "map": "map", "eye": "eye",
+}
 
-# Foundation first, then structure, then math (the order `sptool --help` lists them in).
-for _module in (validate, info, convert, todense, reorder, concat, split, slice, reshape, transpose, reset_shape,
-                retain, fill_empty_rows, expand_dims, reduce, add, maximum, mul, softmax, matmul, to_indicator,
-                map, eye):
-    _module.register(cli)
+
+def load_command(name: str):
+    """The click command ``name`` from its module (None if that module does not provide it)."""
+    import importlib
+
+    module = importlib.import_module(f".{COMMANDS[name]}", __name__)
+    found = click.Group()
+    module.register(found)
+    return found.commands.get(name)

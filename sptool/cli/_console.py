@@ -6,7 +6,6 @@ import sys
 import time
 
 from rich.console import Console
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
 
 from .._memory import format_size, peak_rss
 
@@ -30,6 +29,8 @@ class Job:
         self._bar = None
         self._task = None
         if not quiet and err.is_terminal:
+            from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
+
             self._bar = Progress(
                 TextColumn(f"[bold]{name}[/]"), BarColumn(), MofNCompleteColumn(), TextColumn("rows"),
                 TimeRemainingColumn(), console=err, transient=True,

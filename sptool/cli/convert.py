@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import click
 
-from ..convert import convert as convert_op
-from ..convert.registry import FORMATS
+from ..converters import convert as convert_op
+from ..converters.registry import FORMATS
 from ._console import Job
 from ._options import common_options, settings
 

@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 
 import click
-from rich.table import Table
 
 from .._memory import format_size
 from ..format import index_column
@@ -41,6 +40,8 @@ def info(ctx, tensor, as_json, scan):
     if as_json:
         click.echo(json.dumps(d, indent=2, default=str))
         return
+    from rich.table import Table
+
     table = Table(show_header=False, box=None, pad_edge=False)
     table.add_column(style="bold")
     table.add_column()
@@ -88,6 +89,8 @@ def head(ctx, tensor, n, as_json):
         for i in range(len(idx)):
             click.echo(json.dumps({"index": idx[i].tolist(), "value": _jsonable(vals[i])}))
         return
+    from rich.table import Table
+
     table = Table(box=None, header_style="bold", pad_edge=False)
     table.add_column("row", justify="right", style="dim")
     for k in range(meta.sparse_ndim):

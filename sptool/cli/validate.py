@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import click
-from rich.table import Table
 
 from ..ops.validate import validate as validate_op
 from ._console import Job, out
@@ -64,6 +63,8 @@ def _print(report, strict: bool):
     out.print(f"{report.target}: {verdict} ({report.mode}{nnz})")
     if not report.problems:
         return
+    from rich.table import Table
+
     table = Table(show_header=True, header_style="bold", box=None, pad_edge=False)
     for col in ("severity", "code", "where", "message"):
         table.add_column(col, overflow="fold")

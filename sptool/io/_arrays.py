@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import numpy as np
 import pyarrow as pa
-import pyarrow.compute as pc
 
 from ..errors import FormatError
 from ..format import TensorMeta, index_column
@@ -100,6 +99,8 @@ def normalize_batch(batch: pa.RecordBatch, meta: TensorMeta, schema: pa.Schema) 
     if isinstance(vals.type, pa.BaseExtensionType):
         vals = vals.storage
     if meta.hybrid and pa.types.is_list(vals.type) or pa.types.is_large_list(vals.type):
+        import pyarrow.compute as pc  # only for list-typed values (files from other writers)
+
         lengths = pc.list_value_length(vals).to_numpy(zero_copy_only=False)
         bad = np.flatnonzero(lengths != meta.block_size)
         if len(bad):

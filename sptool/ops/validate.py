@@ -9,7 +9,6 @@ import re
 
 import numpy as np
 import pyarrow as pa
-import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from .. import _kernels
@@ -184,6 +183,8 @@ class Scanner:
         if vals.null_count:
             null_rows = vals.is_null()
         if meta.hybrid and (pa.types.is_list(vals.type) or pa.types.is_large_list(vals.type)):
+            import pyarrow.compute as pc  # only for list-typed values; a slow import otherwise saved
+
             lengths = pc.fill_null(pc.list_value_length(vals), meta.block_size).to_numpy(zero_copy_only=False)
             bad = np.flatnonzero(lengths != meta.block_size)
             if len(bad):
