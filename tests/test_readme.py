@@ -46,7 +46,7 @@ def test_readme_first_command_runs(tmp_path):
 
 
 def help_examples():
-    for name in cli.commands:
+    for name in cli.list_commands(None):
         text = CliRunner().invoke(cli, [name, "--help"]).output
         example = text.split("Example:")[1]
         for line in example.splitlines():
