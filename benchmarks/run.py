@@ -448,6 +448,144 @@ register(Benchmark(
 ))
 
 
+# -- structural commands against their I/O floor ---------------------------------------------------
+# Each floor is pyarrow reading the same input(s) and writing the same output rows with sptool's
+# writer settings: the cost of the I/O alone (target: sptool within 1.5x, i.e. ratio >= 0.67).
+
+FLOOR_PRELUDE = """
+    import json, sys
+    import numpy as np
+    import pyarrow as pa
+    import pyarrow.compute as pc
+    import pyarrow.parquet as pq
+    from sptool.format import TensorMeta
+    from sptool.io.sink import parquet_writer_options
+
+    def meta_of(path):
+        return TensorMeta.from_dict(json.loads(pq.read_metadata(path).metadata[b"sptool"]))
+
+    def write(table, path, meta):
+        pq.write_table(table, path, row_group_size=131072, **parquet_writer_options(meta))
+"""
+
+FLOOR_CONCAT = FLOOR_PRELUDE + """
+    a, b = pq.read_table(sys.argv[1]), pq.read_table(sys.argv[2])
+    write(pa.concat_tables([a, b]), sys.argv[3], meta_of(sys.argv[1]))
+"""
+
+FLOOR_SPLIT = FLOOR_PRELUDE + """
+    t = pq.read_table(sys.argv[1])
+    meta = meta_of(sys.argv[1])
+    edges = np.linspace(0, meta.shape[0], 5).astype(int)
+    i0 = t.column("indices_0")
+    for i in range(4):
+        piece = t.filter(pc.and_(pc.greater_equal(i0, int(edges[i])), pc.less(i0, int(edges[i + 1]))))
+        write(piece, sys.argv[2].replace("{i}", str(i)), meta)
+"""
+
+FLOOR_SAME = FLOOR_PRELUDE + """
+    t = pq.read_table(sys.argv[1])
+    write(t, sys.argv[2], meta_of(sys.argv[1]))
+"""
+
+FLOOR_RETAIN = FLOOR_PRELUDE + """
+    t = pq.read_table(sys.argv[1])
+    write(t.filter(pc.greater(t.column("values"), 0)), sys.argv[2], meta_of(sys.argv[1]))
+"""
+
+FLOOR_SLICE = FLOOR_PRELUDE + """
+    t = pq.read_table(sys.argv[1])
+    lo, hi = int(sys.argv[3]), int(sys.argv[4])
+    i0 = t.column("indices_0")
+    t = t.filter(pc.and_(pc.greater_equal(i0, lo), pc.less(i0, hi)))
+    t = t.set_column(0, "indices_0", pc.subtract(t.column(0), lo))
+    write(t, sys.argv[2], meta_of(sys.argv[1]))
+"""
+
+
+def _prepare_structural(data: str, params: dict) -> dict:
+    paths = _prepare_validate(data, params)
+    halves = [os.path.join(data, f"half-{params['validate_nnz']}-{i}.parquet") for i in range(2)]
+    if not all(os.path.exists(h) for h in halves):
+        pattern = os.path.join(data, f"half-{params['validate_nnz']}-{{i}}.parquet")
+        subprocess.run(sptool_tool("split", paths["big"], "--axis", "0", "--num", "2", "-o", pattern).argv,
+                       check=True)
+    paths["halves"] = halves
+    return paths
+
+
+def _out(out: str, name: str) -> str:
+    return os.path.join(out, name)
+
+
+def _tools_concat(paths: dict, out: str) -> list[Tool]:
+    a, b = _out(out, "concat-sptool.parquet"), _out(out, "concat-floor.parquet")
+    return [sptool_tool("concat", *paths["halves"], "--axis", "0", "-o", a, outputs=[a]),
+            python_tool("I/O floor: pyarrow read both + write", FLOOR_CONCAT, *paths["halves"], b, outputs=[b])]
+
+
+def _tools_split(paths: dict, out: str) -> list[Tool]:
+    a, b = _out(out, "split-sptool-{i}.parquet"), _out(out, "split-floor-{i}.parquet")
+    outs = lambda p: [p.replace("{i}", str(i)) for i in range(4)]  # noqa: E731
+    return [sptool_tool("split", paths["big"], "--axis", "0", "--num", "4", "-o", a, outputs=outs(a)),
+            python_tool("I/O floor: pyarrow read + write 4 pieces", FLOOR_SPLIT, paths["big"], b, outputs=outs(b))]
+
+
+def _tools_reshape(paths: dict, out: str) -> list[Tool]:
+    a, b = _out(out, "reshape-sptool.parquet"), _out(out, "reshape-floor.parquet")
+    shape = f"{SHAPE_3D[0] * SHAPE_3D[1]},{SHAPE_3D[2]}"
+    return [sptool_tool("reshape", paths["big"], "--shape", shape, "-o", a, outputs=[a]),
+            python_tool("I/O floor: pyarrow read + write", FLOOR_SAME, paths["big"], b, outputs=[b])]
+
+
+def _tools_retain(paths: dict, out: str) -> list[Tool]:
+    a, b = _out(out, "retain-sptool.parquet"), _out(out, "retain-floor.parquet")
+    return [sptool_tool("retain", paths["big"], "--where", "values > 0", "-o", a, outputs=[a]),
+            python_tool("I/O floor: pyarrow read + filter + write", FLOOR_RETAIN, paths["big"], b, outputs=[b])]
+
+
+def _slice_box() -> tuple[int, int]:
+    lo = SHAPE_3D[0] // 2
+    return lo, lo + max(SHAPE_3D[0] // 100, 1)  # 1% of the leading dimension, all of the others
+
+
+def _tools_slice(paths: dict, out: str) -> list[Tool]:
+    a, b = _out(out, "slice-sptool.parquet"), _out(out, "slice-floor.parquet")
+    lo, hi = _slice_box()
+    start, size = f"{lo},0,0", f"{hi - lo},-1,-1"
+    return [sptool_tool("slice", paths["big"], "--start", start, "--size", size, "-o", a, outputs=[a]),
+            python_tool("pyarrow read whole file + filter + write", FLOOR_SLICE, paths["big"], b, str(lo), str(hi),
+                        outputs=[b])]
+
+
+def _check_slice(paths: dict, out: str) -> str | None:
+    import sptool
+
+    lo, hi = _slice_box()
+    r = sptool.slice_(paths["big"], _out(out, "slice-check.parquet"), start=(lo, 0, 0), size=(hi - lo, -1, -1))
+    _remove(_out(out, "slice-check.parquet"))
+    frac = r["bytes_read"] / r["bytes_total"]
+    note = (f"read {r['row_groups_read']} of {r['row_groups_total']} row groups, "
+            f"{r['bytes_read'] / 2**20:.1f} of {r['bytes_total'] / 2**20:.1f} MiB ({frac:.1%}; target < 10%)")
+    return note if frac >= 0.10 else None, note
+
+
+for _name, _desc, _tools in (
+    ("concat", "concatenate two canonical halves along axis 0 (an append)", _tools_concat),
+    ("split", "split a canonical 3-D tensor into 4 pieces along axis 0", _tools_split),
+    ("reshape", "reshape a canonical 3-D tensor to 2-D (row order kept)", _tools_reshape),
+    ("retain", "keep the entries with values > 0 (--where)", _tools_retain),
+):
+    register(Benchmark(_name, _desc, "sptool within 1.5x of the I/O floor (ratio >= 0.67)", _prepare_structural,
+                       _tools))
+
+register(Benchmark(
+    "slice", "a box of 1% of the leading dimension from a row-major sorted file",
+    "reads under 10% of the file's bytes (row-group pruning)", _prepare_structural, _tools_slice,
+    check=_check_slice,
+))
+
+
 # ---------------------------------------------------------------------------------------------
 # Reporting
 
@@ -539,6 +677,9 @@ def run_benchmark(b: Benchmark, size: str, repeat: int) -> dict:
             runs[t.name].append(run_once(t))
     if b.check is not None and all(r.returncode == 0 for rs in runs.values() for r in rs):
         problem = b.check(paths, out)
+        if isinstance(problem, tuple):  # (problem or None, a note to print either way)
+            problem, note = problem
+            notes.append(note)
         if problem:
             notes.append(f"check failed: {problem}")
     for t in tools:

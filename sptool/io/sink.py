@@ -6,6 +6,8 @@ import json
 import math
 import os
 import sys
+from collections import deque
+from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 import pyarrow as pa
@@ -130,6 +132,8 @@ class TensorSink:
         self.row_group_rows = max(1, min(ROW_GROUP_ROWS, ROW_GROUP_BYTES // rb))
         self._target = None
         self._writer = None
+        self._io = None  # the writer thread, started with the first row group
+        self._inflight: deque = deque()
         self._part_index = 0
         self._part_rows_written = 0
         self._part_start_row = 0
@@ -214,16 +218,20 @@ class TensorSink:
             self.order.check_repeats = False
 
     def _flush(self, final: bool):
-        while self._pending_rows >= self.row_group_rows or (final and self._pending_rows):
-            table = pa.Table.from_batches(self._pending, schema=self.schema)
-            take = min(self.row_group_rows, table.num_rows)
+        if not (self._pending_rows >= self.row_group_rows or (final and self._pending_rows)):
+            return
+        table = pa.Table.from_batches(self._pending, schema=self.schema)
+        start, n = 0, table.num_rows
+        while n - start >= self.row_group_rows or (final and n > start):
+            take = min(self.row_group_rows, n - start)
             if self.kind == "dir":
                 take = min(take, self.part_rows - self._part_rows_written)
-            head, rest = table.slice(0, take), table.slice(take)
-            self._write_rows(head)
-            # Copy the remainder (less than a row group): a slice would keep its parent batch alive.
-            self._pending = rest.take(np.arange(rest.num_rows)).to_batches() if rest.num_rows else []
-            self._pending_rows = rest.num_rows
+            self._write_rows(table.slice(start, take))
+            start += take
+        rest = table.slice(start)
+        # Copy the remainder (less than a row group): a slice would keep its parent batches alive.
+        self._pending = rest.take(np.arange(rest.num_rows)).to_batches() if rest.num_rows else []
+        self._pending_rows = rest.num_rows
 
     def _write_rows(self, table: pa.Table):
         if self._writer is None:
@@ -236,12 +244,26 @@ class TensorSink:
                 path = self._target.tmp
             self._writer = self._parquet_writer(path)
             self._part_rows_written = 0
-        self._writer.write_table(table, row_group_size=table.num_rows)
+        self._submit_write(self._writer, table)
         self._part_rows_written += table.num_rows
         if self.kind == "dir" and self._part_rows_written >= self.part_rows:
             self._close_part()
 
+    def _submit_write(self, writer, table: pa.Table):
+        """Encode and write a row group on the writer thread, so that it overlaps the caller's
+        work on the next rows; at most two row groups wait, which bounds the memory it holds."""
+        if self._io is None:
+            self._io = ThreadPoolExecutor(1, thread_name_prefix="sptool-write")
+        while len(self._inflight) >= 2:
+            self._inflight.popleft().result()
+        self._inflight.append(self._io.submit(writer.write_table, table, row_group_size=table.num_rows))
+
+    def _drain(self):
+        while self._inflight:
+            self._inflight.popleft().result()
+
     def _close_part(self):
+        self._drain()
         meta = self._final(self._part_rows_written)
         self._writer.add_key_value_metadata({METADATA_KEY: meta.to_json()})
         self._writer.close()
@@ -300,6 +322,9 @@ class TensorSink:
             if self._writer is None and (self.kind == "file" or not self._part_paths):
                 # An empty tensor is still one valid file (or one empty part).
                 self._write_empty()
+            self._drain()
+            if self._io is not None:
+                self._io.shutdown()
             if self._writer is not None:
                 if self.kind == "dir":
                     self._close_part()
@@ -322,6 +347,12 @@ class TensorSink:
         self._part_rows_written = 0
 
     def abort(self):
+        try:
+            self._drain()
+        except Exception:
+            pass
+        if self._io is not None:
+            self._io.shutdown()
         try:
             if self._writer is not None:
                 self._writer.close()
