@@ -14,7 +14,9 @@ from conftest import dense_oracle, random_tensor
 import sptool
 from sptool.cli import cli
 
-SPTOOL = [sys.executable, "-m", "sptool"]
+# -P: do not put the working directory (a checkout whose sptool/ has no compiled kernels) first on
+# sys.path, so the installed package runs, as a user's `sptool` command would.
+SPTOOL = [sys.executable, "-P", "-m", "sptool"]
 
 
 def run(*args, input=None):

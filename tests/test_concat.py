@@ -20,7 +20,9 @@ from sptool.errors import DataError, UsageError
 from sptool.ops import _sort
 from sptool.ops.concat import concat
 
-SPTOOL = [sys.executable, "-m", "sptool"]
+# -P: do not put the working directory (a checkout whose sptool/ has no compiled kernels) first on
+# sys.path, so the installed package runs, as a user's `sptool` command would.
+SPTOOL = [sys.executable, "-P", "-m", "sptool"]
 
 
 @pytest.fixture
