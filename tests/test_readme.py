@@ -61,3 +61,17 @@ def test_help_examples_work_on_sample_data(line):
                        text=True, timeout=300)
     assert p.returncode == 0, (line, p.stderr)
     assert shlex.split(line)[0] == "sptool"
+
+
+def tour_lines():
+    text = (ROOT / "README.md").read_text()
+    tour = re.findall(r"```bash\n(.*?)```", text, flags=re.S)[2]
+    return [ln.split("  #")[0].strip() for ln in tour.strip().splitlines()]
+
+
+@pytest.mark.parametrize("line", tour_lines())
+def test_readme_tour_runs(line):
+    p = subprocess.run(["bash", "-o", "pipefail", "-c", line], cwd=ROOT, env=_env(), capture_output=True,
+                       text=True, timeout=300)
+    expected = 1 if "invalid.parquet" in line else 0  # the tour shows validate failing on purpose
+    assert p.returncode == expected, (line, p.stderr)
