@@ -85,6 +85,9 @@ def first_order_violation(const int64_t[:, :] keys, const int64_t[::1] order,
     cdef int kind = _ORDER_OK
     if order.shape[0] == 0 or n == 0:
         return -1, ORDER_OK
+    for i in range(order.shape[0]):
+        if not 0 <= order[i] < keys.shape[0]:
+            raise ValueError("order names a dimension the keys do not have")
     if prev is not None:
         if prev.shape[0] != keys.shape[0] or prev.shape[1] != 1:
             raise ValueError("prev must be a (K, 1) array")
@@ -203,6 +206,9 @@ def pack_keys(const int64_t[:, :] keys, const int64_t[::1] order, const int64_t[
     cdef uint64_t acc
     if out.shape[0] != n or shifts.shape[0] != m:
         raise ValueError("shape mismatch in pack_keys")
+    for j in range(m):
+        if not 0 <= order[j] < keys.shape[0]:
+            raise ValueError("order names a dimension the keys do not have")
     with nogil:
         for i in range(n):
             acc = 0
@@ -282,6 +288,9 @@ def unpack_keys(const uint64_t[::1] packed, const int64_t[::1] order, const int6
     cdef int64_t d, s
     if out.shape[1] != n or shifts.shape[0] != m or widths.shape[0] != m:
         raise ValueError("shape mismatch in unpack_keys")
+    for j in range(m):
+        if not 0 <= order[j] < out.shape[0]:
+            raise ValueError("order names a dimension the output does not have")
     for j in range(m):
         d = order[j]
         s = shifts[j]

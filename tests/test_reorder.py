@@ -121,3 +121,16 @@ def test_empty_and_pipes(tmp_path, rng):
     sptool.write(t, str(tmp_path / "e.parquet"))
     r = reorder(str(tmp_path / "e.parquet"), str(tmp_path / "o.arrows"), duplicates="sum")
     assert r["rows_out"] == 0 and sptool.validate(str(tmp_path / "o.arrows")).valid
+
+
+def test_partial_order_keeps_every_column(tmp_path, rng, tiny_runs):
+    from sptool.io import open_source
+    from sptool.ops.reorder import sorted_batches
+
+    t = random_tensor(rng, (9, 7, 5), 400, duplicates=True)
+    sptool.write(t, str(tmp_path / "p.parquet"))
+    with open_source(str(tmp_path / "p.parquet")) as src:
+        batches = [b for b, _ in sorted_batches(src, (1,))]
+    got = np.concatenate([np.stack([b.column(k).to_numpy() for k in range(3)], axis=1) for b in batches])
+    perm = np.argsort(t.indices[:, 1], kind="stable")
+    np.testing.assert_array_equal(got, t.indices[perm])

@@ -1,5 +1,55 @@
-"""sptool matmul (placeholder: the command is registered once it is implemented)."""
+"""sptool matmul."""
+
+from __future__ import annotations
+
+import click
+
+from .._memory import format_size
+from ..ops.matmul import matmul as matmul_op
+from ._console import Job
+from ._options import common_options, input_argument, output_option, settings, tmp_dir_option
+
+
+@click.command("matmul")
+@input_argument("a")
+@input_argument("b")
+@output_option(help_text="Output: a .npy file when an operand is dense; for sparse x sparse a .parquet file, a "
+               "directory (ending in /), a .arrows stream, or - for stdout (the default).")
+@click.option("--adjoint-a", is_flag=True, help="Use the conjugate transpose of A.")
+@click.option("--adjoint-b", is_flag=True, help="Use the conjugate transpose of B.")
+@tmp_dir_option
+@common_options
+@click.pass_context
+def matmul(ctx, a, b, output, adjoint_a, adjoint_b, tmp_dir):
+    """Matrix product A' B' (TensorFlow's sparse_dense_matmul; ' is the conjugate transpose
+    with --adjoint-a/--adjoint-b).
+
+    A sparse matrix times a dense .npy, or a dense .npy times a sparse matrix, gives a dense
+    .npy (-o OUT.npy). Two sparse matrices give a sparse, canonical product. Sparse operands
+    may be in any order; duplicates accumulate; an index outside the shape is an error naming
+    the entry. Value types follow NumPy promotion.
+
+    Memory: the sparse operand streams through in batches, on two threads; dense operands
+    and the dense output are memory maps. Sparse x sparse sorts A by rows within --memory
+    (spilling to --tmp-dir) and holds B in memory (half of --memory at most).
+
+    \b
+    Example:
+      sptool matmul sample_data/matrix_a.parquet sample_data/dense_b.npy -o /tmp/ab.npy
+      sptool matmul sample_data/matrix_a.parquet sample_data/matrix_b.parquet --adjoint-b -o /tmp/abt.parquet
+    """
+    opts = settings(ctx)
+    job = Job("matmul", quiet=opts["quiet"])
+    try:
+        r = matmul_op(a, b, output, adjoint_a=adjoint_a, adjoint_b=adjoint_b, memory=opts["memory"],
+                      tmp_dir=tmp_dir, progress=job)
+    finally:
+        job.stop()
+    if r["output"] == "dense":
+        job.summary(extra=f"wrote {output} ({r['dtype']}, {format_size(r['bytes'])}), shape {r['shape']}")
+    else:
+        job.summary(rows_out=r["rows_out"], extra=f"shape {r['shape']}")
 
 
 def register(cli):
-    pass
+    cli.add_command(matmul)

@@ -1,5 +1,71 @@
-"""sptool mul (placeholder: the command is registered once it is implemented)."""
+"""sptool mul and sptool div."""
+
+from __future__ import annotations
+
+import click
+
+from ..ops.mul import div as div_op
+from ..ops.mul import mul as mul_op
+from ._console import Job
+from ._options import common_options, input_argument, output_option, settings
+
+
+def _run(ctx, name, op, tensor, dense, output):
+    opts = settings(ctx)
+    job = Job(name, quiet=opts["quiet"])
+    try:
+        r = op(tensor, dense, output, memory=opts["memory"], progress=job)
+    finally:
+        job.stop()
+    job.summary(rows_out=r["rows"], extra=r["value_type"])
+
+
+@click.command("mul")
+@input_argument()
+@click.argument("dense", metavar="D.npy")
+@output_option()
+@common_options
+@click.pass_context
+def mul(ctx, tensor, dense, output):
+    """Multiply a sparse tensor by a dense .npy broadcast to its shape (TensorFlow's sp * dense).
+
+    D broadcasts by NumPy's rules to the sparse shape only (each dimension of D, aligned on the
+    right, equals the tensor's or is 1: a (1, n) or (n,) array scales the columns); the tensor
+    never broadcasts. The output keeps the tensor's indices, order and uniqueness; implicit
+    zeros stay implicit. Value types follow NumPy promotion.
+
+    Memory: the tensor streams through in batches; D is read through a memory map, one
+    gathered value per row.
+
+    \b
+    Example:
+      sptool todense sample_data/matrix_b.parquet -o /tmp/matrix_b.npy && sptool mul sample_data/matrix_a.parquet /tmp/matrix_b.npy -o /tmp/product.parquet
+    """  # noqa: E501 (a help example is one shell line)
+    _run(ctx, "mul", mul_op, tensor, dense, output)
+
+
+@click.command("div")
+@input_argument()
+@click.argument("dense", metavar="D.npy")
+@output_option()
+@common_options
+@click.pass_context
+def div(ctx, tensor, dense, output):
+    """Divide a sparse tensor by a dense .npy broadcast to its shape (TensorFlow's sp / dense).
+
+    Broadcasting and output as for mul. Types follow TensorFlow's true division: (u)int8/16
+    give float32, (u)int32/64 give float64, floats stay. Division by zero gives inf or nan
+    (IEEE), silently.
+
+    Memory: the tensor streams through in batches; D is read through a memory map.
+
+    \b
+    Example:
+      sptool todense sample_data/digits.parquet -o /tmp/digits.npy && sptool div sample_data/digits.parquet /tmp/digits.npy -o /tmp/ones.parquet
+    """  # noqa: E501 (a help example is one shell line)
+    _run(ctx, "div", div_op, tensor, dense, output)
 
 
 def register(cli):
-    pass
+    cli.add_command(mul)
+    cli.add_command(div)

@@ -37,9 +37,9 @@ KEY = "__sptool_key"
 class KeyCodec:
     """Sort keys for rows of (K, n) index arrays under a dimension order."""
 
-    def __init__(self, shape, order):
+    def __init__(self, shape, order, sparse_ndim: int | None = None):
         self.order = np.asarray(order, dtype=np.int64)
-        self.K = len(self.order)
+        self.K = len(self.order) if sparse_ndim is None else sparse_ndim
         widths = [max(int(shape[d] - 1).bit_length(), 0) if shape[d] else 0 for d in order]
         self.packed = sum(widths) <= 64
         shifts, acc = [], 0
@@ -49,6 +49,8 @@ class KeyCodec:
         self.shifts = np.asarray(shifts[::-1], dtype=np.int64)
         self.widths = np.asarray(widths, dtype=np.int64)
         self.bits = acc
+        # The index columns can be rebuilt from the key only if it holds every one of them.
+        self.unpackable = self.packed and sorted(int(d) for d in order) == list(range(self.K))
 
     def encode(self, keys: np.ndarray) -> np.ndarray:
         n = keys.shape[1]
@@ -128,14 +130,14 @@ class KeyCodec:
     # -- payload: what travels with the keys ------------------------------------------------
     def payload(self, table: pa.Table) -> pa.Table:
         """The columns a sort must carry: only values when the key can be unpacked."""
-        return table.select([table.num_columns - 1]) if self.packed else table
+        return table.select([table.num_columns - 1]) if self.unpackable else table
 
     def batches(self, payload: pa.Table, keys: np.ndarray, schema: pa.Schema):
         """Record batches in the file schema from a sorted payload and its keys."""
         for start in range(0, payload.num_rows, ROW_GROUP_ROWS):
             part = payload.slice(start, ROW_GROUP_ROWS).combine_chunks()
             k = keys[start:start + part.num_rows]
-            if self.packed:
+            if self.unpackable:
                 idx = self.decode(k)
                 cols = [pa.array(idx[d]) for d in range(self.K)] + [part.column(0).combine_chunks()]
                 yield pa.RecordBatch.from_arrays(cols, schema=schema), k
@@ -228,7 +230,7 @@ def sorted_stream(batches: Iterable[pa.RecordBatch], meta: TensorMeta, order, *,
 
     K = meta.sparse_ndim
     schema = meta.arrow_schema()
-    codec = KeyCodec(meta.shape, order)
+    codec = KeyCodec(meta.shape, order, K)
     rb = row_bytes(meta) + (8 if codec.packed else 8 * K)
     run_rows = chunk_rows(budget, rb)
     bounds = np.asarray(meta.shape[:K], dtype=np.int64)

@@ -161,7 +161,7 @@ def concat(paths, output: str | None, *, axis: int, expand_nonconcat: bool = Fal
             progress.set_total(n_in)
         shifters = [_Shifter(m, axis, off, s.path) for m, off, s in zip(metas, offsets, srcs)]
         rb = row_bytes(out_meta)
-        codec = _sort.KeyCodec(out_meta.shape, order)
+        codec = _sort.KeyCodec(out_meta.shape, order, out_meta.sparse_ndim)
         sorted_in = [already_sorted(m, order) for m in metas]
         if len(srcs) == 1 or axis == 0:
             strategy = "append"

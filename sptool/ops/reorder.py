@@ -25,7 +25,7 @@ def sorted_batches(src, order, *, memory=None, tmp_dir=None, progress=None):
     sorted that way, otherwise through the external sort."""
     meta = src.meta
     budget = resolve_budget(memory)
-    codec = KeyCodec(meta.shape, order)
+    codec = KeyCodec(meta.shape, order, meta.sparse_ndim)
     if already_sorted(meta, order):
         K = meta.sparse_ndim
         bounds = np.asarray(meta.shape[:K], dtype=np.int64)

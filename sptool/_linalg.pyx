@@ -1,0 +1,242 @@
+"""Compiled kernels for the arithmetic commands: arrays in, arrays out, the GIL released in every loop.
+
+- ``merge_join`` / ``merge_join_bytes``: the union of two strictly increasing key arrays (add, maximum,
+  minimum), on packed uint64 keys or on the big-endian byte keys of wide shapes;
+- ``split_rows``: a stable two-way partition of COO entries by row, so that two threads can work on
+  disjoint output rows;
+- ``spmm_coo``: out[row] += value * dense[col] for COO entries (sparse x dense matmul);
+- ``spgemm_rows``: sparse x sparse products of row-grouped COO entries times a CSR matrix.
+
+The callers check bounds and shapes; the kernels trust their inputs.  sptool/_linalg_reference.py holds
+the NumPy equivalent of each function, used as the test oracle (tests/test_linalg_kernels.py).
+"""
+
+from libc.stdint cimport int32_t, int64_t, uint8_t, uint64_t
+from libc.stdlib cimport qsort
+from libc.string cimport memcmp
+
+ctypedef fused value_t:
+    int32_t
+    int64_t
+    float
+    double
+    float complex
+    double complex
+
+
+# ---------------------------------------------------------------------------------------------
+# merge join
+
+def merge_join(const uint64_t[::1] a, const uint64_t[::1] b, int64_t[::1] ia, int64_t[::1] ib,
+               uint64_t[::1] union):
+    """The sorted union of two strictly increasing key arrays.
+
+    Output row t is the key union[t], found at a[ia[t]] and/or b[ib[t]]; -1 marks the side that
+    lacks it.  ``ia``, ``ib`` and ``union`` must hold len(a) + len(b) entries; returns the number
+    of output rows.
+    """
+    cdef Py_ssize_t na = a.shape[0], nb = b.shape[0], i = 0, j = 0, t = 0
+    if ia.shape[0] < na + nb or ib.shape[0] < na + nb or union.shape[0] < na + nb:
+        raise ValueError("merge_join: output arrays too short")
+    with nogil:
+        while i < na and j < nb:
+            if a[i] < b[j]:
+                ia[t] = i
+                ib[t] = -1
+                union[t] = a[i]
+                i += 1
+            elif b[j] < a[i]:
+                ia[t] = -1
+                ib[t] = j
+                union[t] = b[j]
+                j += 1
+            else:
+                ia[t] = i
+                ib[t] = j
+                union[t] = a[i]
+                i += 1
+                j += 1
+            t += 1
+        while i < na:
+            ia[t] = i
+            ib[t] = -1
+            union[t] = a[i]
+            i += 1
+            t += 1
+        while j < nb:
+            ia[t] = -1
+            ib[t] = j
+            union[t] = b[j]
+            j += 1
+            t += 1
+    return t
+
+
+def merge_join_bytes(const uint8_t[:, ::1] a, const uint8_t[:, ::1] b, int64_t[::1] ia, int64_t[::1] ib):
+    """merge_join for keys given as rows of bytes compared lexicographically (big-endian index columns)."""
+    cdef Py_ssize_t na = a.shape[0], nb = b.shape[0], w = a.shape[1], i = 0, j = 0, t = 0
+    cdef int c
+    if ia.shape[0] < na + nb or ib.shape[0] < na + nb:
+        raise ValueError("merge_join_bytes: output arrays too short")
+    if na and nb and b.shape[1] != w:
+        raise ValueError("merge_join_bytes: key widths differ")
+    with nogil:
+        while i < na and j < nb:
+            c = memcmp(&a[i, 0], &b[j, 0], w) if w else 0
+            if c < 0:
+                ia[t] = i
+                ib[t] = -1
+                i += 1
+            elif c > 0:
+                ia[t] = -1
+                ib[t] = j
+                j += 1
+            else:
+                ia[t] = i
+                ib[t] = j
+                i += 1
+                j += 1
+            t += 1
+        while i < na:
+            ia[t] = i
+            ib[t] = -1
+            i += 1
+            t += 1
+        while j < nb:
+            ia[t] = -1
+            ib[t] = j
+            j += 1
+            t += 1
+    return t
+
+
+# ---------------------------------------------------------------------------------------------
+# sparse x dense
+
+def split_rows(const int64_t[::1] rows, const int64_t[::1] cols, const value_t[::1] vals, int64_t pivot,
+               int64_t[::1] out_rows, int64_t[::1] out_cols, value_t[::1] out_vals):
+    """Stable partition: entries with row < pivot first, then the others, each in input order.
+
+    Returns how many entries have row < pivot.
+    """
+    cdef Py_ssize_t n = rows.shape[0], i, lo = 0, hi
+    if cols.shape[0] != n or vals.shape[0] != n or out_rows.shape[0] < n or out_cols.shape[0] < n \
+            or out_vals.shape[0] < n:
+        raise ValueError("shape mismatch in split_rows")
+    with nogil:
+        for i in range(n):
+            if rows[i] < pivot:
+                lo += 1
+        hi = lo
+        lo = 0
+        for i in range(n):
+            if rows[i] < pivot:
+                out_rows[lo] = rows[i]
+                out_cols[lo] = cols[i]
+                out_vals[lo] = vals[i]
+                lo += 1
+            else:
+                out_rows[hi] = rows[i]
+                out_cols[hi] = cols[i]
+                out_vals[hi] = vals[i]
+                hi += 1
+    return lo
+
+
+def spmm_coo(const int64_t[::1] rows, const int64_t[::1] cols, const value_t[::1] vals,
+             const value_t[:, ::1] dense, value_t[:, ::1] out):
+    """out[rows[e], :] += vals[e] * dense[cols[e], :] for every entry e (duplicates accumulate).
+
+    The caller guarantees 0 <= rows < out.shape[0] and 0 <= cols < dense.shape[0].
+    """
+    cdef Py_ssize_t nnz = rows.shape[0], n = dense.shape[1], e, j
+    cdef value_t v
+    cdef const value_t* src
+    cdef value_t* dst
+    if cols.shape[0] != nnz or vals.shape[0] != nnz or out.shape[1] != n:
+        raise ValueError("shape mismatch in spmm_coo")
+    if n == 0 or nnz == 0:
+        return
+    with nogil:
+        if n == 16:
+            # The common embedding width: a fixed trip count the compiler unrolls and vectorises.
+            for e in range(nnz):
+                v = vals[e]
+                src = &dense[cols[e], 0]
+                dst = &out[rows[e], 0]
+                for j in range(16):
+                    dst[j] = dst[j] + v * src[j]
+        else:
+            for e in range(nnz):
+                v = vals[e]
+                src = &dense[cols[e], 0]
+                dst = &out[rows[e], 0]
+                for j in range(n):
+                    dst[j] = dst[j] + v * src[j]
+
+
+# ---------------------------------------------------------------------------------------------
+# sparse x sparse
+
+cdef int _compare_int64(const void* a, const void* b) noexcept nogil:
+    cdef int64_t x = (<const int64_t*> a)[0], y = (<const int64_t*> b)[0]
+    return (x > y) - (x < y)
+
+
+def spgemm_rows(const int64_t[::1] a_rows, const int64_t[::1] a_cols, const value_t[::1] a_vals,
+                const int64_t[::1] b_indptr, const int64_t[::1] b_cols, const value_t[::1] b_vals,
+                value_t[::1] acc, int64_t[::1] mark, int64_t[::1] touched,
+                int64_t[::1] out_rows, int64_t[::1] out_cols, value_t[::1] out_vals):
+    """The rows of A @ B for A's entries grouped by row (each row's entries adjacent) and B in CSR.
+
+    Every column j reached by a product A[i, k] * B[k, j] is an output entry (row-major sorted,
+    one per (i, j); products that cancel leave an explicit zero).  ``acc`` (n values), ``mark``
+    (n, filled with a value that is no row number, e.g. -1) and ``touched`` (n) are scratch; ``mark``
+    stays valid across calls as long as no row number repeats.  The caller sizes the outputs for
+    the worst case (per row, min(n, number of products)).  Returns the number of entries written.
+    """
+    cdef Py_ssize_t nnz = a_rows.shape[0], n = acc.shape[0], e = 0, p, q, nt, t = 0, cap = out_rows.shape[0]
+    cdef int64_t r, k, j
+    cdef value_t v
+    if a_cols.shape[0] != nnz or a_vals.shape[0] != nnz or mark.shape[0] != n or touched.shape[0] < n:
+        raise ValueError("shape mismatch in spgemm_rows")
+    if out_cols.shape[0] < cap or out_vals.shape[0] < cap:
+        raise ValueError("spgemm_rows: output arrays differ in length")
+    with nogil:
+        while e < nnz:
+            r = a_rows[e]
+            nt = 0
+            while e < nnz and a_rows[e] == r:
+                k = a_cols[e]
+                v = a_vals[e]
+                for p in range(b_indptr[k], b_indptr[k + 1]):
+                    j = b_cols[p]
+                    if mark[j] != r:
+                        mark[j] = r
+                        touched[nt] = j
+                        nt += 1
+                        acc[j] = v * b_vals[p]
+                    else:
+                        acc[j] = acc[j] + v * b_vals[p]
+                e += 1
+            if t + nt > cap:
+                with gil:
+                    raise ValueError("spgemm_rows: output arrays too short")
+            if nt > n // 8:
+                # Dense enough: a scan of the marks is cheaper than sorting the columns.
+                for j in range(n):
+                    if mark[j] == r:
+                        out_rows[t] = r
+                        out_cols[t] = j
+                        out_vals[t] = acc[j]
+                        t += 1
+            else:
+                if nt > 1:
+                    qsort(&touched[0], nt, sizeof(int64_t), _compare_int64)
+                for q in range(nt):
+                    j = touched[q]
+                    out_rows[t] = r
+                    out_cols[t] = j
+                    out_vals[t] = acc[j]
+                    t += 1
+    return t

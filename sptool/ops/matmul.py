@@ -1,0 +1,506 @@
+"""matmul: sparse x dense and dense x sparse (a dense .npy out, TensorFlow's sparse_dense_matmul)
+and sparse x sparse (a sparse tensor out, SpGEMM), streaming the sparse operand.
+
+Sparse x dense streams A's entries in batches through a compiled kernel (out[row] += value *
+B[col]) with the GIL released, split over two threads by output rows: a row-sorted batch is
+cut at a row boundary near its middle, any other batch is partitioned (stably) around a sampled
+median row, so the two threads never write the same output row.  Dense x sparse is computed as
+(B'^T A'^T)^T, as TensorFlow does; its .npy is written in Fortran (column-major) order, which is
+the row-major layout of the transposed product, so no transpose pass is needed (np.load reads it
+as the same array).
+
+Sparse x sparse sorts A by rows (passed through when already so), holds B (with B' = B or B^H)
+in memory as CSR, and multiplies blocks of complete A rows with a dense accumulator per thread,
+emitting rows in order: the output is canonical.  An output entry exists wherever some product
+A[i,k] * B[k,j] exists (cancellation leaves an explicit zero, as the format keeps explicit
+entries).  B and two accumulators of B's column count must fit in half of ``memory``;
+otherwise the command refuses (swap the operands: A B = (B^H A^H)^H with the adjoint flags).
+
+Kernel value types are float32/64, int32/64 and complex64/128; other types are computed in a
+wider one and cast back at the end (integer results then wrap exactly as in their own type;
+float16 accumulates in float32; bool is OR of ANDs).
+"""
+
+from __future__ import annotations
+
+import os
+import tempfile
+from concurrent.futures import ThreadPoolExecutor
+from contextlib import ExitStack
+
+import numpy as np
+
+from .. import _kernels, _linalg
+from .._memory import resolve_budget
+from .._messages import out_of_bounds, row_text
+from ..errors import DataError, ResourceError, ShapeMismatch, UsageError
+from ..format import TensorMeta, value_type_of_dtype
+from ..io import batch_keys, batch_values, open_sink, open_source
+from ..io._atomic import AtomicTarget
+from ..io.source import known_shape
+from ._dense import release
+from .add import (
+    MIN_BUDGET,
+    check_inputs,
+    copy_slabs,
+    is_dense_path,
+    numeric_dtype,
+    open_dense,
+    promote,
+    require_zero_fill,
+)
+from .reorder import sorted_batches
+from .todense import check_dense_size
+from .transpose import BoundsChecked
+
+KERNEL_TYPES = {np.dtype(t) for t in (np.float32, np.float64, np.int32, np.int64, np.complex64, np.complex128)}
+# Batches smaller than this run on one thread: splitting costs more than it saves.
+PARALLEL_MIN = 1 << 15
+THREADS = 2
+
+
+def compute_dtype(dtype: np.dtype) -> np.dtype:
+    """The kernel type a product of this value type is accumulated in."""
+    dtype = np.dtype(dtype)
+    if dtype in KERNEL_TYPES:
+        return dtype
+    if dtype.kind == "f":
+        return np.dtype(np.float32) if dtype.itemsize < 4 else np.dtype(np.float64)
+    return np.dtype(np.int64)  # bool and the other integers: exact modulo 2^64, cast back at the end
+
+
+def _check_sparse(meta: TensorMeta, path: str, name: str):
+    numeric_dtype(meta, path, "matmul")
+    require_zero_fill(meta, path, "matmul")
+    if meta.ndim != 2 or meta.sparse_ndim != 2:
+        raise ShapeMismatch(f"Tensor '{name}_shape' must have 2 elements: matmul needs a sparse matrix (2 sparse "
+                            f"dimensions), got shape {list(meta.shape)} with {meta.sparse_ndim} sparse "
+                            "dimension(s)", path=path)
+
+
+def _check_dense(arr: np.ndarray, path: str, name: str):
+    if arr.ndim != 2:
+        raise ShapeMismatch(f"Tensor '{name}' is not a matrix: shape {list(arr.shape)}", path=path)
+
+
+def _inner_mismatch(k1, k2, sa, sb):
+    return ShapeMismatch(f"Cannot multiply A and B because inner dimension does not match: {k1} vs. {k2}. "
+                         f"Did you forget a transpose? Dimensions of A: [{sa[0]}, {sa[1]}). "
+                         f"Dimensions of B: [{sb[0]},{sb[1]}]")
+
+
+class _Scratch:
+    """Temporary arrays: in memory when small, else memory-mapped files in a private temp dir."""
+
+    def __init__(self, stack: ExitStack, budget: int, tmp_dir: str | None, near: str | None):
+        self.stack = stack
+        self.budget = budget
+        self.tmp_dir = tmp_dir or (os.path.dirname(os.path.abspath(near)) if near else None)
+        self._dir = None
+        self.spent = 0
+
+    def array(self, shape, dtype, *, zero=True, order="C") -> np.ndarray:
+        nbytes = int(np.prod(shape)) * np.dtype(dtype).itemsize
+        if self.spent + nbytes <= self.budget // 4:
+            self.spent += nbytes
+            return (np.zeros if zero else np.empty)(shape, dtype=dtype, order=order)
+        if self._dir is None:
+            self._dir = self.stack.enter_context(tempfile.TemporaryDirectory(prefix="sptool-matmul-",
+                                                                             dir=self.tmp_dir))
+        path = os.path.join(self._dir, f"scratch-{len(os.listdir(self._dir))}.npy")
+        return np.lib.format.open_memmap(path, mode="w+", dtype=dtype, shape=tuple(shape),
+                                         fortran_order=order == "F")
+
+
+def prepare_dense(arr: np.ndarray, transpose: bool, conj: bool, dtype: np.dtype, scratch: _Scratch) -> np.ndarray:
+    """op(arr) (transposed and/or conjugated) as a C-contiguous array of ``dtype``: the memory map
+    itself when nothing changes, else a copy made a slab at a time (in memory when small)."""
+    conj = conj and arr.dtype.kind == "c"
+    src = arr.T if transpose else arr
+    if not conj and src.dtype == dtype and src.flags.c_contiguous:
+        return src
+    out = scratch.array(src.shape, dtype, zero=False)
+    rows, cols = src.shape
+    row_bytes = max(cols, 1) * (dtype.itemsize + arr.dtype.itemsize)
+    step = max(1, (scratch.budget // 8) // row_bytes)
+    with np.errstate(all="ignore"):
+        for start in range(0, rows, step):
+            block = src[start:start + step]
+            out[start:start + step] = np.conj(block) if conj else block
+    return out
+
+
+def _bounds_error(keys, i, at, swap, m, k):
+    """TensorFlow's per-entry message (sparse_tensor_dense_matmul_op.cc): k is checked first."""
+    r_dim, k_dim = (1, 0) if swap else (0, 1)
+    kv, mv = int(keys[k_dim, i]), int(keys[r_dim, i])
+    if not 0 <= kv < k:
+        return DataError(f"k ({kv}) from index[{at},{k_dim}] out of bounds (>={k})")
+    return DataError(f"m ({mv}) from index[{at},{r_dim}] out of bounds (>={m})")
+
+
+class _SpMM:
+    """Streams COO entries into out += A' @ dense, two threads on disjoint output rows."""
+
+    def __init__(self, dense: np.ndarray, out: np.ndarray, pool: ThreadPoolExecutor | None,
+                 release_bytes: int | None = None):
+        self.dense = dense
+        self.out = out
+        self.pool = pool
+        self.dtype = out.dtype
+        # An output bigger than the memory budget: write its dirty pages back and drop them from
+        # RSS every so often (as todense does), so the memory map does not count against --memory.
+        self.release_bytes = release_bytes
+        self._since_release = 0
+
+    def add(self, rows: np.ndarray, cols: np.ndarray, vals: np.ndarray):
+        n = len(rows)
+        if n == 0:
+            return
+        self._compute(rows, cols, vals)
+        if self.release_bytes:
+            self._since_release += n * max(self.out.shape[1] * self.out.itemsize, 1)
+            if self._since_release > self.release_bytes:
+                release(self.out)
+                self._since_release = 0
+
+    def _compute(self, rows: np.ndarray, cols: np.ndarray, vals: np.ndarray):
+        n = len(rows)
+        if self.pool is None or n < PARALLEL_MIN:
+            _linalg.spmm_coo(rows, cols, vals, self.dense, self.out)
+            return
+        if bool(np.all(rows[1:] >= rows[:-1])):
+            mid = rows[n // 2]
+            s = int(np.searchsorted(rows, mid, side="left"))
+            if s == 0:
+                s = int(np.searchsorted(rows, mid, side="right"))
+        else:
+            sample = rows[:: max(1, n // 4096)]
+            pivot = int(np.partition(sample, len(sample) // 2)[len(sample) // 2])
+            if pivot == int(sample.min()):
+                pivot += 1
+            r2, c2, v2 = np.empty_like(rows), np.empty_like(cols), np.empty_like(vals)
+            s = _linalg.split_rows(rows, cols, vals, pivot, r2, c2, v2)
+            rows, cols, vals = r2, c2, v2
+        futures = [self.pool.submit(_linalg.spmm_coo, rows[lo:hi], cols[lo:hi], vals[lo:hi], self.dense, self.out)
+                   for lo, hi in ((0, s), (s, n)) if hi > lo]
+        for f in futures:
+            f.result()
+
+
+def _stream_spmm(src, path, swap: bool, conj: bool, spmm: _SpMM, m: int, k: int, *, memory, progress):
+    """Feed a sparse operand's entries (row, col swapped for an adjoint) to the kernel."""
+    meta = src.meta
+    bounds = np.asarray(meta.shape, dtype=np.int64)
+    r_dim, k_dim = (1, 0) if swap else (0, 1)
+    seen = 0
+    for keys, vals in src.iter_arrays(memory=memory):
+        n = keys.shape[1]
+        bad, _ = _kernels.first_out_of_bounds(keys, bounds)
+        if bad >= 0:
+            e = _bounds_error(keys, bad, seen + bad, swap, m, k)
+            raise DataError(e.message, path=path)
+        vals = vals.astype(spmm.dtype, copy=False)
+        if conj and vals.dtype.kind == "c":
+            vals = np.conj(vals)
+        spmm.add(np.ascontiguousarray(keys[r_dim]), np.ascontiguousarray(keys[k_dim]), np.ascontiguousarray(vals))
+        seen += n
+        if progress:
+            progress.advance(n)
+    return seen
+
+
+def _dense_product(sparse_path: str, dense_path: str, output, *, sparse_left: bool, adjoint_a: bool,
+                   adjoint_b: bool, memory, tmp_dir, progress) -> dict:
+    if not output or output == "-" or not str(output).lower().endswith(".npy"):
+        raise UsageError("a product with a dense operand is dense: name the output *.npy with -o", path=output)
+    budget = resolve_budget(memory)
+    dense = open_dense(dense_path)
+    with ExitStack() as stack:
+        src = stack.enter_context(known_shape(stack.enter_context(open_source(sparse_path)), tmp_dir))
+        meta = src.meta
+        if sparse_left:
+            _check_sparse(meta, sparse_path, "a")
+            _check_dense(dense, dense_path, "b")
+            sa, sb = meta.shape, dense.shape
+        else:
+            _check_dense(dense, dense_path, "a")
+            _check_sparse(meta, sparse_path, "b")
+            sa, sb = dense.shape, meta.shape
+        m, ka = (sa[1], sa[0]) if adjoint_a else (sa[0], sa[1])
+        kb, n = (sb[1], sb[0]) if adjoint_b else (sb[0], sb[1])
+        if ka != kb:
+            raise _inner_mismatch(ka, kb, sa, sb)
+        out_dtype = promote(meta.dtype, dense.dtype)
+        cdt = compute_dtype(out_dtype)
+        nbytes = check_dense_size((m, n), out_dtype, output)
+        if sparse_left:
+            # out = A' @ B': the sparse entries (transposed and conjugated for adjoint_a) times B'.
+            swap, conj = adjoint_a, adjoint_a
+            dense_t, dense_c = adjoint_b, adjoint_b
+            rows_out, inner = m, ka
+        else:
+            # out^T = B'^T A'^T: B'^T is B^T, or conj(B) for adjoint_b; A'^T is A^T, or conj(A).
+            swap, conj = not adjoint_b, adjoint_b
+            dense_t, dense_c = not adjoint_a, adjoint_a
+            rows_out, inner = n, kb
+        if progress:
+            progress.set_total(meta.nnz)
+        scratch = _Scratch(stack, budget, tmp_dir, output)
+        target = AtomicTarget(output, is_dir=False)
+        try:
+            final = np.lib.format.open_memmap(target.tmp, mode="w+", dtype=out_dtype, shape=(m, n),
+                                              fortran_order=not sparse_left)
+            view = final if sparse_left else final.T  # C-contiguous (rows_out, cols) either way
+            cast_back = False
+            if cdt == out_dtype:
+                acc = view
+            elif out_dtype == np.uint64:
+                acc = view.view(np.int64)  # same bits, same arithmetic modulo 2^64
+            else:
+                acc = scratch.array(view.shape, cdt)
+                cast_back = True
+            b = prepare_dense(dense, dense_t, dense_c, cdt, scratch)
+            pool = stack.enter_context(ThreadPoolExecutor(THREADS, thread_name_prefix="sptool-spmm"))
+            spmm = _SpMM(b, acc, pool, release_bytes=budget // 4 if acc.nbytes > budget // 2 else None)
+            count = _stream_spmm(src, sparse_path, swap, conj, spmm, rows_out, inner, memory=memory,
+                                 progress=progress)
+            if cast_back:
+                copy_slabs(acc, view, budget)
+            final.flush()
+            if nbytes > budget // 2:
+                release(final)
+            del final, view, acc, spmm
+            target.commit()
+        except BaseException:
+            target.abort()
+            raise
+    return {"rows": count, "shape": [m, n], "dtype": str(out_dtype), "bytes": nbytes, "output": "dense"}
+
+
+# ---------------------------------------------------------------------------------------------
+# sparse x sparse
+
+class _CSR:
+    """B' (k x n) in memory, rows = B' rows, built from any entry order (duplicates accumulate)."""
+
+    def __init__(self, src, path, transpose: bool, conj: bool, k: int, dtype: np.dtype, budget: int, memory):
+        meta = src.meta
+        per = 16 + dtype.itemsize
+        if meta.nnz is not None and meta.nnz * per * 2 > budget:
+            raise _too_big(meta.nnz, per, budget, path)
+        bounds = np.asarray(meta.shape, dtype=np.int64)
+        r_dim, c_dim = (1, 0) if transpose else (0, 1)
+        rows, cols, vals, total, seen = [], [], [], 0, 0
+        for keys, v in src.iter_arrays(memory=memory):
+            bad, _ = _kernels.first_out_of_bounds(keys, bounds)
+            if bad >= 0:
+                raise DataError(out_of_bounds(seen + bad, keys, bad, meta.shape), path=path)
+            total += keys.shape[1] * per
+            if total * 2 > budget:
+                raise _too_big(None, per, budget, path)
+            rows.append(keys[r_dim].copy())
+            cols.append(keys[c_dim].copy())
+            v = v.astype(dtype, copy=True)
+            vals.append(np.conj(v) if conj and v.dtype.kind == "c" else v)
+            seen += keys.shape[1]
+        r = np.concatenate(rows) if rows else np.empty(0, np.int64)
+        c = np.concatenate(cols) if cols else np.empty(0, np.int64)
+        x = np.concatenate(vals) if vals else np.empty(0, dtype)
+        del rows, cols, vals
+        order = np.argsort(r, kind="stable")
+        self.cols = np.ascontiguousarray(c[order])
+        self.vals = np.ascontiguousarray(x[order])
+        self.indptr = np.zeros(k + 1, dtype=np.int64)
+        np.cumsum(np.bincount(r, minlength=k), out=self.indptr[1:])
+        self.nnz = len(r)
+
+
+def _too_big(nnz, per, budget, path):
+    what = f"its {nnz} entries need about {nnz * per * 2} bytes" if nnz is not None else "its entries exceed that"
+    return ResourceError(f"sparse x sparse matmul holds B in memory as CSR, within half of --memory ({budget} "
+                         f"bytes); {what}. Raise --memory, or swap the operands (A B = (B^H A^H)^H with "
+                         "--adjoint-a/--adjoint-b) so the smaller tensor is B", path=path)
+
+
+class _RowBlocks:
+    """A's entries sorted by (output) row, cut into blocks of complete rows."""
+
+    def __init__(self, src, path, row_dim: int, conj: bool, dtype, *, memory, tmp_dir, progress):
+        self.src, self.path, self.row_dim, self.conj, self.dtype = src, path, row_dim, conj, dtype
+        # The full order (row, k): a packed sort key drops the index columns outside a partial order
+        # (KeyCodec.payload), and k-ordered rows read B's rows in order.
+        self.stream = sorted_batches(BoundsChecked(src, path), (row_dim, 1 - row_dim), memory=memory,
+                                     tmp_dir=tmp_dir, progress=progress)
+        self.last = -1
+        self.seen = 0
+
+    def __iter__(self):
+        meta = self.src.meta
+        carry = None
+        for batch, _ in self.stream:
+            keys = batch_keys(batch, 2)
+            rows = np.ascontiguousarray(keys[self.row_dim])
+            cols = np.ascontiguousarray(keys[1 - self.row_dim])
+            vals = batch_values(batch, meta).astype(self.dtype, copy=False)
+            if self.conj and vals.dtype.kind == "c":
+                vals = np.conj(vals)
+            self._check(rows, keys)
+            if carry is not None:
+                rows, cols, vals = (np.concatenate([c, x]) for c, x in zip(carry, (rows, cols, vals)))
+                carry = None
+            if not len(rows):
+                continue
+            tail = int(np.searchsorted(rows, rows[-1], side="left"))
+            carry = (rows[tail:], cols[tail:], vals[tail:])
+            if tail:
+                yield rows[:tail], cols[:tail], np.ascontiguousarray(vals[:tail])
+        if carry is not None and len(carry[0]):
+            yield carry[0], carry[1], np.ascontiguousarray(carry[2])
+
+    def _check(self, rows, keys):
+        if not len(rows):
+            return
+        bad = np.flatnonzero(rows[1:] < rows[:-1])
+        at = int(bad[0]) + 1 if len(bad) else (0 if rows[0] < self.last else -1)
+        if at >= 0:
+            raise DataError(f"indices[{self.seen + at}] = {row_text(keys, at)} is out of order, although the "
+                            f"metadata says sort_order {list(self.src.meta.sort_order)}", path=self.path)
+        self.last = int(rows[-1])
+        self.seen += len(rows)
+
+
+class _SpGEMM:
+    """Products of row blocks of A with B (CSR), on two threads with their own accumulators."""
+
+    def __init__(self, csr: _CSR, n: int, dtype: np.dtype, pool, cap_entries: int):
+        self.csr, self.n, self.dtype, self.pool = csr, n, dtype, pool
+        self.cap_entries = cap_entries
+        self.scratch = [(np.zeros(n, dtype), np.full(n, -1, np.int64), np.empty(n, np.int64))
+                        for _ in range(THREADS)]
+
+    def _run(self, t, rows, cols, vals, cap):
+        acc, mark, touched = self.scratch[t]
+        keys, vals_out = np.empty((2, cap), np.int64), np.empty(cap, self.dtype)
+        got = _linalg.spgemm_rows(rows, cols, vals, self.csr.indptr, self.csr.cols, self.csr.vals, acc, mark,
+                                  touched, keys[0], keys[1], vals_out)
+        return keys[:, :got], vals_out[:got]
+
+    def blocks(self, rows, cols, vals):
+        """Yield ((2, n) keys, values) of the product for complete rows, in order."""
+        indptr = self.csr.indptr
+        lens = indptr[cols + 1] - indptr[cols]
+        starts = np.concatenate([[0], np.flatnonzero(rows[1:] != rows[:-1]) + 1])
+        per_row = np.minimum(np.add.reduceat(lens, starts), self.n) if len(rows) else np.empty(0, np.int64)
+        bounds = np.append(starts, len(rows))
+        cum = np.cumsum(per_row)
+        # Blocks of whole rows whose worst-case output fits in cap_entries (a row alone may exceed it).
+        r0 = 0
+        while r0 < len(starts):
+            base = cum[r0 - 1] if r0 else 0
+            r1 = max(r0 + 1, int(np.searchsorted(cum, base + self.cap_entries, side="right")))
+            r1 = min(r1, len(starts))
+            yield from self._block(rows, cols, vals, bounds, per_row, r0, r1)
+            r0 = r1
+
+    def _block(self, rows, cols, vals, bounds, per_row, r0, r1):
+        lo, hi = int(bounds[r0]), int(bounds[r1])
+        total = int(per_row[r0:r1].sum())
+        if self.pool is None or r1 - r0 < 2 or hi - lo < PARALLEL_MIN // 4:
+            yield self._run(0, rows[lo:hi], cols[lo:hi], vals[lo:hi], total)
+            return
+        cum = np.cumsum(per_row[r0:r1])
+        rm = r0 + min(max(int(np.searchsorted(cum, total // 2)), 1), r1 - r0 - 1)
+        mid = int(bounds[rm])
+        caps = (int(per_row[r0:rm].sum()), int(per_row[rm:r1].sum()))
+        futures = [self.pool.submit(self._run, t, rows[a:b], cols[a:b], vals[a:b], cap)
+                   for t, (a, b, cap) in enumerate(((lo, mid, caps[0]), (mid, hi, caps[1])))]
+        for f in futures:
+            yield f.result()
+
+
+def _sparse_product(path_a: str, path_b: str, output, *, adjoint_a: bool, adjoint_b: bool, memory, tmp_dir,
+                    progress) -> dict:
+    budget = resolve_budget(memory)
+    half = max(budget // 2, MIN_BUDGET)
+    with ExitStack() as stack:
+        sa = stack.enter_context(known_shape(stack.enter_context(open_source(path_a)), tmp_dir))
+        sb = stack.enter_context(known_shape(stack.enter_context(open_source(path_b)), tmp_dir))
+        ma, mb = sa.meta, sb.meta
+        _check_sparse(ma, path_a, "a")
+        _check_sparse(mb, path_b, "b")
+        m, ka = (ma.shape[1], ma.shape[0]) if adjoint_a else ma.shape
+        kb, n = (mb.shape[1], mb.shape[0]) if adjoint_b else mb.shape
+        if ka != kb:
+            raise _inner_mismatch(ka, kb, ma.shape, mb.shape)
+        out_dtype = promote(ma.dtype, mb.dtype)
+        cdt = compute_dtype(out_dtype)
+        scratch_bytes = THREADS * n * (cdt.itemsize + 16)
+        if scratch_bytes > half // 2:
+            raise ResourceError(f"sparse x sparse matmul keeps a dense accumulator of B's {n} columns per thread "
+                                f"({scratch_bytes} bytes), over a quarter of --memory; raise --memory or swap the "
+                                "operands (A B = (B^H A^H)^H)", path=path_b)
+        if progress:
+            progress.set_total(ma.nnz + mb.nnz if ma.nnz is not None and mb.nnz is not None else None)
+        csr = _CSR(sb, path_b, adjoint_b, adjoint_b, kb, cdt, half, memory=half)
+        if progress:
+            progress.advance(csr.nnz)
+        out_meta = TensorMeta(shape=(m, n), sparse_ndim=2, value_type=value_type_of_dtype(out_dtype),
+                              fill_value=np.zeros((), out_dtype).item(), sort_order=(0, 1), unique=True)
+        pool = stack.enter_context(ThreadPoolExecutor(THREADS, thread_name_prefix="sptool-spgemm"))
+        cap_entries = max(1 << 14, (budget // 8) // (16 + cdt.itemsize))
+        engine = _SpGEMM(csr, n, cdt, pool, cap_entries)
+        blocks = _RowBlocks(sa, path_a, 1 if adjoint_a else 0, adjoint_a, cdt, memory=half // 2, tmp_dir=tmp_dir,
+                            progress=progress)
+        with open_sink(output, out_meta, unique_claim=True) as sink:
+            for rows, cols, vals in blocks:
+                for keys, v in engine.blocks(rows, cols, vals):
+                    if len(v):
+                        sink.write(keys, v.astype(out_dtype, copy=False))
+        final = sink.final_meta
+    return {"rows": (ma.nnz or 0) + (mb.nnz or 0), "rows_out": final.nnz, "shape": [m, n],
+            "dtype": final.value_type, "output": "sparse", "canonical": final.canonical}
+
+
+# ---------------------------------------------------------------------------------------------
+# the command
+
+def matmul(a: str, b: str, output: str | None, *, adjoint_a: bool = False, adjoint_b: bool = False, memory=None,
+           tmp_dir: str | None = None, progress=None) -> dict:
+    """Matrix product A' @ B', where ' is the conjugate transpose when the adjoint flag is set
+    (TensorFlow's sparse_dense_matmul, plus sparse x sparse).
+
+    - A sparse, B a dense .npy → dense .npy at ``output`` (m x n).
+    - A a dense .npy, B sparse → dense .npy, computed as (B'^T A'^T)^T like TensorFlow; written
+      in Fortran order (np.load reads the same array).
+    - both sparse → sparse, canonical (SpGEMM); B is held in memory as CSR.
+
+    The sparse operands must be matrices (2 sparse dimensions) with fill value 0, in any row
+    order; duplicates accumulate.  An index outside the shape is an error naming the entry
+    (TensorFlow's "k (k) from index[i,j] out of bounds (>=n)").  Inner dimensions must match.
+    Value types follow NumPy promotion.
+
+    Memory: the sparse operand streams in batches; dense operands are read through memory maps
+    (a transposed, conjugated or re-typed dense operand is copied first, to a temporary file
+    when over a quarter of ``memory``); the dense output is a memory map, so it may be larger
+    than ``memory``.  Two threads share the work.
+
+    Examples
+    --------
+    >>> import tempfile, os, numpy as np
+    >>> out = os.path.join(tempfile.mkdtemp(), "ab.npy")
+    >>> matmul("sample_data/matrix_a.parquet", "sample_data/dense_b.npy", out)["shape"]
+    [200, 16]
+    """
+    check_inputs([a, b])
+    dense_a, dense_b = is_dense_path(a), is_dense_path(b)
+    kw = {"adjoint_a": bool(adjoint_a), "adjoint_b": bool(adjoint_b), "memory": memory, "tmp_dir": tmp_dir,
+          "progress": progress}
+    if dense_a and dense_b:
+        raise UsageError("both operands are dense (.npy); matmul needs at least one sparse tensor (use NumPy for "
+                         "dense x dense)")
+    if dense_b:
+        return _dense_product(a, b, output, sparse_left=True, **kw)
+    if dense_a:
+        return _dense_product(b, a, output, sparse_left=False, **kw)
+    return _sparse_product(a, b, output, **kw)

@@ -1,0 +1,73 @@
+"""maximum and minimum: element-wise over the union of two sparse tensors' coordinates
+(TensorFlow's sparse.maximum / sparse.minimum), a streaming merge join like add's."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ..errors import UsageError
+from .add import binary_sparse, check_inputs, promote, scalar
+
+
+def _out_dtype(what):
+    def out_dtype(ma, mb):
+        for m in (ma, mb):
+            if m.value_type.startswith("complex"):
+                raise UsageError(f"{what} needs real values; {m.value_type} values have no order")
+        return promote(ma.dtype, mb.dtype)
+    return out_dtype
+
+
+def _combine(ufunc):
+    def combine(ga, gb, has_a, has_b, fa, fb):
+        return ufunc(ga, gb), None  # a missing side holds its fill (0 unless the file says otherwise)
+    return combine
+
+
+def _extreme(ufunc, what, a, b, output, memory, tmp_dir, progress):
+    check_inputs([a, b])
+    for p in (a, b):
+        if isinstance(p, str) and p.lower().endswith(".npy"):
+            raise UsageError(f"{what} takes two sparse tensors; a dense .npy operand is not supported", path=p)
+    return binary_sparse(
+        a, b, output, what=what,
+        out_dtype=_out_dtype(what),
+        out_fill=lambda fa, fb, dt: scalar(ufunc(np.asarray(fa, dtype=dt), np.asarray(fb, dtype=dt)), dt),
+        combine=_combine(ufunc),
+        memory=memory, tmp_dir=tmp_dir, progress=progress,
+    )
+
+
+def maximum(a: str, b: str, output: str | None, *, memory=None, tmp_dir: str | None = None, progress=None) -> dict:
+    """Element-wise maximum of two sparse tensors (TensorFlow's sparse.maximum).
+
+    The output holds the union of the operands' coordinates; a coordinate missing on one side
+    counts as that side's fill value (0 by default, as in TensorFlow), so max(-3, implicit 0) = 0
+    *is* stored.  Nothing is pruned.  Shapes must be equal; the output is canonical with A's
+    shape.  Real value types only (complex is refused); NaN propagates (NumPy's maximum); bool
+    is logical OR.  Duplicates within an operand are summed first (the format's rule); unsorted
+    operands are sorted first, in bounded memory.  Types follow NumPy promotion.
+
+    Examples
+    --------
+    >>> import tempfile, os
+    >>> out = os.path.join(tempfile.mkdtemp(), "max.parquet")
+    >>> maximum("sample_data/matrix_a.parquet", "sample_data/matrix_b.parquet", out)["canonical"]
+    True
+    """
+    return _extreme(np.maximum, "maximum", a, b, output, memory, tmp_dir, progress)
+
+
+def minimum(a: str, b: str, output: str | None, *, memory=None, tmp_dir: str | None = None, progress=None) -> dict:
+    """Element-wise minimum of two sparse tensors (TensorFlow's sparse.minimum): as ``maximum``,
+    with min(3, implicit 0) = 0 stored.
+
+    Examples
+    --------
+    >>> import tempfile, os
+    >>> out = os.path.join(tempfile.mkdtemp(), "min.parquet")
+    >>> minimum("sample_data/matrix_a.parquet", "sample_data/matrix_b.parquet", out)["shape"]
+    [200, 150]
+    """
+    return _extreme(np.minimum, "minimum", a, b, output, memory, tmp_dir, progress)
+

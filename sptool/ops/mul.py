@@ -1,0 +1,133 @@
+"""mul and div: a sparse tensor times (or over) a dense .npy broadcast to its shape
+(TensorFlow's ``sp * dense`` and ``sp / dense``: SparseDenseCwiseMul / SparseDenseCwiseDiv)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pyarrow as pa
+
+from .. import _kernels
+from .._messages import out_of_bounds
+from ..errors import DataError, ShapeMismatch, UsageError
+from ..format import value_type_of_dtype
+from ..io import batch_keys, batch_values, open_sink, open_source, values_array
+from ..io.source import known_shape
+from .add import check_inputs, is_dense_path, numeric_dtype, open_dense, promote, require_zero_fill, scalar
+
+
+def truediv_dtype(dtype: np.dtype) -> np.dtype:
+    """TensorFlow's ``__truediv__`` rule: (u)int8/16 → float32, (u)int32/64 → float64, floats and
+    complex stay.  bool (which TensorFlow does not divide) counts as an 8-bit integer."""
+    dtype = np.dtype(dtype)
+    if dtype.kind == "b" or (dtype.kind in "iu" and dtype.itemsize <= 2):
+        return np.dtype(np.float32)
+    if dtype.kind in "iu":
+        return np.dtype(np.float64)
+    return dtype
+
+
+def broadcast_plan(sparse_shape: tuple, dense_shape: tuple) -> tuple:
+    """The dense operand's shape with leading 1s up to the sparse rank, checking NumPy's
+    broadcasting of the dense side only (the sparse side never broadcasts)."""
+    rank = len(sparse_shape)
+    ok = len(dense_shape) <= rank and all(
+        d == 1 or d == s for d, s in zip(dense_shape[::-1], sparse_shape[::-1]))
+    if not ok:
+        raise ShapeMismatch("SparseDenseBinaryOpShared broadcasts dense to sparse only; got incompatible shapes: "
+                            f"[{','.join(map(str, sparse_shape))}] vs. [{','.join(map(str, dense_shape))}]")
+    return (1,) * (rank - len(dense_shape)) + tuple(dense_shape)
+
+
+def gather(dense: np.ndarray, keys: np.ndarray, K: int) -> np.ndarray:
+    """dense[idx] for each row's coordinate, index 0 where the dense dimension is 1 (broadcast):
+    (n, *dense dims after the sparse ones)."""
+    index = tuple(keys[k] if dense.shape[k] != 1 else np.zeros(keys.shape[1], dtype=np.int64) for k in range(K))
+    return np.asarray(dense[index])
+
+
+def _cwise(op: str, t: str, d: str, output, *, memory=None, progress=None) -> dict:
+    check_inputs([t, d])
+    if is_dense_path(t):
+        raise UsageError(f"{op} takes the sparse tensor first and the dense .npy second", path=t)
+    if not is_dense_path(d):
+        raise UsageError(f"the second operand of {op} must be a dense .npy file (the sparse side never broadcasts)",
+                         path=d)
+    dense = open_dense(d)
+    with open_source(t) as opened, known_shape(opened) as src:
+        meta = src.meta
+        numeric_dtype(meta, t, op)
+        require_zero_fill(meta, t, op)
+        K = meta.sparse_ndim
+        full = broadcast_plan(meta.shape, dense.shape)
+        dview = dense.reshape(full)
+        dtype = promote(meta.dtype, dense.dtype)
+        if op == "div":
+            dtype = truediv_dtype(dtype)
+        out_meta = meta.with_(value_type=value_type_of_dtype(dtype), fill_value=scalar(0, dtype), nnz=None, iso=False,
+                              created_by=None)
+        bounds = np.asarray(meta.shape[:K], dtype=np.int64)
+        if progress:
+            progress.set_total(meta.nnz)
+        rows = 0
+        with open_sink(output, out_meta, unique_claim=True if meta.unique else None) as sink:
+            for batch in src.iter_batches(memory=memory):
+                keys = batch_keys(batch, K)
+                bad, _ = _kernels.first_out_of_bounds(keys, bounds)
+                if bad >= 0:
+                    raise DataError(out_of_bounds(rows + bad, keys, bad, meta.shape[:K]) +
+                                    " (w.r.t. the dense side broadcast to the sparse shape)", path=t)
+                vals = batch_values(batch, meta).astype(dtype, copy=False)
+                other = gather(dview, keys, K).astype(dtype, copy=False)
+                with np.errstate(all="ignore"):
+                    res = vals * other if op == "mul" else np.true_divide(vals, other, dtype=dtype)
+                if res.shape != vals.shape:  # cannot happen after broadcast_plan; kept as a guard
+                    res = np.broadcast_to(res, vals.shape)
+                cols = list(batch.columns[:K]) + [values_array(np.ascontiguousarray(res, dtype=dtype), out_meta)]
+                sink.write_batch(pa.RecordBatch.from_arrays(cols, schema=sink.schema), keys=keys)
+                rows += batch.num_rows
+                if progress:
+                    progress.advance(batch.num_rows)
+        final = sink.final_meta
+    return {"rows": final.nnz, "shape": list(final.shape), "value_type": final.value_type,
+            "broadcast_shape": list(full)}
+
+
+def mul(t: str, d: str, output: str | None, *, memory=None, progress=None) -> dict:
+    """A sparse tensor times a dense .npy broadcast to its shape (TensorFlow's ``sp * dense``).
+
+    The dense operand broadcasts by NumPy's rules, to the sparse shape only: D's shape, aligned
+    on the right, must have each dimension equal to T's or 1 (so (n,) and (1, n) both scale the
+    columns of an (m, n) matrix); T never broadcasts.  The output keeps T's indices, row order
+    and uniqueness; only the values change, to ``values * D[index]``, gathered per batch from
+    the memory-mapped .npy.  Implicit zeros take no part (0 * inf is not computed).  Rows
+    sharing a coordinate stay as they are: the product distributes over their sum.  T's fill
+    value must be 0.  The value type is NumPy's promotion of the two (integers wrap).
+
+    Examples
+    --------
+    >>> import tempfile, os, numpy as np
+    >>> d = tempfile.mkdtemp()
+    >>> np.save(os.path.join(d, "w.npy"), np.arange(150.0))
+    >>> mul("sample_data/matrix_a.parquet", os.path.join(d, "w.npy"), os.path.join(d, "out.parquet"))["rows"]
+    600
+    """
+    return _cwise("mul", t, d, output, memory=memory, progress=progress)
+
+
+def div(t: str, d: str, output: str | None, *, memory=None, progress=None) -> dict:
+    """A sparse tensor over a dense .npy broadcast to its shape (TensorFlow's ``sp / dense``).
+
+    As ``mul``, with ``values / D[index]`` and TensorFlow's true-division types: (u)int8/16 (and
+    bool) give float32, (u)int32/64 give float64, floating and complex types stay (after NumPy
+    promotion of the two operands).  Division by zero follows NumPy/IEEE: x/0 is ±inf, 0/0 is
+    NaN, silently.
+
+    Examples
+    --------
+    >>> import tempfile, os, numpy as np
+    >>> d = tempfile.mkdtemp()
+    >>> np.save(os.path.join(d, "s.npy"), np.full((1, 150), 4, dtype=np.int32))
+    >>> div("sample_data/matrix_a.parquet", os.path.join(d, "s.npy"), os.path.join(d, "out.parquet"))["value_type"]
+    'float64'
+    """
+    return _cwise("div", t, d, output, memory=memory, progress=progress)

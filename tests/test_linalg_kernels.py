@@ -1,0 +1,129 @@
+"""The compiled kernels of sptool/_linalg.pyx against the plain NumPy reference."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from sptool import _linalg, _linalg_reference
+
+VALUE_TYPES = ["float64", "float32", "int64", "int32", "complex128", "complex64"]
+
+
+def _values(rng, n, dtype):
+    dt = np.dtype(dtype)
+    if dt.kind == "c":
+        return (rng.standard_normal(n) + 1j * rng.standard_normal(n)).astype(dt)
+    if dt.kind == "i":
+        return rng.integers(-20, 20, n).astype(dt)
+    return rng.standard_normal(n).astype(dt)
+
+
+def _keys(rng, n, hi):
+    return np.unique(rng.integers(0, hi, n).astype(np.uint64))
+
+
+@pytest.mark.parametrize("na,nb", [(0, 0), (0, 5), (7, 0), (50, 60), (300, 20)])
+def test_merge_join(rng, na, nb):
+    a, b = _keys(rng, na, 100), _keys(rng, nb, 100)
+    got = [np.full(len(a) + len(b), -9, np.int64) for _ in range(2)] + [np.zeros(len(a) + len(b), np.uint64)]
+    want = [np.full(len(a) + len(b), -9, np.int64) for _ in range(2)] + [np.ones(len(a) + len(b), np.uint64)]
+    n = _linalg.merge_join(a, b, *got)
+    assert n == _linalg_reference.merge_join(a, b, *want)
+    for g, w in zip(got, want):
+        np.testing.assert_array_equal(g[:n], w[:n])
+
+
+@pytest.mark.parametrize("na,nb", [(0, 4), (40, 33), (5, 0)])
+def test_merge_join_bytes(rng, na, nb):
+    a, b = _keys(rng, na, 1 << 40), _keys(rng, nb, 1 << 40)
+    if na and nb:
+        b[: min(len(a), len(b)) // 2] = a[: min(len(a), len(b)) // 2]
+        b = np.unique(b)
+    ab, bb = a.astype(">u8").view(np.uint8).reshape(-1, 8), b.astype(">u8").view(np.uint8).reshape(-1, 8)
+    got = [np.empty(len(a) + len(b), np.int64) for _ in range(2)]
+    want = [np.empty(len(a) + len(b), np.int64) for _ in range(2)]
+    n = _linalg.merge_join_bytes(ab, bb, *got)
+    assert n == _linalg_reference.merge_join_bytes(ab, bb, *want)
+    np.testing.assert_array_equal(got[0][:n], want[0][:n])
+    np.testing.assert_array_equal(got[1][:n], want[1][:n])
+    # ...and the same as the packed-key join
+    packed = [np.empty(len(a) + len(b), np.int64) for _ in range(2)] + [np.empty(len(a) + len(b), np.uint64)]
+    assert _linalg.merge_join(a, b, *packed) == n
+    np.testing.assert_array_equal(packed[0][:n], got[0][:n])
+
+
+@pytest.mark.parametrize("dtype", VALUE_TYPES)
+def test_split_rows(rng, dtype):
+    n = 200
+    rows, cols = rng.integers(0, 30, n), rng.integers(0, 9, n)
+    vals = _values(rng, n, dtype)
+    got = (np.empty(n, np.int64), np.empty(n, np.int64), np.empty(n, vals.dtype))
+    want = (np.empty(n, np.int64), np.empty(n, np.int64), np.empty(n, vals.dtype))
+    assert _linalg.split_rows(rows, cols, vals, 13, *got) == _linalg_reference.split_rows(rows, cols, vals, 13, *want)
+    for g, w in zip(got, want):
+        np.testing.assert_array_equal(g, w)
+
+
+@pytest.mark.parametrize("dtype", VALUE_TYPES)
+@pytest.mark.parametrize("n", [16, 3, 1])
+def test_spmm_coo(rng, dtype, n):
+    nnz, m, k = 500, 40, 25
+    rows, cols = rng.integers(0, m, nnz), rng.integers(0, k, nnz)  # with repeats: they accumulate
+    vals = _values(rng, nnz, dtype)
+    dense = np.stack([_values(rng, n, dtype) for _ in range(k)])
+    got, want = np.zeros((m, n), vals.dtype), np.zeros((m, n), vals.dtype)
+    _linalg.spmm_coo(rows, cols, vals, dense, got)
+    _linalg_reference.spmm_coo(rows, cols, vals, dense, want)
+    tol = 1e-4 if dtype in ("float32", "complex64") else 1e-10
+    np.testing.assert_allclose(got, want, rtol=tol, atol=tol)
+
+
+def test_spmm_coo_reads_a_read_only_memmap(tmp_path, rng):
+    dense = rng.standard_normal((10, 16))
+    np.save(tmp_path / "d.npy", dense)
+    mm = np.load(tmp_path / "d.npy", mmap_mode="r")
+    out = np.zeros((4, 16))
+    _linalg.spmm_coo(np.array([0, 3, 3]), np.array([9, 0, 0]), np.array([1.0, 2.0, 0.5]), mm, out)
+    np.testing.assert_allclose(out[3], 2.5 * dense[0])
+
+
+@pytest.mark.parametrize("dtype", VALUE_TYPES)
+@pytest.mark.parametrize("n", [50, 4])
+def test_spgemm_rows(rng, dtype, n):
+    m, k, nnz_a, nnz_b = 30, 20, 150, 60
+    a_rows = np.sort(rng.integers(0, m, nnz_a))  # grouped by row, repeats allowed
+    a_cols = rng.integers(0, k, nnz_a)
+    a_vals = _values(rng, nnz_a, dtype)
+    b_r = np.sort(rng.integers(0, k, nnz_b))
+    b_cols = rng.integers(0, n, nnz_b)
+    b_vals = _values(rng, nnz_b, dtype)
+    b_indptr = np.searchsorted(b_r, np.arange(k + 1)).astype(np.int64)
+    cap = nnz_a * n
+    res = {}
+    for name, mod in (("got", _linalg), ("want", _linalg_reference)):
+        acc, mark, touched = np.zeros(n, a_vals.dtype), np.full(n, -1, np.int64), np.empty(n, np.int64)
+        out = (np.empty(cap, np.int64), np.empty(cap, np.int64), np.empty(cap, a_vals.dtype))
+        t = mod.spgemm_rows(a_rows, a_cols, a_vals, b_indptr, b_cols, b_vals, acc, mark, touched, *out)
+        res[name] = [o[:t] for o in out]
+    g, w = res["got"], res["want"]
+    np.testing.assert_array_equal(g[0], w[0])
+    np.testing.assert_array_equal(g[1], w[1])
+    tol = 1e-4 if dtype in ("float32", "complex64") else 1e-10
+    np.testing.assert_allclose(g[2], w[2], rtol=tol, atol=tol)
+    # both against a dense product
+    dense_a = np.zeros((m, k), a_vals.dtype)
+    np.add.at(dense_a, (a_rows, a_cols), a_vals)
+    dense_b = np.zeros((k, n), a_vals.dtype)
+    np.add.at(dense_b, (b_r, b_cols), b_vals)
+    prod = np.zeros((m, n), a_vals.dtype)
+    prod[g[0], g[1]] = g[2]
+    np.testing.assert_allclose(prod, dense_a @ dense_b, rtol=tol, atol=tol)
+
+
+def test_spgemm_rows_refuses_short_outputs():
+    one = np.array([0], np.int64)
+    with pytest.raises(ValueError, match="too short"):
+        _linalg.spgemm_rows(one, one, np.array([1.0]), np.array([0, 2], np.int64), np.array([0, 1], np.int64),
+                            np.array([1.0, 1.0]), np.zeros(2), np.full(2, -1, np.int64), np.empty(2, np.int64),
+                            np.empty(1, np.int64), np.empty(1, np.int64), np.empty(1))
