@@ -29,7 +29,6 @@ from ._dense import DenseScatter, is_zero, release
 from ._sort import KeyCodec
 from .reorder import sorted_batches
 from .todense import check_dense_size
-from .transpose import BoundsChecked
 
 MIN_BUDGET = 16 << 20
 
@@ -134,7 +133,7 @@ class _Side:
         self.codec = codec
         self.K = meta.sparse_ndim
         order = tuple(range(self.K))
-        self._stream = sorted_batches(BoundsChecked(src, src.path), order, memory=memory, tmp_dir=tmp_dir,
+        self._stream = sorted_batches(src, order, memory=memory, tmp_dir=tmp_dir,
                                       progress=progress)
         self._dedup = None if meta.unique else Deduplicator("sum", meta, meta.arrow_schema())
         self._chunks = self._generate()

@@ -11,10 +11,6 @@ from ._axes import normalize_axes
 from .reorder import sorted_batches
 
 
-def BoundsChecked(src, path=None):  # noqa: N802 - old callers; sorted_batches checks bounds itself now
-    return src
-
-
 def normalize_perm(perm, K: int, ndim: int) -> tuple[int, ...]:
     """A permutation of the K sparse dimensions (default: reversed).  A full-rank perm of a
     hybrid tensor is accepted when it leaves the dense dimensions in place."""
