@@ -51,7 +51,6 @@ from .add import (
 )
 from .reorder import sorted_batches
 from .todense import check_dense_size
-from .transpose import BoundsChecked
 
 KERNEL_TYPES = {np.dtype(t) for t in (np.float32, np.float64, np.int32, np.int64, np.complex64, np.complex128)}
 # Batches smaller than this run on one thread: splitting costs more than it saves.
@@ -330,7 +329,7 @@ class _RowBlocks:
         self.src, self.path, self.row_dim, self.conj, self.dtype = src, path, row_dim, conj, dtype
         # The full order (row, k): a packed sort key drops the index columns outside a partial order
         # (KeyCodec.payload), and k-ordered rows read B's rows in order.
-        self.stream = sorted_batches(BoundsChecked(src, path), (row_dim, 1 - row_dim), memory=memory,
+        self.stream = sorted_batches(src, (row_dim, 1 - row_dim), memory=memory,
                                      tmp_dir=tmp_dir, progress=progress)
         self.last = -1
         self.seen = 0
