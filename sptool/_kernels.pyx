@@ -340,3 +340,116 @@ def untag_positions(const uint64_t[::1] tagged, int pos_bits, int64_t[::1] perm,
         for i in range(n):
             perm[i] = <int64_t> (tagged[i] & mask)
             keys[i] = tagged[i] >> pos_bits
+
+
+# ---------------------------------------------------------------------------------------------
+# The same checks on separate column buffers (the index columns of a record batch as they are),
+# so callers need not copy them into one (K, n) array first.
+
+from libc.stdlib cimport free, malloc
+
+
+cdef class _Columns:
+    """Pointers to K int64 columns of equal length, kept alive by holding the arrays."""
+    cdef const int64_t** ptr
+    cdef Py_ssize_t K, n
+    cdef list arrays
+
+    def __cinit__(self, cols):
+        cdef const int64_t[::1] view
+        cdef Py_ssize_t k
+        self.arrays = list(cols)
+        self.K = len(self.arrays)
+        self.n = len(self.arrays[0]) if self.K else 0
+        self.ptr = <const int64_t**> malloc(max(self.K, 1) * sizeof(int64_t*))
+        if self.ptr == NULL:
+            raise MemoryError()
+        for k in range(self.K):
+            view = self.arrays[k]
+            if view.shape[0] != self.n:
+                raise ValueError("columns differ in length")
+            self.ptr[k] = &view[0] if self.n else NULL
+
+    def __dealloc__(self):
+        free(self.ptr)
+
+
+def columns_out_of_bounds(cols, const int64_t[::1] shape):
+    """first_out_of_bounds on a list of K contiguous int64 columns."""
+    cdef _Columns c = _Columns(cols)
+    cdef Py_ssize_t k, i, first_row = c.n, first_dim = -1
+    cdef int64_t hi, v
+    cdef const int64_t* col
+    if shape.shape[0] != c.K:
+        raise ValueError("shape length must equal the number of columns")
+    with nogil:
+        for k in range(c.K):
+            hi = shape[k]
+            col = c.ptr[k]
+            for i in range(first_row):
+                v = col[i]
+                if v < 0 or v >= hi:
+                    first_row = i
+                    first_dim = k
+                    break
+    if first_dim < 0:
+        return -1, -1
+    return first_row, first_dim
+
+
+def columns_order_violation(cols, const int64_t[::1] order, bint check_repeats, const int64_t[::1] prev=None):
+    """first_order_violation on a list of K contiguous int64 columns; ``prev`` is the previous
+    row (K values) or None."""
+    cdef _Columns c = _Columns(cols)
+    cdef Py_ssize_t n = c.n, m = order.shape[0], i, j
+    cdef int64_t x, y
+    cdef int cmp
+    cdef Py_ssize_t bad = -1
+    cdef int kind = _ORDER_OK
+    for j in range(m):
+        if not 0 <= order[j] < c.K:
+            raise ValueError("order names a dimension the columns do not have")
+    if m == 0 or n == 0:
+        return -1, ORDER_OK
+    if prev is not None:
+        if prev.shape[0] != c.K:
+            raise ValueError("prev must hold K values")
+        cmp = 0
+        for j in range(m):
+            x = prev[order[j]]
+            y = c.ptr[order[j]][0]
+            if x != y:
+                cmp = -1 if x < y else 1
+                break
+        if cmp > 0 or (cmp == 0 and check_repeats):
+            return 0, OUT_OF_ORDER if cmp > 0 else REPEATED
+    with nogil:
+        for i in range(1, n):
+            cmp = 0
+            for j in range(m):
+                x = c.ptr[order[j]][i - 1]
+                y = c.ptr[order[j]][i]
+                if x != y:
+                    cmp = -1 if x < y else 1
+                    break
+            if cmp > 0 or (cmp == 0 and check_repeats):
+                bad = i
+                kind = _OUT_OF_ORDER if cmp > 0 else _REPEATED
+                break
+    return bad, kind
+
+
+def columns_max(cols):
+    """Per-column maxima of K non-empty int64 columns."""
+    cdef _Columns c = _Columns(cols)
+    cdef Py_ssize_t k, i
+    cdef int64_t hi
+    out = []
+    for k in range(c.K):
+        hi = c.ptr[k][0]
+        with nogil:
+            for i in range(1, c.n):
+                if c.ptr[k][i] > hi:
+                    hi = c.ptr[k][i]
+        out.append(hi)
+    return out

@@ -9,9 +9,10 @@ def tuple_text(values) -> str:
     return "[" + ",".join(str(int(v)) for v in values) + "]"
 
 
-def row_text(keys: np.ndarray, i: int) -> str:
-    """Row i of (K, n) keys as TensorFlow prints an index tuple: [1,0]."""
-    return tuple_text(keys[:, i])
+def row_text(keys, i: int) -> str:
+    """Row i of the index columns (a (K, n) array or a list of K columns) as TensorFlow prints
+    an index tuple: [1,0]."""
+    return tuple_text([col[i] for col in keys])
 
 
 def out_of_bounds(at: int, keys: np.ndarray, i: int, shape) -> str:

@@ -96,3 +96,24 @@ def test_linear_offsets_and_minmax(rng):
     assert _kernels.column_minmax(col) == _reference.column_minmax(col)
     with pytest.raises(ValueError):
         _kernels.column_minmax(np.empty(0, np.int64))
+
+
+@pytest.mark.parametrize("seed", range(30))
+def test_column_kernels_match_the_array_kernels(seed):
+    rng = np.random.default_rng(seed)
+    K, n = int(rng.integers(1, 4)), int(rng.integers(1, 40))
+    keys = rng.integers(-1, 4, size=(K, n)).astype(np.int64)
+    if seed % 2:
+        keys = keys[:, np.lexsort(keys[::-1])].copy()
+    cols = [keys[k].copy() for k in range(K)]  # separate buffers, as a record batch has
+    shape = rng.integers(1, 5, size=K).astype(np.int64)
+    assert _kernels.columns_out_of_bounds(cols, shape) == _reference.first_out_of_bounds(keys, shape)
+    order = rng.permutation(K)[: rng.integers(0, K + 1)].astype(np.int64)
+    prev = rng.integers(0, 4, size=K).astype(np.int64) if seed % 3 == 0 else None
+    for repeats in (False, True):
+        got = _kernels.columns_order_violation(cols, order, repeats, prev)
+        want = _reference.first_order_violation(keys, order, repeats, None if prev is None else prev[:, None])
+        assert got == want
+    assert _kernels.columns_max(cols) == keys.max(axis=1).tolist()
+    with pytest.raises(ValueError):
+        _kernels.columns_order_violation(cols, np.array([K], dtype=np.int64), False)

@@ -18,7 +18,7 @@ from .._memory import ROW_GROUP_BYTES, ROW_GROUP_ROWS
 from .._messages import out_of_bounds, out_of_order, repeated
 from ..errors import DataError, UsageError
 from ..format import INT64_MAX, METADATA_KEY, TRAILER_KEY, TensorMeta, index_column
-from ._arrays import batch_keys, make_batch
+from ._arrays import make_batch
 from ._atomic import AtomicTarget
 from .source import row_bytes
 
@@ -87,13 +87,16 @@ class OrderTracker:
         self.prev = None
         self.offset = 0
 
-    def check(self, keys: np.ndarray) -> tuple[int, int]:
-        """(global row, kind) of the first violation in this batch, or (-1, 0)."""
-        n = keys.shape[1]
+    def check(self, cols) -> tuple[int, int]:
+        """(global row, kind) of the first violation in this batch, or (-1, 0).
+
+        ``cols``: the K index columns (a (K, n) array or a list of contiguous int64 arrays)."""
+        cols = list(cols)
+        n = len(cols[0]) if cols else 0
         if n == 0 or not len(self.order):
             return -1, 0
-        row, kind = _kernels.first_order_violation(keys, self.order, self.check_repeats, self.prev)
-        self.prev = keys[:, n - 1 : n].copy()
+        row, kind = _kernels.columns_order_violation(cols, self.order, self.check_repeats, self.prev)
+        self.prev = np.array([c[n - 1] for c in cols], dtype=np.int64)
         at = self.offset + row if row >= 0 else -1
         self.offset += n
         return at, kind
@@ -172,15 +175,14 @@ class TensorSink:
     # -- writing ------------------------------------------------------------------------------
     def write(self, keys: np.ndarray, values) -> None:
         """Append rows given as (K, n) int64 keys and values (ndarray or Arrow array)."""
-        self.write_batch(make_batch(keys, values, self.meta, self.schema), keys=keys)
+        self.write_batch(make_batch(keys, values, self.meta, self.schema))
 
-    def write_batch(self, batch: pa.RecordBatch, *, keys: np.ndarray | None = None) -> None:
+    def write_batch(self, batch: pa.RecordBatch) -> None:
         n = batch.num_rows
         if n == 0:
             return
-        if keys is None:
-            keys = batch_keys(batch, self.K)
-        self._check(keys)
+        # The index columns as they are in the batch: checked in place, not copied.
+        self._check([batch.column(k).to_numpy() for k in range(self.K)])
         self.rows += n
         if self.kind in ("stream", "stream-file"):
             self._writer.write_batch(batch)
@@ -190,20 +192,18 @@ class TensorSink:
         if self._pending_rows >= self.row_group_rows:
             self._flush(final=False)
 
-    def _check(self, keys: np.ndarray):
-        n = keys.shape[1]
+    def _check(self, cols: list):
+        n = len(cols[0])
         if n == 0:
             return
-        known = [k for k in range(self.K) if self.meta.shape[k] is not None]
         shape = np.array([s if s is not None else np.iinfo(np.int64).max for s in self.meta.shape[: self.K]],
                          dtype=np.int64)
-        row, dim = _kernels.first_out_of_bounds(keys, shape)
+        row, dim = _kernels.columns_out_of_bounds(cols, shape)
         if row >= 0:
-            raise DataError(out_of_bounds(self.rows + row, keys, row, self.meta.shape[: self.K]))
-        if len(known) < self.K:
-            for k in range(self.K):
-                if self.meta.shape[k] is None:
-                    self.maxes[k] = max(self.maxes[k], int(keys[k].max()))
+            raise DataError(out_of_bounds(self.rows + row, cols, row, self.meta.shape[: self.K]))
+        if any(s is None for s in self.meta.shape[: self.K]):
+            self.maxes = np.maximum(self.maxes, _kernels.columns_max(cols))
+        keys = cols
         at, kind = self.order.check(keys)
         if at >= 0:
             local = at - (self.order.offset - n)

@@ -29,7 +29,6 @@ from .._memory import FIXED_OVERHEAD, ROW_GROUP_ROWS
 from .._messages import out_of_bounds
 from ..errors import DataError
 from ..format import TensorMeta
-from ..io._arrays import batch_keys
 
 KEY = "__sptool_key"
 
@@ -243,10 +242,10 @@ def sorted_stream(batches: Iterable[pa.RecordBatch], meta: TensorMeta, order, *,
             if progress:
                 progress.advance(batch.num_rows)
             # An index outside the shape would pack into a wrong key: name it instead.
-            keys = batch_keys(batch, K)
-            row, _ = _kernels.first_out_of_bounds(keys, bounds)
+            cols = [batch.column(k).to_numpy() for k in range(K)]
+            row, _ = _kernels.columns_out_of_bounds(cols, bounds)
             if row >= 0:
-                raise DataError(out_of_bounds(seen + row, keys, row, meta.shape[:K]))
+                raise DataError(out_of_bounds(seen + row, cols, row, meta.shape[:K]))
             seen += batch.num_rows
             while batch.num_rows:
                 take_rows = min(batch.num_rows, run_rows - pending_rows)

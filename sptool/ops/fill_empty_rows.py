@@ -224,13 +224,12 @@ def fill_empty_rows(path: str, output: str | None, *, value, indicator: str | No
             chunk = src.default_batch_rows(memory)
             with open_sink(output, out_meta, unique_claim=True if meta.unique else None) as sink:
                 filler = _Filler(out_meta, fill, sink.schema, chunk, ind)
-                checked = src
-                for batch, _ in sorted_batches(checked, tuple(range(K)), memory=memory, tmp_dir=tmp_dir,
+                for batch, _ in sorted_batches(src, tuple(range(K)), memory=memory, tmp_dir=tmp_dir,
                                                progress=progress):
-                    for out, keys in filler.feed(batch):
-                        sink.write_batch(out, keys=keys)
-                for out, keys in filler.finish(dense_rows):
-                    sink.write_batch(out, keys=keys)
+                    for out, _ in filler.feed(batch):
+                        sink.write_batch(out)
+                for out, _ in filler.finish(dense_rows):
+                    sink.write_batch(out)
             if ind is not None:
                 ind.flush()
                 del ind

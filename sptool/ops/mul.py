@@ -83,7 +83,7 @@ def _cwise(op: str, t: str, d: str, output, *, memory=None, progress=None) -> di
                 if res.shape != vals.shape:  # cannot happen after broadcast_plan; kept as a guard
                     res = np.broadcast_to(res, vals.shape)
                 cols = list(batch.columns[:K]) + [values_array(np.ascontiguousarray(res, dtype=dtype), out_meta)]
-                sink.write_batch(pa.RecordBatch.from_arrays(cols, schema=sink.schema), keys=keys)
+                sink.write_batch(pa.RecordBatch.from_arrays(cols, schema=sink.schema))
                 rows += batch.num_rows
                 if progress:
                     progress.advance(batch.num_rows)

@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 import numpy as np
+import pyarrow as pa
 
 from .. import _kernels
 from .._memory import resolve_budget
 from .._messages import out_of_bounds
 from ..errors import DataError
 from ..io import open_sink, open_source
-from ..io._arrays import batch_keys
 from ..io.source import known_shape
 from ._axes import normalize_axes, normalize_order  # noqa: F401 (re-exported)
 from ._dedup import Deduplicator, check_policy
@@ -33,12 +33,12 @@ def sorted_batches(src, order, *, memory=None, tmp_dir=None, progress=None):
         for batch in src.iter_batches(memory=memory):
             if progress:
                 progress.advance(batch.num_rows)
-            keys = batch_keys(batch, K)
-            row, _ = _kernels.first_out_of_bounds(keys, bounds)
+            cols = [batch.column(k).to_numpy() for k in range(K)]
+            row, _ = _kernels.columns_out_of_bounds(cols, bounds)
             if row >= 0:  # it would pack into a wrong key
-                raise DataError(out_of_bounds(seen + row, keys, row, meta.shape[:K]), path=src.path)
+                raise DataError(out_of_bounds(seen + row, cols, row, meta.shape[:K]), path=src.path)
             seen += batch.num_rows
-            yield batch, codec.encode(keys)
+            yield batch, codec.encode_table(pa.Table.from_batches([batch]))
         return
     yield from sorted_stream(src.iter_batches(memory=memory), meta, order, budget=budget, tmp_dir=tmp_dir,
                              progress=progress)

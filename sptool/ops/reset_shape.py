@@ -104,7 +104,7 @@ def reset_shape(path: str, output: str | None, *, shape=None, memory=None, progr
                         raise DataError(f"indices[{rows + row}] has {index_column(dim)} = {v}, a negative index",
                                         path=path)
                     raise _too_small(dim, new_shape[dim], v, f"row {rows + row}")
-                sink.write_batch(pa.RecordBatch.from_arrays(batch.columns[: K + 1], schema=sink.schema), keys=keys)
+                sink.write_batch(pa.RecordBatch.from_arrays(batch.columns[: K + 1], schema=sink.schema))
                 rows += n
                 if progress:
                     progress.advance(n)

@@ -127,7 +127,7 @@ def reshape(path: str, output: str | None, *, shape, memory=None, progress=None)
                     raise DataError(out_of_bounds(rows + row, keys, row, old_sparse), path=path)
                 new_keys = keys if same else relinearize(keys, old_sparse, new_sparse)
                 cols = [pa.array(new_keys[k]) for k in range(K2)] + [batch.column(K)]
-                sink.write_batch(pa.RecordBatch.from_arrays(cols, schema=sink.schema), keys=new_keys)
+                sink.write_batch(pa.RecordBatch.from_arrays(cols, schema=sink.schema))
                 rows += n
                 if progress:
                     progress.advance(n)

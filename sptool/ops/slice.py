@@ -154,10 +154,10 @@ def slice_(path: str, output: str | None, *, start, size, memory=None, progress=
                 if dense_cut:
                     cut = (slice(None),) + tuple(slice(lo[d], hi[d]) for d in range(K, len(lo)))
                     values = np.ascontiguousarray(batch_values(batch, meta)[cut])
-                    sink.write_batch(make_batch(keys, values, out_meta, sink.schema), keys=keys)
+                    sink.write_batch(make_batch(keys, values, out_meta, sink.schema))
                 else:
                     cols = [pa.array(keys[k]) for k in range(K)] + [batch.column(K)]
-                    sink.write_batch(pa.RecordBatch.from_arrays(cols, schema=sink.schema), keys=keys)
+                    sink.write_batch(pa.RecordBatch.from_arrays(cols, schema=sink.schema))
         final = sink.final_meta
     result = {"rows_in": rows_in, "rows_out": final.nnz, "shape": list(final.shape),
               "sort_order": list(final.sort_order), "unique": final.unique, "canonical": final.canonical}

@@ -179,7 +179,7 @@ def _route_dense(batch: pa.RecordBatch, meta: TensorMeta, axis: int, starts: np.
         for a in range(0, len(values), rg):
             k = np.ascontiguousarray(keys[:, a:a + rg])
             cut[0] = slice(a, a + rg)
-            sink.write_batch(make_batch(k, np.ascontiguousarray(values[tuple(cut)]), metas[i], sink.schema), keys=k)
+            sink.write_batch(make_batch(k, np.ascontiguousarray(values[tuple(cut)]), metas[i], sink.schema))
 
 
 def _remove(dst: str):

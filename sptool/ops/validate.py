@@ -113,42 +113,36 @@ class Scanner:
             self.row += n
             self.prev = None
             return
-        keys = np.empty((K, n), dtype=np.int64)
-        for k, col in enumerate(cols):
-            keys[k] = col.to_numpy(zero_copy_only=False)
-        row, dim = _kernels.first_out_of_bounds(keys, self.shape)
+        # The columns as they come off the file (no copy); the kernels read them in place.
+        keys = [col.to_numpy(zero_copy_only=False) for col in cols]
+
+        def at(i):
+            return [int(c[i]) for c in keys]
+
+        row, dim = _kernels.columns_out_of_bounds(keys, self.shape)
         if row >= 0:
-            self._report(
-                "E_INDEX_OUT_OF_BOUNDS",
-                out_of_bounds(self.row + row, keys, row, self.meta.shape[:K]),
-                self.row + row, keys[:, row].tolist(), row_group,
-            )
+            self._report("E_INDEX_OUT_OF_BOUNDS", out_of_bounds(self.row + row, keys, row, self.meta.shape[:K]),
+                         self.row + row, at(row), row_group)
         if len(self.order):
-            row, kind = _kernels.first_order_violation(keys, self.order, self.check_repeats, self.prev)
+            row, kind = _kernels.columns_order_violation(keys, self.order, self.check_repeats, self.prev)
             if row >= 0:
                 if kind == _kernels.OUT_OF_ORDER:
-                    self._report(
-                        "E_NOT_SORTED",
-                        f"{out_of_order(self.row + row, keys, row)} (sort_order {list(self.meta.sort_order)})",
-                        self.row + row, keys[:, row].tolist(), row_group,
-                    )
-                    # Keep looking for repeats in the rest of the batch after an order break.
-                    self.order = self.order if "E_DUPLICATE_COORDINATE" in self.found else self.order
+                    self._report("E_NOT_SORTED",
+                                 f"{out_of_order(self.row + row, keys, row)} (sort_order {list(self.meta.sort_order)})",
+                                 self.row + row, at(row), row_group)
                 else:
-                    self._report(
-                        "E_DUPLICATE_COORDINATE",
-                        repeated(self.row + row, keys, row),
-                        self.row + row, keys[:, row].tolist(), row_group,
-                    )
+                    self._report("E_DUPLICATE_COORDINATE", repeated(self.row + row, keys, row), self.row + row,
+                                 at(row), row_group)
                     if "E_NOT_SORTED" not in self.found:
-                        r2, k2 = _kernels.first_order_violation(keys, self.order, False, self.prev)
+                        # A repeat stops the scan early; look on for an order break in this batch.
+                        r2, _ = _kernels.columns_order_violation(keys, self.order, False, self.prev)
                         if r2 >= 0:
                             self._report(
                                 "E_NOT_SORTED",
                                 f"{out_of_order(self.row + r2, keys, r2)} (sort_order {list(self.meta.sort_order)})",
-                                self.row + r2, keys[:, r2].tolist(), row_group,
+                                self.row + r2, at(r2), row_group,
                             )
-            self.prev = keys[:, n - 1 : n].copy()
+            self.prev = np.array(at(n - 1), dtype=np.int64)
         if stats is not None:
             for k in range(K):
                 smin, smax = stats[k]
@@ -167,11 +161,12 @@ class Scanner:
             prefix = np.maximum.accumulate(col)
             prev = np.concatenate([[self.running_max[k]], prefix[:-1]])
             for i in np.flatnonzero(prefix > prev):
-                self.records[k].append((self.row + int(i), int(col[i]), keys[:, i].copy()))
+                self.records[k].append((self.row + int(i), int(col[i]), np.array(at(i))))
             self.running_max[k] = max(self.running_max[k], int(prefix[-1]))
         if self.deep:
-            self.deep_keys.append(keys)
-            self.deep_bytes += keys.nbytes
+            stacked = np.stack(keys)
+            self.deep_keys.append(stacked)
+            self.deep_bytes += stacked.nbytes
         self.row += n
 
     def _check_values(self, vals: pa.Array, row_group):
