@@ -10,11 +10,11 @@ import importlib
 from ._version import __version__
 from .errors import DataError, FormatError, InputError, ResourceError, ShapeMismatch, SptoolError, UsageError
 
-try:
-    from . import _kernels  # noqa: F401  (the compiled kernels are mandatory)
+try:  # the compiled kernels are mandatory: a broken build fails here, not at first use
+    from . import _kernels, _linalg, _reduce, _textparse  # noqa: F401
 except ImportError as e:  # pragma: no cover - exercised only by a broken build
     raise ImportError(
-        "sptool's compiled kernels (sptool/_kernels.pyx) are not built. Install with "
+        "sptool's compiled kernels (sptool/*.pyx) are not built. Install with "
         "'pip install .' (needs a C compiler and Cython), or for a checkout run "
         f"'python setup.py build_ext --inplace'. Original error: {e}"
     ) from e
@@ -30,7 +30,8 @@ _API = {
     "slice_": "ops.slice", "reshape": "ops.reshape", "transpose": "ops.transpose",
     "reset_shape": "ops.reset_shape", "retain": "ops.retain", "fill_empty_rows": "ops.fill_empty_rows",
     "expand_dims": "ops.expand_dims", "add": "ops.add", "maximum": "ops.maximum", "minimum": "ops.maximum",
-    "mul": "ops.mul", "div": "ops.mul", "matmul": "ops.matmul",
+    "mul": "ops.mul", "div": "ops.mul", "matmul": "ops.matmul", "reduce": "ops.reduce",
+    "softmax": "ops.softmax", "to_indicator": "ops.to_indicator", "map_values": "ops.map_values", "eye": "ops.eye",
 }
 
 __all__ = [

@@ -1,0 +1,354 @@
+"""Compiled reductions over groups of rows: arrays in, arrays out, the GIL released in every loop.
+
+Two ways to find a row's group:
+
+- segments: runs of equal keys in sorted rows, given by their start offsets (``starts`` holds
+  the g run starts followed by n), reduced by ``segment_*``;
+- cells: a group number per row (``cells``, any order), accumulated into per-cell slots by
+  ``scatter_*``, with ``counts`` saying how many rows reached each cell (0: untouched).
+
+Values arrive as an (n, m) C-contiguous array: one row per stored entry, m elements per dense
+block (m = 1 for scalar values).  sptool/_reduce_reference.py holds the NumPy equivalent of
+each function, used as the test oracle.
+"""
+
+from libc.math cimport exp, expf
+from libc.stdlib cimport free, malloc
+from libc.stdint cimport int8_t, int16_t, int32_t, int64_t, uint8_t, uint16_t, uint32_t, uint64_t
+
+ctypedef fused number_t:
+    int8_t
+    int16_t
+    int32_t
+    int64_t
+    uint8_t
+    uint16_t
+    uint32_t
+    uint64_t
+    float
+    double
+    float complex
+    double complex
+
+ctypedef fused real_t:
+    int8_t
+    int16_t
+    int32_t
+    int64_t
+    uint8_t
+    uint16_t
+    uint32_t
+    uint64_t
+    float
+    double
+
+ctypedef fused float_t:
+    float
+    double
+
+
+cdef inline bint _isnan(real_t v) noexcept nogil:
+    if real_t is float or real_t is double:
+        return v != v
+    else:
+        return False
+
+
+def run_starts(const int64_t[:, :] keys, const int64_t[::1] dims, int64_t[::1] out):
+    """Start offsets of the runs of rows with equal indices on ``dims`` in (K, n) ``keys``.
+
+    Writes the g run starts to out[:g] and n to out[g]; returns g.  ``out`` holds n + 1.
+    With no ``dims`` the rows form one run.
+    """
+    cdef Py_ssize_t n = keys.shape[1], nd = dims.shape[0], i, j, g = 0
+    cdef int64_t d
+    if out.shape[0] < n + 1:
+        raise ValueError("out must hold n + 1 offsets")
+    for j in range(nd):
+        if dims[j] < 0 or dims[j] >= keys.shape[0]:
+            raise ValueError("dimension out of range in run_starts")
+    with nogil:
+        if n > 0:
+            out[0] = 0
+            g = 1
+            for i in range(1, n):
+                for j in range(nd):
+                    d = dims[j]
+                    if keys[d, i] != keys[d, i - 1]:
+                        out[g] = i
+                        g += 1
+                        break
+        out[g] = n
+    return g
+
+
+def group_cells(const uint64_t[::1] columns, Py_ssize_t n, const int64_t[::1] bounds, Py_ssize_t n_group,
+                const int64_t[::1] strides, int64_t width, int64_t[::1] cells, int64_t[::1] starts):
+    """Cell numbers for rows ordered by their first ``n_group`` index columns, in one pass.
+
+    ``columns`` holds the addresses of C contiguous int64 index columns of n rows each (the
+    caller keeps them alive).  cells[i] = group(i) * width + sum_c columns[c][i] * strides[c],
+    where group(i) numbers the runs of equal indices on the first n_group columns (0, 1, ...);
+    the caller gives strides whose offsets stay below width.  Every column is checked against
+    0 <= index < bounds[c].  Writes the run starts and then n to ``starts``; returns the
+    number of runs, or -(row + 1) for the first row with an index out of bounds.
+    """
+    cdef Py_ssize_t C = columns.shape[0], i, c, g = 0, bad = -1
+    cdef const int64_t** cols
+    cdef const int64_t* col0
+    cdef int64_t v, off, base = -width
+    cdef bint new
+    if bounds.shape[0] != C or strides.shape[0] != C or n_group > C or n_group < 0:
+        raise ValueError("columns, bounds and strides must have one entry per column")
+    if cells.shape[0] < n or starts.shape[0] < n + 1:
+        raise ValueError("cells must hold n entries and starts n + 1")
+    cols = <const int64_t**> malloc(max(C, 1) * sizeof(int64_t*))
+    if cols == NULL:
+        raise MemoryError()
+    for c in range(C):
+        cols[c] = <const int64_t*> <size_t> columns[c]
+    try:
+        with nogil:
+            if C == 2 and n_group == 1 and strides[0] == 0:
+                # The common case (one leading kept dimension, one other): a tighter loop.
+                col0 = cols[0]
+                for i in range(n):
+                    v = col0[i]
+                    off = cols[1][i]
+                    if v < 0 or v >= bounds[0] or off < 0 or off >= bounds[1]:
+                        bad = i
+                        break
+                    if i == 0 or v != col0[i - 1]:
+                        starts[g] = i
+                        g += 1
+                        base = base + width
+                    cells[i] = base + off * strides[1]
+            else:
+                for i in range(n):
+                    new = i == 0
+                    off = 0
+                    for c in range(C):
+                        v = cols[c][i]
+                        if v < 0 or v >= bounds[c]:
+                            bad = i
+                            break
+                        if c < n_group and not new and v != cols[c][i - 1]:
+                            new = True
+                        off = off + v * strides[c]
+                    if bad >= 0:
+                        break
+                    if new:
+                        starts[g] = i
+                        g += 1
+                    cells[i] = (g - 1) * width + off
+            starts[g] = n
+    finally:
+        free(cols)
+    if bad >= 0:
+        return -(bad + 1)
+    return g
+
+
+# ---------------------------------------------------------------------------------------------
+# segments: runs of sorted rows
+
+cdef inline void _check_segments(const int64_t[::1] starts, Py_ssize_t n, Py_ssize_t g, Py_ssize_t m,
+                                 Py_ssize_t out_rows, Py_ssize_t out_m) except *:
+    if starts.shape[0] != g + 1 or out_rows != g or out_m != m:
+        raise ValueError("shape mismatch: starts must hold g + 1 offsets and out (g, m)")
+    cdef Py_ssize_t s
+    if g > 0 and (starts[0] != 0 or starts[g] != n):
+        raise ValueError("starts must begin at 0 and end at n")
+    if g == 0 and n != 0:
+        raise ValueError("rows but no segments")
+    for s in range(g):
+        if starts[s] >= starts[s + 1]:
+            raise ValueError("segments must be non-empty and increasing")
+
+
+def segment_sum(const number_t[:, ::1] values, const int64_t[::1] starts, number_t[:, ::1] out):
+    """out[s] = sum of values[starts[s]:starts[s+1]] (in the value type: integers wrap)."""
+    cdef Py_ssize_t n = values.shape[0], m = values.shape[1], g = starts.shape[0] - 1, s, i, j
+    cdef number_t acc
+    _check_segments(starts, n, g, m, out.shape[0], out.shape[1])
+    with nogil:
+        for s in range(g):
+            for j in range(m):
+                acc = values[starts[s], j]
+                for i in range(starts[s] + 1, starts[s + 1]):
+                    acc = acc + values[i, j]
+                out[s, j] = acc
+
+
+def segment_prod(const number_t[:, ::1] values, const int64_t[::1] starts, number_t[:, ::1] out):
+    """out[s] = product of values[starts[s]:starts[s+1]] (in the value type: integers wrap)."""
+    cdef Py_ssize_t n = values.shape[0], m = values.shape[1], g = starts.shape[0] - 1, s, i, j
+    cdef number_t acc
+    _check_segments(starts, n, g, m, out.shape[0], out.shape[1])
+    with nogil:
+        for s in range(g):
+            for j in range(m):
+                acc = values[starts[s], j]
+                for i in range(starts[s] + 1, starts[s + 1]):
+                    acc = acc * values[i, j]
+                out[s, j] = acc
+
+
+def segment_max(const real_t[:, ::1] values, const int64_t[::1] starts, real_t[:, ::1] out):
+    """out[s] = max of values[starts[s]:starts[s+1]]; a NaN wins, as in np.maximum."""
+    cdef Py_ssize_t n = values.shape[0], m = values.shape[1], g = starts.shape[0] - 1, s, i, j
+    cdef real_t acc, v
+    _check_segments(starts, n, g, m, out.shape[0], out.shape[1])
+    with nogil:
+        for s in range(g):
+            for j in range(m):
+                acc = values[starts[s], j]
+                for i in range(starts[s] + 1, starts[s + 1]):
+                    v = values[i, j]
+                    if (v > acc or _isnan(v)) and not _isnan(acc):
+                        acc = v
+                out[s, j] = acc
+
+
+def segment_min(const real_t[:, ::1] values, const int64_t[::1] starts, real_t[:, ::1] out):
+    """out[s] = min of values[starts[s]:starts[s+1]]; a NaN wins, as in np.minimum."""
+    cdef Py_ssize_t n = values.shape[0], m = values.shape[1], g = starts.shape[0] - 1, s, i, j
+    cdef real_t acc, v
+    _check_segments(starts, n, g, m, out.shape[0], out.shape[1])
+    with nogil:
+        for s in range(g):
+            for j in range(m):
+                acc = values[starts[s], j]
+                for i in range(starts[s] + 1, starts[s + 1]):
+                    v = values[i, j]
+                    if (v < acc or _isnan(v)) and not _isnan(acc):
+                        acc = v
+                out[s, j] = acc
+
+
+def segment_softmax(const float_t[:, ::1] values, const int64_t[::1] starts, float_t[:, ::1] out):
+    """Softmax of each column over each segment: exp(v - max) / sum(exp(v - max))."""
+    cdef Py_ssize_t n = values.shape[0], m = values.shape[1], g = starts.shape[0] - 1, s, i, j
+    cdef float_t top, total, e
+    if out.shape[0] != n:
+        raise ValueError("out must have one row per value row")
+    _check_segments(starts, n, g, m, g, out.shape[1])
+    with nogil:
+        for s in range(g):
+            for j in range(m):
+                top = values[starts[s], j]
+                for i in range(starts[s] + 1, starts[s + 1]):
+                    if values[i, j] > top or values[i, j] != values[i, j]:
+                        if top == top:
+                            top = values[i, j]
+                total = 0
+                for i in range(starts[s], starts[s + 1]):
+                    if float_t is float:
+                        e = expf(values[i, j] - top)
+                    else:
+                        e = exp(values[i, j] - top)
+                    out[i, j] = e
+                    total = total + e
+                for i in range(starts[s], starts[s + 1]):
+                    out[i, j] = out[i, j] / total
+
+
+# ---------------------------------------------------------------------------------------------
+# cells: rows in any order, accumulated into slots
+
+cdef inline void _check_cells(Py_ssize_t n, Py_ssize_t values_rows, Py_ssize_t m, Py_ssize_t acc_m,
+                              Py_ssize_t acc_rows, Py_ssize_t counts_rows) except *:
+    if values_rows != n or acc_m != m or counts_rows != acc_rows:
+        raise ValueError("shape mismatch: values (n, m), acc (c, m) and counts (c,) expected")
+
+
+def scatter_sum(const int64_t[::1] cells, int64_t base, const number_t[:, ::1] values, number_t[:, ::1] acc,
+                int64_t[::1] counts):
+    """acc[cells[i] - base] += values[i]; counts[cells[i] - base] += 1.  acc starts at zero."""
+    cdef Py_ssize_t n = cells.shape[0], m = values.shape[1], c = acc.shape[0], i, j
+    cdef int64_t o
+    cdef bint bad = False
+    _check_cells(n, values.shape[0], m, acc.shape[1], c, counts.shape[0])
+    with nogil:
+        for i in range(n):
+            o = cells[i] - base
+            if o < 0 or o >= c:
+                bad = True
+                break
+            counts[o] += 1
+            if m == 1:
+                acc[o, 0] = acc[o, 0] + values[i, 0]
+            else:
+                for j in range(m):
+                    acc[o, j] = acc[o, j] + values[i, j]
+    if bad:
+        raise IndexError("a cell is outside the accumulator")
+
+
+def scatter_prod(const int64_t[::1] cells, int64_t base, const number_t[:, ::1] values, number_t[:, ::1] acc,
+                 int64_t[::1] counts):
+    """acc[cells[i] - base] *= values[i] (the first row of a cell sets it); counts as scatter_sum."""
+    cdef Py_ssize_t n = cells.shape[0], m = values.shape[1], c = acc.shape[0], i, j
+    cdef int64_t o
+    cdef bint bad = False
+    _check_cells(n, values.shape[0], m, acc.shape[1], c, counts.shape[0])
+    with nogil:
+        for i in range(n):
+            o = cells[i] - base
+            if o < 0 or o >= c:
+                bad = True
+                break
+            for j in range(m):
+                if counts[o] == 0:
+                    acc[o, j] = values[i, j]
+                else:
+                    acc[o, j] = acc[o, j] * values[i, j]
+            counts[o] += 1
+    if bad:
+        raise IndexError("a cell is outside the accumulator")
+
+
+def scatter_max(const int64_t[::1] cells, int64_t base, const real_t[:, ::1] values, real_t[:, ::1] acc,
+                int64_t[::1] counts):
+    """acc[cell] = max(acc[cell], values[i]) over the rows reaching a cell (a NaN wins)."""
+    cdef Py_ssize_t n = cells.shape[0], m = values.shape[1], c = acc.shape[0], i, j
+    cdef int64_t o
+    cdef real_t v
+    cdef bint bad = False
+    _check_cells(n, values.shape[0], m, acc.shape[1], c, counts.shape[0])
+    with nogil:
+        for i in range(n):
+            o = cells[i] - base
+            if o < 0 or o >= c:
+                bad = True
+                break
+            for j in range(m):
+                v = values[i, j]
+                if counts[o] == 0 or ((v > acc[o, j] or _isnan(v)) and not _isnan(acc[o, j])):
+                    acc[o, j] = v
+            counts[o] += 1
+    if bad:
+        raise IndexError("a cell is outside the accumulator")
+
+
+def scatter_min(const int64_t[::1] cells, int64_t base, const real_t[:, ::1] values, real_t[:, ::1] acc,
+                int64_t[::1] counts):
+    """acc[cell] = min(acc[cell], values[i]) over the rows reaching a cell (a NaN wins)."""
+    cdef Py_ssize_t n = cells.shape[0], m = values.shape[1], c = acc.shape[0], i, j
+    cdef int64_t o
+    cdef real_t v
+    cdef bint bad = False
+    _check_cells(n, values.shape[0], m, acc.shape[1], c, counts.shape[0])
+    with nogil:
+        for i in range(n):
+            o = cells[i] - base
+            if o < 0 or o >= c:
+                bad = True
+                break
+            for j in range(m):
+                v = values[i, j]
+                if counts[o] == 0 or ((v < acc[o, j] or _isnan(v)) and not _isnan(acc[o, j])):
+                    acc[o, j] = v
+            counts[o] += 1
+    if bad:
+        raise IndexError("a cell is outside the accumulator")

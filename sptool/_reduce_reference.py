@@ -1,0 +1,93 @@
+"""Plain NumPy versions of the kernels in sptool/_reduce.pyx, with the same signatures.
+
+Used only as the test oracle (tests/test_reduce_kernels.py); the library always runs the
+compiled kernels.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+
+def run_starts(keys, dims, out):
+    keys = np.asarray(keys)
+    n = keys.shape[1]
+    if n == 0:
+        out[0] = 0
+        return 0
+    sub = keys[list(dims)]
+    change = np.flatnonzero((sub[:, 1:] != sub[:, :-1]).any(axis=0)) + 1
+    starts = np.concatenate([[0], change, [n]])
+    out[: len(starts)] = starts
+    return len(starts) - 1
+
+
+def group_cells(columns, n, bounds, n_group, strides, width, cells, starts):
+    """``columns`` is a list of int64 arrays here (the kernel takes their addresses)."""
+    keys = np.stack(columns) if len(columns) else np.zeros((0, n), np.int64)
+    bad = np.flatnonzero(((keys < 0) | (keys >= np.asarray(bounds)[:, None])).any(axis=0))
+    if len(bad):
+        return -(int(bad[0]) + 1)
+    g = run_starts(keys, range(n_group), starts)
+    group = np.repeat(np.arange(g), np.diff(starts[: g + 1])) if n else np.zeros(0, np.int64)
+    cells[:n] = group * width + (keys * np.asarray(strides)[:, None]).sum(axis=0)
+    return g
+
+
+def _segments(values, starts, ufunc, out):
+    starts = np.asarray(starts)
+    if len(starts) > 1:
+        with np.errstate(all="ignore"):
+            out[:] = ufunc.reduceat(np.asarray(values), starts[:-1], axis=0)
+
+
+def segment_sum(values, starts, out):
+    _segments(values, starts, np.add, out)
+
+
+def segment_prod(values, starts, out):
+    _segments(values, starts, np.multiply, out)
+
+
+def segment_max(values, starts, out):
+    _segments(values, starts, np.maximum, out)
+
+
+def segment_min(values, starts, out):
+    _segments(values, starts, np.minimum, out)
+
+
+def segment_softmax(values, starts, out):
+    values = np.asarray(values)
+    for a, b in zip(starts[:-1], starts[1:]):
+        block = values[a:b]
+        with np.errstate(all="ignore"):
+            e = np.exp(block - block.max(axis=0))
+            out[a:b] = e / e.sum(axis=0)
+
+
+def _scatter(cells, base, values, acc, counts, ufunc):
+    offsets = np.asarray(cells) - base
+    if len(offsets) and (offsets.min() < 0 or offsets.max() >= len(counts)):
+        raise IndexError("a cell is outside the accumulator")
+    values = np.asarray(values)
+    with np.errstate(all="ignore"):
+        for i, o in enumerate(offsets):
+            acc[o] = values[i] if counts[o] == 0 and ufunc is not np.add else ufunc(acc[o], values[i])
+            counts[o] += 1
+
+
+def scatter_sum(cells, base, values, acc, counts):
+    _scatter(cells, base, values, acc, counts, np.add)
+
+
+def scatter_prod(cells, base, values, acc, counts):
+    _scatter(cells, base, values, acc, counts, np.multiply)
+
+
+def scatter_max(cells, base, values, acc, counts):
+    _scatter(cells, base, values, acc, counts, np.maximum)
+
+
+def scatter_min(cells, base, values, acc, counts):
+    _scatter(cells, base, values, acc, counts, np.minimum)

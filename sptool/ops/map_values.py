@@ -1,0 +1,127 @@
+"""map: apply an elementwise function to the stored values (TensorFlow's sparse map_values)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pyarrow as pa
+
+from ..errors import FormatError, UsageError
+from ..format import value_type_of_dtype
+from ..io import batch_values, open_sink, open_source, values_array
+from ..io.source import known_shape
+from .reduce import Background, as_kernel, from_kernel, kernel_dtype, ordered_batches, sum_duplicates
+
+# name -> NumPy function.  Each maps 0 to 0 except those in CHANGES_ZERO.
+FUNCTIONS = {
+    "abs": np.absolute, "neg": np.negative, "sign": np.sign, "square": np.square, "sqrt": np.sqrt,
+    "cbrt": np.cbrt, "expm1": np.expm1, "log1p": np.log1p, "sin": np.sin, "tan": np.tan, "tanh": np.tanh,
+    "sinh": np.sinh, "arcsin": np.arcsin, "arctan": np.arctan, "arcsinh": np.arcsinh, "arctanh": np.arctanh,
+    "ceil": np.ceil, "floor": np.floor, "round": np.round, "rint": np.rint, "trunc": np.trunc,
+    "conj": np.conjugate, "real": np.real, "imag": np.imag, "deg2rad": np.deg2rad, "rad2deg": np.rad2deg,
+    "exp": np.exp, "cos": np.cos, "cosh": np.cosh, "log": np.log, "arccos": np.arccos,
+    "reciprocal": lambda x: np.divide(1, x), "logical_not": np.logical_not,
+}
+CHANGES_ZERO = ("exp", "cos", "cosh", "log", "arccos", "reciprocal", "logical_not")
+# f(a) + f(b) == f(a + b): duplicates may stay as they are.
+ADDITIVE = ("neg", "conj", "real", "imag")
+
+
+def _same(a, b) -> bool:
+    a, b = np.asarray(a), np.asarray(b)
+    try:
+        eq = bool(a == b)
+    except (TypeError, ValueError):
+        return False
+    return eq or bool(np.all(np.isnan(a)) and np.all(np.isnan(b))) if a.dtype.kind in "fc" else eq
+
+
+def _result_type(fn, dtype: np.dtype, name: str, value_type: str) -> np.dtype:
+    try:
+        with np.errstate(all="ignore"):
+            out = np.asarray(fn(np.zeros(1, dtype=dtype))).dtype
+        value_type_of_dtype(out)
+    except (TypeError, ValueError, FormatError):
+        raise UsageError(f"map --fn {name} does not apply to {value_type} values") from None
+    return out
+
+
+def map_values(path: str, output: str | None = None, *, fn: str, allow_fill_change: bool = False, memory=None,
+               tmp_dir: str | None = None, progress=None) -> dict:
+    """Apply ``fn`` to every stored value (TensorFlow's map_values): indices, order and
+    uniqueness stay; the value type follows NumPy (sqrt of integers is float64, abs of complex
+    is real).  Explicitly stored zeros are mapped too; cells with no stored entry are not.
+
+    ``fn`` is one of FUNCTIONS.  The result must keep the meaning of unstored cells: when
+    f(fill value) differs from the fill value (exp, cos, log, ... of a 0 fill) the call is
+    refused unless ``allow_fill_change``, which makes f(fill value) the output's fill value,
+    so the result is still f applied to every cell.
+
+    Rows sharing a coordinate hold a sum, and f(a) + f(b) is not f(a + b) for most f: unless
+    ``fn`` is additive (neg, conj, real, imag) the duplicates of a non-unique input are summed
+    first, through the external sort when the rows are not fully sorted, and the output is
+    then unique.
+
+    Examples
+    --------
+    >>> import tempfile, os
+    >>> out = os.path.join(tempfile.mkdtemp(), "m.parquet")
+    >>> map_values("sample_data/tensor3d.parquet", out, fn="abs")["value_type"]
+    'float64'
+    """
+    if fn not in FUNCTIONS:
+        raise UsageError(f"--fn must be one of {', '.join(FUNCTIONS)}, not {fn!r}")
+    func = FUNCTIONS[fn]
+    with open_source(path) as opened, known_shape(opened, tmp_dir) as src:
+        meta = src.meta
+        K = meta.sparse_ndim
+        if meta.value_type in ("string", "binary"):
+            raise UsageError(f"map needs numeric values, not {meta.value_type}")
+        out_dtype = _result_type(func, meta.dtype, fn, meta.value_type)
+        out_vt = value_type_of_dtype(out_dtype)
+        fill_in = np.asarray(meta.fill_value, dtype=meta.dtype)
+        with np.errstate(all="ignore"):
+            mapped_fill = np.asarray(func(fill_in)).astype(out_dtype)
+        common = np.result_type(meta.dtype, out_dtype)
+        if _same(mapped_fill.astype(common), fill_in.astype(common)):
+            kept = fill_in.real if fill_in.dtype.kind == "c" and out_dtype.kind != "c" else fill_in
+            fill = kept.astype(out_dtype).item()  # the fill as it was (keeps 0.0 rather than -0.0)
+        elif allow_fill_change:
+            fill = mapped_fill.item()
+        else:
+            raise UsageError(f"--fn {fn} maps the fill value {meta.fill_value!r} to {mapped_fill.item()!r}, which "
+                             "would change every unstored cell; pass --allow-fill-change to make that the output's "
+                             "fill value")
+        if progress:
+            progress.set_total(meta.nnz)
+        dense = tuple(meta.dense_shape)
+        dedup = fn not in ADDITIVE and not meta.unique
+        if dedup:
+            order = meta.sort_order if len(meta.sort_order) == K else tuple(range(K))
+            out_meta = meta.with_(value_type=out_vt, fill_value=fill, nnz=None, sort_order=order, unique=True,
+                                  iso=False, created_by=None)
+            kdtype = kernel_dtype(meta.dtype)
+            batches = ordered_batches(src, order, memory=memory, tmp_dir=tmp_dir, progress=progress, path=path)
+            pairs = ((keys, as_kernel(batch_values(batch, meta), keys.shape[1], kdtype)) for keys, batch in batches)
+            sink = open_sink(output, out_meta, unique_claim=True)
+            with Background(sink) as writer:
+                for keys, vals in sum_duplicates(pairs, is_bool=meta.value_type == "bool"):
+                    summed = from_kernel(vals, meta.dtype, dense)
+                    writer.write(keys, _apply(func, summed, out_dtype))
+        else:
+            out_meta = meta.with_(value_type=out_vt, fill_value=fill, nnz=None, created_by=None)
+            sink = open_sink(output, out_meta, unique_claim=True if meta.unique else None)
+            with Background(sink, "write_batch") as writer:
+                for batch in src.iter_batches(memory=memory):
+                    if progress:
+                        progress.advance(batch.num_rows)
+                    vals = _apply(func, batch_values(batch, meta), out_dtype)
+                    cols = list(batch.columns[:K]) + [values_array(vals, out_meta)]
+                    writer.write(pa.RecordBatch.from_arrays(cols, schema=sink.schema))
+        final = sink.final_meta
+    return {"rows_in": meta.nnz, "rows_out": final.nnz, "value_type": final.value_type,
+            "fill_value": final.fill_value, "unique": final.unique, "sort_order": list(final.sort_order)}
+
+
+def _apply(func, values: np.ndarray, out_dtype: np.dtype) -> np.ndarray:
+    with np.errstate(all="ignore"):
+        return np.asarray(func(values)).astype(out_dtype, copy=False)

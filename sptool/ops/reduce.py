@@ -1,0 +1,755 @@
+"""reduce: sum, max, min, prod, mean or count over some axes (TensorFlow's reduce_sum / reduce_max).
+
+The rows are reduced in one streaming pass whenever the input's order allows it: rows arrive
+grouped by the leading kept dimensions of the sort order (the *prefix*), and within such a
+group the other kept dimensions (the *rest*) are accumulated into one slot per coordinate, a
+dense array of prod(rest extents) slots (compiled kernels in sptool/_reduce.pyx).  When that
+array would not fit in a slice of the memory budget, the rows go through the external sort by
+(kept dims, reduced dims) first and are reduced as runs of equal kept coordinates.
+
+Duplicate coordinates are summed before any other reduction sees them (the format's rule):
+max, min, prod, mean and count work on the logical tensor, so two rows at one coordinate
+count once, with their sum as the value.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from .. import _kernels, _reduce
+from .._memory import resolve_budget
+from .._messages import out_of_bounds
+from ..errors import DataError, UsageError
+from ..format import value_type_of_dtype
+from ..io import batch_keys, batch_values, open_sink, open_source
+from ..io.sink import output_kind
+from ..io.source import known_shape
+from ._axes import normalize_axes
+
+OPS = ("sum", "max", "min", "prod", "mean", "count")
+_SEGMENT = {"sum": _reduce.segment_sum, "prod": _reduce.segment_prod, "max": _reduce.segment_max,
+            "min": _reduce.segment_min}
+_SCATTER = {"sum": _reduce.scatter_sum, "prod": _reduce.scatter_prod, "max": _reduce.scatter_max,
+            "min": _reduce.scatter_min}
+_UFUNC = {"sum": np.add, "prod": np.multiply, "max": np.maximum, "min": np.minimum}
+
+
+# ---------------------------------------------------------------------------------------------
+# values as the kernels take them
+
+def kernel_dtype(dtype: np.dtype, op: str = "sum") -> np.dtype:
+    """The dtype the kernels reduce in: bool as uint8, float16 as float32, means of integers in
+    float64 (as np.mean does)."""
+    dtype = np.dtype(dtype)
+    if dtype == np.bool_:
+        return np.dtype(np.uint8)
+    if dtype == np.float16:
+        return np.dtype(np.float32)
+    if op == "mean" and dtype.kind in "iu":
+        return np.dtype(np.float64)
+    return dtype
+
+
+def as_kernel(values: np.ndarray, n: int, kdtype: np.dtype) -> np.ndarray:
+    """(n, m) C-contiguous values in ``kdtype`` (bool is viewed as uint8, not copied)."""
+    v = values.reshape(n, -1)
+    if v.dtype == np.bool_ and kdtype == np.uint8:
+        v = v.view(np.uint8)
+    else:
+        v = v.astype(kdtype, copy=False)
+    return np.ascontiguousarray(v)
+
+
+def from_kernel(values: np.ndarray, dtype: np.dtype, dense_shape) -> np.ndarray:
+    """Kernel (g, m) values back to (g, *dense_shape) in ``dtype``."""
+    dtype = np.dtype(dtype)
+    if dtype == np.bool_:
+        values = values.astype(bool)
+    else:
+        with np.errstate(all="ignore"):
+            values = values.astype(dtype, copy=False)
+    return values.reshape((len(values),) + tuple(dense_shape))
+
+
+def segment(op: str, values: np.ndarray, starts: np.ndarray) -> np.ndarray:
+    """One reduced row per segment (``starts`` holds g + 1 offsets)."""
+    out = np.empty((len(starts) - 1, values.shape[1]), dtype=values.dtype)
+    if len(starts) > 1:
+        _SEGMENT[op](values, starts, out)
+    return out
+
+
+def runs(keys: np.ndarray, dims) -> np.ndarray:
+    """Start offsets (plus n) of the runs of equal indices on ``dims``."""
+    out = np.empty(keys.shape[1] + 1, dtype=np.int64)
+    g = _reduce.run_starts(keys, np.asarray(dims, dtype=np.int64), out)
+    return out[: g + 1]
+
+
+# ---------------------------------------------------------------------------------------------
+# reading: bounds-checked batches, in the input's order or through the external sort
+
+def checked_batches(src, *, memory=None, progress=None, path=None):
+    """(keys (K, n), batch) of a source in stored order; an index outside the shape is an
+    error naming the row (the kernels index accumulators with them)."""
+    meta = src.meta
+    K = meta.sparse_ndim
+    bounds = np.asarray(meta.shape[:K], dtype=np.int64)
+    rows = 0
+    for batch in src.iter_batches(memory=memory):
+        n = batch.num_rows
+        if not n:
+            continue
+        keys = batch_keys(batch, K)
+        row, _ = _kernels.first_out_of_bounds(keys, bounds)
+        if row >= 0:
+            raise DataError(out_of_bounds(rows + row, keys, row, meta.shape[:K]), path=path)
+        rows += n
+        if progress:
+            progress.advance(n)
+        yield keys, batch
+
+
+def projected_batches(src, dims, *, memory=None):
+    """Batches holding only the index columns ``dims`` and the values, read from a Parquet
+    source whose footer statistics prove every other index column within its bounds (so it
+    need not be decoded at all); None when that does not hold (a stream, a foreign column
+    type, missing statistics), and the caller reads whole batches instead."""
+    import pyarrow as pa
+
+    from ..io._prefetch import prefetch
+
+    meta = src.meta
+    K = meta.sparse_ndim
+    parts = getattr(src, "parts", None)
+    if not parts or getattr(src, "kind", None) not in ("file", "dir"):
+        return None
+    skipped = [d for d in range(K) if d not in dims]
+    names = [f"indices_{d}" for d in dims] + ["values"]
+    for part in parts:
+        schema = part.file.schema_arrow
+        if any(schema.field(f"indices_{d}").type != pa.int64() for d in dims):
+            return None
+        if schema.field("values").type != meta.values_type():
+            return None
+        md = part.file.metadata
+        for rg in range(md.num_row_groups):
+            group = md.row_group(rg)
+            for d in skipped:
+                st = group.column(d).statistics
+                if st is None or not st.has_min_max or st.min < 0 or st.max >= meta.shape[d]:
+                    return None
+    rows = src.default_batch_rows(memory)
+
+    def read():
+        # Whole row groups, several at a time: pyarrow decodes them in parallel, which is
+        # faster than iter_batches (measured 0.31 s against 0.5-0.85 s for 20M rows).
+        for part in parts:
+            md = part.file.metadata
+            group, count = [], 0
+            for rg in range(md.num_row_groups):
+                group.append(rg)
+                count += md.row_group(rg).num_rows
+                if count >= rows or rg == md.num_row_groups - 1:
+                    table = part.file.read_row_groups(group, columns=names, use_threads=True)
+                    group, count = [], 0
+                    for batch in table.to_batches():
+                        if any(c.null_count for c in batch.columns):
+                            raise DataError("a column holds nulls", path=part.path)
+                        yield batch
+
+    return prefetch(read())
+
+
+def values_of_array(arr, meta) -> np.ndarray:
+    """The values of an Arrow values column as batch_values gives them: (n,) or (n, *dense)."""
+    import pyarrow as pa
+
+    batch = pa.RecordBatch.from_arrays([arr], names=["values"])
+    return batch_values(batch, meta.with_(sparse_ndim=0, shape=tuple(meta.dense_shape)))
+
+
+def _row_keys(src, row: int) -> np.ndarray:
+    """The (K, 1) indices of one row of a re-readable (Parquet) source."""
+    seen = 0
+    for batch in src.iter_batches():
+        if row < seen + batch.num_rows:
+            return batch_keys(batch.slice(row - seen, 1), src.meta.sparse_ndim)
+        seen += batch.num_rows
+    raise IndexError(row)
+
+
+def ordered_batches(src, order, *, memory=None, tmp_dir=None, progress=None, path=None):
+    """(keys (K, n), batch) in ``order``: streamed when the source is sorted so, else sorted
+    externally (bounds-checked either way: sorted_batches checks the rows it sorts)."""
+    from .reorder import already_sorted, sorted_batches
+
+    K = src.meta.sparse_ndim
+    if already_sorted(src.meta, order):
+        yield from checked_batches(src, memory=memory, progress=progress, path=path)
+        return
+    for batch, _ in sorted_batches(src, order, memory=memory, tmp_dir=tmp_dir, progress=progress):
+        if batch.num_rows:
+            yield batch_keys(batch, K), batch
+
+
+def sum_duplicates(pairs, *, is_bool: bool = False):
+    """Combine adjacent rows with equal coordinates by summing them (OR for bool values, given
+    as uint8): (keys (K, n), values (n, m)) in, the same with unique adjacent coordinates out.
+    The last coordinate of a batch is held back, as the next batch may continue it."""
+    op = "max" if is_bool else "sum"
+    carry = None
+    for keys, vals in pairs:
+        n = keys.shape[1]
+        if n == 0:
+            continue
+        starts = runs(keys, range(keys.shape[0]))
+        if len(starts) - 1 < n:
+            keys = np.ascontiguousarray(keys[:, starts[:-1]])
+            vals = segment(op, vals, starts)
+        if carry is not None:
+            ck, cv = carry
+            if np.array_equal(ck[:, 0], keys[:, 0]):
+                vals = vals.copy()
+                with np.errstate(all="ignore"):
+                    vals[0] = _UFUNC[op](cv[0], vals[0])
+            else:
+                yield ck, cv
+        carry = (keys[:, -1:].copy(), vals[-1:].copy())
+        if keys.shape[1] > 1:
+            yield keys[:, :-1], vals[:-1]
+    if carry is not None:
+        yield carry
+
+
+# ---------------------------------------------------------------------------------------------
+# the streaming group reducer
+
+def addresses(columns, n: int) -> np.ndarray:
+    """The data addresses of C-contiguous int64 arrays of n rows, as the column kernels take them."""
+    for c in columns:
+        if c.dtype != np.int64 or not c.flags.c_contiguous or len(c) != n:
+            raise ValueError("index columns must be C-contiguous int64 arrays of n rows")
+    return np.array([c.ctypes.data for c in columns], dtype=np.uint64)
+
+
+class GroupReducer:
+    """Reduces rows that arrive ordered by their ``n_prefix`` leading index columns into one
+    result per distinct coordinate on those and the ``rest`` columns after them, emitted in
+    row-major order of (prefix, rest).
+
+    Within a run of equal prefix indices the rest coordinates are accumulated into a dense
+    array of E = prod(rest extents) slots; the run still open at the end of a batch is carried
+    into the next.  ``feed(columns, values, bounds)`` takes index columns in that order (any
+    further columns are only bounds-checked) and returns pieces (keys (P+R, g), acc (g, m),
+    counts (g,)): the reduction in the kernel dtype and how many rows each result took.  A row
+    outside ``bounds`` makes feed return its position as an int instead.
+    """
+
+    def __init__(self, op: str, n_prefix: int, rest_extents, m: int, kdtype: np.dtype):
+        self.op = "sum" if op in ("mean", "count") else op
+        self.n_prefix = n_prefix
+        self.rest_extents = [int(e) for e in rest_extents]
+        self.E = math.prod(self.rest_extents)
+        self.m = m
+        self.kdtype = kdtype
+        self.carry = None  # (prefix indices (P,), acc (E, m), counts (E,))
+        self._cells = np.empty(0, dtype=np.int64)
+        self._starts = np.empty(1, dtype=np.int64)
+
+    def _strides(self, ncols: int) -> np.ndarray:
+        strides = np.zeros(ncols, dtype=np.int64)
+        s = 1
+        for j in range(len(self.rest_extents) - 1, -1, -1):
+            strides[self.n_prefix + j] = s
+            s *= self.rest_extents[j]
+        return strides
+
+    def _new_acc(self, cells: int):
+        return np.zeros((cells, self.m), dtype=self.kdtype), np.zeros(cells, dtype=np.int64)
+
+    def _piece(self, pkeys, r, acc, counts):
+        if self.rest_extents:
+            rest = np.stack(np.unravel_index(r, self.rest_extents)).astype(np.int64, copy=False)
+            keys = np.concatenate([pkeys, rest]) if self.n_prefix else rest
+        else:
+            keys = pkeys
+        return keys, acc, counts
+
+    def _prefix_at(self, columns, rows) -> np.ndarray:
+        if not self.n_prefix:
+            return np.zeros((0, len(rows)), dtype=np.int64)
+        return np.stack([columns[j][rows] for j in range(self.n_prefix)])
+
+    def _flush_carry(self):
+        pkey, acc, counts = self.carry
+        self.carry = None
+        touched = np.flatnonzero(counts)
+        pkeys = np.repeat(pkey[:, None], len(touched), axis=1)
+        return self._piece(pkeys, touched, acc[touched], counts[touched])
+
+    def feed(self, columns, vals: np.ndarray, bounds):
+        n = len(vals)
+        if n == 0:
+            return []
+        E = self.E
+        if len(self._cells) < n:
+            self._cells = np.empty(n, dtype=np.int64)
+            self._starts = np.empty(n + 1, dtype=np.int64)
+        cells, starts = self._cells[:n], self._starts
+        G = _reduce.group_cells(addresses(columns, n), n, np.asarray(bounds, dtype=np.int64), self.n_prefix,
+                                self._strides(len(columns)), E, cells, starts)
+        if G < 0:
+            return -G - 1
+        scatter = _SCATTER[self.op]
+        out = []
+        g0 = 0
+        if self.carry is not None:
+            if all(int(columns[j][0]) == self.carry[0][j] for j in range(self.n_prefix)):
+                end = int(starts[1])
+                scatter(cells[:end], 0, vals[:end], self.carry[1], self.carry[2])
+                if G == 1:
+                    return out
+                g0 = 1
+            out.append(self._flush_carry())
+        if G - 1 > g0:
+            out.append(self._middle(columns, vals, cells, starts, g0, G - 1))
+        last = int(starts[G - 1])
+        acc, counts = self._new_acc(E)
+        scatter(cells[last:], (G - 1) * E, vals[last:], acc, counts)
+        self.carry = (self._prefix_at(columns, [last])[:, 0].copy(), acc, counts)
+        return out
+
+    def _middle(self, columns, vals, cells, starts, ga, gb):
+        """Reduce the complete groups ga..gb-1 of a batch."""
+        E = self.E
+        a, b = int(starts[ga]), int(starts[gb])
+        if E == 1:
+            seg = starts[ga:gb + 1] - a
+            acc = segment(self.op, vals[a:b], seg)
+            return self._piece(self._prefix_at(columns, starts[ga:gb]), np.zeros(gb - ga, np.int64), acc,
+                               np.diff(seg))
+        if (gb - ga) * E <= 4 * (b - a) + 4096:
+            acc, counts = self._new_acc((gb - ga) * E)
+            _SCATTER[self.op](cells[a:b], ga * E, vals[a:b], acc, counts)
+            touched = np.flatnonzero(counts)
+            gid = touched // E + ga
+            return self._piece(self._prefix_at(columns, starts[gid]), touched % E, acc[touched], counts[touched])
+        # Few rows per slot: sort the rows by cell instead of scanning mostly empty slots.
+        c = np.ascontiguousarray(cells[a:b]).view(np.uint64)
+        perm = np.empty(b - a, dtype=np.int64)
+        sc = np.empty(b - a, dtype=np.uint64)
+        _kernels.radix_argsort(c, perm, sc)
+        sc = sc.view(np.int64)
+        seg = runs(sc.reshape(1, -1), [0])
+        acc = segment(self.op, np.ascontiguousarray(vals[a:b][perm]), seg)
+        first = sc[seg[:-1]]
+        return self._piece(self._prefix_at(columns, starts[first // E]), first % E, acc, np.diff(seg))
+
+    def finish(self) -> list:
+        return [self._flush_carry()] if self.carry is not None else []
+
+
+# ---------------------------------------------------------------------------------------------
+# the plan: axes, shapes, dtypes
+
+def check_op(op: str, meta) -> None:
+    if op not in OPS:
+        raise UsageError(f"--op must be one of {', '.join(OPS)}, not {op!r}")
+    vt = meta.value_type
+    if vt in ("string", "binary") and op != "count":
+        raise UsageError(f"reduce --op {op} needs numbers; {vt} values can only be counted (--op count)")
+    if vt.startswith("complex") and op in ("max", "min"):
+        raise UsageError(f"reduce --op {op} needs ordered values; {vt} values have no order")
+    if vt == "bool" and op in ("sum", "prod", "mean"):
+        raise UsageError(f"reduce --op {op} needs numbers; for bool values use max (any), min (all) or count")
+
+
+def result_dtype(meta, op: str) -> np.dtype:
+    if op == "count":
+        return np.dtype(np.int64)
+    if op == "mean" and meta.dtype.kind in "iu":
+        return np.dtype(np.float64)
+    return meta.dtype
+
+
+class Plan:
+    def __init__(self, meta, op, axis, keepdims):
+        N, K = meta.ndim, meta.sparse_ndim
+        if axis is None:
+            axes = set(range(N))
+        else:
+            axes = set(normalize_axes([axis] if np.isscalar(axis) else axis, N, "axis"))
+        self.axes = sorted(axes)
+        self.kept = [d for d in range(K) if d not in axes]
+        self.reduced = [d for d in range(K) if d in axes]
+        self.dense_reduced = [d - K for d in self.axes if d >= K]
+        self.keepdims = keepdims
+        self.scalar = len(axes) == N and not keepdims
+        shape = []
+        for d in range(N):
+            if d in axes:
+                if keepdims:
+                    shape.append(1)
+            else:
+                shape.append(int(meta.shape[d]))
+        self.shape = tuple(shape)
+        self.K_out = K if keepdims else len(self.kept)
+        dense = list(meta.dense_shape)
+        self.dense_in = tuple(dense)
+        self.dense_out = tuple(1 if j in self.dense_reduced else e for j, e in enumerate(dense)
+                               if keepdims or j not in self.dense_reduced)
+        self.dense_factor = math.prod(dense[j] for j in self.dense_reduced)
+        names = meta.dimension_names
+        self.names = None if names is None else tuple(n for d, n in enumerate(names) if keepdims or d not in axes)
+
+
+def _scalar_of(value, dtype: np.dtype):
+    v = np.asarray(value).astype(dtype).reshape(()).item()
+    return v
+
+
+def empty_value_for(empty_value, op, meta, dtype: np.dtype):
+    """The value of result cells that no stored entry reaches, in the result type."""
+    if empty_value is None:
+        value = 0 if op == "count" else meta.fill_value
+    else:
+        value = empty_value
+    try:
+        with np.errstate(all="ignore"):
+            cast = np.asarray(value).astype(dtype)
+        back = cast.astype(np.asarray(value).dtype) if not isinstance(value, str) else None
+    except (ValueError, TypeError, OverflowError):
+        cast, back = None, None
+    ok = cast is not None and back is not None and (
+        back == np.asarray(value) or (np.asarray(value).dtype.kind in "fc" and np.isnan(np.asarray(value)).all()
+                                      and np.isnan(cast).all()))
+    if not ok:
+        what = "--empty-value" if empty_value is not None else "the fill value"
+        raise UsageError(f"{what} {value!r} does not fit the result type {dtype}")
+    return cast.reshape(()).item()
+
+
+# ---------------------------------------------------------------------------------------------
+
+def reduce(path: str, output: str | None = None, *, op: str, axis=None, keepdims: bool = False,
+           empty_value=None, memory=None, tmp_dir: str | None = None, progress=None):
+    """Reduce a tensor over ``axis`` (an int or a list; None: all axes) with ``op``: sum, max,
+    min, prod, mean or count (TensorFlow's reduce_sum / reduce_max, plus the others).
+
+    Every op sees the stored entries only (the fill value takes no part; TensorFlow's fill is
+    0), after duplicates are summed: max, min and prod run over the distinct stored
+    coordinates, ``count`` counts them, ``mean`` is sum / count.  sum and prod keep the value
+    type (integers wrap), mean of integers is float64, count is int64; max and min need real
+    values.  Reducing a dense dimension of a hybrid tensor reduces inside the blocks.
+
+    Output: ``output`` ending in .npy gets the dense result (TensorFlow's default), where
+    cells no entry reaches hold ``empty_value`` (default: the tensor's fill value, 0 for
+    count); any other output gets a sparse tensor with one entry per non-empty group
+    (TensorFlow's output_is_sparse), canonical, with ``empty_value`` as its fill value.  With
+    every axis reduced and no ``keepdims`` the result is a scalar, returned (and no output is
+    written unless it is a .npy); otherwise a summary dict is returned.
+
+    Memory: one streaming pass when the kept dimensions lead the input's sort order, or when
+    the rest of them have few enough coordinates to accumulate densely within ``memory``;
+    otherwise an external sort (spilling to ``tmp_dir``) first.
+
+    Examples
+    --------
+    >>> reduce("sample_data/unsorted.parquet", op="count")  # distinct stored coordinates
+    100
+    >>> import tempfile, os
+    >>> out = os.path.join(tempfile.mkdtemp(), "r.parquet")
+    >>> reduce("sample_data/tensor3d.parquet", out, op="max", axis=[0, -1])["shape"]
+    [30]
+    """
+    dense_out = output is not None and output.endswith(".npy")
+    if output == "-" and (axis is None and not keepdims):
+        output = None  # a scalar result goes to stdout as text
+    if output is not None and not dense_out and output != "-":
+        output_kind(output)
+    with open_source(path) as opened, known_shape(opened, tmp_dir) as src:
+        meta = src.meta
+        check_op(op, meta)
+        plan = Plan(meta, op, axis, keepdims)
+        dtype = result_dtype(meta, op)
+        empty = empty_value_for(empty_value, op, meta, dtype)
+        if plan.scalar and output is not None and not dense_out:
+            raise UsageError("reducing every dimension gives a scalar, which is printed (or returned); "
+                             "omit -o, write a .npy, or pass --keepdims")
+        if not plan.scalar and plan.K_out == 0 and not dense_out:
+            raise UsageError("reducing every sparse dimension leaves no sparse dimension for a sparse result; "
+                             "write a .npy or pass --keepdims")
+        if progress:
+            progress.set_total(meta.nnz)
+        writer = _writer(output, dense_out, plan, meta, dtype, empty)
+        try:
+            rows_out = _run(src, path, meta, plan, op, dtype, writer, memory, tmp_dir, progress)
+            result = writer.close()
+        except BaseException:
+            writer.abort()
+            raise
+    if plan.scalar and not dense_out:
+        return result
+    return {"op": op, "axes": plan.axes, "rows_in": meta.nnz, "rows_out": rows_out, "shape": list(plan.shape),
+            "value_type": value_type_of_dtype(dtype), "output": output}
+
+
+def _run(src, path, meta, plan, op, dtype, writer, memory, tmp_dir, progress) -> int:
+    K = meta.sparse_ndim
+    kdtype = kernel_dtype(meta.dtype, op) if op != "count" else np.dtype(np.uint8)
+    m = 0 if op == "count" else max(meta.block_size, 1) if meta.hybrid else 1
+    budget = resolve_budget(memory)
+    kept = plan.kept
+    order = tuple(meta.sort_order)
+    prefix = []
+    for a, b in zip(order, kept):
+        if a != b:
+            break
+        prefix.append(a)
+    rest = kept[len(prefix):]
+    E = math.prod(int(meta.shape[d]) for d in rest)
+    dedup = op != "sum" and not meta.unique
+    single = E * (m * kdtype.itemsize + 16) <= budget // 8 and (not dedup or len(order) == K)
+    if not single:
+        prefix, rest = kept, []
+    dims = list(prefix) + list(rest)
+    bounds = [int(meta.shape[d]) for d in dims]
+    reducer = GroupReducer(op, len(prefix), [meta.shape[d] for d in rest], m, kdtype)
+    is_bool = meta.value_type == "bool"
+
+    def values_of(batch, n, column=K):
+        if op == "count":
+            return np.empty((n, 0), dtype=np.uint8)
+        return as_kernel(values_of_array(batch.column(column), meta), n, kdtype)
+
+    def feed_all():
+        if single and not dedup:
+            # The fast path: index columns straight from the batches, checked in the same pass;
+            # columns of reduced dimensions are not even read when the footer proves them in bounds.
+            projected = projected_batches(src, dims, memory=memory)
+            read = dims if projected is not None else dims + [d for d in range(K) if d not in dims]
+            all_bounds = [int(meta.shape[d]) for d in read]
+            where = list(range(len(dims))) if projected is not None else read
+            rows = 0
+            for batch in projected if projected is not None else src.iter_batches(memory=memory):
+                n = batch.num_rows
+                if not n:
+                    continue
+                cols = [np.ascontiguousarray(batch.column(c).to_numpy(), dtype=np.int64) for c in where]
+                got = reducer.feed(cols, values_of(batch, n, batch.num_columns - 1), all_bounds)
+                if isinstance(got, int):
+                    if projected is not None:  # the row's other indices were not read: fetch it
+                        keys, got, rows = _row_keys(src, rows + got), 0, rows + got
+                    else:
+                        keys = batch_keys(batch, K)
+                    raise DataError(out_of_bounds(rows + got, keys, got, meta.shape[:K]), path=path)
+                rows += n
+                if progress:
+                    progress.advance(n)
+                yield from got
+            return
+        if single:
+            batches = checked_batches(src, memory=memory, progress=progress, path=path)
+        else:
+            batches = ordered_batches(src, tuple(kept) + tuple(plan.reduced), memory=memory, tmp_dir=tmp_dir,
+                                      progress=progress, path=path)
+        pairs = ((keys, values_of(batch, keys.shape[1])) for keys, batch in batches)
+        if dedup:
+            pairs = sum_duplicates(pairs, is_bool=is_bool)
+        for keys, vals in pairs:
+            yield from reducer.feed([np.ascontiguousarray(keys[d]) for d in dims], vals, bounds)
+
+    rows = 0
+    for piece in feed_all():
+        rows += writer.write(*_finish_piece(piece, op, plan, dtype, kdtype))
+    for piece in reducer.finish():
+        rows += writer.write(*_finish_piece(piece, op, plan, dtype, kdtype))
+    return rows
+
+
+def _finish_piece(piece, op, plan, dtype, kdtype):
+    """Output keys (K_out, g) and values (g, *dense_out) from a reducer piece."""
+    keys, acc, counts = piece
+    g = keys.shape[1]
+    counts = counts * plan.dense_factor
+    if plan.dense_reduced:
+        ax = tuple(1 + j for j in plan.dense_reduced)
+        if op == "count":
+            acc = np.empty((g,) + plan.dense_out + (0,), dtype=kdtype)
+        else:
+            blk = acc.reshape((g,) + plan.dense_in)
+            with np.errstate(all="ignore"):
+                ufunc = _UFUNC["sum" if op == "mean" else op]
+                acc = ufunc.reduce(blk, axis=ax, keepdims=plan.keepdims, dtype=kdtype)
+    shape_out = (g,) + plan.dense_out
+    if op == "count":
+        vals = np.broadcast_to(counts.reshape((g,) + (1,) * len(plan.dense_out)), shape_out).astype(np.int64)
+    elif op == "mean":
+        with np.errstate(all="ignore"):
+            mean = acc.reshape(g, -1) / counts.reshape(g, 1).astype(kdtype if kdtype.kind in "fc" else np.float64)
+        vals = from_kernel(mean, dtype, plan.dense_out)
+    else:
+        vals = from_kernel(np.asarray(acc).reshape(g, -1), dtype, plan.dense_out)
+    if plan.keepdims and plan.reduced:
+        K = len(plan.kept) + len(plan.reduced)
+        full = np.zeros((K, g), dtype=np.int64)
+        full[plan.kept] = keys
+        keys = full
+    return keys, vals
+
+
+# ---------------------------------------------------------------------------------------------
+# writers: a sparse tensor, a dense .npy, or the scalar
+
+class _SparseWriter:
+    def __init__(self, output, plan, meta, dtype, empty):
+        out_meta = meta.with_(shape=plan.shape, sparse_ndim=plan.K_out, value_type=value_type_of_dtype(dtype),
+                              fill_value=empty, nnz=None, sort_order=tuple(range(plan.K_out)), unique=True,
+                              iso=False, dimension_names=plan.names, created_by=None)
+        self.sink = open_sink(output, out_meta, unique_claim=True)
+
+    def write(self, keys, vals):
+        if keys.shape[1]:
+            self.sink.write(keys, vals)
+        return keys.shape[1]
+
+    def close(self):
+        self.sink.close()
+        return self.sink.final_meta
+
+    def abort(self):
+        self.sink.abort()
+
+
+class _DenseWriter:
+    """The dense result, written through a memory map; cells no entry reaches get ``empty``."""
+
+    def __init__(self, output, plan, meta, dtype, empty):
+        from ..io._atomic import AtomicTarget
+        from ._dense import DenseScatter
+        from .todense import check_dense_size
+
+        check_dense_size(plan.shape, dtype, output)
+        self.target = AtomicTarget(output, is_dir=False)
+        self.out = np.lib.format.open_memmap(self.target.tmp, mode="w+", dtype=dtype, shape=plan.shape)
+        self.plan = plan
+        self.empty = empty
+        self.written = False
+        self.scatter = None
+        if plan.K_out:
+            out_meta = meta.with_(shape=plan.shape, sparse_ndim=plan.K_out, value_type=value_type_of_dtype(dtype),
+                                  fill_value=empty, dimension_names=None)
+            self.scatter = DenseScatter(self.out, out_meta, empty)
+
+    def write(self, keys, vals):
+        g = keys.shape[1]
+        if not g:
+            return 0
+        if self.scatter is not None:
+            self.scatter.add(keys, vals)
+        else:
+            self.out[...] = vals[0]
+            self.written = True
+        return g
+
+    def close(self):
+        if self.scatter is not None:
+            self.scatter.finish()
+        elif not self.written:
+            self.out[...] = self.empty
+        self.out.flush()
+        del self.out, self.scatter
+        self.target.commit()
+        return None
+
+    def abort(self):
+        self.out = self.scatter = None
+        self.target.abort()
+
+
+class _ScalarWriter:
+    def __init__(self, empty):
+        self.value = empty
+
+    def write(self, keys, vals):
+        if keys.shape[1]:
+            self.value = vals.reshape(-1)[0].item()
+        return keys.shape[1]
+
+    def close(self):
+        return self.value
+
+    def abort(self):
+        pass
+
+
+class Background:
+    """Runs a writer's ``method`` calls on a second thread, so that encoding the output
+    overlaps reading and reducing the next batch (at most ``depth`` calls wait).  An error on
+    that thread is raised again by the next call or by ``close``."""
+
+    def __init__(self, inner, method: str = "write", depth: int = 2):
+        import queue
+        import threading
+
+        self.inner = inner
+        self.method = getattr(inner, method)
+        self.q = queue.Queue(maxsize=depth)
+        self.error = None
+        self.thread = threading.Thread(target=self._run, name="sptool-writer", daemon=True)
+        self.thread.start()
+
+    def _run(self):
+        while True:
+            item = self.q.get()
+            if item is None:
+                return
+            if self.error is None:
+                try:
+                    self.method(*item)
+                except BaseException as e:  # raised again on the caller's thread
+                    self.error = e
+
+    def write(self, *args):
+        """Queue one call; returns the number of rows (for keys, values calls)."""
+        if self.error is not None:
+            raise self.error
+        self.q.put(args)
+        return args[0].shape[1] if isinstance(args[0], np.ndarray) else args[0].num_rows
+
+    def _join(self):
+        self.q.put(None)
+        self.thread.join()
+
+    def close(self):
+        self._join()
+        if self.error is not None:
+            raise self.error
+        return self.inner.close()
+
+    def abort(self):
+        if self.thread.is_alive():
+            self.error = self.error or RuntimeError("aborted")
+            self._join()
+        self.inner.abort()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, exc_type, exc, tb):
+        if exc_type is None:
+            self.close()
+        else:
+            self.abort()
+        return False
+
+
+def _writer(output, dense_out, plan, meta, dtype, empty):
+    if dense_out:
+        return Background(_DenseWriter(output, plan, meta, dtype, empty))
+    if plan.scalar:
+        return _ScalarWriter(empty)
+    return Background(_SparseWriter(output, plan, meta, dtype, empty))

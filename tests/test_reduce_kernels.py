@@ -1,0 +1,117 @@
+"""The compiled reduction kernels (sptool/_reduce.pyx) against their NumPy reference."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from sptool import _reduce
+from sptool import _reduce_reference as ref
+from sptool.ops.reduce import addresses
+
+REAL = ["int8", "int32", "int64", "uint8", "uint64", "float32", "float64"]
+ALL = REAL + ["complex64", "complex128"]
+
+
+def _values(rng, n, m, dtype):
+    dt = np.dtype(dtype)
+    if dt.kind in "iu":
+        return rng.integers(0, 5, size=(n, m)).astype(dt)
+    v = rng.standard_normal((n, m)) + (1j * rng.standard_normal((n, m)) if dt.kind == "c" else 0)
+    return v.astype(dt)
+
+
+def _sorted_keys(rng, K, n, hi=4):
+    keys = rng.integers(0, hi, size=(K, n)).astype(np.int64)
+    return np.ascontiguousarray(keys[:, np.lexsort(keys[::-1])])
+
+
+@pytest.mark.parametrize("seed", range(12))
+def test_run_starts(seed):
+    rng = np.random.default_rng(seed)
+    K, n = int(rng.integers(1, 4)), int(rng.integers(0, 40))
+    keys = _sorted_keys(rng, K, n)
+    dims = np.asarray(sorted(rng.choice(K, size=rng.integers(0, K + 1), replace=False)), dtype=np.int64)
+    a, b = np.full(n + 1, -1, np.int64), np.full(n + 1, -1, np.int64)
+    ga, gb = _reduce.run_starts(keys, dims, a), ref.run_starts(keys, dims, b)
+    assert ga == gb
+    np.testing.assert_array_equal(a[: ga + 1], b[: gb + 1])
+
+
+@pytest.mark.parametrize("seed", range(12))
+def test_group_cells(seed):
+    rng = np.random.default_rng(seed)
+    C, n = int(rng.integers(1, 4)), int(rng.integers(0, 40))
+    cols = [np.ascontiguousarray(c) for c in _sorted_keys(rng, C, n)]
+    bounds = np.full(C, 4, np.int64)
+    if seed % 3 == 0 and n:
+        bounds[int(rng.integers(0, C))] = 2  # some rows out of bounds
+    n_group = int(rng.integers(0, C + 1))
+    strides = np.zeros(C, np.int64)
+    strides[n_group:] = 4 ** np.arange(C - n_group)[::-1]
+    width = 4 ** (C - n_group)
+    ca, cb = np.zeros(n, np.int64), np.zeros(n, np.int64)
+    sa, sb = np.zeros(n + 1, np.int64), np.zeros(n + 1, np.int64)
+    ga = _reduce.group_cells(addresses(cols, n), n, bounds, n_group, strides, width, ca, sa)
+    gb = ref.group_cells(cols, n, bounds, n_group, strides, width, cb, sb)
+    assert ga == gb
+    if ga >= 0:
+        np.testing.assert_array_equal(ca, cb)
+        np.testing.assert_array_equal(sa[: ga + 1], sb[: gb + 1])
+
+
+@pytest.mark.parametrize("dtype", ALL)
+@pytest.mark.parametrize("op", ["sum", "prod", "max", "min"])
+def test_segments(rng, dtype, op):
+    if op in ("max", "min") and dtype.startswith("complex"):
+        pytest.skip("no order on complex values")
+    for n, m in ((0, 1), (1, 1), (37, 1), (25, 3), (9, 0)):
+        vals = _values(rng, n, m, dtype)
+        if dtype.startswith("float") and n > 5 and m:
+            vals[3, 0] = np.nan
+        cuts = np.unique(rng.integers(1, max(n, 1), size=4)) if n > 1 else np.zeros(0, np.int64)
+        starts = np.concatenate([[0], cuts, [n]]).astype(np.int64) if n else np.zeros(1, np.int64)
+        a = np.zeros((len(starts) - 1, m), vals.dtype)
+        b = np.zeros_like(a)
+        getattr(_reduce, f"segment_{op}")(vals, starts, a)
+        getattr(ref, f"segment_{op}")(vals, starts, b)
+        np.testing.assert_array_equal(a, b) if vals.dtype.kind in "iu" else \
+            np.testing.assert_allclose(a, b, rtol=1e-5, equal_nan=True)
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+def test_segment_softmax(rng, dtype):
+    vals = _values(rng, 30, 2, dtype)
+    vals[4, 1] = np.inf
+    starts = np.array([0, 3, 4, 17, 30], np.int64)
+    a, b = np.zeros_like(vals), np.zeros_like(vals)
+    _reduce.segment_softmax(vals, starts, a)
+    ref.segment_softmax(vals, starts, b)
+    np.testing.assert_allclose(a, b, rtol=1e-5, equal_nan=True)
+
+
+@pytest.mark.parametrize("dtype", ALL)
+@pytest.mark.parametrize("op", ["sum", "prod", "max", "min"])
+def test_scatter(rng, dtype, op):
+    if op in ("max", "min") and dtype.startswith("complex"):
+        pytest.skip("no order on complex values")
+    n, m, c, base = 50, 2, 7, 3
+    vals = _values(rng, n, m, dtype)
+    if dtype.startswith("float"):
+        vals[5, 1] = np.nan
+    cells = rng.integers(base, base + c, size=n).astype(np.int64)
+    acc_a, acc_b = np.zeros((c, m), vals.dtype), np.zeros((c, m), vals.dtype)
+    cnt_a, cnt_b = np.zeros(c, np.int64), np.zeros(c, np.int64)
+    getattr(_reduce, f"scatter_{op}")(cells, base, vals, acc_a, cnt_a)
+    getattr(ref, f"scatter_{op}")(cells, base, vals, acc_b, cnt_b)
+    np.testing.assert_array_equal(cnt_a, cnt_b)
+    np.testing.assert_allclose(acc_a, acc_b, rtol=1e-5, equal_nan=True)
+    with pytest.raises(IndexError):
+        getattr(_reduce, f"scatter_{op}")(cells, base + 1, vals, acc_a, cnt_a)
+
+
+def test_shape_checks():
+    with pytest.raises(ValueError):
+        _reduce.segment_sum(np.zeros((3, 1)), np.array([0, 2], np.int64), np.zeros((1, 1)))
+    with pytest.raises(ValueError):
+        _reduce.segment_sum(np.zeros((3, 1)), np.array([0, 2, 2, 3], np.int64), np.zeros((3, 1)))
