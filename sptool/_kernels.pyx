@@ -9,21 +9,10 @@ columns come off a Parquet file (the caller stacks them, or passes a transposed 
 function, used as the test oracle.
 """
 
-from libc.stdint cimport int8_t, int16_t, int32_t, int64_t, uint8_t, uint16_t, uint32_t, uint64_t
+from libc.stdint cimport int64_t, uint8_t, uint64_t
 
-ctypedef fused number_t:
-    int8_t
-    int16_t
-    int32_t
-    int64_t
-    uint8_t
-    uint16_t
-    uint32_t
-    uint64_t
-    float
-    double
-    float complex
-    double complex
+from ._types cimport number_t
+
 
 cdef enum:
     _ORDER_OK = 0

@@ -14,33 +14,9 @@ each function, used as the test oracle.
 
 from libc.math cimport exp, expf
 from libc.stdlib cimport free, malloc
-from libc.stdint cimport int8_t, int16_t, int32_t, int64_t, uint8_t, uint16_t, uint32_t, uint64_t
+from libc.stdint cimport int64_t, uint64_t
 
-ctypedef fused number_t:
-    int8_t
-    int16_t
-    int32_t
-    int64_t
-    uint8_t
-    uint16_t
-    uint32_t
-    uint64_t
-    float
-    double
-    float complex
-    double complex
-
-ctypedef fused real_t:
-    int8_t
-    int16_t
-    int32_t
-    int64_t
-    uint8_t
-    uint16_t
-    uint32_t
-    uint64_t
-    float
-    double
+from ._types cimport number_t, real_t
 
 ctypedef fused float_t:
     float

@@ -70,3 +70,18 @@ INT_LIST = IntList()
 def tmp_dir_option(fn):
     return click.option("--tmp-dir", metavar="DIR", default=None, type=click.Path(file_okay=False),
                         help="Where sorted runs are spilled [default: the system temp dir]; removed afterwards.")(fn)
+
+
+def parse_scalar(text):
+    """A scalar from the command line: int, float, complex or true/false; otherwise the text."""
+    if text is None:
+        return None
+    low = text.strip().lower()
+    if low in ("true", "false"):
+        return low == "true"
+    for conv in (int, float, complex):
+        try:
+            return conv(text)
+        except ValueError:
+            continue
+    return text

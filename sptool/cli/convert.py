@@ -7,7 +7,7 @@ import click
 from ..converters import convert as convert_op
 from ..converters.registry import FORMATS
 from ._console import Job
-from ._options import common_options, settings
+from ._options import common_options, parse_scalar, settings
 
 
 @click.command("convert")
@@ -54,7 +54,7 @@ def convert(ctx, src, dst, from_format, to_format, shape, value_type, fill_value
     job = Job("convert", quiet=opts["quiet"])
     try:
         result = convert_op(src, dst, from_format=from_format, to_format=to_format, shape=shape,
-                            value_type=value_type, fill_value=_parse_value(fill_value),
+                            value_type=value_type, fill_value=parse_scalar(fill_value),
                             index_base=None if index_base is None else int(index_base),
                             memory=opts["memory"], progress=job)
     finally:
@@ -62,21 +62,6 @@ def convert(ctx, src, dst, from_format, to_format, shape, value_type, fill_value
     where = "stdout" if dst == "-" else dst
     job.summary(rows_out=result["rows"],
                 extra=f"wrote {where} ({result['to']}, shape {result['shape']}, {result['value_type']})")
-
-
-def _parse_value(text):
-    """A scalar from the command line: int, float, complex or true/false; else the text."""
-    if text is None:
-        return None
-    low = text.strip().lower()
-    if low in ("true", "false"):
-        return low == "true"
-    for conv in (int, float, complex):
-        try:
-            return conv(text)
-        except ValueError:
-            continue
-    return text
 
 
 def register(cli):

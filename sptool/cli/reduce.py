@@ -11,8 +11,7 @@ from ..errors import UsageError
 from ..ops.reduce import OPS
 from ..ops.reduce import reduce as reduce_op
 from ._console import Job
-from ._options import INT_LIST, common_options, input_argument, settings, tmp_dir_option
-from .todense import _parse_value
+from ._options import INT_LIST, common_options, input_argument, parse_scalar, settings, tmp_dir_option
 
 
 @click.command("reduce")
@@ -59,7 +58,7 @@ def reduce(ctx, tensor, op, axes, keepdims, empty_value, output, as_json, tmp_di
     axis = None if not axes else [a for group in axes for a in group]
     job = Job("reduce", quiet=opts["quiet"] or (axis is None and not keepdims))
     try:
-        r = reduce_op(tensor, output, op=op, axis=axis, keepdims=keepdims, empty_value=_parse_value(empty_value),
+        r = reduce_op(tensor, output, op=op, axis=axis, keepdims=keepdims, empty_value=parse_scalar(empty_value),
                       memory=opts["memory"], tmp_dir=tmp_dir, progress=job)
     finally:
         job.stop()

@@ -7,7 +7,7 @@ import click
 from .._memory import format_size
 from ..ops.todense import todense as todense_op
 from ._console import Job
-from ._options import common_options, input_argument, settings
+from ._options import common_options, input_argument, parse_scalar, settings
 
 
 @click.command("todense")
@@ -35,28 +35,13 @@ def todense(ctx, tensor, output, default_value, validate):
     """
     opts = settings(ctx)
     job = Job("todense", quiet=opts["quiet"])
-    dv = _parse_value(default_value)
+    dv = parse_scalar(default_value)
     try:
         result = todense_op(tensor, output, default_value=dv, validate=validate, memory=opts["memory"],
                             progress=job)
     finally:
         job.stop()
     job.summary(extra=f"wrote {output} ({result['dtype']}, {format_size(result['bytes'])})")
-
-
-def _parse_value(text):
-    """A scalar from the command line: int, float, complex, true/false, else the string itself."""
-    if text is None:
-        return None
-    low = text.strip().lower()
-    if low in ("true", "false"):
-        return low == "true"
-    for conv in (int, float, complex):
-        try:
-            return conv(text)
-        except ValueError:
-            continue
-    return text
 
 
 def register(cli):
