@@ -134,3 +134,15 @@ def test_partial_order_keeps_every_column(tmp_path, rng, tiny_runs):
     got = np.concatenate([np.stack([b.column(k).to_numpy() for k in range(3)], axis=1) for b in batches])
     perm = np.argsort(t.indices[:, 1], kind="stable")
     np.testing.assert_array_equal(got, t.indices[perm])
+
+
+def test_merge_tree_when_runs_exceed_fan_in(tmp_path, rng, tiny_runs, monkeypatch):
+    monkeypatch.setattr(_sort, "FAN_IN", 3)
+    t = random_tensor(rng, (40, 30, 20), 3000, duplicates=True)
+    sptool.write(t, str(tmp_path / "in.parquet"))
+    spill = tmp_path / "spill"
+    spill.mkdir()
+    reorder(str(tmp_path / "in.parquet"), str(tmp_path / "out.parquet"), duplicates="sum", tmp_dir=str(spill))
+    s = sptool.read(str(tmp_path / "out.parquet"))
+    assert s.canonical and os.listdir(spill) == []
+    np.testing.assert_allclose(s.to_dense(), dense_oracle(t))

@@ -190,6 +190,24 @@ class RunStore:
         self.wait()
         self._pending.append(self._pool.submit(_write_ipc, path, table))
 
+    def spill_merged(self, pairs, codec: KeyCodec) -> str:
+        """Write a merged stream of (payload, keys) as one new run (the merge tree's inner node)."""
+        path = os.path.join(self._dir.name, f"merged-{len(self.paths):06d}.arrow")
+        self.paths.append(path)
+        writer = None
+        try:
+            for payload, keys in pairs:
+                for start in range(0, payload.num_rows, SPILL_BATCH_ROWS):
+                    part = payload.slice(start, SPILL_BATCH_ROWS)
+                    table = part.append_column(KEY, codec.to_arrow(keys[start:start + part.num_rows]))
+                    if writer is None:
+                        writer = ipc.new_file(path, table.schema)
+                    writer.write_table(table)
+        finally:
+            if writer is not None:
+                writer.close()
+        return path
+
     def wait(self):
         for f in self._pending:
             f.result()
@@ -212,6 +230,9 @@ class RunStore:
 # Rows per record batch in a spilled run: the merge reads each run a batch at a time, so small
 # batches keep a many-way merge's memory at (ways x SPILL_BATCH_ROWS) rows.
 SPILL_BATCH_ROWS = 8192
+# Runs merged at once; more runs are merged in a tree (each level reads and writes the data
+# once more, but a round's memory stays at FAN_IN slices).
+FAN_IN = 16
 
 
 def _write_ipc(path: str, table: pa.Table):
@@ -269,8 +290,23 @@ def sorted_stream(batches: Iterable[pa.RecordBatch], meta: TensorMeta, order, *,
             return
         store.spill(last[0], codec.to_arrow(last[1]))
         store.wait()
-        rows = chunk_rows(budget, rb, ways=len(store.paths) + 1)
-        merged = merge_sorted([read_run(p, codec) for p in store.paths], codec, rows=rows)
+        runs = list(store.paths)
+        rows = chunk_rows(budget, rb, ways=FAN_IN + 1)
+        # A merge round holds a slice of every run at once, so many runs are merged in a tree:
+        # groups of FAN_IN runs into bigger runs, until one merge finishes the job.
+        while len(runs) > FAN_IN:
+            merged_runs = []
+            for g in range(0, len(runs), FAN_IN):
+                group = runs[g:g + FAN_IN]
+                if len(group) == 1:
+                    merged_runs.append(group[0])
+                    continue
+                merged_runs.append(store.spill_merged(
+                    merge_sorted([read_run(p, codec) for p in group], codec, rows=rows), codec))
+                for p in group:
+                    os.remove(p)
+            runs = merged_runs
+        merged = merge_sorted([read_run(p, codec) for p in runs], codec, rows=rows)
         for payload, keys in merged:
             yield from codec.batches(payload, keys, schema)
 
