@@ -230,7 +230,7 @@ class TensorSink:
             start += take
         rest = table.slice(start)
         # Copy the remainder (less than a row group): a slice would keep its parent batches alive.
-        self._pending = rest.take(np.arange(rest.num_rows)).to_batches() if rest.num_rows else []
+        self._pending = [_copied(rest)] if rest.num_rows else []
         self._pending_rows = rest.num_rows
 
     def _write_rows(self, table: pa.Table):
@@ -373,6 +373,12 @@ class TensorSink:
         else:
             self.abort()
         return False
+
+
+def _copied(table: pa.Table) -> pa.RecordBatch:
+    """A compact copy of a table's rows (concat_arrays always allocates new buffers)."""
+    cols = [pa.concat_arrays(col.chunks) for col in table.columns]
+    return pa.RecordBatch.from_arrays(cols, schema=table.schema)
 
 
 def _size(path: str) -> int:
