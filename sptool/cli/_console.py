@@ -5,12 +5,26 @@ from __future__ import annotations
 import sys
 import time
 
-from rich.console import Console
-
 from .._memory import format_size, peak_rss
 
-out = Console(soft_wrap=True)  # data and reports: stdout
-err = Console(stderr=True, soft_wrap=True)  # messages, progress, summaries
+
+class _LazyConsole:
+    """A rich Console made on first use: a quiet command never imports rich."""
+
+    def __init__(self, **options):
+        self._options = options
+        self._console = None
+
+    def __getattr__(self, name):
+        if self._console is None:
+            from rich.console import Console
+
+            self._console = Console(**self._options)
+        return getattr(self._console, name)
+
+
+out = _LazyConsole(soft_wrap=True)  # data and reports: stdout
+err = _LazyConsole(stderr=True, soft_wrap=True)  # messages, progress, summaries
 
 
 class Job:
