@@ -251,3 +251,15 @@ def test_one_sided_entries_are_copied_as_they_are(tmp_path):
     add(_write(tmp_path, "a.parquet", ta), _write(tmp_path, "b.parquet", tb), out)
     s = sptool.read(out)
     assert s.values.tolist() == [0.0, 0.0, 3.0] and np.signbit(s.values[:2]).all()
+
+
+def test_thresh_keeps_the_most_negative_integer(tmp_path):
+    # np.abs(int8 -128) is -128: the magnitude must not wrap, or the entry would be dropped.
+    a = sptool.SparseTensor([[0], [1]], np.array([-128, 5], np.int8), shape=(2,))
+    b = sptool.SparseTensor([[0]], np.array([0], np.int8), shape=(2,))
+    sptool.write(a, str(tmp_path / "a.parquet"))
+    sptool.write(b, str(tmp_path / "b.parquet"))
+    for prune in (False, True):
+        sptool.add(str(tmp_path / "a.parquet"), str(tmp_path / "b.parquet"), str(tmp_path / "o.parquet"), thresh=1,
+                   prune=prune)
+        assert sptool.read(str(tmp_path / "o.parquet")).to_dense().tolist() == [-128, 5]

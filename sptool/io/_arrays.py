@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pyarrow as pa
 
-from ..errors import FormatError
+from ..errors import DataError, FormatError
 from ..format import TensorMeta, index_column
 
 
@@ -69,6 +69,13 @@ def values_array(values: np.ndarray, meta: TensorMeta) -> pa.Array:
     else:
         arr = pa.array(np.asarray(flat, dtype=meta.dtype))
     if meta.hybrid:
+        if meta.block_size == 0:
+            if n:
+                # pyarrow writes such rows but cannot read them back ("Expected all lists to be of
+                # size=0"); they hold no values anyway.
+                raise DataError(f"a tensor whose dense block {list(meta.dense_shape)} has no elements cannot store "
+                                f"entries ({n} given): they hold no values")
+            return pa.array([], type=meta.values_type())
         arr = pa.FixedSizeListArray.from_arrays(arr, meta.block_size)
         return arr.cast(meta.values_type()) if n else pa.array([], type=meta.values_type())
     return arr

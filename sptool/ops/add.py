@@ -24,6 +24,7 @@ from ..format import TensorMeta, value_type_of_dtype
 from ..io import batch_keys, batch_values, open_sink, open_source
 from ..io._atomic import AtomicTarget
 from ..io.source import known_shape
+from ._unique import summed_if_promoted
 from ._dedup import Deduplicator
 from ._dense import DenseScatter, is_zero, release
 from ._sort import KeyCodec
@@ -323,7 +324,8 @@ def _add_combine(thresh, prune):
             np.copyto(out, gb, where=~has_a.reshape(shape))
         if thresh is None:
             return out, None
-        below = np.abs(out) < thresh
+        # Magnitudes in float64 for integers: np.abs of the most negative int is itself negative.
+        below = np.abs(out.astype(np.float64) if out.dtype.kind in "iu" else out) < thresh
         if below.ndim > 1:
             below = below.reshape(n, -1).all(axis=1)
         keep = ~below if prune else ~(below & has_a & has_b)
@@ -347,6 +349,7 @@ def add_dense(sparse_path: str, dense_path: str, output, *, memory=None, progres
         require_zero_fill(meta, sparse_path, "sparse + dense add")
         check_dense_shape(meta.shape, dense.shape)
         dtype = promote(meta.dtype, dense.dtype)
+        src = summed_if_promoted(src, dtype)  # duplicates sum in the value type, before the cast
         nbytes = check_dense_size(meta.shape, dtype, output)
         if progress:
             progress.set_total(meta.nnz)

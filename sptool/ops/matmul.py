@@ -38,6 +38,7 @@ from ..format import TensorMeta, value_type_of_dtype
 from ..io import batch_keys, batch_values, open_sink, open_source
 from ..io._atomic import AtomicTarget
 from ..io.source import known_shape
+from ._unique import summed_if_promoted
 from ._dense import release
 from .add import (
     MIN_BUDGET,
@@ -232,6 +233,7 @@ def _dense_product(sparse_path: str, dense_path: str, output, *, sparse_left: bo
             raise _inner_mismatch(ka, kb, sa, sb)
         out_dtype = promote(meta.dtype, dense.dtype)
         cdt = compute_dtype(out_dtype)
+        src = summed_if_promoted(src, cdt, tmp_dir=tmp_dir)  # duplicates sum in the value type first
         nbytes = check_dense_size((m, n), out_dtype, output)
         if sparse_left:
             # out = A' @ B': the sparse entries (transposed and conjugated for adjoint_a) times B'.
@@ -434,6 +436,8 @@ def _sparse_product(path_a: str, path_b: str, output, *, adjoint_a: bool, adjoin
             raise _inner_mismatch(ka, kb, ma.shape, mb.shape)
         out_dtype = promote(ma.dtype, mb.dtype)
         cdt = compute_dtype(out_dtype)
+        # duplicates sum in each operand's value type before the products are formed
+        sa, sb = (summed_if_promoted(s, cdt, tmp_dir=tmp_dir) for s in (sa, sb))
         scratch_bytes = THREADS * n * (cdt.itemsize + 16)
         if scratch_bytes > half // 2:
             raise ResourceError(f"sparse x sparse matmul keeps a dense accumulator of B's {n} columns per thread "

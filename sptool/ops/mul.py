@@ -12,6 +12,7 @@ from ..errors import DataError, ShapeMismatch, UsageError
 from ..format import value_type_of_dtype
 from ..io import batch_keys, batch_values, open_sink, open_source, values_array
 from ..io.source import known_shape
+from ._unique import summed_if_promoted
 from .add import check_inputs, is_dense_path, numeric_dtype, open_dense, promote, require_zero_fill, scalar
 
 
@@ -63,6 +64,8 @@ def _cwise(op: str, t: str, d: str, output, *, memory=None, progress=None) -> di
         dtype = promote(meta.dtype, dense.dtype)
         if op == "div":
             dtype = truediv_dtype(dtype)
+        src = summed_if_promoted(src, dtype)  # duplicates sum in the value type, before the cast
+        meta = src.meta
         out_meta = meta.with_(value_type=value_type_of_dtype(dtype), fill_value=scalar(0, dtype), nnz=None, iso=False,
                               created_by=None)
         bounds = np.asarray(meta.shape[:K], dtype=np.int64)

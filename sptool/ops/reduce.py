@@ -473,6 +473,12 @@ def reduce(path: str, output: str | None = None, *, op: str, axis=None, keepdims
     with open_source(path) as opened, known_shape(opened, tmp_dir) as src:
         meta = src.meta
         check_op(op, meta)
+        if op == "mean" and kernel_dtype(meta.dtype, op) != kernel_dtype(meta.dtype):
+            # The mean of integers is taken in float64: sum their duplicates in the value type first.
+            from ._unique import summed_if_promoted
+
+            src = summed_if_promoted(src, kernel_dtype(meta.dtype, op), tmp_dir=tmp_dir)
+            meta = src.meta
         plan = Plan(meta, op, axis, keepdims)
         dtype = result_dtype(meta, op)
         empty = empty_value_for(empty_value, op, meta, dtype)
