@@ -24,10 +24,10 @@ from ..format import TensorMeta, value_type_of_dtype
 from ..io import batch_keys, batch_values, open_sink, open_source
 from ..io._atomic import AtomicTarget
 from ..io.source import known_shape
-from ._unique import summed_if_promoted
 from ._dedup import Deduplicator
 from ._dense import DenseScatter, is_zero, release
 from ._sort import KeyCodec
+from ._unique import summed_if_promoted
 from .reorder import sorted_batches
 from .todense import check_dense_size
 

@@ -38,8 +38,8 @@ from ..format import TensorMeta, value_type_of_dtype
 from ..io import batch_keys, batch_values, open_sink, open_source
 from ..io._atomic import AtomicTarget
 from ..io.source import known_shape
-from ._unique import summed_if_promoted
 from ._dense import release
+from ._unique import summed_if_promoted
 from .add import (
     MIN_BUDGET,
     check_inputs,
