@@ -256,3 +256,10 @@ def test_cli(tmp_path, rng):
     r = runner.invoke(cli, ["-q", "reduce", src, "--op", "sum", "--axis", "0,-1", "--keepdims", "-o", out])
     assert r.exit_code == 0, r.output
     _check(np.load(out), oracle(t, "sum", (0, 2), keepdims=True))
+
+
+def test_repeated_axis_is_a_usage_error():
+    with pytest.raises(sptool.UsageError, match="repeats a dimension"):
+        sample = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "sample_data",
+                              "tensor3d.parquet")
+        sptool.reduce(sample, op="sum", axis=[0, -3])

@@ -381,7 +381,10 @@ class Plan:
         if axis is None:
             axes = set(range(N))
         else:
-            axes = set(normalize_axes([axis] if np.isscalar(axis) else axis, N, "axis"))
+            listed = normalize_axes([axis] if np.isscalar(axis) else axis, N, "axis")
+            if len(set(listed)) != len(listed):
+                raise UsageError(f"--axis repeats a dimension: {list(axis)} (as in NumPy, each axis once)")
+            axes = set(listed)
         self.axes = sorted(axes)
         self.kept = [d for d in range(K) if d not in axes]
         self.reduced = [d for d in range(K) if d in axes]
