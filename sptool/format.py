@@ -100,10 +100,15 @@ def _decode_float(v, dtype: np.dtype) -> float:
     if isinstance(v, bool):
         raise ValueError("a boolean is not a float")
     if isinstance(v, (int, float)):
-        with np.errstate(over="ignore"):
-            out = dtype.type(v)
-        if math.isfinite(v) and not np.isfinite(out):
-            raise ValueError(f"{v} overflows {dtype}")
+        if isinstance(v, float) and not math.isfinite(v):
+            raise ValueError(f"{v} is not a finite JSON number (write \"Infinity\" or \"NaN\")")
+        try:
+            with np.errstate(over="ignore"):
+                out = dtype.type(v)
+        except OverflowError:
+            raise ValueError(f"{str(v)[:24]}... overflows {dtype}") from None
+        if not np.isfinite(out):
+            raise ValueError(f"{str(v)[:24]} overflows {dtype}")
         return float(out)
     if v == "NaN":
         return math.nan
@@ -298,6 +303,37 @@ def _created_by() -> str:
     from . import __version__
 
     return f"sptool {__version__}"
+
+
+def trailer_problem(t, ndim: int) -> str | None:
+    """Why a decoded stream trailer is not {"nnz": N, "shape": [ndim integers]}, or None."""
+    def count(v):
+        return isinstance(v, int) and not isinstance(v, bool) and v >= 0
+
+    if not isinstance(t, dict) or not count(t.get("nnz")):
+        return 'the trailer must be an object with an integer "nnz"'
+    shape = t.get("shape")
+    if not isinstance(shape, list) or len(shape) != ndim or not all(count(s) for s in shape):
+        return f'the trailer\'s "shape" must list {ndim} non-negative integers'
+    return None
+
+
+def invariants_differ(a: TensorMeta, b: TensorMeta) -> str | None:
+    """The first dataset-invariant key (spec §7) on which two parts disagree, or None.
+
+    Fill values compare by their encoding (so -0.0 differs from 0.0 and NaN equals NaN);
+    absent dimension_names equal a list of nulls; versions compare by major number."""
+    for key in ("shape", "sparse_ndim", "value_type", "fill_value", "iso", "dimension_names", "version"):
+        x, y = getattr(a, key), getattr(b, key)
+        if key == "fill_value":
+            x, y = encode_fill(x, a.value_type), encode_fill(y, b.value_type)
+        elif key == "dimension_names":
+            x, y = (tuple(v) if v is not None else (None,) * a.ndim for v in (x, y))
+        elif key == "version":
+            x, y = x.split(".")[0], y.split(".")[0]
+        if x != y:
+            return key
+    return None
 
 
 # ---------------------------------------------------------------------------------------------

@@ -103,11 +103,27 @@ def test_summary_line_and_quiet(tensor, tmp_path):
 
 def test_info_and_head(tensor):
     t, path = tensor
+    import json
+
     r = run("info", "--json", path)
-    assert r.exit_code == 0 and f'"nnz": {t.nnz}' in r.output
+    d = json.loads(r.output)
+    assert r.exit_code == 0 and d["nnz"] == t.nnz and d["shape"] == list(t.shape)
     r = run("head", "-n", "3", "--json", path)
-    lines = r.output.strip().splitlines()
-    assert len(lines) == 3 and str(t.indices[0].tolist()).replace(" ", "") in lines[0].replace(" ", "")
+    rows = [json.loads(line) for line in r.output.strip().splitlines()]
+    assert [row["index"] for row in rows] == t.indices[:3].tolist()
+    np.testing.assert_allclose([row["value"] for row in rows], t.values[:3])
+
+
+def test_json_outputs_are_strict_json_with_nan(tmp_path):
+    import json
+
+    t = sptool.SparseTensor([[0], [1]], np.array([np.nan, np.inf]), (3,), fill_value=float("nan"))
+    sptool.write(t, str(tmp_path / "n.parquet"))
+    strict = {"parse_constant": lambda c: pytest.fail(f"non-JSON constant {c}")}
+    d = json.loads(run("info", "--json", str(tmp_path / "n.parquet")).output, **strict)
+    assert d["fill_value"] == "NaN"
+    rows = [json.loads(ln, **strict) for ln in run("head", "--json", str(tmp_path / "n.parquet")).output.splitlines()]
+    assert [r["value"] for r in rows] == ["NaN", "Infinity"]
 
 
 def test_pipe_through_stdin(tmp_path, tensor):

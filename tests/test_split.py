@@ -164,10 +164,16 @@ def test_sinks_share_the_memory_budget(tmp_path, rng, monkeypatch):
         return sinks[-1]
 
     monkeypatch.setattr(split_module, "open_sink", spy)
-    r = split(path, str(tmp_path / "p{i}.parquet"), axis=0, num=64, memory="16MiB")
+    r = split(path, str(tmp_path / "p{i}.parquet"), axis=0, num=64, memory="1GiB")
     buffered = sum(s.row_group_rows * row_bytes(s.meta) for s in sinks)
-    assert len(sinks) == 64 and buffered <= (16 << 20) // 2
+    assert len(sinks) == 64 and buffered <= (1 << 30) // 2
     _check_pieces(r, t, 0, 64, sort_order=t.sort_order, unique=True)
+    # 64 open writers do not fit a 16 MiB budget: refused up front, nothing written
+    for p in tmp_path.glob("q*.parquet"):
+        p.unlink()
+    with pytest.raises(UsageError, match="raise --memory"):
+        split(path, str(tmp_path / "q{i}.parquet"), axis=0, num=64, memory="16MiB")
+    assert not list(tmp_path.glob("q*"))
 
 
 def test_cli(tmp_path, rng):

@@ -123,9 +123,13 @@ def test_stream_from_stdin(tmp_path, monkeypatch):
     class FakeStdin:
         buffer = io.BytesIO(data)
 
+        @staticmethod
+        def isatty():
+            return False
+
     monkeypatch.setattr("sys.stdin", FakeStdin)
     r = sptool.validate("-")
-    assert r.valid and r.nnz == 2
+    assert r.valid and r.nnz == 2 and r.target == "-"
 
 
 def test_report_json_shape(tmp_path):

@@ -95,7 +95,16 @@ def cli(ctx):
     ctx.ensure_object(dict)
 
 
+def _terminate(signum, frame):
+    # A terminated job cleans up as an interrupted one does: temporary outputs and spilled
+    # runs are removed on the way out.
+    raise KeyboardInterrupt
+
+
 def main(argv=None):
+    import signal
+
+    signal.signal(signal.SIGTERM, _terminate)
     cli.main(args=argv, prog_name="sptool")
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import math
 
 import click
 
@@ -38,7 +39,7 @@ def info(ctx, tensor, as_json, scan):
     finally:
         job.stop()
     if as_json:
-        click.echo(json.dumps(d, indent=2, default=str))
+        click.echo(json.dumps(_jsonable_dict(d), indent=2, default=str, allow_nan=False))
         return
     from rich.table import Table
 
@@ -87,7 +88,7 @@ def head(ctx, tensor, n, as_json):
     idx, vals, meta = head_op(tensor, n, memory=opts["memory"])
     if as_json:
         for i in range(len(idx)):
-            click.echo(json.dumps({"index": idx[i].tolist(), "value": _jsonable(vals[i])}))
+            click.echo(json.dumps({"index": idx[i].tolist(), "value": _jsonable(vals[i])}, allow_nan=False))
         return
     from rich.table import Table
 
@@ -103,12 +104,22 @@ def head(ctx, tensor, n, as_json):
 
 
 def _jsonable(v):
+    """A value as strict JSON: non-finite floats as "NaN"/"Infinity"/"-Infinity" (the format's
+    fill_value spelling), complex as [re, im], blocks as nested lists."""
     v = v.tolist() if hasattr(v, "tolist") else v
+    if isinstance(v, list):
+        return [_jsonable(x) for x in v]
     if isinstance(v, complex):
-        return [v.real, v.imag]
+        return [_jsonable(v.real), _jsonable(v.imag)]
+    if isinstance(v, float) and not math.isfinite(v):
+        return "NaN" if v != v else ("Infinity" if v > 0 else "-Infinity")
     if isinstance(v, bytes):
         return v.decode("latin-1")
     return v
+
+
+def _jsonable_dict(d: dict) -> dict:
+    return {k: (_jsonable(v) if isinstance(v, float) else v) for k, v in d.items()}
 
 
 def register(cli):

@@ -17,7 +17,15 @@ import pyarrow.parquet as pq
 from .._memory import batch_rows as _batch_rows
 from .._memory import resolve_budget
 from ..errors import FormatError, InputError
-from ..format import METADATA_KEY, TRAILER_KEY, TensorMeta, check_schema, parse_metadata
+from ..format import (
+    METADATA_KEY,
+    TRAILER_KEY,
+    TensorMeta,
+    check_schema,
+    invariants_differ,
+    parse_metadata,
+    trailer_problem,
+)
 from ._arrays import batch_keys, batch_values, normalize_batch
 from ._prefetch import prefetch
 
@@ -156,20 +164,18 @@ def read_part(path: str) -> Part:
     return Part(path, pf, meta)
 
 
-INVARIANT_KEYS = ("shape", "sparse_ndim", "value_type", "fill_value", "iso", "dimension_names")
 
 
 def dataset_meta(parts: list[Part], path: str) -> TensorMeta:
     first = parts[0].meta
     for p in parts[1:]:
-        for key in INVARIANT_KEYS:
-            a, b = getattr(first, key), getattr(p.meta, key)
-            if a != b and not (isinstance(a, float) and a != a and b != b):
-                raise FormatError(
-                    f"part {os.path.basename(p.path)} has {key} {b!r}, part "
-                    f"{os.path.basename(parts[0].path)} has {a!r} [E_PART_METADATA_MISMATCH]",
-                    path=path,
-                )
+        key = invariants_differ(first, p.meta)
+        if key:
+            raise FormatError(
+                f"part {os.path.basename(p.path)} has {key} {getattr(p.meta, key)!r}, part "
+                f"{os.path.basename(parts[0].path)} has {getattr(first, key)!r} [E_PART_METADATA_MISMATCH]",
+                path=path,
+            )
     nnz = sum(p.meta.nnz for p in parts)
     if len(parts) == 1:
         return first
@@ -207,6 +213,9 @@ class StreamSource(TensorSource):
                 raise FormatError("data after the trailer batch [E_TRAILER_CONFLICT]", path=self.path)
             if custom is not None and TRAILER_KEY.encode() in custom:
                 self.trailer = _parse_trailer(custom[TRAILER_KEY.encode()], self.path)
+                problem = trailer_problem(self.trailer, len(self.meta.shape))
+                if problem:
+                    raise FormatError(f"{problem} [E_TRAILER_CONFLICT]", path=self.path)
                 continue
             self.rows_read += batch.num_rows
             if batch.num_rows:
@@ -225,6 +234,9 @@ class StreamSource(TensorSource):
     def _resolve(self):
         """Fill the header's unknowns (nnz, null extents) from the trailer."""
         if self.trailer is None:
+            if self.meta.nnz is not None and self.meta.nnz != self.rows_read:
+                raise FormatError(f"the header says nnz = {self.meta.nnz} but {self.rows_read} rows arrived "
+                                  "[E_NNZ_MISMATCH]", path=self.path)
             if any(s is None for s in self.meta.shape):
                 raise FormatError("the stream ended with unknown shape entries [E_STREAM_SHAPE_UNRESOLVED]",
                                   path=self.path)
@@ -331,7 +343,8 @@ def known_shape(src: TensorSource, tmp_dir: str | None = None):
             if writer is None:
                 writer = pa.ipc.new_stream(f, src.schema)
             writer.close()
-        spooled = StreamSource(src.path, pa.ipc.open_stream(pa.memory_map(path)), meta, promised_trailer=False)
+        # Read back with plain reads: pages of a memory map would stay in RSS and count against --memory.
+        spooled = StreamSource(src.path, pa.ipc.open_stream(pa.OSFile(path)), meta, promised_trailer=False)
         yield spooled
 
 

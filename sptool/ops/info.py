@@ -8,7 +8,7 @@ import os
 import numpy as np
 
 from .. import _kernels
-from ..format import index_column
+from ..format import encode_fill, index_column
 from ..io import open_source
 from ..io.source import ParquetSource
 
@@ -34,8 +34,8 @@ def info(path: str, *, scan: bool = False, memory=None, progress=None) -> dict:
             "sparse_ndim": K,
             "dense_shape": list(meta.dense_shape),
             "value_type": meta.value_type,
-            "fill_value": meta.fill_value if not isinstance(meta.fill_value, (bytes, complex))
-            else repr(meta.fill_value),
+            # As the format encodes it: JSON-safe ("NaN", [re, im], base64 for binary).
+            "fill_value": encode_fill(meta.fill_value, meta.value_type),
             "nnz": meta.nnz,
             "sort_order": list(meta.sort_order),
             "unique": meta.unique,

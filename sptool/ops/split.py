@@ -10,7 +10,7 @@ import shutil
 import numpy as np
 import pyarrow as pa
 
-from .._memory import resolve_budget
+from .._memory import format_size, resolve_budget
 from ..errors import ResourceError, UsageError
 from ..format import TensorMeta
 from ..io import open_sink, open_source
@@ -59,6 +59,9 @@ def _check_open_files(num: int):
                         "(ulimit -n); split in stages instead")
 
 
+WRITER_OVERHEAD = 6 << 20
+
+
 def split(path: str, pattern: str, *, axis: int, num: int, memory=None, progress=None) -> dict:
     """Split a tensor into ``num`` pieces along ``axis`` (TensorFlow's sparse.split).
 
@@ -101,6 +104,12 @@ def split(path: str, pattern: str, *, axis: int, num: int, memory=None, progress
         metas = [meta.with_(shape=meta.shape[:axis] + (s,) + meta.shape[axis + 1:], nnz=None, created_by=None)
                  for s in sizes]
         _check_open_files(num)
+        # Each open Parquet writer costs about this much beyond its buffered rows (encoders,
+        # compression contexts, the page index; measured 5 MiB a piece), whatever its row groups.
+        if num * WRITER_OVERHEAD > budget // 2:
+            need = format_size(2 * num * WRITER_OVERHEAD)
+            raise UsageError(f"splitting into {num} pieces keeps {num} writers open (about "
+                             f"{format_size(WRITER_OVERHEAD)} each): raise --memory to at least {need}")
         if progress:
             progress.set_total(meta.nnz)
         claim = True if meta.unique else None

@@ -34,7 +34,10 @@ def check_dense_size(shape, dtype: np.dtype, where: str) -> int:
     nbytes = cells * dtype.itemsize
     if cells > INT64_MAX or nbytes > INT64_MAX:
         raise ResourceError(f"a dense array of shape {list(shape)} has more than 2^63-1 elements or bytes")
-    free = shutil.disk_usage(os.path.dirname(os.path.abspath(where)) or ".").free
+    parent = os.path.dirname(os.path.abspath(where)) or "."
+    if not os.path.isdir(parent):
+        raise UsageError(f"the directory {parent} does not exist", path=where)
+    free = shutil.disk_usage(parent).free
     if nbytes > free:
         raise ResourceError(
             f"the dense array needs {nbytes} bytes but only {free} are free on the output's disk", path=where
@@ -95,11 +98,13 @@ def todense(path: str, output: str, *, default_value=None, validate: bool = True
                 touched = np.lib.format.open_memmap(target.tmp + ".touched", mode="w+", dtype=bool,
                                                     shape=(math.prod(meta.shape[: meta.sparse_ndim]),))
             scatter = DenseScatter(out, meta, fill, touched=touched, release_bytes=release and budget // 4)
-            tracker = OrderTracker(meta.sort_order, meta.sparse_ndim, check_repeats=meta.unique) \
-                if validate else None
+            sort = release is not None and not meta.row_major
+            # Sorted rows are checked for the uniqueness claim in their new (row-major) order.
+            claimed = tuple(range(meta.sparse_ndim)) if sort else meta.sort_order
+            tracker = OrderTracker(claimed, meta.sparse_ndim, check_repeats=meta.unique) if validate else None
             if progress:
                 progress.set_total(meta.nnz)
-            for keys, vals in src.iter_arrays(memory=memory):
+            for keys, vals in _rows(src, sort=sort, memory=memory):
                 scatter.add(keys, vals)
                 if tracker is not None:
                     _check_claims(tracker, keys, meta)
@@ -118,6 +123,21 @@ def todense(path: str, output: str, *, default_value=None, validate: bool = True
             target.abort()
             raise
     return {"rows": meta.nnz, "shape": list(meta.shape), "dtype": str(dtype), "bytes": nbytes}
+
+
+def _rows(src, *, sort: bool, memory):
+    """(keys, values) batches; in row-major order when ``sort``, so that an output bigger than the
+    budget is written front to back (random rows would touch, flush and re-read every page of
+    the memory map in each batch)."""
+    if not sort:
+        yield from src.iter_arrays(memory=memory)
+        return
+    from ..io._arrays import batch_keys, batch_values
+    from .reorder import sorted_batches
+
+    K = src.meta.sparse_ndim
+    for batch, _ in sorted_batches(src, tuple(range(K)), memory=memory):
+        yield batch_keys(batch, K), batch_values(batch, src.meta)
 
 
 def _check_claims(tracker: OrderTracker, keys: np.ndarray, meta):

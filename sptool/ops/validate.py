@@ -25,9 +25,11 @@ from ..format import (
     default_fill,
     encode_fill,
     index_column,
+    invariants_differ,
+    trailer_problem,
 )
 from ..io._prefetch import prefetch
-from ..io.source import INVARIANT_KEYS, PARQUET_MAGIC, READ_ERRORS, STREAM_MAGIC, is_part_name, row_bytes
+from ..io.source import PARQUET_MAGIC, READ_ERRORS, STREAM_MAGIC, is_part_name, row_bytes
 from ..report import FATAL, Problem, Report
 
 PART_NAME_RE = re.compile(r"^part-\d{6}(-[0-9a-f]+)?\.parquet$")
@@ -65,6 +67,8 @@ class Scanner:
         # the running maximum rises, so the first row beyond the final extent can be named.
         self.track_max = list(track_max)
         self.records: dict[int, list] = {k: [] for k in self.track_max}
+        self.record_bytes = 0
+        self.records_complete = True
         self.running_max = {k: -1 for k in self.track_max}
         self.add = add
         self.base = base_location
@@ -81,6 +85,7 @@ class Scanner:
         self.deep = deep and meta.unique and not self.full_order
         self.deep_keys: list[np.ndarray] = []
         self.deep_bytes = 0
+        self.deep_over = False
         self.budget = budget
 
     def _report(self, code: str, message: str, row: int | None = None, index=None, row_group=None):
@@ -160,13 +165,23 @@ class Scanner:
             col = keys[k]
             prefix = np.maximum.accumulate(col)
             prev = np.concatenate([[self.running_max[k]], prefix[:-1]])
-            for i in np.flatnonzero(prefix > prev):
-                self.records[k].append((self.row + int(i), int(col[i]), np.array(at(i))))
+            rises = np.flatnonzero(prefix > prev)
+            if len(rises) and self.record_bytes < self.budget // 8:
+                # Compact arrays: (rows, values, coordinates) of the rows where the maximum rose.
+                coords = np.stack([c[rises] for c in keys], axis=1)
+                self.records[k].append((self.row + rises, col[rises].copy(), coords))
+                self.record_bytes += rises.nbytes * (2 + K)
+            elif len(rises):
+                self.records_complete = False  # over budget: the bound is still checked, unnamed
             self.running_max[k] = max(self.running_max[k], int(prefix[-1]))
         if self.deep:
-            stacked = np.stack(keys)
-            self.deep_keys.append(stacked)
-            self.deep_bytes += stacked.nbytes
+            self.deep_bytes += 8 * K * n
+            if self.deep_bytes * 3 > self.budget:
+                self.deep = False  # reported by _deep_guard at the end: over --memory
+                self.deep_over = True
+                self.deep_keys = []
+            else:
+                self.deep_keys.append(np.stack(keys))
         self.row += n
 
     def _check_values(self, vals: pa.Array, row_group):
@@ -248,13 +263,21 @@ class Scanner:
         """Bounds of the extents that were unknown while scanning, now that the trailer gave them."""
         hits = []
         for k in self.track_max:
-            first = next(((row, key) for row, v, key in self.records[k] if v >= shape[k]), None)
-            if first:
-                hits.append(first)
+            for rows, vals, coords in self.records[k]:
+                over = np.flatnonzero(vals >= shape[k])
+                if len(over):
+                    hits.append((int(rows[over[0]]), coords[over[0]]))
+                    break
         if hits:
             row, key = min(hits, key=lambda h: h[0])
             self._report("E_INDEX_OUT_OF_BOUNDS", out_of_bounds(row, key.reshape(-1, 1), 0, shape[: self.K]),
                          row, key.tolist())
+            return
+        over = [k for k in self.track_max if self.running_max[k] >= shape[k]]
+        if over:  # the rows were too many to remember which one came first
+            k = over[0]
+            self._report("E_INDEX_OUT_OF_BOUNDS", f"{index_column(k)} reaches {self.running_max[k]}, outside the "
+                         f"final extent {shape[k]} given by the trailer")
 
     def finish(self):
         if self.explicit_fill:
@@ -274,8 +297,12 @@ class Scanner:
 
 
 def _first_null_list_item(vals) -> int:
+    """The row (list) holding the first null item."""
+    import pyarrow.compute as pc
+
     flat_nulls = np.asarray(vals.flatten().is_null().to_numpy(zero_copy_only=False))
-    return int(np.flatnonzero(flat_nulls)[0])
+    parents = pc.list_parent_indices(vals).to_numpy(zero_copy_only=False)
+    return int(parents[np.flatnonzero(flat_nulls)[0]])
 
 
 def _decode(leaf: pa.Array, meta: TensorMeta) -> np.ndarray:
@@ -337,7 +364,7 @@ class _Validator:
         for p in problems:
             add(p)
         if _has_fatal(problems):
-            return meta, schema
+            return meta, None  # already reported; not compared with the other parts
         self.report.nnz = (self.report.nnz or 0) + md.num_rows
         try:
             stats = self._footer(pf, meta, add, order_ok="E_SORT_ORDER" not in reported)
@@ -362,8 +389,11 @@ class _Validator:
         if not order_ok:
             pass  # sort_order itself is wrong (E_SORT_ORDER): nothing to compare sorting_columns with
         elif any(declared):
-            if any(tuple(d or ()) != tuple(want) for d in declared):
-                first = next(r for r, d in enumerate(declared) if tuple(d or ()) != tuple(want))
+            def key(cols):  # nulls_first is not checked (there are no nulls), per the spec
+                return tuple((c.column_index, c.descending) for c in (cols or ()))
+
+            if any(key(d) != key(want) for d in declared):
+                first = next(r for r, d in enumerate(declared) if key(d) != key(want))
                 got = [(c.column_index, c.descending) for c in (declared[first] or ())]
                 add(Problem(
                     "E_SORTING_COLUMNS_MISMATCH",
@@ -401,13 +431,17 @@ class _Validator:
                 break
         if meta.sort_order:
             lead = meta.sort_order[0]
-            for r in range(1, len(stats)):
-                prev_max, cur_min = stats[r - 1][lead][1], stats[r][lead][0]
-                if prev_max is not None and cur_min is not None and cur_min < prev_max:
+            prev, prev_max = None, None  # the last row group with statistics (empty ones have none)
+            for r in range(len(stats)):
+                lo, hi = stats[r][lead]
+                if lo is None:
+                    continue
+                if prev_max is not None and lo < prev_max:
                     add(Problem("E_STATS_NOT_SORTED",
-                                f"row group {r} starts at {index_column(lead)} = {cur_min}, below the maximum "
-                                f"{prev_max} of row group {r - 1}", {"row_group": r}))
+                                f"row group {r} starts at {index_column(lead)} = {lo}, below the maximum "
+                                f"{prev_max} of row group {prev}", {"row_group": r}))
                     break
+                prev, prev_max = r, hi
         return stats
 
     def _scan_parquet(self, pf: pq.ParquetFile, meta: TensorMeta, stats, location, add, *, count_fill=True):
@@ -445,9 +479,7 @@ class _Validator:
         scanner.finish()
 
     def _deep_guard(self, scanner: Scanner, add):
-        if scanner.deep and scanner.deep_bytes * 3 > self.budget:
-            scanner.deep = False
-            scanner.deep_keys = []
+        if scanner.deep_over:
             add(Problem("E_READ_FAILED",
                         "--deep needs the index columns in memory for a tensor whose sort_order is not a full "
                         f"permutation; they take {scanner.deep_bytes} bytes, over --memory"))
@@ -478,17 +510,11 @@ class _Validator:
             if not schema.remove_metadata().equals(fschema.remove_metadata()):
                 self.add(Problem("E_PART_SCHEMA_MISMATCH", f"{name} has a different schema from {fname}",
                                  {"part": name}))
-            for key in INVARIANT_KEYS + ("version",):
-                a, b = getattr(fmeta, key), getattr(meta, key)
-                if key == "version":
-                    a, b = a.split(".")[0], b.split(".")[0]
-                elif key == "fill_value":
-                    # Compare encodings: they keep -0.0 apart from 0.0 and NaN equal to NaN.
-                    a, b = encode_fill(a, fmeta.value_type), encode_fill(b, meta.value_type)
-                if a != b:
-                    self.add(Problem("E_PART_METADATA_MISMATCH", f"{name} has {key} {b!r} but {fname} has {a!r}",
-                                     {"part": name}))
-                    break
+            key = invariants_differ(fmeta, meta)
+            if key:
+                self.add(Problem("E_PART_METADATA_MISMATCH",
+                                 f"{name} has {key} {getattr(meta, key)!r} but {fname} has {getattr(fmeta, key)!r}",
+                                 {"part": name}))
 
     # -- stream ------------------------------------------------------------------------------
     def stream(self, f, name: str):
@@ -572,14 +598,9 @@ def _trailer(raw: bytes, ndim: int, add) -> dict:
         t = json.loads(raw)
     except ValueError:
         t = None
-    ok = (
-        isinstance(t, dict) and isinstance(t.get("nnz"), int) and not isinstance(t.get("nnz"), bool)
-        and t["nnz"] >= 0 and isinstance(t.get("shape"), list) and len(t["shape"]) == ndim
-        and all(isinstance(s, int) and not isinstance(s, bool) and s >= 0 for s in t["shape"])
-    )
-    if not ok:
-        add(Problem("E_TRAILER_CONFLICT",
-                    f'the trailer is not {{"nnz": N, "shape": [{ndim} integers]}}: {raw[:80]!r}'))
+    problem = trailer_problem(t, ndim)
+    if problem:
+        add(Problem("E_TRAILER_CONFLICT", f"{problem}: {raw[:80]!r}"))
         return {}
     return t
 
@@ -599,11 +620,13 @@ def validate(path: str, *, metadata_only: bool = False, deep: bool = False, memo
     """
     from ..errors import InputError
 
-    target = "<stdin>" if path == "-" else path
+    target = path  # "-" for stdin, as the spec's report says
     v = _Validator(target, metadata_only=metadata_only, deep=deep, memory=memory, progress=progress)
     if path == "-":
         import sys
 
+        if sys.stdin.isatty():
+            raise InputError("stdin is a terminal; pipe an Arrow IPC stream into sptool or name a file", path="-")
         v.stream(sys.stdin.buffer, target)
         return v.report
     if not os.path.exists(path):
