@@ -153,3 +153,28 @@ def test_refuses_binary_to_terminal(monkeypatch, rng):
     monkeypatch.setattr(sys, "stdout", type("S", (), {"buffer": Tty})())
     with pytest.raises(UsageError, match="terminal"):
         sptool.write(random_tensor(rng, (3,), 2), "-")
+
+
+@pytest.mark.parametrize("sig", ["SIGTERM", "SIGINT"])
+def test_signal_leaves_nothing_behind(tmp_path, rng, sig):
+    import signal
+    import time
+
+    t = random_tensor(rng, (50, 40), 500)
+    stream = tmp_path / "in.arrows"
+    sptool.write(t, str(stream))
+    data = stream.read_bytes()
+    out_dir = tmp_path / "out"
+    spill = tmp_path / "spill"
+    out_dir.mkdir()
+    spill.mkdir()
+    p = subprocess.Popen(SPTOOL + ["reorder", "-", "-o", str(out_dir / "o.parquet"), "--tmp-dir", str(spill)],
+                         stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    p.stdin.write(data[: len(data) // 2])  # the stream stays open: sptool is mid-job, waiting
+    p.stdin.flush()
+    time.sleep(1.5)
+    p.send_signal(getattr(signal, sig))
+    _, err = p.communicate(timeout=30)
+    assert p.returncode == 130, err
+    assert list(out_dir.iterdir()) == [] and list(spill.iterdir()) == []
+    assert b"Traceback" not in err

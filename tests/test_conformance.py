@@ -20,22 +20,6 @@ TENSOR_NAMES = ("data.parquet", "data", "data.arrows")
 
 # Cases where sptool's validate disagrees with the SPEC.  Each entry: the reason and the proposed fix.
 # Remove an entry when the fix lands (the xfail is strict, so a fixed bug fails the suite until then).
-_FILL_CRASH = (
-    "validate raises ValueError: _meta_from's fallback calls TensorMeta.from_dict with fill_value None, which "
-    "decode_fill rejects. Fix (ops/validate.py _meta_from): on failure use "
-    "{**obj, 'fill_value': encode_fill(default_fill(vt), vt)}"
-)
-_TENSOR_EXT = (
-    "check_schema unwraps only pa.ExtensionType (Python-defined); canonical arrow.fixed_shape_tensor is a "
-    "pa.BaseExtensionType. Fix (format.py _values_type_ok): isinstance(t, pa.BaseExtensionType), and when "
-    "t.extension_name == 'arrow.fixed_shape_tensor' require list(t.shape) == list(meta.dense_shape) and "
-    "t.permutation in (None, identity), else E_DENSE_BLOCK_SIZE"
-)
-_KEY_TYPE = (
-    "check_metadata checks format/version values before their JSON types (SPEC §4.3: a wrong type for format "
-    "or version is E_KEY_TYPE). Fix (format.py check_metadata): run the type checks (adding format: str, "
-    "version: str, stream: dict) right after E_MISSING_KEY, before E_FORMAT_ID"
-)
 KNOWN_BUGS: dict[str, str] = {
 }
 

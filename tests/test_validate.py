@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 
 import numpy as np
 import pyarrow as pa
@@ -18,7 +19,8 @@ def write_raw(path, columns: dict, meta: dict | TensorMeta, *, row_group_size=No
     table = pa.table(columns, schema=schema)
     w = pq.ParquetWriter(path, table.schema)
     w.write_table(table, row_group_size=row_group_size)
-    w.add_key_value_metadata({"sptool": meta.to_json() if isinstance(meta, TensorMeta) else json.dumps(meta)})
+    text = meta if isinstance(meta, str) else meta.to_json() if isinstance(meta, TensorMeta) else json.dumps(meta)
+    w.add_key_value_metadata({"sptool": text})
     w.close()
     return str(path)
 
@@ -140,3 +142,14 @@ def test_report_json_shape(tmp_path):
     check = next(c for c in d["checks"] if c["code"] == "E_NOT_SORTED")
     assert check["location"] == {"part": None, "row_group": 0, "row": 1, "index": [1, 0]}
     assert np.isscalar(d["nnz"]) and d["mode"] == "full"
+
+
+@pytest.mark.parametrize("fill_json", ["1e400", "1" + "0" * 400, "-1e400"])
+def test_overflowing_fill_values_are_reported_not_raised(tmp_path, fill_json):
+    meta = _meta(nnz=1, sort_order=(), unique=False).to_json()
+    raw = re.sub(r'"fill_value":[^,]+', f'"fill_value":{fill_json}', meta)
+    assert raw != meta
+    path = write_raw(tmp_path / "f.parquet", {"indices_0": [0], "indices_1": [0], "values": [1.0]}, raw,
+                     schema=_schema(2))
+    r = sptool.validate(path)
+    assert "E_FILL_VALUE" in r.codes and not r.valid
