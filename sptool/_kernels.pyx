@@ -11,6 +11,8 @@ function, used as the test oracle.
 
 from libc.stdint cimport int64_t, uint8_t, uint64_t
 
+import numpy as np
+
 from ._types cimport number_t
 
 
@@ -219,7 +221,6 @@ def radix_argsort(const uint64_t[::1] keys, int64_t[::1] perm, uint64_t[::1] sor
     cdef Py_ssize_t total, c
     if perm.shape[0] != n or sorted_keys.shape[0] != n:
         raise ValueError("shape mismatch in radix_argsort")
-    import numpy as np
     tmp_keys_arr = np.empty(n, dtype=np.uint64)
     tmp_perm_arr = np.empty(n, dtype=np.int64)
     cdef uint64_t[::1] tmp_keys = tmp_keys_arr
@@ -442,3 +443,68 @@ def columns_max(cols):
                     hi = c.ptr[k][i]
         out.append(hi)
     return out
+
+
+def columns_scan(cols, const int64_t[::1] shape, const int64_t[::1] order, bint check_repeats,
+                 const int64_t[::1] prev=None):
+    """validate's per-batch pass, fused: bounds, per-column min/max and row order in one sweep.
+
+    Returns (oob_row, oob_dim, order_row, order_kind, mins, maxs): the first row outside the
+    shape (or -1, -1), the first row breaking ``order`` (or -1, ORDER_OK), as the separate
+    column kernels would report them, and each column's minimum and maximum.
+    """
+    cdef _Columns c = _Columns(cols)
+    cdef Py_ssize_t K = c.K, n = c.n, m = order.shape[0], i, j, k
+    cdef Py_ssize_t oob_row = -1, oob_dim = -1, bad = -1
+    cdef int kind = _ORDER_OK, cmp
+    cdef int64_t v, x, y
+    if shape.shape[0] != K:
+        raise ValueError("shape length must equal the number of columns")
+    for j in range(m):
+        if not 0 <= order[j] < K:
+            raise ValueError("order names a dimension the columns do not have")
+    if n == 0:
+        return -1, -1, -1, ORDER_OK, [], []
+    mins_arr = np.empty(K, dtype=np.int64)
+    maxs_arr = np.empty(K, dtype=np.int64)
+    cdef int64_t[::1] mins = mins_arr
+    cdef int64_t[::1] maxs = maxs_arr
+    for k in range(K):
+        mins[k] = c.ptr[k][0]
+        maxs[k] = c.ptr[k][0]
+    if m and prev is not None:
+        if prev.shape[0] != K:
+            raise ValueError("prev must hold K values")
+        cmp = 0
+        for j in range(m):
+            x = prev[order[j]]
+            y = c.ptr[order[j]][0]
+            if x != y:
+                cmp = -1 if x < y else 1
+                break
+        if cmp > 0 or (cmp == 0 and check_repeats):
+            bad = 0
+            kind = _OUT_OF_ORDER if cmp > 0 else _REPEATED
+    with nogil:
+        for i in range(n):
+            for k in range(K):
+                v = c.ptr[k][i]
+                if v < mins[k]:
+                    mins[k] = v
+                elif v > maxs[k]:
+                    maxs[k] = v
+                if oob_row < 0 and (v < 0 or v >= shape[k]):
+                    oob_row = i
+                    oob_dim = k
+            if bad < 0 and m and i > 0:
+                cmp = 0
+                for j in range(m):
+                    x = c.ptr[order[j]][i - 1]
+                    y = c.ptr[order[j]][i]
+                    if x != y:
+                        cmp = -1 if x < y else 1
+                        break
+                if cmp > 0 or (cmp == 0 and check_repeats):
+                    bad = i
+                    kind = _OUT_OF_ORDER if cmp > 0 else _REPEATED
+    return oob_row, oob_dim, bad, kind, mins_arr.tolist(), maxs_arr.tolist()

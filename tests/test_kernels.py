@@ -117,3 +117,22 @@ def test_column_kernels_match_the_array_kernels(seed):
     assert _kernels.columns_max(cols) == keys.max(axis=1).tolist()
     with pytest.raises(ValueError):
         _kernels.columns_order_violation(cols, np.array([K], dtype=np.int64), False)
+
+
+@pytest.mark.parametrize("seed", range(30))
+def test_columns_scan_is_the_separate_kernels_fused(seed):
+    rng = np.random.default_rng(seed)
+    K, n = int(rng.integers(1, 4)), int(rng.integers(1, 40))
+    keys = rng.integers(-1, 4, size=(K, n)).astype(np.int64)
+    if seed % 2:
+        keys = keys[:, np.lexsort(keys[::-1])].copy()
+    cols = [keys[k].copy() for k in range(K)]
+    shape = rng.integers(1, 5, size=K).astype(np.int64)
+    order = rng.permutation(K)[: rng.integers(0, K + 1)].astype(np.int64)
+    prev = rng.integers(0, 4, size=K).astype(np.int64) if seed % 3 == 0 else None
+    for repeats in (False, True):
+        oob_row, oob_dim, row, kind, mins, maxs = _kernels.columns_scan(cols, shape, order, repeats, prev)
+        assert (oob_row, oob_dim) == _reference.first_out_of_bounds(keys, shape)
+        want = _reference.first_order_violation(keys, order, repeats, None if prev is None else prev[:, None])
+        assert (row, kind) == want
+        assert mins == keys.min(axis=1).tolist() and maxs == keys.max(axis=1).tolist()

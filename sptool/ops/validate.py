@@ -124,20 +124,21 @@ class Scanner:
         def at(i):
             return [int(c[i]) for c in keys]
 
-        row, dim = _kernels.columns_out_of_bounds(keys, self.shape)
+        # One fused pass: bounds, order and each column's range (for the statistics check).
+        row, dim, orow, kind, mins, maxs = _kernels.columns_scan(keys, self.shape, self.order, self.check_repeats,
+                                                                 self.prev)
         if row >= 0:
             self._report("E_INDEX_OUT_OF_BOUNDS", out_of_bounds(self.row + row, keys, row, self.meta.shape[:K]),
                          self.row + row, at(row), row_group)
         if len(self.order):
-            row, kind = _kernels.columns_order_violation(keys, self.order, self.check_repeats, self.prev)
-            if row >= 0:
+            if orow >= 0:
                 if kind == _kernels.OUT_OF_ORDER:
-                    self._report("E_NOT_SORTED",
-                                 f"{out_of_order(self.row + row, keys, row)} (sort_order {list(self.meta.sort_order)})",
-                                 self.row + row, at(row), row_group)
+                    order_text = f"(sort_order {list(self.meta.sort_order)})"
+                    self._report("E_NOT_SORTED", f"{out_of_order(self.row + orow, keys, orow)} {order_text}",
+                                 self.row + orow, at(orow), row_group)
                 else:
-                    self._report("E_DUPLICATE_COORDINATE", repeated(self.row + row, keys, row), self.row + row,
-                                 at(row), row_group)
+                    self._report("E_DUPLICATE_COORDINATE", repeated(self.row + orow, keys, orow), self.row + orow,
+                                 at(orow), row_group)
                     if "E_NOT_SORTED" not in self.found:
                         # A repeat stops the scan early; look on for an order break in this batch.
                         r2, _ = _kernels.columns_order_violation(keys, self.order, False, self.prev)
@@ -151,14 +152,11 @@ class Scanner:
         if stats is not None:
             for k in range(K):
                 smin, smax = stats[k]
-                if smin is None:
-                    continue
-                lo, hi = _kernels.column_minmax(keys[k])
-                if lo < smin or hi > smax:
+                if smin is not None and (mins[k] < smin or maxs[k] > smax):
                     self._report(
                         "W_STATS_INCONSISTENT",
-                        f"{index_column(k)} in row group {row_group} spans [{lo}, {hi}] but its statistics say "
-                        f"[{smin}, {smax}]",
+                        f"{index_column(k)} in row group {row_group} spans [{mins[k]}, {maxs[k]}] but its statistics "
+                        f"say [{smin}, {smax}]",
                         row_group=row_group,
                     )
         for k in self.track_max:
