@@ -364,6 +364,32 @@ cdef class _Columns:
         free(self.ptr)
 
 
+cdef inline int _cmp_rows(const int64_t** cols, const int64_t[::1] order, Py_ssize_t a,
+                          Py_ssize_t b) noexcept nogil:
+    """Lexicographic comparison of rows a and b of separate columns under ``order``."""
+    cdef Py_ssize_t j
+    cdef int64_t x, y
+    for j in range(order.shape[0]):
+        x = cols[order[j]][a]
+        y = cols[order[j]][b]
+        if x != y:
+            return -1 if x < y else 1
+    return 0
+
+
+cdef inline int _cmp_prev(const int64_t[::1] prev, const int64_t** cols,
+                          const int64_t[::1] order) noexcept nogil:
+    """Comparison of the previous batch's last row with this batch's first, under ``order``."""
+    cdef Py_ssize_t j
+    cdef int64_t x, y
+    for j in range(order.shape[0]):
+        x = prev[order[j]]
+        y = cols[order[j]][0]
+        if x != y:
+            return -1 if x < y else 1
+    return 0
+
+
 def columns_out_of_bounds(cols, const int64_t[::1] shape):
     """first_out_of_bounds on a list of K contiguous int64 columns."""
     cdef _Columns c = _Columns(cols)
@@ -392,7 +418,6 @@ def columns_order_violation(cols, const int64_t[::1] order, bint check_repeats, 
     row (K values) or None."""
     cdef _Columns c = _Columns(cols)
     cdef Py_ssize_t n = c.n, m = order.shape[0], i, j
-    cdef int64_t x, y
     cdef int cmp
     cdef Py_ssize_t bad = -1
     cdef int kind = _ORDER_OK
@@ -404,24 +429,12 @@ def columns_order_violation(cols, const int64_t[::1] order, bint check_repeats, 
     if prev is not None:
         if prev.shape[0] != c.K:
             raise ValueError("prev must hold K values")
-        cmp = 0
-        for j in range(m):
-            x = prev[order[j]]
-            y = c.ptr[order[j]][0]
-            if x != y:
-                cmp = -1 if x < y else 1
-                break
+        cmp = _cmp_prev(prev, c.ptr, order)
         if cmp > 0 or (cmp == 0 and check_repeats):
             return 0, OUT_OF_ORDER if cmp > 0 else REPEATED
     with nogil:
         for i in range(1, n):
-            cmp = 0
-            for j in range(m):
-                x = c.ptr[order[j]][i - 1]
-                y = c.ptr[order[j]][i]
-                if x != y:
-                    cmp = -1 if x < y else 1
-                    break
+            cmp = _cmp_rows(c.ptr, order, i - 1, i)
             if cmp > 0 or (cmp == 0 and check_repeats):
                 bad = i
                 kind = _OUT_OF_ORDER if cmp > 0 else _REPEATED
@@ -457,7 +470,7 @@ def columns_scan(cols, const int64_t[::1] shape, const int64_t[::1] order, bint 
     cdef Py_ssize_t K = c.K, n = c.n, m = order.shape[0], i, j, k
     cdef Py_ssize_t oob_row = -1, oob_dim = -1, bad = -1
     cdef int kind = _ORDER_OK, cmp
-    cdef int64_t v, x, y
+    cdef int64_t v
     if shape.shape[0] != K:
         raise ValueError("shape length must equal the number of columns")
     for j in range(m):
@@ -475,13 +488,7 @@ def columns_scan(cols, const int64_t[::1] shape, const int64_t[::1] order, bint 
     if m and prev is not None:
         if prev.shape[0] != K:
             raise ValueError("prev must hold K values")
-        cmp = 0
-        for j in range(m):
-            x = prev[order[j]]
-            y = c.ptr[order[j]][0]
-            if x != y:
-                cmp = -1 if x < y else 1
-                break
+        cmp = _cmp_prev(prev, c.ptr, order)
         if cmp > 0 or (cmp == 0 and check_repeats):
             bad = 0
             kind = _OUT_OF_ORDER if cmp > 0 else _REPEATED
@@ -497,13 +504,7 @@ def columns_scan(cols, const int64_t[::1] shape, const int64_t[::1] order, bint 
                     oob_row = i
                     oob_dim = k
             if bad < 0 and m and i > 0:
-                cmp = 0
-                for j in range(m):
-                    x = c.ptr[order[j]][i - 1]
-                    y = c.ptr[order[j]][i]
-                    if x != y:
-                        cmp = -1 if x < y else 1
-                        break
+                cmp = _cmp_rows(c.ptr, order, i - 1, i)
                 if cmp > 0 or (cmp == 0 and check_repeats):
                     bad = i
                     kind = _OUT_OF_ORDER if cmp > 0 else _REPEATED
