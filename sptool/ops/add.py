@@ -15,6 +15,7 @@ import os
 from contextlib import ExitStack
 
 import numpy as np
+import pyarrow as pa
 
 from .. import _linalg
 from .._memory import resolve_budget
@@ -119,8 +120,10 @@ class _Chunk:
         return len(self.codes)
 
     def split(self, n: int):
-        head = _Chunk(self.codes[:n], self.keys[:, :n], self.values[:n])
-        rest = _Chunk(self.codes[n:], self.keys[:, n:], self.values[n:]) if n < len(self) else None
+        keys = self.keys
+        head = _Chunk(self.codes[:n], None if keys is None else keys[:, :n], self.values[:n])
+        rest = _Chunk(self.codes[n:], None if keys is None else keys[:, n:], self.values[n:]) \
+            if n < len(self) else None
         return head, rest
 
 
@@ -154,9 +157,11 @@ class _Side:
                 yield self._chunk(out, None)
 
     def _chunk(self, batch, codes) -> _Chunk:
-        keys = batch_keys(batch, self.K)
+        # With packed codes the (K, n) index array is not needed (the codes decode to it where
+        # an output needs it), which saves a copy of every index column.
         if codes is None or len(codes) != batch.num_rows:
-            codes = self.codec.encode(keys)
+            codes = self.codec.encode_table(pa.Table.from_batches([batch]))
+        keys = None if self.codec.unpackable else batch_keys(batch, self.K)
         self._check_order(codes, keys)
         return _Chunk(codes, keys, batch_values(batch, self.meta))
 
@@ -169,7 +174,8 @@ class _Side:
         if at < 0 and self._last is not None and codes[0] <= self._last:
             at = 0
         if at >= 0:
-            raise DataError(f"indices[{self._rows + at}] = {row_text(keys, at)} is out of order or repeated, "
+            keys = self.codec.decode(codes[at:at + 1]) if keys is None else keys[:, at:at + 1]
+            raise DataError(f"indices[{self._rows + at}] = {row_text(keys, 0)} is out of order or repeated, "
                             f"although the metadata says sort_order {list(self.meta.sort_order)}, unique "
                             f"{str(self.meta.unique).lower()}", path=self.path)
         self._last = codes[-1]
@@ -233,10 +239,9 @@ def merge_join(left: _Side, right: _Side, packed: bool):
 
 def gather_keys(a: _Chunk | None, b: _Chunk | None, ia, ib, has_a, union, codec: KeyCodec) -> np.ndarray:
     """(K, n) keys of the joined rows: from A where A has the row, else from B."""
-    if a is None:
-        return b.keys  # b's rows, all of them, in order
-    if b is None:
-        return a.keys
+    if a is None or b is None:  # one side's rows, all of them, in order
+        one = b if a is None else a
+        return codec.decode(one.codes) if one.keys is None else one.keys
     if union is not None:
         return codec.decode(union)
     ia0, ib0 = np.maximum(ia, 0), np.maximum(ib, 0)
