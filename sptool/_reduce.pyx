@@ -170,8 +170,16 @@ def segment_prod(const number_t[:, ::1] values, const int64_t[::1] starts, numbe
                 out[s, j] = acc
 
 
-def segment_max(const real_t[:, ::1] values, const int64_t[::1] starts, real_t[:, ::1] out):
-    """out[s] = max of values[starts[s]:starts[s+1]]; a NaN wins, as in np.maximum."""
+cdef inline bint _replaces(real_t v, real_t acc, bint want_max) noexcept nogil:
+    """Whether v takes acc's place in a running max (or min); a NaN wins, as in np.maximum."""
+    if _isnan(acc):
+        return False
+    return _isnan(v) or (v > acc if want_max else v < acc)
+
+
+def segment_extreme(const real_t[:, ::1] values, const int64_t[::1] starts, real_t[:, ::1] out,
+                    bint want_max):
+    """out[s] = max (or min) of values[starts[s]:starts[s+1]]; a NaN wins."""
     cdef Py_ssize_t n = values.shape[0], m = values.shape[1], g = starts.shape[0] - 1, s, i, j
     cdef real_t acc, v
     _check_segments(starts, n, g, m, out.shape[0], out.shape[1])
@@ -181,25 +189,17 @@ def segment_max(const real_t[:, ::1] values, const int64_t[::1] starts, real_t[:
                 acc = values[starts[s], j]
                 for i in range(starts[s] + 1, starts[s + 1]):
                     v = values[i, j]
-                    if (v > acc or _isnan(v)) and not _isnan(acc):
+                    if _replaces(v, acc, want_max):
                         acc = v
                 out[s, j] = acc
 
 
-def segment_min(const real_t[:, ::1] values, const int64_t[::1] starts, real_t[:, ::1] out):
-    """out[s] = min of values[starts[s]:starts[s+1]]; a NaN wins, as in np.minimum."""
-    cdef Py_ssize_t n = values.shape[0], m = values.shape[1], g = starts.shape[0] - 1, s, i, j
-    cdef real_t acc, v
-    _check_segments(starts, n, g, m, out.shape[0], out.shape[1])
-    with nogil:
-        for s in range(g):
-            for j in range(m):
-                acc = values[starts[s], j]
-                for i in range(starts[s] + 1, starts[s + 1]):
-                    v = values[i, j]
-                    if (v < acc or _isnan(v)) and not _isnan(acc):
-                        acc = v
-                out[s, j] = acc
+def segment_max(values, starts, out):
+    segment_extreme(values, starts, out, True)
+
+
+def segment_min(values, starts, out):
+    segment_extreme(values, starts, out, False)
 
 
 def segment_softmax(const float_t[:, ::1] values, const int64_t[::1] starts, float_t[:, ::1] out):
@@ -284,9 +284,9 @@ def scatter_prod(const int64_t[::1] cells, int64_t base, const number_t[:, ::1] 
         raise IndexError("a cell is outside the accumulator")
 
 
-def scatter_max(const int64_t[::1] cells, int64_t base, const real_t[:, ::1] values, real_t[:, ::1] acc,
-                int64_t[::1] counts):
-    """acc[cell] = max(acc[cell], values[i]) over the rows reaching a cell (a NaN wins)."""
+def scatter_extreme(const int64_t[::1] cells, int64_t base, const real_t[:, ::1] values, real_t[:, ::1] acc,
+                    int64_t[::1] counts, bint want_max):
+    """acc[cell] = max (or min) of the rows reaching a cell (a NaN wins); counts as scatter_sum."""
     cdef Py_ssize_t n = cells.shape[0], m = values.shape[1], c = acc.shape[0], i, j
     cdef int64_t o
     cdef real_t v
@@ -300,31 +300,16 @@ def scatter_max(const int64_t[::1] cells, int64_t base, const real_t[:, ::1] val
                 break
             for j in range(m):
                 v = values[i, j]
-                if counts[o] == 0 or ((v > acc[o, j] or _isnan(v)) and not _isnan(acc[o, j])):
+                if counts[o] == 0 or _replaces(v, acc[o, j], want_max):
                     acc[o, j] = v
             counts[o] += 1
     if bad:
         raise IndexError("a cell is outside the accumulator")
 
 
-def scatter_min(const int64_t[::1] cells, int64_t base, const real_t[:, ::1] values, real_t[:, ::1] acc,
-                int64_t[::1] counts):
-    """acc[cell] = min(acc[cell], values[i]) over the rows reaching a cell (a NaN wins)."""
-    cdef Py_ssize_t n = cells.shape[0], m = values.shape[1], c = acc.shape[0], i, j
-    cdef int64_t o
-    cdef real_t v
-    cdef bint bad = False
-    _check_cells(n, values.shape[0], m, acc.shape[1], c, counts.shape[0])
-    with nogil:
-        for i in range(n):
-            o = cells[i] - base
-            if o < 0 or o >= c:
-                bad = True
-                break
-            for j in range(m):
-                v = values[i, j]
-                if counts[o] == 0 or ((v < acc[o, j] or _isnan(v)) and not _isnan(acc[o, j])):
-                    acc[o, j] = v
-            counts[o] += 1
-    if bad:
-        raise IndexError("a cell is outside the accumulator")
+def scatter_max(cells, base, values, acc, counts):
+    scatter_extreme(cells, base, values, acc, counts, True)
+
+
+def scatter_min(cells, base, values, acc, counts):
+    scatter_extreme(cells, base, values, acc, counts, False)

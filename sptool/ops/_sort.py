@@ -26,9 +26,8 @@ import pyarrow.ipc as ipc
 
 from .. import _kernels
 from .._memory import FIXED_OVERHEAD, ROW_GROUP_ROWS
-from .._messages import out_of_bounds
-from ..errors import DataError
 from ..format import TensorMeta
+from ._bounds import checked
 
 KEY = "__sptool_key"
 
@@ -253,21 +252,12 @@ def sorted_stream(batches: Iterable[pa.RecordBatch], meta: TensorMeta, order, *,
     codec = KeyCodec(meta.shape, order, K)
     rb = row_bytes(meta) + (8 if codec.packed else 8 * K)
     run_rows = chunk_rows(budget, rb)
-    bounds = np.asarray(meta.shape[:K], dtype=np.int64)
-    seen = 0
     with RunStore(tmp_dir) as store:
         pending: list[pa.RecordBatch] = []
         pending_rows = 0
         last = None
-        for batch in batches:
-            if progress:
-                progress.advance(batch.num_rows)
-            # An index outside the shape would pack into a wrong key: name it instead.
-            cols = [batch.column(k).to_numpy() for k in range(K)]
-            row, _ = _kernels.columns_out_of_bounds(cols, bounds)
-            if row >= 0:
-                raise DataError(out_of_bounds(seen + row, cols, row, meta.shape[:K]))
-            seen += batch.num_rows
+        # An index outside the shape would pack into a wrong key: name it instead.
+        for batch, _ in checked(batches, meta, progress=progress):
             while batch.num_rows:
                 take_rows = min(batch.num_rows, run_rows - pending_rows)
                 pending.append(batch.slice(0, take_rows))

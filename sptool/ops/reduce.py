@@ -27,6 +27,7 @@ from ..io import batch_keys, batch_values, open_sink, open_source
 from ..io.sink import output_kind
 from ..io.source import known_shape
 from ._axes import normalize_axes
+from ._bounds import checked
 
 OPS = ("sum", "max", "min", "prod", "mean", "count")
 _SEGMENT = {"sum": _reduce.segment_sum, "prod": _reduce.segment_prod, "max": _reduce.segment_max,
@@ -94,22 +95,8 @@ def runs(keys: np.ndarray, dims) -> np.ndarray:
 def checked_batches(src, *, memory=None, progress=None, path=None):
     """(keys (K, n), batch) of a source in stored order; an index outside the shape is an
     error naming the row (the kernels index accumulators with them)."""
-    meta = src.meta
-    K = meta.sparse_ndim
-    bounds = np.asarray(meta.shape[:K], dtype=np.int64)
-    rows = 0
-    for batch in src.iter_batches(memory=memory):
-        n = batch.num_rows
-        if not n:
-            continue
-        keys = batch_keys(batch, K)
-        row, _ = _kernels.first_out_of_bounds(keys, bounds)
-        if row >= 0:
-            raise DataError(out_of_bounds(rows + row, keys, row, meta.shape[:K]), path=path)
-        rows += n
-        if progress:
-            progress.advance(n)
-        yield keys, batch
+    for batch, cols in checked(src.iter_batches(memory=memory), src.meta, path=path, progress=progress):
+        yield np.stack(cols), batch
 
 
 def projected_batches(src, dims, *, memory=None):
@@ -184,13 +171,10 @@ def _row_keys(src, row: int) -> np.ndarray:
 def ordered_batches(src, order, *, memory=None, tmp_dir=None, progress=None, path=None):
     """(keys (K, n), batch) in ``order``: streamed when the source is sorted so, else sorted
     externally (bounds-checked either way: sorted_batches checks the rows it sorts)."""
-    from .reorder import already_sorted, sorted_batches
+    from .reorder import sorted_batches
 
     K = src.meta.sparse_ndim
-    if already_sorted(src.meta, order):
-        yield from checked_batches(src, memory=memory, progress=progress, path=path)
-        return
-    for batch, _ in sorted_batches(src, order, memory=memory, tmp_dir=tmp_dir, progress=progress):
+    for batch, _ in sorted_batches(src, order, memory=memory, tmp_dir=tmp_dir, progress=progress, keys=False):
         if batch.num_rows:
             yield batch_keys(batch, K), batch
 

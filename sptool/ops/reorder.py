@@ -2,16 +2,13 @@
 
 from __future__ import annotations
 
-import numpy as np
 import pyarrow as pa
 
-from .. import _kernels
 from .._memory import resolve_budget
-from .._messages import out_of_bounds
-from ..errors import DataError
 from ..io import open_sink, open_source
 from ..io.source import known_shape
 from ._axes import normalize_axes, normalize_order  # noqa: F401 (re-exported)
+from ._bounds import checked
 from ._dedup import Deduplicator, check_policy
 from ._sort import KeyCodec, sorted_stream
 
@@ -20,25 +17,17 @@ def already_sorted(meta, order) -> bool:
     return tuple(meta.sort_order[: len(order)]) == tuple(order) and len(meta.sort_order) >= len(order)
 
 
-def sorted_batches(src, order, *, memory=None, tmp_dir=None, progress=None):
-    """Yield (batch, keys) of a source in ``order``: passed through when the source is already
-    sorted that way, otherwise through the external sort."""
+def sorted_batches(src, order, *, memory=None, tmp_dir=None, progress=None, keys: bool = True):
+    """Yield (batch, sort keys) of a source in ``order``: passed through when the source is
+    already sorted that way, otherwise through the external sort.  Bounds are checked either
+    way (an index outside the shape would pack into a wrong key).  With ``keys=False`` a
+    passed-through batch comes with None instead of keys it would not need."""
     meta = src.meta
     budget = resolve_budget(memory)
     codec = KeyCodec(meta.shape, order, meta.sparse_ndim)
     if already_sorted(meta, order):
-        K = meta.sparse_ndim
-        bounds = np.asarray(meta.shape[:K], dtype=np.int64)
-        seen = 0
-        for batch in src.iter_batches(memory=memory):
-            if progress:
-                progress.advance(batch.num_rows)
-            cols = [batch.column(k).to_numpy() for k in range(K)]
-            row, _ = _kernels.columns_out_of_bounds(cols, bounds)
-            if row >= 0:  # it would pack into a wrong key
-                raise DataError(out_of_bounds(seen + row, cols, row, meta.shape[:K]), path=src.path)
-            seen += batch.num_rows
-            yield batch, codec.encode_table(pa.Table.from_batches([batch]))
+        for batch, _ in checked(src.iter_batches(memory=memory), meta, path=src.path, progress=progress):
+            yield batch, codec.encode_table(pa.Table.from_batches([batch])) if keys else None
         return
     yield from sorted_stream(src.iter_batches(memory=memory), meta, order, budget=budget, tmp_dir=tmp_dir,
                              progress=progress)
