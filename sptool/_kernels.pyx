@@ -157,17 +157,6 @@ def scatter_or(const int64_t[::1] offsets, const uint8_t[:, ::1] values, uint8_t
                     out[o, j] = 1
 
 
-def scatter_set(const int64_t[::1] offsets, number_t[:, ::1] out, number_t value):
-    """out[offsets[i], :] = value (clears the cells a batch touches before accumulating)."""
-    cdef Py_ssize_t n = offsets.shape[0], m = out.shape[1], i, j
-    cdef int64_t o
-    with nogil:
-        for i in range(n):
-            o = offsets[i]
-            for j in range(m):
-                out[o, j] = value
-
-
 def column_minmax(const int64_t[::1] col):
     """(min, max) of a non-empty int64 column in one pass."""
     cdef Py_ssize_t n = col.shape[0], i

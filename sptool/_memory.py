@@ -62,6 +62,11 @@ def resolve_budget(memory: str | int | None) -> int:
     return budget
 
 
+def usable_budget(budget: int) -> int:
+    """The part of --memory left for data once the interpreter, libraries and I/O buffers are in."""
+    return max(budget - FIXED_OVERHEAD, budget // 4)
+
+
 # Tests set this to a tiny number so that every streaming boundary (batches, row groups,
 # carried state) is crossed on small data.
 FORCE_BATCH_ROWS: int | None = None
@@ -71,7 +76,7 @@ def batch_rows(budget: int, row_bytes: int, *, minimum: int = 1024, maximum: int
     """Rows per batch so that the batches in flight fit in the budget."""
     if FORCE_BATCH_ROWS:
         return FORCE_BATCH_ROWS
-    usable = max(budget - FIXED_OVERHEAD, budget // 4)
+    usable = usable_budget(budget)
     rows = usable // (max(row_bytes, 1) * _COPIES_PER_BATCH)
     return int(min(max(rows, minimum), maximum))
 
@@ -80,4 +85,3 @@ def peak_rss() -> int:
     """Peak resident set size of this process, in bytes."""
     ru = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
     return ru if sys.platform == "darwin" else ru * 1024
-_FIXED_OVERHEAD = FIXED_OVERHEAD  # older name, still imported by converters

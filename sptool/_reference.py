@@ -48,10 +48,6 @@ def scatter_or(offsets, values, out):
     np.bitwise_or.at(out, offsets, (np.asarray(values) != 0).astype(out.dtype))
 
 
-def scatter_set(offsets, out, value):
-    out[offsets] = value
-
-
 def column_minmax(col):
     col = np.asarray(col)
     return int(col.min()), int(col.max())

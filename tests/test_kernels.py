@@ -71,17 +71,13 @@ def test_scatter_add(dtype, m, rng):
     np.testing.assert_array_equal(got, want)
 
 
-def test_scatter_or_and_set(rng):
+def test_scatter_or(rng):
     offsets = rng.integers(0, 9, size=50).astype(np.int64)
     vals = (rng.random((50, 2)) < 0.3).astype(np.uint8)
     got, want = np.zeros((9, 2), np.uint8), np.zeros((9, 2), np.uint8)
     _kernels.scatter_or(offsets, vals, got)
     _reference.scatter_or(offsets, vals, want)
     np.testing.assert_array_equal(got, want)
-    a, b = np.ones((9, 2)), np.ones((9, 2))
-    _kernels.scatter_set(offsets, a, 0.0)
-    _reference.scatter_set(offsets, b, 0.0)
-    np.testing.assert_array_equal(a, b)
 
 
 def test_linear_offsets_and_minmax(rng):

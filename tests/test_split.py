@@ -164,10 +164,16 @@ def test_sinks_share_the_memory_budget(tmp_path, rng, monkeypatch):
         return sinks[-1]
 
     monkeypatch.setattr(split_module, "open_sink", spy)
-    r = split(path, str(tmp_path / "p{i}.parquet"), axis=0, num=64, memory="1GiB")
+    from sptool._memory import ROW_GROUP_ROWS
+
+    budget = 256 << 20
+    r = split(path, str(tmp_path / "p{i}.parquet"), axis=0, num=16, memory=str(budget))
     buffered = sum(s.row_group_rows * row_bytes(s.meta) for s in sinks)
-    assert len(sinks) == 64 and buffered <= (1 << 30) // 2
-    _check_pieces(r, t, 0, 64, sort_order=t.sort_order, unique=True)
+    # Each sink's row group was cut below the default so that the 16 buffers (held about three
+    # times over: pending rows, their concatenation, the encoder) fit half the budget.
+    assert len(sinks) == 16 and all(s.row_group_rows < ROW_GROUP_ROWS for s in sinks)
+    assert 3 * buffered <= budget // 2
+    _check_pieces(r, t, 0, 16, sort_order=t.sort_order, unique=True)
     # 64 open writers do not fit a 16 MiB budget: refused up front, nothing written
     for p in tmp_path.glob("q*.parquet"):
         p.unlink()

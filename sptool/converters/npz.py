@@ -21,7 +21,7 @@ import zipfile
 import numpy as np
 
 from .. import _kernels
-from .._memory import _FIXED_OVERHEAD, format_size, resolve_budget
+from .._memory import format_size, resolve_budget, usable_budget
 from ..errors import DataError, InputError, ResourceError, UsageError
 from ..format import TensorMeta, value_type_of_dtype
 from ..io._atomic import AtomicTarget
@@ -31,11 +31,6 @@ from .common import Options, Reader, cast_or_fail, check_not_hybrid, check_zero_
 BATCH_ROWS = 1 << 20
 REQUIRED = {"coo": ("shape", "data"), "csr": ("shape", "data", "indices", "indptr"),
             "csc": ("shape", "data", "indices", "indptr")}
-
-
-def _usable(budget: int) -> int:
-    """The part of --memory left for data once the interpreter and libraries are loaded."""
-    return max(budget - _FIXED_OVERHEAD, budget // 4)
 
 
 def _member_headers(path: str) -> dict:
@@ -81,10 +76,10 @@ class NpzReader(Reader):
         ndim = int(np.prod(headers["shape"][0])) if "shape" in headers else 2
         need = nbytes + nnz * 8 * ndim * 2
         budget = resolve_budget(opts.memory)
-        if need > _usable(budget):
+        if need > usable_budget(budget):
             raise ResourceError(
                 f"a .npz archive is loaded whole; this one ({nnz} entries) needs about {format_size(need)}, "
-                f"more than the {format_size(_usable(budget))} that --memory {format_size(budget)} leaves for "
+                f"more than the {format_size(usable_budget(budget))} that --memory {format_size(budget)} leaves for "
                 "data; raise --memory", path=path)
         try:
             with np.load(path, allow_pickle=False) as z:
@@ -191,10 +186,10 @@ class NpzWriter:
 
     def _check(self, rows: int):
         need = rows * self.row_bytes
-        if need > _usable(self.budget):
+        if need > usable_budget(self.budget):
             raise ResourceError(
                 f"a .npz archive is written from memory; {rows} entries need about {format_size(need)}, more "
-                f"than the {format_size(_usable(self.budget))} that --memory {format_size(self.budget)} leaves "
+                f"than the {format_size(usable_budget(self.budget))} that --memory {format_size(self.budget)} leaves "
                 "for data; raise --memory", path=self.dst)
 
     def write(self, keys, values):

@@ -25,7 +25,7 @@ import pyarrow as pa
 import pyarrow.ipc as ipc
 
 from .. import _kernels
-from .._memory import FIXED_OVERHEAD, ROW_GROUP_ROWS
+from .._memory import ROW_GROUP_ROWS, usable_budget
 from ..format import TensorMeta
 from ._bounds import checked
 
@@ -168,7 +168,7 @@ def chunk_rows(budget: int, row_bytes: int, ways: int = 1) -> int:
     """Rows per in-memory run (ways=1) or per run cursor in a ways-way merge."""
     per_row = (row_bytes + 8) * 6  # rows, key, permutation, taken copy, writer buffers
     # The interpreter, the reader's and the writer's buffers take their share of the budget first.
-    usable = max(budget - FIXED_OVERHEAD, budget // 4)
+    usable = usable_budget(budget)
     return max(1024, min(usable // (per_row * max(ways, 1)), 1 << 24))
 
 

@@ -26,7 +26,7 @@ from ..errors import DataError, UsageError
 from ..format import TensorMeta
 from ..io import open_sink, open_source
 from ..io._arrays import batch_keys
-from ..io.source import row_bytes
+from ..io.source import known_shape, row_bytes
 from . import _sort
 from ._axes import normalize_axes
 from .reorder import already_sorted
@@ -52,9 +52,6 @@ def plan_concat(metas: list[TensorMeta], axis: int, expand_nonconcat: bool = Fal
     (axis,) = normalize_axes([axis], rank)
     K = first.sparse_ndim
     for i, m in enumerate(metas):
-        if any(s is None for s in m.shape):
-            raise UsageError(f"the shape of input {i} (a stream) is unknown until its end; write it to a file "
-                             "first")
         if m.sparse_ndim != K:
             raise UsageError(f"Sparse ranks of all input tensors must match: expected {K} sparse dimensions but "
                              f"got {m.sparse_ndim} at position {i}")
@@ -151,7 +148,7 @@ def concat(paths, output: str | None, *, axis: int, expand_nonconcat: bool = Fal
         raise UsageError("at most one input may be '-' (stdin)")
     budget = resolve_budget(memory)
     with ExitStack() as stack:
-        srcs = [stack.enter_context(open_source(p)) for p in paths]
+        srcs = [stack.enter_context(known_shape(stack.enter_context(open_source(p)), tmp_dir)) for p in paths]
         metas = [s.meta for s in srcs]
         out_meta, axis, offsets = plan_concat(metas, axis, expand_nonconcat)
         K = out_meta.sparse_ndim

@@ -11,7 +11,7 @@ from ..errors import FormatError, UsageError
 from ..io import open_sink, open_source
 from ..io._arrays import batch_keys, batch_values, make_batch, normalize_batch
 from ..io._prefetch import prefetch
-from ..io.source import READ_ERRORS, ParquetSource, _short
+from ..io.source import READ_ERRORS, ParquetSource, _short, known_shape
 
 
 def slice_box(shape, start, size, sparse_ndim: int) -> tuple[list[int], list[int]]:
@@ -115,10 +115,8 @@ def slice_(path: str, output: str | None, *, start, size, memory=None, progress=
     [5, 30, 10]
     """
     resolve_budget(memory)
-    with open_source(path) as src:
+    with open_source(path) as opened, known_shape(opened) as src:
         meta = src.meta
-        if any(s is None for s in meta.shape):
-            raise UsageError("the stream's shape is unknown until its end; write it to a file first", path=path)
         K = meta.sparse_ndim
         lo, hi = slice_box(meta.shape, start, size, K)
         out_shape = tuple(h - s for s, h in zip(lo, hi))

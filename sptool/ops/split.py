@@ -16,7 +16,7 @@ from ..format import TensorMeta
 from ..io import open_sink, open_source
 from ..io._arrays import batch_keys, batch_values, make_batch
 from ..io.sink import output_kind
-from ..io.source import row_bytes
+from ..io.source import known_shape, row_bytes
 from ._axes import normalize_axes
 
 _PLACEHOLDER = re.compile(r"\{i(:[^{}]*)?\}")
@@ -83,7 +83,7 @@ def split(path: str, pattern: str, *, axis: int, num: int, memory=None, progress
     [14, 13, 13]
     """
     budget = resolve_budget(memory)
-    with open_source(path) as src:
+    with open_source(path) as opened, known_shape(opened) as src:
         meta = src.meta
         rank = len(meta.shape)
         try:
@@ -91,8 +91,6 @@ def split(path: str, pattern: str, *, axis: int, num: int, memory=None, progress
         except UsageError:
             raise UsageError(f"Input split_dim should be between {-rank} and {rank - 1} (the rank is {rank}), "
                              f"got {axis}") from None
-        if any(s is None for s in meta.shape):
-            raise UsageError("the stream's shape is unknown until its end; write it to a file first", path=path)
         extent = meta.shape[axis]
         num = int(num)
         if not 1 <= num <= extent:
