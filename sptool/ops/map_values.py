@@ -9,7 +9,8 @@ from ..errors import FormatError, UsageError
 from ..format import value_type_of_dtype
 from ..io import batch_values, open_sink, open_source, values_array
 from ..io.source import known_shape
-from .reduce import Background, as_kernel, from_kernel, kernel_dtype, ordered_batches, sum_duplicates
+from ._unique import SummedSource
+from .reduce import Background
 
 # name -> NumPy function.  Each maps 0 to 0 except those in CHANGES_ZERO.
 FUNCTIONS = {
@@ -93,30 +94,18 @@ def map_values(path: str, output: str | None = None, *, fn: str, allow_fill_chan
                              "fill value")
         if progress:
             progress.set_total(meta.nnz)
-        dense = tuple(meta.dense_shape)
-        dedup = fn not in ADDITIVE and not meta.unique
-        if dedup:
-            order = meta.sort_order if len(meta.sort_order) == K else tuple(range(K))
-            out_meta = meta.with_(value_type=out_vt, fill_value=fill, nnz=None, sort_order=order, unique=True,
-                                  iso=False, created_by=None)
-            kdtype = kernel_dtype(meta.dtype)
-            batches = ordered_batches(src, order, memory=memory, tmp_dir=tmp_dir, progress=progress, path=path)
-            pairs = ((keys, as_kernel(batch_values(batch, meta), keys.shape[1], kdtype)) for keys, batch in batches)
-            sink = open_sink(output, out_meta, unique_claim=True)
-            with Background(sink) as writer:
-                for keys, vals in sum_duplicates(pairs, is_bool=meta.value_type == "bool"):
-                    summed = from_kernel(vals, meta.dtype, dense)
-                    writer.write(keys, _apply(func, summed, out_dtype))
-        else:
-            out_meta = meta.with_(value_type=out_vt, fill_value=fill, nnz=None, created_by=None)
-            sink = open_sink(output, out_meta, unique_claim=True if meta.unique else None)
-            with Background(sink, "write_batch") as writer:
-                for batch in src.iter_batches(memory=memory):
-                    if progress:
-                        progress.advance(batch.num_rows)
-                    vals = _apply(func, batch_values(batch, meta), out_dtype)
-                    cols = list(batch.columns[:K]) + [values_array(vals, out_meta)]
-                    writer.write(pa.RecordBatch.from_arrays(cols, schema=sink.schema))
+        if fn not in ADDITIVE and not meta.unique:
+            # f(a) + f(b) != f(a + b): duplicates are summed (in the value type) before f is applied.
+            src = SummedSource(src, tmp_dir=tmp_dir)
+        out_meta = src.meta.with_(value_type=out_vt, fill_value=fill, nnz=None, created_by=None)
+        sink = open_sink(output, out_meta, unique_claim=True if out_meta.unique else None)
+        with Background(sink, "write_batch") as writer:
+            for batch in src.iter_batches(memory=memory):
+                if progress:
+                    progress.advance(batch.num_rows)
+                vals = _apply(func, batch_values(batch, src.meta), out_dtype)
+                cols = list(batch.columns[:K]) + [values_array(vals, out_meta)]
+                writer.write(pa.RecordBatch.from_arrays(cols, schema=sink.schema))
         final = sink.final_meta
     return {"rows_in": meta.nnz, "rows_out": final.nnz, "value_type": final.value_type,
             "fill_value": final.fill_value, "unique": final.unique, "sort_order": list(final.sort_order)}
