@@ -36,15 +36,20 @@ def _check_format(fmt: str, option: str) -> str:
     return fmt
 
 
+def _by_name(path: str) -> str | None:
+    """The format a path names: '-' and directories are sptool, else its extension (or None)."""
+    if path == "-" or path.endswith(("/", os.sep)) or os.path.isdir(path):
+        return "sptool"
+    return EXTENSIONS.get(os.path.splitext(path)[1].lower())
+
+
 def input_format(src: str, given: str | None = None) -> str:
     """The format of an input: --from, else its name, else its first bytes."""
     if given:
         return _check_format(given, "--from")
-    if src == "-" or src.endswith(("/", os.sep)) or os.path.isdir(src):
-        return "sptool"
-    ext = os.path.splitext(src)[1].lower()
-    if ext in EXTENSIONS:
-        return EXTENSIONS[ext]
+    named = _by_name(src)
+    if named:
+        return named
     if not os.path.exists(src):
         raise InputError("no such file or directory", path=src)
     try:
@@ -63,11 +68,9 @@ def output_format(dst: str, given: str | None = None) -> str:
     """The format of an output: --to, else its name ('-' and directories are sptool)."""
     if given:
         return _check_format(given, "--to")
-    if dst == "-" or dst.endswith(("/", os.sep)) or os.path.isdir(dst):
-        return "sptool"
-    ext = os.path.splitext(dst)[1].lower()
-    if ext in EXTENSIONS:
-        return EXTENSIONS[ext]
+    named = _by_name(dst)
+    if named:
+        return named
     raise UsageError(f"cannot tell the output format from the name; use an extension ({', '.join(EXTENSIONS)}), "
                      "a directory ending in /, - for stdout, or --to", path=dst)
 
