@@ -67,8 +67,12 @@ def rng():
 
 @pytest.fixture
 def tiny_batches(monkeypatch):
-    """Read every source in batches of 7 rows, so ops cross batch boundaries on small data."""
+    """Read every source in batches of 7 rows, and write row groups of 5, so that ops cross
+    batch and row-group boundaries on small data (and the multi-threaded row-group reader,
+    sptool/io/_rowgroups.py, runs on every file written during the test)."""
     from sptool import _memory
+    from sptool.io import sink
 
     monkeypatch.setattr(_memory, "FORCE_BATCH_ROWS", 7)
+    monkeypatch.setattr(sink, "ROW_GROUP_ROWS", 5)
     return 7

@@ -207,3 +207,83 @@ def test_batches_cross_boundaries(tmp_path, rng):
     src = open_source(str(tmp_path / "b.parquet"))
     sizes = [b.num_rows for b in src.iter_batches(batch_rows=7)]
     assert sum(sizes) == t.nnz and max(sizes) == 7
+
+
+# -- the multi-threaded row-group reader (sptool/io/_rowgroups.py) ----------------------------
+
+def _many_row_groups(path, rng, rows=1000, group=37):
+    table = pa.table({"a": rng.integers(0, 1 << 40, rows), "b": rng.standard_normal(rows)})
+    pq.write_table(table, path, row_group_size=group)
+    return table
+
+
+def test_plan_chunks_groups_consecutive_row_groups(tmp_path, rng):
+    from sptool.io._rowgroups import plan_chunks
+
+    _many_row_groups(tmp_path / "g.parquet", rng)
+    md = pq.read_metadata(tmp_path / "g.parquet")
+    assert md.num_row_groups == 28
+    chunks = plan_chunks(md, range(28), batch_rows=150, threads=2)  # about 75 rows per chunk
+    assert [r for c in chunks for r in c] == list(range(28))
+    assert all(sum(md.row_group(r).num_rows for r in c) <= 75 or len(c) == 1 for c in chunks)
+    assert plan_chunks(md, [0, 1, 5, 6], batch_rows=10**6, threads=2) == [[0, 1], [5, 6]]
+    # A row group over max(batch_rows, the sptool row-group cap) is left to a batch-at-a-time reader.
+    big = pa.table({"a": np.arange(140_000)})
+    pq.write_table(big, tmp_path / "big.parquet", row_group_size=140_000)
+    assert plan_chunks(pq.read_metadata(tmp_path / "big.parquet"), [0], batch_rows=1000) is None
+
+
+@pytest.mark.parametrize("threads", [1, 2, 3])
+@pytest.mark.parametrize("batch_rows", [1, 50, 100_000])
+def test_read_chunks_matches_pyarrow(tmp_path, rng, threads, batch_rows):
+    from sptool.io._rowgroups import plan_chunks, read_chunks
+
+    path = str(tmp_path / "g.parquet")
+    table = _many_row_groups(path, rng)
+    pf = pq.ParquetFile(path)
+    chunks = plan_chunks(pf.metadata, range(pf.metadata.num_row_groups), batch_rows, threads)
+    batches = list(read_chunks(path, pf, chunks, batch_rows=batch_rows, columns=["b"], threads=threads))
+    assert max(b.num_rows for b in batches) <= batch_rows
+    got = pa.Table.from_batches(batches)
+    assert got.column_names == ["b"] and got.column("b").equals(table.column("b"))
+
+
+def test_read_chunks_stops_cleanly(tmp_path, rng):
+    import threading
+
+    from sptool.io._rowgroups import plan_chunks, read_chunks
+
+    path = str(tmp_path / "g.parquet")
+    table = _many_row_groups(path, rng)
+    pf = pq.ParquetFile(path)
+    it = read_chunks(path, pf, plan_chunks(pf.metadata, range(28), 40, 2), batch_rows=40, threads=2)
+    first = next(it)
+    assert first.column("a").equals(table.column("a").slice(0, first.num_rows).combine_chunks())
+    it.close()
+    assert not [t for t in threading.enumerate() if t.name.startswith("sptool-read")]
+
+
+def test_source_reads_many_row_groups_in_order(tmp_path, rng, tiny_batches):
+    t = random_tensor(rng, (30, 20, 4), 400, duplicates=True)
+    sptool.write(t, str(tmp_path / "m.parquet"))
+    assert pq.read_metadata(tmp_path / "m.parquet").num_row_groups == 80  # row groups of 5 (the fixture)
+    src = open_source(str(tmp_path / "m.parquet"))
+    batches = list(src.iter_batches())
+    assert max(b.num_rows for b in batches) <= 7
+    keys = np.concatenate([np.stack([b.column(k).to_numpy() for k in range(3)]) for b in batches], axis=1)
+    np.testing.assert_array_equal(keys, t.indices.T if t.indices.shape[1] == 3 else t.indices)
+
+
+def test_corrupt_row_group_is_a_read_error(tmp_path, rng, tiny_batches):
+    path = tmp_path / "c.parquet"
+    t = random_tensor(rng, (300, 20), 200)
+    sptool.write(t, str(path))  # row groups of 5 rows (the fixture)
+    col = pq.ParquetFile(path).metadata.row_group(20).column(2)  # the values of a middle row group
+    raw = bytearray(path.read_bytes())
+    raw[col.data_page_offset + 8:col.data_page_offset + col.total_compressed_size] = \
+        b"\xff" * (col.total_compressed_size - 8)
+    path.write_bytes(bytes(raw))
+    src = open_source(str(path))
+    with pytest.raises(FormatError, match="E_READ_FAILED") as e:
+        list(src.iter_batches())
+    assert e.value.path == str(path)

@@ -28,6 +28,7 @@ from ..format import (
 )
 from ._arrays import batch_keys, batch_values, normalize_batch
 from ._prefetch import prefetch
+from ._rowgroups import plan_chunks, read_chunks
 
 # What pyarrow raises on a corrupt or foreign file: any Arrow error, and the Python errors its
 # footer and statistics accessors let through on garbled metadata.
@@ -132,17 +133,27 @@ class ParquetSource(TensorSource):
     def num_row_groups(self) -> int:
         return sum(p.file.metadata.num_row_groups for p in self.parts)
 
-    def _batches(self, batch_rows: int):
-        for part in self.parts:
-            try:
-                for batch in part.file.iter_batches(batch_size=batch_rows, use_threads=True):
-                    yield normalize_batch(batch, part.meta, self.schema)
-            except READ_ERRORS as e:
-                raise FormatError(f"cannot decode the data ({_short(e)}) [E_READ_FAILED]", path=part.path) from None
+    def part_batches(self, part: Part, batch_rows: int, *, groups=None, columns=None) -> Iterator[pa.RecordBatch]:
+        """One part's batches (of the row groups ``groups``, default all; of ``columns``, default
+        all), decoded ahead on several threads; a decoding failure is E_READ_FAILED."""
+        md = part.file.metadata
+        groups = range(md.num_row_groups) if groups is None else groups
+        chunks = plan_chunks(md, groups, batch_rows)
+        try:
+            if chunks is None:
+                batches = prefetch(part.file.iter_batches(batch_size=batch_rows, row_groups=list(groups),
+                                                          columns=columns, use_threads=True))
+            else:
+                batches = read_chunks(part.path, part.file, chunks, batch_rows=batch_rows, columns=columns)
+            yield from batches
+        except READ_ERRORS as e:
+            raise FormatError(f"cannot decode the data ({_short(e)}) [E_READ_FAILED]", path=part.path) from None
 
     def iter_batches(self, batch_rows=None, *, memory=None):
         rows = batch_rows or self.default_batch_rows(memory)
-        return prefetch(self._batches(rows))
+        for part in self.parts:
+            for batch in self.part_batches(part, rows):
+                yield normalize_batch(batch, part.meta, self.schema)
 
 
 def read_part(path: str) -> Part:

@@ -106,8 +106,6 @@ def projected_batches(src, dims, *, memory=None):
     type, missing statistics), and the caller reads whole batches instead."""
     import pyarrow as pa
 
-    from ..io._prefetch import prefetch
-
     meta = src.meta
     K = meta.sparse_ndim
     parts = getattr(src, "parts", None)
@@ -131,23 +129,13 @@ def projected_batches(src, dims, *, memory=None):
     rows = src.default_batch_rows(memory)
 
     def read():
-        # Whole row groups, several at a time: pyarrow decodes them in parallel, which is
-        # faster than iter_batches (measured 0.31 s against 0.5-0.85 s for 20M rows).
         for part in parts:
-            md = part.file.metadata
-            group, count = [], 0
-            for rg in range(md.num_row_groups):
-                group.append(rg)
-                count += md.row_group(rg).num_rows
-                if count >= rows or rg == md.num_row_groups - 1:
-                    table = part.file.read_row_groups(group, columns=names, use_threads=True)
-                    group, count = [], 0
-                    for batch in table.to_batches():
-                        if any(c.null_count for c in batch.columns):
-                            raise DataError("a column holds nulls", path=part.path)
-                        yield batch
+            for batch in src.part_batches(part, rows, columns=names):
+                if any(c.null_count for c in batch.columns):
+                    raise DataError("a column holds nulls", path=part.path)
+                yield batch
 
-    return prefetch(read())
+    return read()
 
 
 def values_of_array(arr, meta) -> np.ndarray:

@@ -7,11 +7,10 @@ import numpy as np
 import pyarrow as pa
 
 from .._memory import resolve_budget
-from ..errors import FormatError, UsageError
+from ..errors import UsageError
 from ..io import open_sink, open_source
 from ..io._arrays import batch_keys, batch_values, make_batch, normalize_batch
-from ..io._prefetch import prefetch
-from ..io.source import READ_ERRORS, ParquetSource, _short, known_shape
+from ..io.source import ParquetSource, known_shape
 
 
 def slice_box(shape, start, size, sparse_ndim: int) -> tuple[list[int], list[int]]:
@@ -83,18 +82,9 @@ def _may_overlap(rg, K: int, start, end) -> bool:
 
 
 def _pruned_batches(source: ParquetSource, plan, rows: int):
-    def read():
-        for part, groups in plan:
-            try:
-                # One row group per call: given many, pyarrow (26) pre-buffers all of their
-                # column chunks at once, i.e. memory grows with the bytes selected.
-                for r in groups:
-                    for batch in part.file.iter_batches(batch_size=rows, row_groups=[r], use_threads=True):
-                        yield normalize_batch(batch, part.meta, source.schema)
-            except READ_ERRORS as e:
-                raise FormatError(f"cannot decode the data ({_short(e)}) [E_READ_FAILED]", path=part.path) from None
-
-    return prefetch(read())
+    for part, groups in plan:
+        for batch in source.part_batches(part, rows, groups=groups):
+            yield normalize_batch(batch, part.meta, source.schema)
 
 
 def slice_(path: str, output: str | None, *, start, size, memory=None, progress=None) -> dict:

@@ -29,6 +29,7 @@ from ..format import (
     trailer_problem,
 )
 from ..io._prefetch import prefetch
+from ..io._rowgroups import plan_chunks, read_chunks
 from ..io.source import PARQUET_MAGIC, READ_ERRORS, STREAM_MAGIC, is_part_name, row_bytes
 from ..report import FATAL, Problem, Report
 
@@ -370,7 +371,7 @@ class _Validator:
             add(Problem("E_READ_FAILED", f"the footer's row-group metadata cannot be read: {_short(e)}"))
             return meta, schema
         if not self.metadata_only:
-            self._scan_parquet(pf, meta, stats, location, add, count_fill="E_FILL_VALUE" not in reported)
+            self._scan_parquet(path, pf, meta, stats, location, add, count_fill="E_FILL_VALUE" not in reported)
         return meta, schema
 
     def _footer(self, pf: pq.ParquetFile, meta: TensorMeta, add, *, order_ok: bool = True):
@@ -442,7 +443,7 @@ class _Validator:
                 prev, prev_max = r, hi
         return stats
 
-    def _scan_parquet(self, pf: pq.ParquetFile, meta: TensorMeta, stats, location, add, *, count_fill=True):
+    def _scan_parquet(self, path: str, pf: pq.ParquetFile, meta: TensorMeta, stats, location, add, *, count_fill=True):
         scanner = Scanner(meta, add, location, deep=self.deep, budget=self.budget, count_fill=count_fill)
         rows = _batch_rows(self.budget, row_bytes(meta))
         if self.progress:
@@ -452,10 +453,15 @@ class _Validator:
         ends = np.cumsum([md.row_group(r).num_rows for r in range(md.num_row_groups)])
 
         def batches():
-            # One reader over the whole file (pyarrow pipelines its reads); batches are cut at
-            # row-group boundaries so that each piece is checked against its own statistics.
+            chunks = plan_chunks(md, range(md.num_row_groups), rows)
+            if chunks is None:
+                decoded = prefetch(pf.iter_batches(batch_size=rows, use_threads=True))
+            else:
+                decoded = read_chunks(path, pf, chunks, batch_rows=rows)
+            # Batches are cut at row-group boundaries so that each piece is checked against its
+            # own statistics.
             r, start = 0, 0
-            for b in pf.iter_batches(batch_size=rows, use_threads=True):
+            for b in decoded:
                 while b.num_rows:
                     while r < len(ends) - 1 and start >= ends[r]:
                         r += 1
@@ -465,7 +471,7 @@ class _Validator:
                     start += take
 
         try:
-            for r, batch in prefetch(batches()):
+            for r, batch in batches():
                 scanner.feed(batch, row_group=r, stats=stats[r] if stats else None)
                 if self.progress:
                     self.progress.advance(batch.num_rows)

@@ -1,0 +1,97 @@
+"""Decode a Parquet file's row groups on several threads and hand them over in file order.
+
+pyarrow's own readers decode one row group at a time and spread only its columns over
+threads, so one heavy column (float64 values) keeps a single core busy while the other
+waits.  Whole row groups decoded side by side, each thread with its own file handle, use
+both cores: 0.15 s instead of 0.25 s for three columns of a 20M-row file (2 cores).
+
+Memory: ``threads + 1`` chunks of about ``batch_rows / threads`` rows are decoded or waiting,
+plus the chunk being consumed: about two batches, fewer than iter_batches behind the
+one-deep prefetch (sptool/_memory.py counts the batches in flight).
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+from collections import deque
+from collections.abc import Iterator
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from .._memory import ROW_GROUP_ROWS
+
+THREADS = max(1, min(4, os.cpu_count() or 1))
+
+
+def plan_chunks(metadata: pq.FileMetaData, groups, batch_rows: int, threads: int = THREADS) -> list[list[int]] | None:
+    """Runs of consecutive row groups (from ``groups``) of about batch_rows / threads rows each,
+    or None when a row group alone exceeds max(batch_rows, ROW_GROUP_ROWS): a file from another
+    writer with huge row groups, which only a batch-at-a-time reader keeps within --memory."""
+    target = max(1, batch_rows // max(threads, 1))
+    limit = max(batch_rows, ROW_GROUP_ROWS)
+    chunks: list[list[int]] = []
+    run: list[int] = []
+    rows = 0
+    for r in groups:
+        n = metadata.row_group(r).num_rows
+        if n > limit:
+            return None
+        if run and (rows + n > target or r != run[-1] + 1):
+            chunks.append(run)
+            run, rows = [], 0
+        run.append(r)
+        rows += n
+    if run:
+        chunks.append(run)
+    return chunks
+
+
+def read_chunks(path: str, pf: pq.ParquetFile, chunks: list[list[int]], *, batch_rows: int,
+                columns=None, threads: int = THREADS) -> Iterator[pa.RecordBatch]:
+    """Batches of at most batch_rows rows of the given row-group chunks, in order.
+
+    Decoding errors are raised by the consumer, as pyarrow raised them.
+    """
+    if threads <= 1 or len(chunks) <= 1:
+        for groups in chunks:
+            yield from pf.read_row_groups(groups, columns=columns, use_threads=True).to_batches(batch_rows)
+        return
+
+    from concurrent.futures import ThreadPoolExecutor
+
+    local = threading.local()
+    handles: list[pq.ParquetFile] = []
+    lock = threading.Lock()
+
+    def work(groups):
+        f = getattr(local, "file", None)
+        if f is None:
+            # The footer is parsed once, by the caller; each thread only opens the file.
+            f = local.file = pq.ParquetFile(path, metadata=pf.metadata, pre_buffer=False)
+            with lock:
+                handles.append(f)
+        return f.read_row_groups(groups, columns=columns, use_threads=False)
+
+    pool = ThreadPoolExecutor(threads, thread_name_prefix="sptool-read")
+    pending: deque = deque()
+    todo = iter(chunks)
+    try:
+        for groups in todo:
+            pending.append(pool.submit(work, groups))
+            if len(pending) > threads:
+                break
+        while pending:
+            table = pending.popleft().result()
+            following = next(todo, None)
+            if following is not None:
+                pending.append(pool.submit(work, following))
+            yield from table.to_batches(batch_rows)
+            del table
+    finally:
+        for future in pending:
+            future.cancel()
+        pool.shutdown(wait=True)
+        for f in handles:
+            f.close()
