@@ -6,18 +6,22 @@ semantics and keyword arguments named like the options.  Functions are imported 
 """
 
 import importlib
+import importlib.util
 
 from ._version import __version__
 from .errors import DataError, FormatError, InputError, ResourceError, ShapeMismatch, SptoolError, UsageError
 
-try:  # the compiled kernels are mandatory: a broken build fails here, not at first use
-    from . import _kernels, _linalg, _reduce, _textparse  # noqa: F401
-except ImportError as e:  # pragma: no cover - exercised only by a broken build
+# The compiled kernels are mandatory: a checkout without them fails here, not at first use.
+# They are found, not imported: importing them loads numpy, which the command line defers
+# until it has set up the process (sptool/cli/__init__.py, main).
+_missing = [m for m in ("_kernels", "_linalg", "_reduce", "_textparse")
+            if importlib.util.find_spec(f"{__name__}.{m}") is None]
+if _missing:  # pragma: no cover - exercised only by a broken build
     raise ImportError(
-        "sptool's compiled kernels (sptool/*.pyx) are not built. Install with "
+        f"sptool's compiled kernels ({', '.join(_missing)}) are not built. Install with "
         "'pip install .' (needs a C compiler and Cython), or for a checkout run "
-        f"'python setup.py build_ext --inplace'. Original error: {e}"
-    ) from e
+        "'python setup.py build_ext --inplace'."
+    )
 
 KERNELS = "compiled"
 

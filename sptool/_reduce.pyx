@@ -125,6 +125,63 @@ def group_cells(const uint64_t[::1] columns, Py_ssize_t n, const int64_t[::1] bo
     return g
 
 
+def block_sum(const uint64_t[::1] columns, Py_ssize_t n, const int64_t[::1] bounds, const int64_t[::1] strides,
+              int64_t first, const number_t[:, ::1] values, number_t[:, ::1] acc, int64_t[::1] counts):
+    """group_cells and scatter_sum in one pass, for rows ordered by their first index column.
+
+    Row i goes to the slot (columns[0][i] - first) * strides[0] + sum_c>0 columns[c][i] * strides[c]
+    of the block ``acc`` (acc starts at zero; counts as in scatter_sum): the groups of a batch
+    are consecutive values of the first column, so their slots need no numbering pass and no
+    array of cells.  Returns -1 when every row was added; the row of the first index outside
+    0 <= index < bounds[c] (nothing after it is added); or -2 - row when column 0 decreases at
+    that row or a slot falls outside the block, and the caller takes the general path.
+    """
+    cdef Py_ssize_t C = columns.shape[0], m = values.shape[1], slots = acc.shape[0], i, c, j
+    cdef const int64_t** cols
+    cdef int64_t v, prev = first, o
+    cdef Py_ssize_t result = -1
+    if bounds.shape[0] != C or strides.shape[0] != C or C < 1:
+        raise ValueError("columns, bounds and strides must have one entry per column (at least one)")
+    _check_cells(n, values.shape[0], m, acc.shape[1], slots, counts.shape[0])
+    cols = <const int64_t**> malloc(C * sizeof(int64_t*))
+    if cols == NULL:
+        raise MemoryError()
+    for c in range(C):
+        cols[c] = <const int64_t*> <size_t> columns[c]
+    try:
+        with nogil:
+            for i in range(n):
+                v = cols[0][i]
+                if v < 0 or v >= bounds[0]:
+                    result = i
+                    break
+                if v < prev:
+                    result = -2 - i
+                    break
+                prev = v
+                o = (v - first) * strides[0]
+                for c in range(1, C):
+                    v = cols[c][i]
+                    if v < 0 or v >= bounds[c]:
+                        result = i
+                        break
+                    o = o + v * strides[c]
+                if result >= 0:
+                    break
+                if o < 0 or o >= slots:
+                    result = -2 - i
+                    break
+                counts[o] += 1
+                if m == 1:
+                    acc[o, 0] = acc[o, 0] + values[i, 0]
+                else:
+                    for j in range(m):
+                        acc[o, j] = acc[o, j] + values[i, j]
+    finally:
+        free(cols)
+    return result
+
+
 # ---------------------------------------------------------------------------------------------
 # segments: runs of sorted rows
 

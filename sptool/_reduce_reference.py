@@ -34,6 +34,20 @@ def group_cells(columns, n, bounds, n_group, strides, width, cells, starts):
     return g
 
 
+def block_sum(columns, n, bounds, strides, first, values, acc, counts):
+    keys = np.stack(columns) if len(columns) else np.zeros((0, n), np.int64)
+    bad = np.flatnonzero(((keys < 0) | (keys >= np.asarray(bounds)[:, None])).any(axis=0))
+    down = np.flatnonzero(np.diff(np.concatenate([[first], keys[0]])) < 0)
+    slot = (keys[0] - first) * strides[0] + (keys[1:] * np.asarray(strides[1:])[:, None]).sum(axis=0)
+    outside = np.flatnonzero((slot < 0) | (slot >= len(counts)))
+    stop = min([n] + [int(x[0]) for x in (bad, down, outside) if len(x)])
+    np.add.at(acc, slot[:stop], np.asarray(values)[:stop])
+    np.add.at(counts, slot[:stop], 1)
+    if stop == n:
+        return -1
+    return stop if len(bad) and bad[0] == stop else -2 - stop
+
+
 def _segments(values, starts, ufunc, out):
     starts = np.asarray(starts)
     if len(starts) > 1:

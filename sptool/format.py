@@ -16,11 +16,11 @@ from dataclasses import dataclass, replace
 import numpy as np
 import pyarrow as pa
 
+from ._version import FORMAT_VERSION
 from .errors import FormatError
 from .report import Problem
 
 FORMAT_ID = "sptool.coo"
-FORMAT_VERSION = "1.0.0"
 METADATA_KEY = "sptool"
 TRAILER_KEY = "sptool.trailer"
 INT64_MAX = 2**63 - 1

@@ -60,6 +60,31 @@ def test_group_cells(seed):
         np.testing.assert_array_equal(sa[: ga + 1], sb[: gb + 1])
 
 
+@pytest.mark.parametrize("seed", range(16))
+@pytest.mark.parametrize("dtype", ["int32", "uint8", "float64", "complex64"])
+def test_block_sum(seed, dtype):
+    rng = np.random.default_rng(seed)
+    C, n, m = int(rng.integers(1, 4)), int(rng.integers(1, 40)), int(rng.integers(0, 3))
+    cols = [np.ascontiguousarray(c) for c in _sorted_keys(rng, C, n, hi=5)]
+    bounds = np.full(C, 5, np.int64)
+    if seed % 4 == 1:
+        bounds[int(rng.integers(0, C))] = 3  # some rows out of bounds
+    if seed % 4 == 2 and n > 2:
+        cols[0][n // 2:] = cols[0][n // 2:][::-1].copy()  # the leading column goes down
+    E = 5 ** (C - 1)
+    strides = np.array([E] + [5 ** (C - 1 - c) for c in range(1, C)], np.int64)
+    first = int(cols[0][0]) if seed % 4 != 3 else max(int(cols[0][0]) - 1, 0)
+    slots = (int(cols[0].max()) - first + 1) * E - (E if seed % 8 == 7 else 0)  # sometimes too small
+    vals = _values(rng, n, m, dtype)
+    got = [np.zeros((max(slots, 0), m), dtype), np.zeros(max(slots, 0), np.int64)]
+    want = [a.copy() for a in got]
+    ra = _reduce.block_sum(addresses(cols, n), n, bounds, strides, first, vals, *got)
+    rb = ref.block_sum(cols, n, bounds, strides, first, vals, *want)
+    assert ra == rb
+    np.testing.assert_array_equal(got[1], want[1])
+    np.testing.assert_allclose(got[0], want[0], rtol=1e-6)
+
+
 @pytest.mark.parametrize("dtype", ALL)
 @pytest.mark.parametrize("op", ["sum", "prod", "max", "min"])
 def test_segments(rng, dtype, op):

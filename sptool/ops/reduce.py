@@ -266,6 +266,10 @@ class GroupReducer:
         n = len(vals)
         if n == 0:
             return []
+        if self.op == "sum" and self.n_prefix == 1:
+            got = self._feed_block(columns, vals, bounds)
+            if got is not None:
+                return got
         E = self.E
         if len(self._cells) < n:
             self._cells = np.empty(n, dtype=np.int64)
@@ -292,6 +296,40 @@ class GroupReducer:
         acc, counts = self._new_acc(E)
         scatter(cells[last:], (G - 1) * E, vals[last:], acc, counts)
         self.carry = (self._prefix_at(columns, [last])[:, 0].copy(), acc, counts)
+        return out
+
+    def _feed_block(self, columns, vals, bounds):
+        """feed() for sums grouped by one leading column whose values in this batch span few
+        enough groups for a dense block of slots (the common case: one compiled pass); None
+        when the batch does not suit it."""
+        n, E = len(vals), self.E
+        first, last = int(columns[0][0]), int(columns[0][-1])
+        span = last - first + 1
+        if first < 0 or last >= bounds[0] or not 0 < span * E <= 4 * n + 4096:
+            return None
+        acc, counts = self._new_acc(span * E)
+        strides = self._strides(len(columns))
+        strides[0] = E
+        bad = _reduce.block_sum(addresses(columns, n), n, np.asarray(bounds, dtype=np.int64), strides, first,
+                                vals, acc, counts)
+        if bad >= 0:
+            return bad
+        if bad < -1:
+            return None  # rows out of order on the leading column: the general path handles them
+        out = []
+        if self.carry is not None:
+            if int(self.carry[0][0]) == first:
+                acc[:E] += self.carry[1]
+                counts[:E] += self.carry[2]
+                self.carry = None
+            else:
+                out.append(self._flush_carry())
+        done = (span - 1) * E
+        touched = np.flatnonzero(counts[:done])
+        if len(touched):
+            pkeys = (touched // E + first).reshape(1, -1)
+            out.append(self._piece(pkeys, touched % E, acc[touched], counts[touched]))
+        self.carry = (np.array([last], dtype=np.int64), acc[done:].copy(), counts[done:].copy())
         return out
 
     def _middle(self, columns, vals, cells, starts, ga, gb):
