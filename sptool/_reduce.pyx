@@ -125,6 +125,17 @@ def group_cells(const uint64_t[::1] columns, Py_ssize_t n, const int64_t[::1] bo
     return g
 
 
+cdef inline void _add_row(const number_t[:, ::1] values, Py_ssize_t i, number_t[:, ::1] acc, int64_t o,
+                          int64_t[::1] counts) noexcept nogil:
+    cdef Py_ssize_t j, m = values.shape[1]
+    counts[o] += 1
+    if m == 1:
+        acc[o, 0] = acc[o, 0] + values[i, 0]
+    else:
+        for j in range(m):
+            acc[o, j] = acc[o, j] + values[i, j]
+
+
 def block_sum(const uint64_t[::1] columns, Py_ssize_t n, const int64_t[::1] bounds, const int64_t[::1] strides,
               int64_t first, const number_t[:, ::1] values, number_t[:, ::1] acc, int64_t[::1] counts):
     """group_cells and scatter_sum in one pass, for rows ordered by their first index column.
@@ -136,7 +147,7 @@ def block_sum(const uint64_t[::1] columns, Py_ssize_t n, const int64_t[::1] boun
     0 <= index < bounds[c] (nothing after it is added); or -2 - row when column 0 decreases at
     that row or a slot falls outside the block, and the caller takes the general path.
     """
-    cdef Py_ssize_t C = columns.shape[0], m = values.shape[1], slots = acc.shape[0], i, c, j
+    cdef Py_ssize_t C = columns.shape[0], m = values.shape[1], slots = acc.shape[0], i, c
     cdef const int64_t** cols
     cdef int64_t v, prev = first, o
     cdef Py_ssize_t result = -1
@@ -171,12 +182,7 @@ def block_sum(const uint64_t[::1] columns, Py_ssize_t n, const int64_t[::1] boun
                 if o < 0 or o >= slots:
                     result = -2 - i
                     break
-                counts[o] += 1
-                if m == 1:
-                    acc[o, 0] = acc[o, 0] + values[i, 0]
-                else:
-                    for j in range(m):
-                        acc[o, j] = acc[o, j] + values[i, j]
+                _add_row(values, i, acc, o, counts)
     finally:
         free(cols)
     return result
@@ -298,7 +304,7 @@ cdef inline void _check_cells(Py_ssize_t n, Py_ssize_t values_rows, Py_ssize_t m
 def scatter_sum(const int64_t[::1] cells, int64_t base, const number_t[:, ::1] values, number_t[:, ::1] acc,
                 int64_t[::1] counts):
     """acc[cells[i] - base] += values[i]; counts[cells[i] - base] += 1.  acc starts at zero."""
-    cdef Py_ssize_t n = cells.shape[0], m = values.shape[1], c = acc.shape[0], i, j
+    cdef Py_ssize_t n = cells.shape[0], m = values.shape[1], c = acc.shape[0], i
     cdef int64_t o
     cdef bint bad = False
     _check_cells(n, values.shape[0], m, acc.shape[1], c, counts.shape[0])
@@ -308,12 +314,7 @@ def scatter_sum(const int64_t[::1] cells, int64_t base, const number_t[:, ::1] v
             if o < 0 or o >= c:
                 bad = True
                 break
-            counts[o] += 1
-            if m == 1:
-                acc[o, 0] = acc[o, 0] + values[i, 0]
-            else:
-                for j in range(m):
-                    acc[o, j] = acc[o, j] + values[i, j]
+            _add_row(values, i, acc, o, counts)
     if bad:
         raise IndexError("a cell is outside the accumulator")
 
