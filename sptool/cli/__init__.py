@@ -118,7 +118,23 @@ def main(argv=None):
     # decoding threads (measured on reduce).  Set before any command module imports numpy.
     os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
     signal.signal(signal.SIGTERM, _terminate)
-    cli.main(args=argv, prog_name="sptool")
+    try:
+        cli.main(args=argv, prog_name="sptool")
+        code = 0
+    except SystemExit as e:
+        code = e.code
+    if code is not None and not isinstance(code, int):
+        print(code, file=sys.stderr)
+        code = 1
+    # Every output is committed (or removed) and every worker thread joined by now, so skip
+    # the interpreter's teardown of numpy, pyarrow and their memory pools: 30 ms of a 0.45 s
+    # reduce, measured.
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except (BrokenPipeError, OSError, ValueError):
+            pass
+    os._exit(code or 0)
 
 
 # command -> module of sptool.cli that registers it, in the order `sptool --help` lists them:
