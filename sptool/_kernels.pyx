@@ -10,6 +10,7 @@ function, used as the test oracle.
 """
 
 from libc.stdint cimport int64_t, uint8_t, uint64_t
+from libc.stdlib cimport free, malloc
 
 import numpy as np
 
@@ -321,11 +322,101 @@ def untag_positions(const uint64_t[::1] tagged, int pos_bits, int64_t[::1] perm,
             keys[i] = tagged[i] >> pos_bits
 
 
+cdef inline bint _heap_less(const uint64_t* keys, const int64_t* pos, int64_t a, int64_t b) noexcept nogil:
+    # Ties go to the lower run: runs hold consecutive stretches of the input, so this keeps the
+    # merge stable.
+    return keys[pos[a]] < keys[pos[b]] or (keys[pos[a]] == keys[pos[b]] and a < b)
+
+
+cdef inline void _sift_down(int64_t* heap, Py_ssize_t size, const uint64_t* keys, const int64_t* pos) noexcept nogil:
+    cdef Py_ssize_t i = 0, c
+    cdef int64_t top = heap[0]
+    while True:
+        c = 2 * i + 1
+        if c >= size:
+            break
+        if c + 1 < size and _heap_less(keys, pos, heap[c + 1], heap[c]):
+            c += 1
+        if not _heap_less(keys, pos, heap[c], top):
+            break
+        heap[i] = heap[c]
+        i = c
+    heap[i] = top
+
+
+def merge_runs(const uint64_t[::1] keys, const int64_t[::1] lo, const int64_t[::1] hi,
+               uint64_t[::1] out_keys, int64_t[::1] out_perm, Py_ssize_t out_start):
+    """Stable k-way merge of the sorted stretches keys[lo[r]:hi[r]] (r = 0..k-1, in input order).
+
+    Writes the merged keys to out_keys[out_start:] and, for each, its position in ``keys`` to
+    out_perm (the gather order for the rows that travel with the keys).  A binary heap of run
+    numbers, O(n log k); the GIL is released, so callers merge disjoint key ranges on several
+    threads (see ops/_sort.py).
+    """
+    cdef Py_ssize_t k = lo.shape[0], r, size = 0, o = out_start, total = 0
+    cdef int64_t* pos
+    cdef int64_t* heap
+    cdef int64_t top
+    # Raw pointers in the loop: a memoryview handed to a helper is reference-counted per call.
+    cdef const uint64_t* kp = &keys[0] if keys.shape[0] else NULL
+    if hi.shape[0] != k:
+        raise ValueError("lo and hi must have one entry per run")
+    for r in range(k):
+        if lo[r] < 0 or hi[r] > keys.shape[0] or lo[r] > hi[r]:
+            raise ValueError("a run's stretch is outside the keys")
+        total += hi[r] - lo[r]
+    if out_start < 0 or out_start + total > out_keys.shape[0] or out_keys.shape[0] != out_perm.shape[0]:
+        raise ValueError("the output is too short for the merged runs")
+    pos = <int64_t*> malloc(max(k, 1) * sizeof(int64_t))
+    heap = <int64_t*> malloc(max(k, 1) * sizeof(int64_t))
+    if pos == NULL or heap == NULL:
+        free(pos)
+        free(heap)
+        raise MemoryError()
+    with nogil:
+        for r in range(k):
+            pos[r] = lo[r]
+            if lo[r] < hi[r]:
+                # Insert with sift-up.
+                heap[size] = r
+                size += 1
+                _sift_up(heap, size - 1, kp, pos)
+        while size > 1:
+            top = heap[0]
+            out_keys[o] = kp[pos[top]]
+            out_perm[o] = pos[top]
+            o += 1
+            pos[top] += 1
+            if pos[top] >= hi[top]:
+                size -= 1
+                heap[0] = heap[size]
+            _sift_down(heap, size, kp, pos)
+        if size == 1:
+            top = heap[0]
+            while pos[top] < hi[top]:
+                out_keys[o] = kp[pos[top]]
+                out_perm[o] = pos[top]
+                o += 1
+                pos[top] += 1
+    free(pos)
+    free(heap)
+
+
+cdef inline void _sift_up(int64_t* heap, Py_ssize_t i, const uint64_t* keys, const int64_t* pos) noexcept nogil:
+    cdef Py_ssize_t parent
+    cdef int64_t item = heap[i]
+    while i > 0:
+        parent = (i - 1) // 2
+        if not _heap_less(keys, pos, item, heap[parent]):
+            break
+        heap[i] = heap[parent]
+        i = parent
+    heap[i] = item
+
+
 # ---------------------------------------------------------------------------------------------
 # The same checks on separate column buffers (the index columns of a record batch as they are),
 # so callers need not copy them into one (K, n) array first.
-
-from libc.stdlib cimport free, malloc
 
 
 cdef class _Columns:

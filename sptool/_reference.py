@@ -51,3 +51,29 @@ def scatter_or(offsets, values, out):
 def column_minmax(col):
     col = np.asarray(col)
     return int(col.min()), int(col.max())
+
+
+# -- sort keys ------------------------------------------------------------------------------------
+
+def pack_keys(keys, order, shifts, out):
+    k = np.asarray(keys)[np.asarray(order)].astype(np.uint64)
+    out[:] = np.bitwise_or.reduce(k << np.asarray(shifts, dtype=np.uint64)[:, None], axis=0) if len(order) else 0
+
+
+def unpack_keys(packed, order, shifts, widths, out):
+    for j, d in enumerate(order):
+        mask = (np.uint64(1) << np.uint64(widths[j])) - np.uint64(1)
+        out[d] = (np.asarray(packed) >> np.uint64(shifts[j])) & mask
+
+
+def radix_argsort(keys, perm, sorted_keys):
+    perm[:] = np.argsort(keys, kind="stable")
+    sorted_keys[:] = np.asarray(keys)[perm]
+
+
+def merge_runs(keys, lo, hi, out_keys, out_perm, out_start):
+    pos = np.concatenate([np.arange(a, b) for a, b in zip(lo, hi)] or [np.zeros(0, np.int64)]).astype(np.int64)
+    run = np.concatenate([np.full(b - a, r) for r, (a, b) in enumerate(zip(lo, hi))] or [np.zeros(0, np.int64)])
+    ordered = pos[np.lexsort((run, np.asarray(keys)[pos]))]  # by key, then by run (stable)
+    out_keys[out_start:out_start + len(pos)] = np.asarray(keys)[ordered]
+    out_perm[out_start:out_start + len(pos)] = ordered

@@ -132,3 +132,78 @@ def test_columns_scan_is_the_separate_kernels_fused(seed):
         want = _reference.first_order_violation(keys, order, repeats, None if prev is None else prev[:, None])
         assert (row, kind) == want
         assert mins == keys.min(axis=1).tolist() and maxs == keys.max(axis=1).tolist()
+
+
+# -- sort keys: packing, radix sort, k-way merge ---------------------------------------------------
+
+@pytest.mark.parametrize("seed", range(8))
+def test_pack_unpack_keys(seed):
+    rng = np.random.default_rng(seed)
+    K, n = int(rng.integers(1, 4)), int(rng.integers(0, 50))
+    widths = rng.integers(0, 20, K).astype(np.int64)
+    keys = np.stack([rng.integers(0, 1 << int(w), n) if w else np.zeros(n, np.int64) for w in widths])
+    order = rng.permutation(K).astype(np.int64)
+    w = widths[order]
+    shifts = np.array([int(w[j + 1:].sum()) if w[j] else 0 for j in range(K)], np.int64)
+    got, want = np.empty(n, np.uint64), np.empty(n, np.uint64)
+    _kernels.pack_keys(keys, order, shifts, got)
+    _reference.pack_keys(keys, order, shifts, want)
+    np.testing.assert_array_equal(got, want)
+    back, back_ref = np.empty((K, n), np.int64), np.empty((K, n), np.int64)
+    _kernels.unpack_keys(got, order, shifts, w, back)
+    _reference.unpack_keys(got, order, shifts, w, back_ref)
+    np.testing.assert_array_equal(back, back_ref)
+    np.testing.assert_array_equal(back, keys)
+
+
+@pytest.mark.parametrize("hi", [1, 7, 1 << 40])
+def test_radix_argsort_is_a_stable_sort(rng, hi):
+    keys = rng.integers(0, hi, 5000).astype(np.uint64)
+    perm, out = np.empty(5000, np.int64), np.empty(5000, np.uint64)
+    want_perm, want = np.empty(5000, np.int64), np.empty(5000, np.uint64)
+    _kernels.radix_argsort(keys, perm, out)
+    _reference.radix_argsort(keys, want_perm, want)
+    np.testing.assert_array_equal(perm, want_perm)
+    np.testing.assert_array_equal(out, want)
+
+
+@pytest.mark.parametrize("seed", range(12))
+def test_merge_runs_is_a_stable_merge(seed):
+    rng = np.random.default_rng(seed)
+    k = int(rng.integers(1, 9))
+    hi = [1, 3, 1000][seed % 3]  # many ties, some, few
+    runs = [np.sort(rng.integers(0, hi, int(rng.integers(0, 30)))).astype(np.uint64) for _ in range(k)]
+    keys = np.concatenate(runs)
+    ends = np.cumsum([len(r) for r in runs])
+    lo, hi_ = ends - [len(r) for r in runs], ends
+    # Merge stretches of each run (not always whole runs) into an output at an offset.
+    lo = lo + (rng.integers(0, 2, k) * (hi_ > lo))
+    lo = np.minimum(lo, hi_).astype(np.int64)
+    hi_ = hi_.astype(np.int64)
+    n, start = int((hi_ - lo).sum()), 3
+    got = [np.zeros(n + start, np.uint64), np.full(n + start, -1, np.int64)]
+    want = [a.copy() for a in got]
+    _kernels.merge_runs(keys, lo, hi_, *got, start)
+    _reference.merge_runs(keys, lo, hi_, *want, start)
+    np.testing.assert_array_equal(got[0], want[0])
+    np.testing.assert_array_equal(got[1], want[1])
+    with pytest.raises(ValueError):
+        _kernels.merge_runs(keys, lo, hi_, got[0][: n + start - 1], got[1][: n + start - 1], start)
+
+
+@pytest.mark.parametrize("parts_min", [1, 1 << 16])
+def test_merge_keys_on_threads_matches_a_stable_sort(rng, monkeypatch, parts_min):
+    from concurrent.futures import ThreadPoolExecutor
+
+    from sptool.ops import _sort
+
+    monkeypatch.setattr(_sort, "MERGE_PARALLEL_MIN", parts_min)
+    monkeypatch.setattr(_sort, "THREADS", 3)
+    for hi in (2, 50, 1 << 50):
+        runs = [np.sort(rng.integers(0, hi, int(rng.integers(0, 400)))).astype(np.uint64) for _ in range(5)]
+        with ThreadPoolExecutor(3) as pool:
+            perm, merged = _sort.merge_keys(runs, pool)
+        keys = np.concatenate(runs)
+        want = np.argsort(keys, kind="stable")
+        np.testing.assert_array_equal(perm, want)
+        np.testing.assert_array_equal(merged, keys[want])

@@ -16,8 +16,10 @@ from sptool.ops.reorder import reorder
 
 @pytest.fixture
 def tiny_runs(monkeypatch):
-    """Force many small runs and small merge slices, whatever --memory says."""
+    """Force many small runs and small merge slices, whatever --memory says, and merge rounds of
+    8 rows or more on several threads."""
     monkeypatch.setattr(_sort, "chunk_rows", lambda budget, rb, ways=1: 97 if ways == 1 else 13)
+    monkeypatch.setattr(_sort, "MERGE_PARALLEL_MIN", 8)
 
 
 def _stable_order(idx: np.ndarray, order) -> np.ndarray:

@@ -24,6 +24,7 @@ import pyarrow.csv as pacsv
 from .. import _kernels
 from .. import _textparse as tp
 from .._memory import resolve_budget
+from .._threads import THREADS
 from ..errors import DataError, InputError, UsageError
 from ..format import VALUE_TYPES, TensorMeta
 from ..io._atomic import AtomicTarget
@@ -45,7 +46,7 @@ def chunk_bytes(memory) -> int:
 
 
 def parse_workers() -> int:
-    return max(1, min(os.cpu_count() or 1, 4))
+    return THREADS
 
 
 @dataclass(frozen=True)

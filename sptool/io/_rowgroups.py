@@ -12,7 +12,6 @@ one-deep prefetch (sptool/_memory.py counts the batches in flight).
 
 from __future__ import annotations
 
-import os
 import threading
 from collections import deque
 from collections.abc import Iterator
@@ -21,8 +20,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from .._memory import ROW_GROUP_ROWS
-
-THREADS = max(1, min(4, os.cpu_count() or 1))
+from .._threads import THREADS
 
 
 def plan_chunks(metadata: pq.FileMetaData, groups, batch_rows: int, threads: int = THREADS) -> list[list[int]] | None:

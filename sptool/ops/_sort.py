@@ -26,10 +26,13 @@ import pyarrow.ipc as ipc
 
 from .. import _kernels
 from .._memory import ROW_GROUP_ROWS, usable_budget
+from .._threads import THREADS
 from ..format import TensorMeta
 from ._bounds import checked
 
 KEY = "__sptool_key"
+# Merge rounds smaller than this run on one thread: splitting them costs more than it saves.
+MERGE_PARALLEL_MIN = 1 << 16
 
 
 class KeyCodec:
@@ -351,15 +354,47 @@ def read_run(path: str, codec: KeyCodec):
         yield b.drop_columns([KEY]), codec.from_arrow(b.column(KEY))
 
 
+def merge_keys(keys: list[np.ndarray], pool: ThreadPoolExecutor | None = None) -> tuple[np.ndarray, np.ndarray]:
+    """(gather order into the concatenation of ``keys``, merged keys) for sorted uint64 key
+    arrays, stably (ties keep array order): the compiled k-way merge, on the pool's threads
+    over disjoint key ranges cut at quantiles of the longest array."""
+    sizes = np.array([len(k) for k in keys], dtype=np.int64)
+    starts = np.concatenate([[0], np.cumsum(sizes)])
+    allkeys = np.concatenate(keys)
+    n = len(allkeys)
+    out = np.empty(n, dtype=np.uint64)
+    perm = np.empty(n, dtype=np.int64)
+    parts = 1 if pool is None or n < MERGE_PARALLEL_MIN else THREADS
+    longest = keys[int(np.argmax(sizes))]
+    pivots = longest[(np.arange(1, parts) * len(longest)) // parts]
+    # cuts[j, r]: where range j starts in array r (keys <= pivot j - 1 lie before it).
+    cuts = np.empty((parts + 1, len(keys)), dtype=np.int64)
+    cuts[0], cuts[parts] = starts[:-1], starts[1:]
+    for r, k in enumerate(keys):
+        cuts[1:parts, r] = starts[r] + np.searchsorted(k, pivots, side="right")
+    offsets = np.concatenate([[0], np.cumsum((cuts[1:] - cuts[:-1]).sum(axis=1))])
+    jobs = [(allkeys, cuts[j], cuts[j + 1], out, perm, int(offsets[j])) for j in range(parts)]
+    if parts == 1:
+        _kernels.merge_runs(*jobs[0])
+    else:
+        for f in [pool.submit(_kernels.merge_runs, *job) for job in jobs]:
+            f.result()
+    return perm, out
+
+
 def merge_sorted(streams: list, codec: KeyCodec, *, rows: int):
     """Merge key-sorted streams of (payload, keys) into one, stably (ties keep stream order).
 
     A k-way merge by bounds: each round takes, from every stream, the rows up to the smallest
-    'last key in memory' and sorts that (already nearly ordered) union, so the work is done by
-    the vectorised sort rather than a per-row heap.  Payloads must share one schema (record
-    batches or tables); yields (table, keys).
+    'last key in memory' and merges those slices: packed keys with the compiled merge on every
+    core (merge_keys), byte-string keys with a stable sort.  Payloads must share one schema
+    (record batches or tables); yields (table, keys).
     """
-    cursors = [_Cursor(s, rows) for s in streams]
+    with ThreadPoolExecutor(THREADS, thread_name_prefix="sptool-merge") as pool:
+        yield from _merge_rounds([_Cursor(s, rows) for s in streams], codec, pool)
+
+
+def _merge_rounds(cursors, codec: KeyCodec, pool):
     while True:
         live = [c for c in cursors if not c.done]
         if not live:
@@ -376,8 +411,12 @@ def merge_sorted(streams: list, codec: KeyCodec, *, rows: int):
         if not parts:
             continue
         table = pa.concat_tables(parts) if len(parts) > 1 else parts[0]
-        allkeys = np.concatenate(keys) if len(keys) > 1 else keys[0]
-        if len(parts) > 1:
-            perm, allkeys = codec.argsort(allkeys)
+        if len(parts) == 1:
+            allkeys = keys[0]
+        elif codec.packed:
+            perm, allkeys = merge_keys(keys, pool)
+            table = take(table, perm)
+        else:
+            perm, allkeys = codec.argsort(np.concatenate(keys))
             table = take(table, perm)
         yield table, allkeys

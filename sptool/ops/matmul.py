@@ -33,6 +33,7 @@ import numpy as np
 from .. import _kernels, _linalg
 from .._memory import resolve_budget
 from .._messages import out_of_bounds, row_text
+from .._threads import THREADS
 from ..errors import DataError, ResourceError, ShapeMismatch, UsageError
 from ..format import TensorMeta, value_type_of_dtype
 from ..io import batch_keys, batch_values, open_sink, open_source
@@ -56,7 +57,6 @@ from .todense import check_dense_size
 KERNEL_TYPES = {np.dtype(t) for t in (np.float32, np.float64, np.int32, np.int64, np.complex64, np.complex128)}
 # Batches smaller than this run on one thread: splitting costs more than it saves.
 PARALLEL_MIN = 1 << 15
-THREADS = 2
 
 
 def compute_dtype(dtype: np.dtype) -> np.dtype:
