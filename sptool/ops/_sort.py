@@ -169,7 +169,8 @@ def sort_run(table: pa.Table, codec: KeyCodec, K: int) -> tuple[pa.Table, np.nda
 
 def chunk_rows(budget: int, row_bytes: int, ways: int = 1) -> int:
     """Rows per in-memory run (ways=1) or per run cursor in a ways-way merge."""
-    per_row = (row_bytes + 8) * 6  # rows, key, permutation, taken copy, writer buffers
+    # Two runs: one filling, one being sorted (its key, permutation and taken copy) and spilled.
+    per_row = (row_bytes + 8) * 6
     # The interpreter, the reader's and the writer's buffers take their share of the budget first.
     usable = usable_budget(budget)
     return max(1024, min(usable // (per_row * max(ways, 1)), 1 << 24))
@@ -184,13 +185,13 @@ class RunStore:
         self._pool = ThreadPoolExecutor(1, thread_name_prefix="sptool-spill")
         self._pending = []
 
-    def spill(self, payload: pa.Table, key: pa.Array):
+    def add_run(self, table: pa.Table, codec: KeyCodec, K: int):
+        """Sort a run and spill it, on the store's thread: that overlaps reading the next run.
+        At most one run is being sorted, which bounds the memory (chunk_rows counts two runs)."""
         path = os.path.join(self._dir.name, f"run-{len(self.paths):06d}.arrow")
         self.paths.append(path)
-        table = payload.append_column(KEY, key)
-        # Writing overlaps the next run's sort; at most one spill is in flight.
         self.wait()
-        self._pending.append(self._pool.submit(_write_ipc, path, table))
+        self._pending.append(self._pool.submit(_sort_and_spill, path, table, codec, K))
 
     def spill_merged(self, pairs, codec: KeyCodec) -> str:
         """Write a merged stream of (payload, keys) as one new run (the merge tree's inner node)."""
@@ -237,6 +238,11 @@ SPILL_BATCH_ROWS = 8192
 FAN_IN = 16
 
 
+def _sort_and_spill(path: str, table: pa.Table, codec: KeyCodec, K: int):
+    payload, keys = sort_run(table, codec, K)
+    _write_ipc(path, payload.append_column(KEY, codec.to_arrow(keys)))
+
+
 def _write_ipc(path: str, table: pa.Table):
     with ipc.new_file(path, table.schema) as w:
         w.write_table(table, max_chunksize=SPILL_BATCH_ROWS)
@@ -258,7 +264,6 @@ def sorted_stream(batches: Iterable[pa.RecordBatch], meta: TensorMeta, order, *,
     with RunStore(tmp_dir) as store:
         pending: list[pa.RecordBatch] = []
         pending_rows = 0
-        last = None
         # An index outside the shape would pack into a wrong key: name it instead.
         for batch, _ in checked(batches, meta, progress=progress):
             while batch.num_rows:
@@ -267,21 +272,16 @@ def sorted_stream(batches: Iterable[pa.RecordBatch], meta: TensorMeta, order, *,
                 pending_rows += take_rows
                 batch = batch.slice(take_rows)
                 if pending_rows >= run_rows:
-                    if last is not None:
-                        store.spill(last[0], codec.to_arrow(last[1]))
-                    last = sort_run(pa.Table.from_batches(pending), codec, K)
+                    store.add_run(pa.Table.from_batches(pending), codec, K)
                     pending, pending_rows = [], 0
-        if pending_rows:
-            if last is not None:
-                store.spill(last[0], codec.to_arrow(last[1]))
-            last = sort_run(pa.Table.from_batches(pending), codec, K)
-        if last is None:
-            return
         if not store.paths:
-            # Everything fit in one run: no spill, no merge.
-            yield from codec.batches(last[0], last[1], schema)
+            if pending_rows:
+                # Everything fit in one run: no spill, no merge.
+                payload, keys = sort_run(pa.Table.from_batches(pending), codec, K)
+                yield from codec.batches(payload, keys, schema)
             return
-        store.spill(last[0], codec.to_arrow(last[1]))
+        if pending_rows:
+            store.add_run(pa.Table.from_batches(pending), codec, K)
         store.wait()
         runs = list(store.paths)
         rows = chunk_rows(budget, rb, ways=FAN_IN + 1)
