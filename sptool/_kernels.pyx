@@ -322,26 +322,11 @@ def untag_positions(const uint64_t[::1] tagged, int pos_bits, int64_t[::1] perm,
             keys[i] = tagged[i] >> pos_bits
 
 
-cdef inline bint _heap_less(const uint64_t* keys, const int64_t* pos, int64_t a, int64_t b) noexcept nogil:
-    # Ties go to the lower run: runs hold consecutive stretches of the input, so this keeps the
-    # merge stable.
-    return keys[pos[a]] < keys[pos[b]] or (keys[pos[a]] == keys[pos[b]] and a < b)
-
-
-cdef inline void _sift_down(int64_t* heap, Py_ssize_t size, const uint64_t* keys, const int64_t* pos) noexcept nogil:
-    cdef Py_ssize_t i = 0, c
-    cdef int64_t top = heap[0]
-    while True:
-        c = 2 * i + 1
-        if c >= size:
-            break
-        if c + 1 < size and _heap_less(keys, pos, heap[c + 1], heap[c]):
-            c += 1
-        if not _heap_less(keys, pos, heap[c], top):
-            break
-        heap[i] = heap[c]
-        i = c
-    heap[i] = top
+cdef inline bint _before(uint64_t ka, int64_t ta, uint64_t kb, int64_t tb) noexcept nogil:
+    # (key, tag) order.  A tag is the run number, so ties go to the lower run (the runs hold
+    # consecutive stretches of the input: the merge is stable); an exhausted run has key
+    # UINT64_MAX and tag run + k, so it loses to every live one.
+    return (ka < kb) | ((ka == kb) & (ta < tb))  # bitwise: no branches to mispredict
 
 
 def merge_runs(const uint64_t[::1] keys, const int64_t[::1] lo, const int64_t[::1] hi,
@@ -349,15 +334,19 @@ def merge_runs(const uint64_t[::1] keys, const int64_t[::1] lo, const int64_t[::
     """Stable k-way merge of the sorted stretches keys[lo[r]:hi[r]] (r = 0..k-1, in input order).
 
     Writes the merged keys to out_keys[out_start:] and, for each, its position in ``keys`` to
-    out_perm (the gather order for the rows that travel with the keys).  A binary heap of run
-    numbers, O(n log k); the GIL is released, so callers merge disjoint key ranges on several
-    threads (see ops/_sort.py).
+    out_perm (the gather order for the rows that travel with the keys).  A tournament (loser)
+    tree: log2(k) comparisons per row, each against keys held in the tree.  The GIL is released,
+    so callers merge disjoint key ranges on several threads (see ops/_sort.py).
     """
-    cdef Py_ssize_t k = lo.shape[0], r, size = 0, o = out_start, total = 0
+    cdef Py_ssize_t k = lo.shape[0], r, total = 0, o = out_start, node, leaves = 1
     cdef int64_t* pos
-    cdef int64_t* heap
-    cdef int64_t top
-    # Raw pointers in the loop: a memoryview handed to a helper is reference-counted per call.
+    cdef int64_t* tag
+    cdef uint64_t* key
+    cdef uint64_t* wkey
+    cdef int64_t* wtag
+    cdef int64_t wt, t
+    cdef uint64_t wk, kk
+    cdef bint c
     cdef const uint64_t* kp = &keys[0] if keys.shape[0] else NULL
     if hi.shape[0] != k:
         raise ValueError("lo and hi must have one entry per run")
@@ -367,51 +356,65 @@ def merge_runs(const uint64_t[::1] keys, const int64_t[::1] lo, const int64_t[::
         total += hi[r] - lo[r]
     if out_start < 0 or out_start + total > out_keys.shape[0] or out_keys.shape[0] != out_perm.shape[0]:
         raise ValueError("the output is too short for the merged runs")
-    pos = <int64_t*> malloc(max(k, 1) * sizeof(int64_t))
-    heap = <int64_t*> malloc(max(k, 1) * sizeof(int64_t))
-    if pos == NULL or heap == NULL:
+    if total == 0:
+        return
+    while leaves < k:
+        leaves *= 2
+    # pos: each run's next row.  key/tag[1..leaves-1]: the loser of each node's match;
+    # key/tag[leaves + r]: run r's head while the tree is built (then unused).
+    pos = <int64_t*> malloc(leaves * sizeof(int64_t))
+    tag = <int64_t*> malloc(2 * leaves * sizeof(int64_t))
+    key = <uint64_t*> malloc(2 * leaves * sizeof(uint64_t))
+    wkey = <uint64_t*> malloc(2 * leaves * sizeof(uint64_t))
+    wtag = <int64_t*> malloc(2 * leaves * sizeof(int64_t))
+    if pos == NULL or tag == NULL or key == NULL or wkey == NULL or wtag == NULL:
         free(pos)
-        free(heap)
+        free(tag)
+        free(key)
+        free(wkey)
+        free(wtag)
         raise MemoryError()
     with nogil:
-        for r in range(k):
-            pos[r] = lo[r]
-            if lo[r] < hi[r]:
-                # Insert with sift-up.
-                heap[size] = r
-                size += 1
-                _sift_up(heap, size - 1, kp, pos)
-        while size > 1:
-            top = heap[0]
-            out_keys[o] = kp[pos[top]]
-            out_perm[o] = pos[top]
+        for r in range(leaves):
+            pos[r] = lo[r] if r < k else 0
+            if r < k and lo[r] < hi[r]:
+                wkey[leaves + r], wtag[leaves + r] = kp[lo[r]], r
+            else:
+                wkey[leaves + r], wtag[leaves + r] = <uint64_t> -1, r + leaves
+        for node in range(leaves - 1, 0, -1):
+            if _before(wkey[2 * node], wtag[2 * node], wkey[2 * node + 1], wtag[2 * node + 1]):
+                wkey[node], wtag[node] = wkey[2 * node], wtag[2 * node]
+                key[node], tag[node] = wkey[2 * node + 1], wtag[2 * node + 1]
+            else:
+                wkey[node], wtag[node] = wkey[2 * node + 1], wtag[2 * node + 1]
+                key[node], tag[node] = wkey[2 * node], wtag[2 * node]
+        wk, wt = wkey[1], wtag[1]
+        while wt < leaves:
+            out_keys[o] = wk
+            out_perm[o] = pos[wt]
             o += 1
-            pos[top] += 1
-            if pos[top] >= hi[top]:
-                size -= 1
-                heap[0] = heap[size]
-            _sift_down(heap, size, kp, pos)
-        if size == 1:
-            top = heap[0]
-            while pos[top] < hi[top]:
-                out_keys[o] = kp[pos[top]]
-                out_perm[o] = pos[top]
-                o += 1
-                pos[top] += 1
+            r = wt
+            pos[r] += 1
+            if pos[r] < hi[r]:
+                wk = kp[pos[r]]
+            else:
+                wk, wt = <uint64_t> -1, r + leaves
+            node = (r + leaves) // 2
+            while node >= 1:
+                # Swap when the stored loser beats the candidate, as selects rather than a
+                # branch: on random keys the branch is mispredicted half the time.
+                c = _before(key[node], tag[node], wk, wt)
+                kk, t = key[node], tag[node]
+                key[node] = wk if c else kk
+                tag[node] = wt if c else t
+                wk = kk if c else wk
+                wt = t if c else wt
+                node //= 2
+    free(wkey)
+    free(wtag)
     free(pos)
-    free(heap)
-
-
-cdef inline void _sift_up(int64_t* heap, Py_ssize_t i, const uint64_t* keys, const int64_t* pos) noexcept nogil:
-    cdef Py_ssize_t parent
-    cdef int64_t item = heap[i]
-    while i > 0:
-        parent = (i - 1) // 2
-        if not _heap_less(keys, pos, item, heap[parent]):
-            break
-        heap[i] = heap[parent]
-        i = parent
-    heap[i] = item
+    free(tag)
+    free(key)
 
 
 # ---------------------------------------------------------------------------------------------

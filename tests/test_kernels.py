@@ -192,7 +192,9 @@ def test_merge_runs_is_a_stable_merge(seed):
 
 
 @pytest.mark.parametrize("parts_min", [1, 1 << 16])
-def test_merge_keys_on_threads_matches_a_stable_sort(rng, monkeypatch, parts_min):
+@pytest.mark.parametrize("k", [1, 3, 7])
+@pytest.mark.parametrize("bits", [51, 64])  # 64: no room for position tags, always the merge tree
+def test_merge_keys_on_threads_matches_a_stable_sort(rng, monkeypatch, parts_min, k, bits):
     from concurrent.futures import ThreadPoolExecutor
 
     from sptool.ops import _sort
@@ -200,9 +202,9 @@ def test_merge_keys_on_threads_matches_a_stable_sort(rng, monkeypatch, parts_min
     monkeypatch.setattr(_sort, "MERGE_PARALLEL_MIN", parts_min)
     monkeypatch.setattr(_sort, "THREADS", 3)
     for hi in (2, 50, 1 << 50):
-        runs = [np.sort(rng.integers(0, hi, int(rng.integers(0, 400)))).astype(np.uint64) for _ in range(5)]
+        runs = [np.sort(rng.integers(0, hi, int(rng.integers(0, 400)))).astype(np.uint64) for _ in range(k)]
         with ThreadPoolExecutor(3) as pool:
-            perm, merged = _sort.merge_keys(runs, pool)
+            perm, merged = _sort.merge_keys(runs, pool, bits)
         keys = np.concatenate(runs)
         want = np.argsort(keys, kind="stable")
         np.testing.assert_array_equal(perm, want)

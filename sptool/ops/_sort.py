@@ -33,6 +33,8 @@ from ._bounds import checked
 KEY = "__sptool_key"
 # Merge rounds smaller than this run on one thread: splitting them costs more than it saves.
 MERGE_PARALLEL_MIN = 1 << 16
+# More sorted arrays than this are merged by sorting (see merge_keys).
+MERGE_TREE_MAX_RUNS = 4
 
 
 class KeyCodec:
@@ -354,32 +356,62 @@ def read_run(path: str, codec: KeyCodec):
         yield b.drop_columns([KEY]), codec.from_arrow(b.column(KEY))
 
 
-def merge_keys(keys: list[np.ndarray], pool: ThreadPoolExecutor | None = None) -> tuple[np.ndarray, np.ndarray]:
+def merge_keys(keys: list[np.ndarray], pool: ThreadPoolExecutor | None = None,
+               bits: int = 64) -> tuple[np.ndarray, np.ndarray]:
     """(gather order into the concatenation of ``keys``, merged keys) for sorted uint64 key
-    arrays, stably (ties keep array order): the compiled k-way merge, on the pool's threads
-    over disjoint key ranges cut at quantiles of the longest array."""
+    arrays of at most ``bits`` significant bits, stably (ties keep array order).
+
+    The key range is cut at quantiles of the longest array into one piece per thread, each
+    piece handled on the pool: few arrays by the compiled k-way merge (merge_runs), more by
+    NumPy's SIMD sort of position-tagged keys, which is faster per row once the merge's tree
+    is three levels deep (measured: 15 ns/row merging 6 arrays against 11 ns/row sorting).
+    """
     sizes = np.array([len(k) for k in keys], dtype=np.int64)
     starts = np.concatenate([[0], np.cumsum(sizes)])
     allkeys = np.concatenate(keys)
-    n = len(allkeys)
+    n, k = len(allkeys), len(keys)
+    pos_bits = max(int(n - 1).bit_length(), 1)
+    sort = k > MERGE_TREE_MAX_RUNS and bits + pos_bits <= 64
     out = np.empty(n, dtype=np.uint64)
     perm = np.empty(n, dtype=np.int64)
-    parts = 1 if pool is None or n < MERGE_PARALLEL_MIN else THREADS
+    if pool is None or n < MERGE_PARALLEL_MIN:
+        # One piece: no cutting (small rounds are many, and each NumPy call costs).
+        if sort:
+            _kernels.tag_positions(allkeys, pos_bits, out)
+            out.sort()
+            _kernels.untag_positions(out, pos_bits, perm, out)
+        else:
+            _kernels.merge_runs(allkeys, starts[:-1], starts[1:], out, perm, 0)
+        return perm, out
+    parts = THREADS
     longest = keys[int(np.argmax(sizes))]
     pivots = longest[(np.arange(1, parts) * len(longest)) // parts]
-    # cuts[j, r]: where range j starts in array r (keys <= pivot j - 1 lie before it).
-    cuts = np.empty((parts + 1, len(keys)), dtype=np.int64)
+    # cuts[j, r]: where piece j starts in array r (keys <= pivot j - 1 lie before it).
+    cuts = np.empty((parts + 1, k), dtype=np.int64)
     cuts[0], cuts[parts] = starts[:-1], starts[1:]
-    for r, k in enumerate(keys):
-        cuts[1:parts, r] = starts[r] + np.searchsorted(k, pivots, side="right")
+    for r, a in enumerate(keys):
+        cuts[1:parts, r] = starts[r] + np.searchsorted(a, pivots, side="right")
     offsets = np.concatenate([[0], np.cumsum((cuts[1:] - cuts[:-1]).sum(axis=1))])
-    jobs = [(allkeys, cuts[j], cuts[j + 1], out, perm, int(offsets[j])) for j in range(parts)]
-    if parts == 1:
-        _kernels.merge_runs(*jobs[0])
+    if sort:
+        tagged = np.empty(n, dtype=np.uint64)
+        _kernels.tag_positions(allkeys, pos_bits, tagged)
+
+        def piece(j):
+            seg = out[offsets[j]:offsets[j + 1]]
+            np.concatenate([tagged[cuts[j, r]:cuts[j + 1, r]] for r in range(k)], out=seg)
+            seg.sort()
+
+        _on_pool(pool, piece, parts)
+        _kernels.untag_positions(out, pos_bits, perm, out)
     else:
-        for f in [pool.submit(_kernels.merge_runs, *job) for job in jobs]:
-            f.result()
+        _on_pool(pool, lambda j: _kernels.merge_runs(allkeys, cuts[j], cuts[j + 1], out, perm, int(offsets[j])),
+                 parts)
     return perm, out
+
+
+def _on_pool(pool, fn, parts: int):
+    for f in [pool.submit(fn, j) for j in range(parts)]:
+        f.result()
 
 
 def merge_sorted(streams: list, codec: KeyCodec, *, rows: int):
@@ -414,7 +446,7 @@ def _merge_rounds(cursors, codec: KeyCodec, pool):
         if len(parts) == 1:
             allkeys = keys[0]
         elif codec.packed:
-            perm, allkeys = merge_keys(keys, pool)
+            perm, allkeys = merge_keys(keys, pool, codec.bits)
             table = take(table, perm)
         else:
             perm, allkeys = codec.argsort(np.concatenate(keys))
