@@ -128,9 +128,11 @@ def test_big_dense_operand_goes_through_a_temp_file(tmp_path, rng, monkeypatch):
 # ---------------------------------------------------------------------------------------------
 # sparse x sparse
 
+@pytest.mark.parametrize("slab", [None, 7])  # 7: B multiplied in slabs of 7 entries (B over --memory)
 @pytest.mark.parametrize("adjoint_a,adjoint_b", FLAGS)
-def test_sparse_sparse_matches_scipy(tmp_path, rng, tiny_batches, threaded, monkeypatch, adjoint_a, adjoint_b):
+def test_sparse_sparse_matches_scipy(tmp_path, rng, tiny_batches, threaded, monkeypatch, adjoint_a, adjoint_b, slab):
     monkeypatch.setattr(_sort, "chunk_rows", lambda budget, rb, ways=1: 23 if ways == 1 else 9)  # spill runs
+    monkeypatch.setattr(matmul_mod, "FORCE_SLAB_ENTRIES", slab)
     ta = random_tensor(rng, (17, 12), 80, dtype="complex128", duplicates=True)
     tb = random_tensor(rng, (12, 15) if not adjoint_b else (15, 12), 70, dtype="complex128", duplicates=True)
     if adjoint_a:
@@ -158,9 +160,11 @@ def _structure(t, adjoint):
     return m.T if adjoint else m
 
 
+@pytest.mark.parametrize("slab", [None, 50])
 @pytest.mark.parametrize("dtype", ["float32", "int64", "int8", "bool"])
-def test_sparse_sparse_value_types_and_rows_split(tmp_path, rng, threaded, monkeypatch, dtype):
+def test_sparse_sparse_value_types_and_rows_split(tmp_path, rng, threaded, monkeypatch, dtype, slab):
     monkeypatch.setattr(matmul_mod, "PARALLEL_MIN", 4)
+    monkeypatch.setattr(matmul_mod, "FORCE_SLAB_ENTRIES", slab)
     ta = random_tensor(rng, (60, 40), 400, dtype=dtype, duplicates=True)
     tb = random_tensor(rng, (40, 300), 600, dtype=dtype)  # wide: the sort path of the kernel
     out = str(tmp_path / "o.parquet")

@@ -31,7 +31,9 @@ def matmul(ctx, a, b, output, adjoint_a, adjoint_b, tmp_dir):
 
     Memory: the sparse operand streams through in batches, on two threads; dense operands
     and the dense output are memory maps. Sparse x sparse sorts A by rows within --memory
-    (spilling to --tmp-dir) and holds B in memory (half of --memory at most).
+    (spilling to --tmp-dir) and holds B in memory when it fits in half of --memory; a bigger B
+    is taken in slabs that do (A is read once per slab). B's column count must stay small
+    enough for two dense rows of it in a quarter of --memory.
 
     \b
     Example:

@@ -13,8 +13,11 @@ Sparse x sparse sorts A by rows (passed through when already so), holds B (with 
 in memory as CSR, and multiplies blocks of complete A rows with a dense accumulator per thread,
 emitting rows in order: the output is canonical.  An output entry exists wherever some product
 A[i,k] * B[k,j] exists (cancellation leaves an explicit zero, as the format keeps explicit
-entries).  B and two accumulators of B's column count must fit in half of ``memory``;
-otherwise the command refuses (swap the operands: A B = (B^H A^H)^H with the adjoint flags).
+entries).  When B does not fit in half of ``memory`` it is multiplied in slabs of rows that
+do: A (sorted once) is read once per slab, and the slabs' products are summed by the external
+sort, so memory stays bounded for any B.  Two dense accumulators of B's column count must fit
+in a quarter of ``memory``; otherwise the command refuses (swap the operands:
+A B = (B^H A^H)^H with the adjoint flags).
 
 Kernel value types are float32/64, int32/64 and complex64/128; other types are computed in a
 wider one and cast back at the end (integer results then wrap exactly as in their own type;
@@ -309,12 +312,23 @@ class _CSR:
         c = np.concatenate(cols) if cols else np.empty(0, np.int64)
         x = np.concatenate(vals) if vals else np.empty(0, dtype)
         del rows, cols, vals
+        self._build(r, c, x, 0, k)
+
+    @classmethod
+    def from_rows(cls, r, c, x, lo: int, hi: int) -> _CSR:
+        """B' rows lo..hi-1 (entries given with their global row numbers); row i - lo here."""
+        self = cls.__new__(cls)
+        self._build(r - lo, c, x, lo, hi - lo)
+        return self
+
+    def _build(self, r, c, x, lo: int, k: int):
         order = np.argsort(r, kind="stable")
         self.cols = np.ascontiguousarray(c[order])
         self.vals = np.ascontiguousarray(x[order])
         self.indptr = np.zeros(k + 1, dtype=np.int64)
         np.cumsum(np.bincount(r, minlength=k), out=self.indptr[1:])
         self.nnz = len(r)
+        self.lo = lo
 
 
 def _too_big(nnz, per, budget, path):
@@ -420,6 +434,95 @@ class _SpGEMM:
             yield f.result()
 
 
+# Tests set this to a few entries: B is then always multiplied slab by slab, in slabs that small.
+FORCE_SLAB_ENTRIES: int | None = None
+
+
+def _slabs(sb, path_b, adjoint_b: bool, dtype, cap: int, *, memory, tmp_dir):
+    """B' in slabs of at most ``cap`` entries, in the order of its rows (external sort when B is
+    not stored so): CSRs of consecutive row ranges.  A row may straddle two slabs; the products
+    of its two parts sum like those of any two rows."""
+    meta = sb.meta
+    r_dim, c_dim = (1, 0) if adjoint_b else (0, 1)
+    held, size = [], 0
+
+    def slab():
+        r, c, x = (np.concatenate([h[i] for h in held]) for i in range(3))
+        return _CSR.from_rows(r, c, x, int(r[0]), int(r[-1]) + 1)
+
+    for batch, _ in sorted_batches(sb, (r_dim, c_dim), memory=memory, tmp_dir=tmp_dir, keys=False):
+        keys = batch_keys(batch, 2)
+        vals = batch_values(batch, meta).astype(dtype, copy=True)
+        if adjoint_b and vals.dtype.kind == "c":
+            vals = np.conj(vals)
+        r, c = keys[r_dim], keys[c_dim]
+        at = 0
+        while at < len(r):
+            take = min(cap - size, len(r) - at)
+            held.append((r[at:at + take], c[at:at + take], vals[at:at + take]))
+            size += take
+            at += take
+            if size == cap:
+                yield slab()
+                held, size = [], 0
+    if size:
+        yield slab()
+
+
+def _slabbed_product(sa, sb, path_a, path_b, sink, n: int, cdt, out_dtype, pool, cap_entries: int, *,
+                     adjoint_a: bool, adjoint_b: bool, budget: int, tmp_dir, stack: ExitStack):
+    """A' @ B' when B' does not fit in memory: B' in slabs of rows that do (a quarter of the
+    budget each), A' sorted by row once (spilled to a temporary file unless stored so) and read
+    once per slab for its entries that meet the slab.  Each slab's products are row-major and
+    unique; their sum over the slabs comes out of the external sort with duplicates summed, in
+    the compute type, so the result is the in-memory one in bounded memory."""
+    from .._memory import usable_budget
+    from ..io._arrays import make_batch
+    from ._dedup import Deduplicator
+    from ._sort import sorted_stream
+
+    # A quarter of --memory for each of: B's slab, A's pass, the sort of the products (each step
+    # takes its own share of a "memory" like --memory; the slab's entries count on their own).
+    quarter = max(budget // 4, MIN_BUDGET)
+    slab_entries = max(1024, usable_budget(budget) // 4 // (2 * (16 + cdt.itemsize)))
+    row_dim = 1 if adjoint_a else 0
+    order = (row_dim, 1 - row_dim)
+    a_path = path_a
+    if not (tuple(sa.meta.sort_order[:2]) == order):
+        # Sorted once, then read once per slab.
+        tmp = stack.enter_context(tempfile.TemporaryDirectory(prefix="sptool-spgemm-", dir=tmp_dir))
+        a_path = os.path.join(tmp, "a-sorted.parquet")
+        with open_sink(a_path, sa.meta.with_(sort_order=order, nnz=None), unique_claim=None) as a_sink:
+            for batch, _ in sorted_batches(sa, order, memory=quarter, tmp_dir=tmp_dir, keys=False):
+                a_sink.write_batch(batch)
+    part_meta = sink.meta.with_(value_type=value_type_of_dtype(cdt), sort_order=(), unique=False,
+                                fill_value=np.zeros((), cdt).item(), nnz=None)
+    part_schema = part_meta.arrow_schema()
+
+    def partials():
+        for csr in _slabs(sb, path_b, adjoint_b, cdt, FORCE_SLAB_ENTRIES or slab_entries, memory=quarter,
+                          tmp_dir=tmp_dir):
+            lo, hi = csr.lo, csr.lo + len(csr.indptr) - 1
+            engine = _SpGEMM(csr, n, cdt, pool, cap_entries)  # fresh scratch: rows repeat across slabs
+            with open_source(a_path) as src:
+                for rows, cols, vals in _RowBlocks(src, path_a, row_dim, adjoint_a, cdt, memory=quarter,
+                                                   tmp_dir=tmp_dir, progress=None):
+                    meet = (cols >= lo) & (cols < hi)
+                    if not meet.any():
+                        continue
+                    for keys, v in engine.blocks(rows[meet], cols[meet] - lo, np.ascontiguousarray(vals[meet])):
+                        if len(v):
+                            yield make_batch(keys, v, part_meta, part_schema)
+
+    summed = Deduplicator("sum", part_meta.with_(sort_order=(0, 1)), part_schema)
+    stream = sorted_stream(partials(), part_meta, (0, 1), budget=quarter, tmp_dir=tmp_dir)
+    for batch, keys in stream:
+        for out in summed.feed(batch, keys):
+            sink.write(batch_keys(out, 2), batch_values(out, part_meta).astype(out_dtype, copy=False))
+    for out in summed.finish():
+        sink.write(batch_keys(out, 2), batch_values(out, part_meta).astype(out_dtype, copy=False))
+
+
 def _sparse_product(path_a: str, path_b: str, output, *, adjoint_a: bool, adjoint_b: bool, memory, tmp_dir,
                     progress) -> dict:
     budget = resolve_budget(memory)
@@ -445,21 +548,27 @@ def _sparse_product(path_a: str, path_b: str, output, *, adjoint_a: bool, adjoin
                                 "operands (A B = (B^H A^H)^H)", path=path_b)
         if progress:
             progress.set_total(ma.nnz + mb.nnz if ma.nnz is not None and mb.nnz is not None else None)
-        csr = _CSR(sb, path_b, adjoint_b, adjoint_b, kb, cdt, half, memory=half)
-        if progress:
-            progress.advance(csr.nnz)
         out_meta = TensorMeta(shape=(m, n), sparse_ndim=2, value_type=value_type_of_dtype(out_dtype),
                               fill_value=np.zeros((), out_dtype).item(), sort_order=(0, 1), unique=True)
         pool = stack.enter_context(ThreadPoolExecutor(THREADS, thread_name_prefix="sptool-spgemm"))
         cap_entries = max(1 << 14, (budget // 8) // (16 + cdt.itemsize))
-        engine = _SpGEMM(csr, n, cdt, pool, cap_entries)
-        blocks = _RowBlocks(sa, path_a, 1 if adjoint_a else 0, adjoint_a, cdt, memory=half // 2, tmp_dir=tmp_dir,
-                            progress=progress)
+        per = 16 + cdt.itemsize
         with open_sink(output, out_meta, unique_claim=True) as sink:
-            for rows, cols, vals in blocks:
-                for keys, v in engine.blocks(rows, cols, vals):
-                    if len(v):
-                        sink.write(keys, v.astype(out_dtype, copy=False))
+            if FORCE_SLAB_ENTRIES is None and mb.nnz is not None and mb.nnz * per * 2 <= half:
+                csr = _CSR(sb, path_b, adjoint_b, adjoint_b, kb, cdt, half, memory=half)
+                if progress:
+                    progress.advance(csr.nnz)
+                engine = _SpGEMM(csr, n, cdt, pool, cap_entries)
+                blocks = _RowBlocks(sa, path_a, 1 if adjoint_a else 0, adjoint_a, cdt, memory=half // 2,
+                                    tmp_dir=tmp_dir, progress=progress)
+                for rows, cols, vals in blocks:
+                    for keys, v in engine.blocks(rows, cols, vals):
+                        if len(v):
+                            sink.write(keys, v.astype(out_dtype, copy=False))
+            else:
+                _slabbed_product(sa, sb, path_a, path_b, sink, n, cdt, out_dtype, pool, cap_entries,
+                                 adjoint_a=adjoint_a, adjoint_b=adjoint_b, budget=budget, tmp_dir=tmp_dir,
+                                 stack=stack)
         final = sink.final_meta
     return {"rows": (ma.nnz or 0) + (mb.nnz or 0), "rows_out": final.nnz, "shape": [m, n],
             "dtype": final.value_type, "output": "sparse", "canonical": final.canonical}
@@ -476,7 +585,8 @@ def matmul(a: str, b: str, output: str | None, *, adjoint_a: bool = False, adjoi
     - A sparse, B a dense .npy → dense .npy at ``output`` (m x n).
     - A a dense .npy, B sparse → dense .npy, computed as (B'^T A'^T)^T like TensorFlow; written
       in Fortran order (np.load reads the same array).
-    - both sparse → sparse, canonical (SpGEMM); B is held in memory as CSR.
+    - both sparse → sparse, canonical (SpGEMM); B is held in memory as CSR, or taken in slabs
+      of rows when it does not fit in half of ``memory``.
 
     The sparse operands must be matrices (2 sparse dimensions) with fill value 0, in any row
     order; duplicates accumulate.  An index outside the shape is an error naming the entry
