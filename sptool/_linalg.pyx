@@ -72,6 +72,39 @@ def merge_join(const uint64_t[::1] a, const uint64_t[::1] b, int64_t[::1] ia, in
     return t
 
 
+def merge_add(const uint64_t[::1] a, const uint64_t[::1] b, const value_t[::1] va, const value_t[::1] vb,
+              value_t fa, value_t fb, bint fa_zero, bint fb_zero, uint64_t[::1] union, value_t[::1] out):
+    """merge_join and add's sum in one pass, for scalar values of one type.
+
+    A key in both operands gets va + vb.  A key in one gets its value plus the other operand's
+    fill, or its value as it is when that fill is zero (``fa_zero``/``fb_zero``: TensorFlow
+    copies one-sided entries, so -0.0 stays -0.0).  ``union`` and ``out`` hold len(a) + len(b)
+    entries; returns the number of output rows.
+    """
+    cdef Py_ssize_t na = a.shape[0], nb = b.shape[0], i = 0, j = 0, t = 0
+    if va.shape[0] != na or vb.shape[0] != nb:
+        raise ValueError("merge_add: one value per key")
+    if union.shape[0] < na + nb or out.shape[0] < na + nb:
+        raise ValueError("merge_add: output arrays too short")
+    with nogil:
+        while i < na or j < nb:
+            if j >= nb or (i < na and a[i] < b[j]):
+                union[t] = a[i]
+                out[t] = va[i] if fb_zero else va[i] + fb
+                i += 1
+            elif i >= na or b[j] < a[i]:
+                union[t] = b[j]
+                out[t] = vb[j] if fa_zero else fa + vb[j]
+                j += 1
+            else:
+                union[t] = a[i]
+                out[t] = va[i] + vb[j]
+                i += 1
+                j += 1
+            t += 1
+    return t
+
+
 def merge_join_bytes(const uint8_t[:, ::1] a, const uint8_t[:, ::1] b, int64_t[::1] ia, int64_t[::1] ib):
     """merge_join for keys given as rows of bytes compared lexicographically (big-endian index columns)."""
     cdef Py_ssize_t na = a.shape[0], nb = b.shape[0], w = a.shape[1], i = 0, j = 0, t = 0

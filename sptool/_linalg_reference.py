@@ -23,6 +23,23 @@ def merge_join(a, b, ia, ib, union) -> int:
     return n
 
 
+def merge_add(a, b, va, vb, fa, fb, fa_zero, fb_zero, union, out) -> int:
+    n = len(a) + len(b)
+    ia, ib = np.empty(n, np.int64), np.empty(n, np.int64)
+    n = merge_join(a, b, ia, ib, union)
+    ia, ib = ia[:n], ib[:n]
+    ga = np.where(ia >= 0, np.asarray(va)[np.maximum(ia, 0)] if len(va) else fa, fa)
+    gb = np.where(ib >= 0, np.asarray(vb)[np.maximum(ib, 0)] if len(vb) else fb, fb)
+    with np.errstate(all="ignore"):
+        s = (ga + gb).astype(out.dtype)
+    if fb_zero:
+        s = np.where(ib < 0, ga, s)
+    if fa_zero:
+        s = np.where(ia < 0, gb, s)
+    out[:n] = s
+    return n
+
+
 def merge_join_bytes(a, b, ia, ib) -> int:
     a, b = np.ascontiguousarray(a), np.ascontiguousarray(b)
     w = a.shape[1] if a.ndim == 2 else b.shape[1]

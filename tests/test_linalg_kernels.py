@@ -34,6 +34,28 @@ def test_merge_join(rng, na, nb):
         np.testing.assert_array_equal(g[:n], w[:n])
 
 
+@pytest.mark.parametrize("na,nb", [(0, 0), (0, 4), (40, 33), (5, 0)])
+@pytest.mark.parametrize("dtype", ["int32", "float64", "complex64"])
+@pytest.mark.parametrize("fills", [(0, 0), (1.5, 0), (0, -2), (-0.0, 3)])
+def test_merge_add(rng, na, nb, dtype, fills):
+    a, b = _keys(rng, na, 60), _keys(rng, nb, 60)
+    dt = np.dtype(dtype)
+    va = (rng.standard_normal(len(a)) * 10).astype(dt)
+    vb = (rng.standard_normal(len(b)) * 10).astype(dt)
+    if dt.kind == "f" and len(va):
+        va[0] = -0.0  # a one-sided -0.0 stays -0.0 when the other fill is zero
+    fa, fb = (dt.type(f) for f in fills)
+    za, zb = (f == 0 and not (isinstance(f, float) and np.signbit(f)) for f in fills)
+    got = [np.zeros(len(a) + len(b), np.uint64), np.zeros(len(a) + len(b), dt)]
+    want = [np.ones(len(a) + len(b), np.uint64), np.ones(len(a) + len(b), dt)]
+    n = _linalg.merge_add(a, b, va, vb, fa, fb, za, zb, *got)
+    assert n == _linalg_reference.merge_add(a, b, va, vb, fa, fb, za, zb, *want)
+    np.testing.assert_array_equal(got[0][:n], want[0][:n])
+    np.testing.assert_array_equal(got[1][:n], want[1][:n])
+    if dt.kind == "f":
+        np.testing.assert_array_equal(np.signbit(got[1][:n]), np.signbit(want[1][:n]))
+
+
 @pytest.mark.parametrize("na,nb", [(0, 4), (40, 33), (5, 0)])
 def test_merge_join_bytes(rng, na, nb):
     a, b = _keys(rng, na, 1 << 40), _keys(rng, nb, 1 << 40)

@@ -195,6 +195,10 @@ def _bound(a, b, packed: bool):
     return a if a.tobytes() <= b.tobytes() else b
 
 
+# The value types of the fused join kernels (sptool/_linalg.pyx value_t).
+FUSED_TYPES = {np.dtype(t) for t in (np.int32, np.int64, np.float32, np.float64, np.complex64, np.complex128)}
+
+
 def join_chunks(a: _Chunk | None, b: _Chunk | None, packed: bool):
     """(ia, ib, union keys or None) of the union of two chunks' keys (the compiled merge join)."""
     na, nb = len(a) if a is not None else 0, len(b) if b is not None else 0
@@ -214,23 +218,21 @@ def join_chunks(a: _Chunk | None, b: _Chunk | None, packed: bool):
     return ia[:n], ib[:n], None
 
 
-def merge_join(left: _Side, right: _Side, packed: bool):
-    """Yield (a chunk or None, b chunk or None, ia, ib, union) rounds covering both operands in row-major
-    order.  Each round joins the rows up to the smaller of the two chunks' last keys, so every
-    coordinate is decided once, in memory bounded by two chunks."""
+def join_rounds(left: _Side, right: _Side, packed: bool):
+    """Yield (a chunk or None, b chunk or None) rounds covering both operands in row-major order.
+    Each round holds the rows up to the smaller of the two chunks' last keys, so every coordinate
+    is decided in one round, in memory bounded by two chunks."""
     a, b = left.next(), right.next()
     while a is not None or b is not None:
         if a is None or b is None:
-            yield (a, b) + join_chunks(a, b, packed)
+            yield a, b
             a = left.next() if a is not None else None
             b = right.next() if b is not None else None
             continue
         bound = _bound(a.codes[-1], b.codes[-1], packed)
         ha, a = a.split(int(np.searchsorted(a.codes, bound, side="right")))
         hb, b = b.split(int(np.searchsorted(b.codes, bound, side="right")))
-        ha = ha if len(ha) else None
-        hb = hb if len(hb) else None
-        yield (ha, hb) + join_chunks(ha, hb, packed)
+        yield (ha if len(ha) else None), (hb if len(hb) else None)
         if a is None:
             a = left.next()
         if b is None:
@@ -261,14 +263,16 @@ def gather_values(chunk: _Chunk | None, idx, has, fill, dtype, n: int, tail: tup
     return g
 
 
-def binary_sparse(path_a: str, path_b: str, output, *, what: str, out_dtype, out_fill, combine,
+def binary_sparse(path_a: str, path_b: str, output, *, what: str, out_dtype, out_fill, combine, fused=None,
                   memory=None, tmp_dir=None, progress=None) -> dict:
     """Shared driver of add, maximum and minimum on two sparse tensors.
 
     ``out_dtype(meta_a, meta_b)`` and ``out_fill(fill_a, fill_b, dtype)`` give the output's type
     and fill; ``combine(ga, gb, has_a, has_b, fill_a, fill_b)`` returns (values, keep mask or None)
     for one round of the join, from each side's values gathered per output row (the side's fill
-    where it has no entry) and the masks of rows each side has.
+    where it has no entry) and the masks of rows each side has.  ``fused``, a kernel doing the
+    join and ``combine`` in one pass (merge_add), serves the rounds it can: packed keys, scalar
+    values of a kernel type, both sides present.
     """
     check_inputs([path_a, path_b])
     budget = resolve_budget(memory)
@@ -298,7 +302,17 @@ def binary_sparse(path_a: str, path_b: str, output, *, what: str, out_dtype, out
         dropped = 0
         with open_sink(output, out_meta, unique_claim=True) as sink:
             tail = tuple(ma.dense_shape)
-            for a, b, ia, ib, union in merge_join(left, right, codec.packed):
+            fast = fused is not None and codec.packed and not tail and dtype in FUSED_TYPES
+            for a, b in join_rounds(left, right, codec.packed):
+                if fast and a is not None and b is not None:
+                    union = np.empty(len(a) + len(b), dtype=np.uint64)
+                    vals = np.empty(len(a) + len(b), dtype=dtype)
+                    n = fused(a.codes, b.codes, np.ascontiguousarray(a.values, dtype=dtype),
+                              np.ascontiguousarray(b.values, dtype=dtype), fa, fb, is_zero(fa), is_zero(fb),
+                              union, vals)
+                    sink.write(codec.decode(union[:n]), vals[:n])
+                    continue
+                ia, ib, union = join_chunks(a, b, codec.packed)
                 n = len(ia)
                 if not n:
                     continue
@@ -446,7 +460,7 @@ def add(a: str, b: str, output: str | None, *, thresh=0, prune: bool = False, me
         a, b, output, what="add",
         out_dtype=lambda ma, mb: promote(ma.dtype, mb.dtype),
         out_fill=lambda fa, fb, dt: _sum_fill(fa, fb, dt),
-        combine=_add_combine(threshold, prune),
+        combine=_add_combine(threshold, prune), fused=_linalg.merge_add if threshold is None else None,
         memory=memory, tmp_dir=tmp_dir, progress=progress,
     )
 
