@@ -27,6 +27,7 @@ from .._memory import resolve_budget
 from .._threads import THREADS
 from ..errors import DataError, InputError, UsageError
 from ..format import VALUE_TYPES, TensorMeta
+from ..io._arrays import arrow_of
 from ..io._atomic import AtomicTarget
 from .common import Options, Reader, cast_or_fail, coerce_fill
 
@@ -357,7 +358,7 @@ class TextWriter:
             self.header = None
         if n == 0:
             return
-        arrays = [pa.array(np.ascontiguousarray(keys[k]) + self.base) for k in range(keys.shape[0])]
+        arrays = [arrow_of(np.ascontiguousarray(keys[k]) + self.base) for k in range(keys.shape[0])]
         arrays += [pa.array(c) for c in columns]
         batch = pa.RecordBatch.from_arrays(arrays, names=[f"c{i}" for i in range(len(arrays))])
         if self._writer is None:

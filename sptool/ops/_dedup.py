@@ -8,7 +8,7 @@ import pyarrow as pa
 from .._messages import tuple_text
 from ..errors import DataError, UsageError
 from ..format import TensorMeta
-from ..io._arrays import batch_keys, batch_values, make_batch
+from ..io._arrays import arrow_of, batch_keys, batch_values, make_batch
 
 POLICIES = ("keep", "sum", "min", "max", "first", "last", "error")
 
@@ -70,7 +70,7 @@ class Deduplicator:
             raise DataError(f"coordinate {tuple_text(row)} is repeated (--duplicates error)")
         if self.policy in ("first", "last"):
             pick = starts if self.policy == "first" else np.append(starts[1:], n) - 1
-            out = batch.take(pa.array(pick))
+            out = batch.take(arrow_of(pick))
         else:
             K = self.meta.sparse_ndim
             keys_arr = batch_keys(batch, K)[:, starts]

@@ -28,6 +28,7 @@ from .. import _kernels
 from .._memory import ROW_GROUP_ROWS, usable_budget
 from .._threads import THREADS
 from ..format import TensorMeta
+from ..io._arrays import arrow_of
 from ._bounds import checked
 
 KEY = "__sptool_key"
@@ -117,7 +118,7 @@ class KeyCodec:
 
     def to_arrow(self, key: np.ndarray) -> pa.Array:
         if self.packed:
-            return pa.array(key, type=pa.uint64())
+            return arrow_of(np.asarray(key, dtype=np.uint64))
         return pa.FixedSizeBinaryArray.from_buffers(self.key_type(), len(key), [None, pa.py_buffer(key.tobytes())])
 
     def from_arrow(self, arr) -> np.ndarray:
@@ -142,7 +143,7 @@ class KeyCodec:
             k = keys[start:start + part.num_rows]
             if self.unpackable:
                 idx = self.decode(k)
-                cols = [pa.array(idx[d]) for d in range(self.K)] + [part.column(0).combine_chunks()]
+                cols = [arrow_of(idx[d]) for d in range(self.K)] + [part.column(0).combine_chunks()]
                 yield pa.RecordBatch.from_arrays(cols, schema=schema), k
             else:
                 for b in part.to_batches():
@@ -157,9 +158,9 @@ def take(table: pa.Table, perm: np.ndarray) -> pa.Table:
     for col in table.columns:
         t = col.type
         if pa.types.is_integer(t) or pa.types.is_floating(t):
-            cols.append(pa.array(np.take(col.to_numpy(), perm)))
+            cols.append(arrow_of(np.take(col.to_numpy(), perm)))
         else:
-            cols.append(col.take(pa.array(perm)))
+            cols.append(col.take(arrow_of(perm)))
     return pa.Table.from_arrays(cols, schema=table.schema)
 
 

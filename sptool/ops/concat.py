@@ -25,7 +25,7 @@ from .._messages import out_of_bounds
 from ..errors import DataError, UsageError
 from ..format import TensorMeta
 from ..io import open_sink, open_source
-from ..io._arrays import batch_keys
+from ..io._arrays import arrow_of, batch_keys
 from ..io.source import known_shape, row_bytes
 from . import _sort
 from ._axes import normalize_axes
@@ -109,7 +109,7 @@ class _Shifter:
         if self.offset:
             keys[self.axis] += self.offset
             cols = list(batch.columns)
-            cols[self.axis] = pa.array(keys[self.axis])
+            cols[self.axis] = arrow_of(keys[self.axis])
             batch = pa.RecordBatch.from_arrays(cols, schema=batch.schema)
         return batch, keys
 

@@ -7,6 +7,7 @@ import pyarrow as pa
 
 from ..errors import UsageError
 from ..io import open_sink, open_source
+from ..io._arrays import arrow_of
 
 
 def normalize_axis(axis: int, ndim: int) -> int:
@@ -68,14 +69,14 @@ def expand_dims(path: str, output: str | None, *, axis: int = -1, memory=None, p
         )
         if progress:
             progress.set_total(meta.nnz)
-        zeros = pa.array(np.zeros(0, dtype=np.int64))
+        zeros = arrow_of(np.zeros(0, dtype=np.int64))
         with open_sink(output, out_meta, unique_claim=True if meta.unique else None) as sink:
             for batch in src.iter_batches(memory=memory):
                 n = batch.num_rows
                 cols = list(batch.columns[: K + 1])
                 if sparse:
                     if len(zeros) < n:
-                        zeros = pa.array(np.zeros(n, dtype=np.int64))
+                        zeros = arrow_of(np.zeros(n, dtype=np.int64))
                     cols.insert(a, zeros.slice(0, n))
                 sink.write_batch(pa.RecordBatch.from_arrays(cols, schema=sink.schema))
                 if progress:

@@ -9,6 +9,7 @@ import pyarrow as pa
 
 from ..errors import DataError, UsageError
 from ..io import batch_keys, open_sink, open_source, values_array
+from ..io._arrays import arrow_of
 from ..io._atomic import AtomicTarget
 from ..io.source import known_shape
 from .reorder import sorted_batches
@@ -113,7 +114,7 @@ class _Filler:
             yield self._batch(keys, self.fill_values(m)), keys
 
     def _batch(self, keys: np.ndarray, values) -> pa.RecordBatch:
-        cols = [pa.array(keys[k]) for k in range(self.K)] + [values]
+        cols = [arrow_of(keys[k]) for k in range(self.K)] + [values]
         return pa.RecordBatch.from_arrays(cols, schema=self.schema)
 
     def feed(self, batch: pa.RecordBatch):
@@ -163,7 +164,7 @@ class _Filler:
         take = np.empty(m + F, dtype=np.int64)
         take[data_pos] = np.arange(m, dtype=np.int64)
         take[fill_pos] = m + np.arange(F, dtype=np.int64)
-        merged = pa.concat_arrays([vals.slice(lo, m), self.fill_values(F)]).take(pa.array(take))
+        merged = pa.concat_arrays([vals.slice(lo, m), self.fill_values(F)]).take(arrow_of(take))
         if self.indicator is not None:
             self.indicator[fill_rows] = True
         self.filled += F

@@ -12,6 +12,7 @@ from .._messages import out_of_bounds
 from ..errors import DataError, UsageError
 from ..format import INT64_MAX
 from ..io import batch_keys, open_sink, open_source
+from ..io._arrays import arrow_of
 from ..io.source import known_shape
 
 
@@ -126,7 +127,7 @@ def reshape(path: str, output: str | None, *, shape, memory=None, progress=None)
                 if row >= 0:
                     raise DataError(out_of_bounds(rows + row, keys, row, old_sparse), path=path)
                 new_keys = keys if same else relinearize(keys, old_sparse, new_sparse)
-                cols = [pa.array(new_keys[k]) for k in range(K2)] + [batch.column(K)]
+                cols = [arrow_of(new_keys[k]) for k in range(K2)] + [batch.column(K)]
                 sink.write_batch(pa.RecordBatch.from_arrays(cols, schema=sink.schema))
                 rows += n
                 if progress:

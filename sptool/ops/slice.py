@@ -9,7 +9,7 @@ import pyarrow as pa
 from .._memory import resolve_budget
 from ..errors import UsageError
 from ..io import open_sink, open_source
-from ..io._arrays import batch_keys, batch_values, make_batch, normalize_batch
+from ..io._arrays import arrow_of, batch_keys, batch_values, make_batch, normalize_batch
 from ..io.source import ParquetSource, known_shape
 
 
@@ -144,7 +144,7 @@ def slice_(path: str, output: str | None, *, start, size, memory=None, progress=
                     values = np.ascontiguousarray(batch_values(batch, meta)[cut])
                     sink.write_batch(make_batch(keys, values, out_meta, sink.schema))
                 else:
-                    cols = [pa.array(keys[k]) for k in range(K)] + [batch.column(K)]
+                    cols = [arrow_of(keys[k]) for k in range(K)] + [batch.column(K)]
                     sink.write_batch(pa.RecordBatch.from_arrays(cols, schema=sink.schema))
         final = sink.final_meta
     result = {"rows_in": rows_in, "rows_out": final.nnz, "shape": list(final.shape),

@@ -14,7 +14,7 @@ from .._memory import format_size, resolve_budget
 from ..errors import ResourceError, UsageError
 from ..format import TensorMeta
 from ..io import open_sink, open_source
-from ..io._arrays import batch_keys, batch_values, make_batch
+from ..io._arrays import arrow_of, batch_keys, batch_values, make_batch
 from ..io.sink import output_kind
 from ..io.source import known_shape, row_bytes
 from ._axes import normalize_axes
@@ -165,12 +165,12 @@ def _route_sparse(batch: pa.RecordBatch, meta: TensorMeta, axis: int, starts: np
         # in the sink's buffer, N batches for N pieces.
         for a in range(lo, hi, rg):
             rows = perm[a:min(a + rg, hi)] if perm is not None else np.arange(a, min(a + rg, hi))
-            sinks[i].write_batch(_rebased(batch.take(pa.array(rows)), axis, col[rows] - starts[i]))
+            sinks[i].write_batch(_rebased(batch.take(arrow_of(rows)), axis, col[rows] - starts[i]))
 
 
 def _rebased(batch: pa.RecordBatch, axis: int, index: np.ndarray) -> pa.RecordBatch:
     cols = list(batch.columns)
-    cols[axis] = pa.array(index)
+    cols[axis] = arrow_of(index)
     return pa.RecordBatch.from_arrays(cols, schema=batch.schema)
 
 
