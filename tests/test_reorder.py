@@ -14,12 +14,14 @@ from sptool.ops import _sort
 from sptool.ops.reorder import reorder
 
 
-@pytest.fixture
-def tiny_runs(monkeypatch):
+@pytest.fixture(params=[0, 2500, 1 << 30], ids=["all-spilled", "some-kept", "all-kept"])
+def tiny_runs(monkeypatch, request):
     """Force many small runs and small merge slices, whatever --memory says, and merge rounds of
-    8 rows or more on several threads."""
+    8 rows or more on several threads; every sorted run spilled, the first one or two kept in
+    memory (a run of 97 rows takes about 1.6 kB), or all kept."""
     monkeypatch.setattr(_sort, "chunk_rows", lambda budget, rb, ways=1: 97 if ways == 1 else 13)
     monkeypatch.setattr(_sort, "MERGE_PARALLEL_MIN", 8)
+    monkeypatch.setattr(_sort, "keep_bytes", lambda budget: request.param)
 
 
 def _stable_order(idx: np.ndarray, order) -> np.ndarray:

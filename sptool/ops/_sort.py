@@ -179,27 +179,64 @@ def chunk_rows(budget: int, row_bytes: int, ways: int = 1) -> int:
     return max(1024, min(usable // (per_row * max(ways, 1)), 1 << 24))
 
 
-class RunStore:
-    """Sorted runs spilled to Arrow IPC files in a temporary directory, removed on close."""
+def keep_bytes(budget: int) -> int:
+    """Bytes of sorted runs kept in memory instead of spilled (a third of the usable budget;
+    sorted_stream makes its runs a third smaller to leave room for them)."""
+    return usable_budget(budget) // 3
 
-    def __init__(self, tmp_dir: str | None):
+
+class _MemRun:
+    """A sorted run kept in memory: its payload table and keys."""
+
+    __slots__ = ("payload", "keys", "nbytes")
+
+    def __init__(self, payload: pa.Table, keys: np.ndarray):
+        self.payload, self.keys = payload, keys
+        self.nbytes = payload.nbytes + keys.nbytes
+
+
+class RunStore:
+    """Sorted runs: kept in memory while they fit in ``keep`` bytes, the rest spilled to Arrow
+    IPC files in a temporary directory (removed on close).  An input a few times the budget is
+    then sorted with little or no disk traffic (measured: 20M rows at 1GiB, 320 MB of spill
+    written and read back before), and any larger input still in bounded memory."""
+
+    def __init__(self, tmp_dir: str | None, keep: int = 0):
         self._dir = tempfile.TemporaryDirectory(prefix="sptool-sort-", dir=tmp_dir)
-        self.paths: list[str] = []
+        self.runs: list = []  # paths of spilled runs and _MemRuns, in input order
+        self.keep, self.kept = keep, 0
         self._pool = ThreadPoolExecutor(1, thread_name_prefix="sptool-spill")
         self._pending = []
 
     def add_run(self, table: pa.Table, codec: KeyCodec, K: int):
-        """Sort a run and spill it, on the store's thread: that overlaps reading the next run.
-        At most one run is being sorted, which bounds the memory (chunk_rows counts two runs)."""
-        path = os.path.join(self._dir.name, f"run-{len(self.paths):06d}.arrow")
-        self.paths.append(path)
+        """Sort a run and keep or spill it, on the store's thread: that overlaps reading the next
+        run.  At most one run is being sorted, which bounds the memory (chunk_rows counts two runs)."""
         self.wait()
-        self._pending.append(self._pool.submit(_sort_and_spill, path, table, codec, K))
+        self.runs.append(None)
+        self._pending.append(self._pool.submit(self._sort_run, len(self.runs) - 1, table, codec, K))
+
+    def _sort_run(self, index: int, table: pa.Table, codec: KeyCodec, K: int):
+        payload, keys = sort_run(table, codec, K)
+        del table
+        run = _MemRun(payload, keys)
+        if self.kept + run.nbytes <= self.keep:
+            self.kept += run.nbytes
+            self.runs[index] = run
+            return
+        path = os.path.join(self._dir.name, f"run-{index:06d}.arrow")
+        _write_ipc(path, payload.append_column(KEY, codec.to_arrow(keys)))
+        self.runs[index] = path
+
+    def discard(self, run):
+        if isinstance(run, _MemRun):
+            self.kept -= run.nbytes
+        else:
+            os.remove(run)
 
     def spill_merged(self, pairs, codec: KeyCodec) -> str:
         """Write a merged stream of (payload, keys) as one new run (the merge tree's inner node)."""
-        path = os.path.join(self._dir.name, f"merged-{len(self.paths):06d}.arrow")
-        self.paths.append(path)
+        path = os.path.join(self._dir.name, f"merged-{len(self.runs):06d}.arrow")
+        self.runs.append(path)
         writer = None
         try:
             for payload, keys in pairs:
@@ -241,11 +278,6 @@ SPILL_BATCH_ROWS = 8192
 FAN_IN = 16
 
 
-def _sort_and_spill(path: str, table: pa.Table, codec: KeyCodec, K: int):
-    payload, keys = sort_run(table, codec, K)
-    _write_ipc(path, payload.append_column(KEY, codec.to_arrow(keys)))
-
-
 def _write_ipc(path: str, table: pa.Table):
     with ipc.new_file(path, table.schema) as w:
         w.write_table(table, max_chunksize=SPILL_BATCH_ROWS)
@@ -263,8 +295,8 @@ def sorted_stream(batches: Iterable[pa.RecordBatch], meta: TensorMeta, order, *,
     schema = meta.arrow_schema()
     codec = KeyCodec(meta.shape, order, K)
     rb = row_bytes(meta) + (8 if codec.packed else 8 * K)
-    run_rows = chunk_rows(budget, rb)
-    with RunStore(tmp_dir) as store:
+    run_rows = max(1, chunk_rows(budget, rb) * 2 // 3)  # a third of the room goes to kept runs
+    with RunStore(tmp_dir, keep_bytes(budget)) as store:
         pending: list[pa.RecordBatch] = []
         pending_rows = 0
         # An index outside the shape would pack into a wrong key: name it instead.
@@ -277,7 +309,7 @@ def sorted_stream(batches: Iterable[pa.RecordBatch], meta: TensorMeta, order, *,
                 if pending_rows >= run_rows:
                     store.add_run(pa.Table.from_batches(pending), codec, K)
                     pending, pending_rows = [], 0
-        if not store.paths:
+        if not store.runs:
             if pending_rows:
                 # Everything fit in one run: no spill, no merge.
                 payload, keys = sort_run(pa.Table.from_batches(pending), codec, K)
@@ -286,7 +318,7 @@ def sorted_stream(batches: Iterable[pa.RecordBatch], meta: TensorMeta, order, *,
         if pending_rows:
             store.add_run(pa.Table.from_batches(pending), codec, K)
         store.wait()
-        runs = list(store.paths)
+        runs = list(store.runs)
         rows = chunk_rows(budget, rb, ways=FAN_IN + 1)
         # A merge round holds a slice of every run at once, so many runs are merged in a tree:
         # groups of FAN_IN runs into bigger runs, until one merge finishes the job.
@@ -299,8 +331,8 @@ def sorted_stream(batches: Iterable[pa.RecordBatch], meta: TensorMeta, order, *,
                     continue
                 merged_runs.append(store.spill_merged(
                     merge_sorted([read_run(p, codec) for p in group], codec, rows=rows), codec))
-                for p in group:
-                    os.remove(p)
+                for run in group:
+                    store.discard(run)
             runs = merged_runs
         merged = merge_sorted([read_run(p, codec) for p in runs], codec, rows=rows)
         for payload, keys in merged:
@@ -348,10 +380,15 @@ class _Cursor:
         return part, keys
 
 
-def read_run(path: str, codec: KeyCodec):
-    """The (payload, keys) pairs of a spilled run.  Read with plain reads, not a memory map: mapped
-    pages would stay in this process's RSS after use and count against --memory."""
-    reader = ipc.open_file(pa.OSFile(path))
+def read_run(run, codec: KeyCodec):
+    """The (payload, keys) pairs of a run, a slice at a time.  A spilled one is read with plain
+    reads, not a memory map: mapped pages would stay in this process's RSS after use and count
+    against --memory."""
+    if isinstance(run, _MemRun):
+        for start in range(0, run.payload.num_rows, SPILL_BATCH_ROWS):
+            yield run.payload.slice(start, SPILL_BATCH_ROWS), run.keys[start:start + SPILL_BATCH_ROWS]
+        return
+    reader = ipc.open_file(pa.OSFile(run))
     for i in range(reader.num_record_batches):
         b = reader.get_batch(i)
         yield b.drop_columns([KEY]), codec.from_arrow(b.column(KEY))
