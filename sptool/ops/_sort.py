@@ -270,6 +270,11 @@ class RunStore:
         self.close()
 
 
+# Rows per sorted run, and per run in a merge round, at most: a bigger budget buys no speed past
+# these, only bigger temporaries (measured on 20M rows at --memory 4GB: 3.6 s with two runs of
+# 10M rows and uncapped merge slices, 2.2-2.4 s with both capped; 1.9-2.0 s at 1GiB).
+RUN_ROWS_MAX = 1 << 22
+MERGE_SLICE_ROWS = 1 << 18
 # Rows per record batch in a spilled run: the merge reads each run a batch at a time, so small
 # batches keep a many-way merge's memory at (ways x SPILL_BATCH_ROWS) rows.
 SPILL_BATCH_ROWS = 8192
@@ -295,7 +300,9 @@ def sorted_stream(batches: Iterable[pa.RecordBatch], meta: TensorMeta, order, *,
     schema = meta.arrow_schema()
     codec = KeyCodec(meta.shape, order, K)
     rb = row_bytes(meta) + (8 if codec.packed else 8 * K)
-    run_rows = max(1, chunk_rows(budget, rb) * 2 // 3)  # a third of the room goes to kept runs
+    # A third of the room goes to kept runs.  Runs stay at most RUN_ROWS_MAX rows whatever the
+    # budget: sorting a run overlaps reading the next, but not the last run's sort.
+    run_rows = max(1, min(chunk_rows(budget, rb) * 2 // 3, RUN_ROWS_MAX))
     with RunStore(tmp_dir, keep_bytes(budget)) as store:
         pending: list[pa.RecordBatch] = []
         pending_rows = 0
@@ -319,7 +326,7 @@ def sorted_stream(batches: Iterable[pa.RecordBatch], meta: TensorMeta, order, *,
             store.add_run(pa.Table.from_batches(pending), codec, K)
         store.wait()
         runs = list(store.runs)
-        rows = chunk_rows(budget, rb, ways=FAN_IN + 1)
+        rows = min(chunk_rows(budget, rb, ways=FAN_IN + 1), MERGE_SLICE_ROWS)
         # A merge round holds a slice of every run at once, so many runs are merged in a tree:
         # groups of FAN_IN runs into bigger runs, until one merge finishes the job.
         while len(runs) > FAN_IN:
