@@ -39,13 +39,16 @@ SEED = 12345
 SIZES = {
     "small": {"validate_nnz": 500_000, "tns_lines": 1_000_000,
               "dense_shape": (5_000, 2_500), "dense_nnz": 1_250_000, "reorder_nnz": 2_000_000,
-              "add_nnz": 1_000_000, "matmul": (100_000, 100_000, 1_000_000)},
+              "add_nnz": 1_000_000, "matmul": (100_000, 100_000, 1_000_000),
+              "spgemm": (20_000, 60_000, 60_000, 200_000, 600_000, "32MB")},
     "medium": {"validate_nnz": 5_000_000, "tns_lines": 5_000_000,
                "dense_shape": (10_000, 5_000), "dense_nnz": 5_000_000, "reorder_nnz": 5_000_000,
-               "add_nnz": 2_500_000, "matmul": (250_000, 100_000, 2_500_000)},
+               "add_nnz": 2_500_000, "matmul": (250_000, 100_000, 2_500_000),
+               "spgemm": (50_000, 150_000, 150_000, 500_000, 1_500_000, "64MB")},
     "large": {"validate_nnz": 20_000_000, "tns_lines": 20_000_000,
               "dense_shape": (20_000, 10_000), "dense_nnz": 20_000_000, "reorder_nnz": 20_000_000,
-              "add_nnz": 10_000_000, "matmul": (1_000_000, 100_000, 10_000_000)},
+              "add_nnz": 10_000_000, "matmul": (1_000_000, 100_000, 10_000_000),
+              "spgemm": (100_000, 300_000, 300_000, 1_000_000, 3_000_000, "128MB")},
 }
 # The issue's reorder benchmark: an unsorted 3-D tensor (20M entries at --size large).
 SHAPE_REORDER = (1_000_000, 5_000, 200)
@@ -729,6 +732,67 @@ def _check_matmul(paths: dict, out: str) -> str | None:
 register(Benchmark(
     "matmul", "sparse (rows x 100k) @ dense (100k x 16), to a dense .npy",
     "sptool at least as fast as scipy (ratio >= 1)", _prepare_matmul, _tools_matmul, check=_check_matmul,
+))
+
+
+PEER_SPGEMM_SCIPY = """
+    import json, sys
+    import numpy as np
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+    import scipy.sparse as sp
+    def load(path):
+        t = pq.read_table(path)
+        shape = json.loads(pq.read_metadata(path).metadata[b"sptool"])["shape"]
+        return sp.coo_array((t.column("values").to_numpy(), (t.column("indices_0").to_numpy(),
+                             t.column("indices_1").to_numpy())), shape=shape).tocsr()
+    c = (load(sys.argv[1]) @ load(sys.argv[2])).tocoo()
+    c.sum_duplicates()
+    pq.write_table(pa.table({"indices_0": c.row.astype(np.int64), "indices_1": c.col.astype(np.int64),
+                             "values": c.data}), sys.argv[3])
+"""
+
+
+def _prepare_spgemm(data: str, params: dict) -> dict:
+    m, k, n, nnz_a, nnz_b, budget = params["spgemm"]
+    paths = {"budget": budget, "rows": nnz_a + nnz_b}
+    for name, shape, nnz, seed in (("a", (m, k), nnz_a, 30), ("b", (k, n), nnz_b, 31)):
+        path = os.path.join(data, f"spgemm-{name}-{shape[0]}x{shape[1]}-{nnz}.parquet")
+        if not os.path.exists(path):
+            rng = np.random.default_rng(SEED + seed)
+            _write_sptool(path, _canonical_coords(rng, shape, nnz), rng.standard_normal(nnz), shape)
+        paths[name] = path
+    return paths
+
+
+def _tools_spgemm(paths: dict, out: str) -> list[Tool]:
+    o1, o2 = _out(out, "spgemm-sptool.parquet"), _out(out, "spgemm-scipy.parquet")
+    return [sptool_tool("matmul", paths["a"], paths["b"], "-o", o1, "--memory", paths["budget"], outputs=[o1]),
+            python_tool("scipy load + tocsr + @ + write (in memory)", PEER_SPGEMM_SCIPY, paths["a"], paths["b"], o2,
+                        outputs=[o2])]
+
+
+def _check_spgemm(paths: dict, out: str) -> str | None:
+    import pyarrow.parquet as pq
+
+    a, b = pq.read_table(_out(out, "spgemm-sptool.parquet")), pq.read_table(_out(out, "spgemm-scipy.parquet"))
+    same = a.num_rows == b.num_rows and all(
+        np.array_equal(a.column(c).to_numpy(), b.column(c).to_numpy()) for c in ("indices_0", "indices_1"))
+    close = same and np.allclose(a.column("values").to_numpy(), b.column("values").to_numpy())
+    note = f"product of {a.num_rows:,} entries; B as CSR needs about {_csr_bytes(paths) / 2**20:.0f} MiB"
+    return (None if close else "sptool's product differs from scipy's"), note
+
+
+def _csr_bytes(paths: dict) -> int:
+    import pyarrow.parquet as pq
+
+    return pq.read_metadata(paths["b"]).num_rows * 24 * 2
+
+
+register(Benchmark(
+    "spgemm-memory", "sparse @ sparse with B over half of --memory (B taken in slabs), to a sparse tensor",
+    "peak RSS at most the --memory budget + 150 MB; product equal to scipy's", _prepare_spgemm, _tools_spgemm,
+    check=_check_spgemm,
 ))
 
 
