@@ -16,7 +16,6 @@ import threading
 from collections import deque
 from collections.abc import Iterator
 
-import pyarrow as pa
 import pyarrow.parquet as pq
 
 from .._memory import ROW_GROUP_ROWS
@@ -47,14 +46,20 @@ def plan_chunks(metadata: pq.FileMetaData, groups, batch_rows: int, threads: int
 
 
 def read_chunks(path: str, pf: pq.ParquetFile, chunks: list[list[int]], *, batch_rows: int,
-                columns=None, threads: int = THREADS) -> Iterator[pa.RecordBatch]:
-    """Batches of at most batch_rows rows of the given row-group chunks, in order.
+                columns=None, threads: int = THREADS, prepare=None) -> Iterator:
+    """Batches of at most batch_rows rows of the given row-group chunks, in order; with
+    ``prepare``, (batch, prepare(batch)) pairs, prepare running on the decoding thread (a
+    kernel that releases the GIL then works beside the next decode, on data still in cache).
 
-    Decoding errors are raised by the consumer, as pyarrow raised them.
+    Decoding errors, and prepare's, are raised by the consumer as they were raised.
     """
+    def split(table):
+        batches = table.to_batches(batch_rows)
+        return batches if prepare is None else [(b, prepare(b)) for b in batches]
+
     if threads <= 1 or len(chunks) <= 1:
         for groups in chunks:
-            yield from pf.read_row_groups(groups, columns=columns, use_threads=True).to_batches(batch_rows)
+            yield from split(pf.read_row_groups(groups, columns=columns, use_threads=True))
         return
 
     from concurrent.futures import ThreadPoolExecutor
@@ -70,7 +75,7 @@ def read_chunks(path: str, pf: pq.ParquetFile, chunks: list[list[int]], *, batch
             f = local.file = pq.ParquetFile(path, metadata=pf.metadata, pre_buffer=False)
             with lock:
                 handles.append(f)
-        return f.read_row_groups(groups, columns=columns, use_threads=False)
+        return split(f.read_row_groups(groups, columns=columns, use_threads=False))
 
     pool = ThreadPoolExecutor(threads, thread_name_prefix="sptool-read")
     pending: deque = deque()
@@ -81,12 +86,12 @@ def read_chunks(path: str, pf: pq.ParquetFile, chunks: list[list[int]], *, batch
             if len(pending) > threads:
                 break
         while pending:
-            table = pending.popleft().result()
+            items = pending.popleft().result()
             following = next(todo, None)
             if following is not None:
                 pending.append(pool.submit(work, following))
-            yield from table.to_batches(batch_rows)
-            del table
+            yield from items
+            del items
     finally:
         for future in pending:
             future.cancel()

@@ -133,9 +133,10 @@ class ParquetSource(TensorSource):
     def num_row_groups(self) -> int:
         return sum(p.file.metadata.num_row_groups for p in self.parts)
 
-    def part_batches(self, part: Part, batch_rows: int, *, groups=None, columns=None) -> Iterator[pa.RecordBatch]:
+    def part_batches(self, part: Part, batch_rows: int, *, groups=None, columns=None, prepare=None) -> Iterator:
         """One part's batches (of the row groups ``groups``, default all; of ``columns``, default
-        all), decoded ahead on several threads; a decoding failure is E_READ_FAILED."""
+        all), decoded ahead on several threads; a decoding failure is E_READ_FAILED.  With
+        ``prepare``, (batch, prepare(batch)) pairs (see read_chunks)."""
         md = part.file.metadata
         groups = range(md.num_row_groups) if groups is None else groups
         chunks = plan_chunks(md, groups, batch_rows)
@@ -143,8 +144,11 @@ class ParquetSource(TensorSource):
             if chunks is None:
                 batches = prefetch(part.file.iter_batches(batch_size=batch_rows, row_groups=list(groups),
                                                           columns=columns, use_threads=True))
+                if prepare is not None:
+                    batches = ((b, prepare(b)) for b in batches)
             else:
-                batches = read_chunks(part.path, part.file, chunks, batch_rows=batch_rows, columns=columns)
+                batches = read_chunks(part.path, part.file, chunks, batch_rows=batch_rows, columns=columns,
+                                      prepare=prepare)
             yield from batches
         except READ_ERRORS as e:
             raise FormatError(f"cannot decode the data ({_short(e)}) [E_READ_FAILED]", path=part.path) from None

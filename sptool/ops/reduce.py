@@ -99,11 +99,12 @@ def checked_batches(src, *, memory=None, progress=None, path=None):
         yield np.stack(cols), batch
 
 
-def projected_batches(src, dims, *, memory=None):
+def projected_batches(src, dims, *, memory=None, prepare=None):
     """Batches holding only the index columns ``dims`` and the values, read from a Parquet
     source whose footer statistics prove every other index column within its bounds (so it
     need not be decoded at all); None when that does not hold (a stream, a foreign column
-    type, missing statistics), and the caller reads whole batches instead."""
+    type, missing statistics), and the caller reads whole batches instead.  With ``prepare``,
+    (batch, prepare(batch)) pairs, prepared on the decoding threads."""
     import pyarrow as pa
 
     meta = src.meta
@@ -130,10 +131,11 @@ def projected_batches(src, dims, *, memory=None):
 
     def read():
         for part in parts:
-            for batch in src.part_batches(part, rows, columns=names):
+            for item in src.part_batches(part, rows, columns=names, prepare=prepare):
+                batch = item if prepare is None else item[0]
                 if any(c.null_count for c in batch.columns):
                     raise DataError("a column holds nulls", path=part.path)
-                yield batch
+                yield item
 
     return read()
 
@@ -262,12 +264,14 @@ class GroupReducer:
         pkeys = np.repeat(pkey[:, None], len(touched), axis=1)
         return self._piece(pkeys, touched, acc[touched], counts[touched])
 
-    def feed(self, columns, vals: np.ndarray, bounds):
+    def feed(self, columns, vals: np.ndarray, bounds, *, block: bool = True):
         n = len(vals)
         if n == 0:
             return []
-        if self.op == "sum" and self.n_prefix == 1:
-            got = self._feed_block(columns, vals, bounds)
+        if block:
+            got = self.block_partial(columns, vals, bounds)
+            if isinstance(got, tuple):
+                return self.merge_block(*got)
             if got is not None:
                 return got
         E = self.E
@@ -298,11 +302,15 @@ class GroupReducer:
         self.carry = (self._prefix_at(columns, [last])[:, 0].copy(), acc, counts)
         return out
 
-    def _feed_block(self, columns, vals, bounds):
-        """feed() for sums grouped by one leading column whose values in this batch span few
-        enough groups for a dense block of slots (the common case: one compiled pass); None
-        when the batch does not suit it."""
+    def block_partial(self, columns, vals, bounds):
+        """The first half of feed() for sums grouped by one leading column whose values in this
+        batch span few enough groups for a dense block of slots (the common case: one compiled
+        pass): (first, last, acc, counts) for merge_block; the row of an index out of bounds;
+        or None when the batch does not suit it.  Touches no state, so it may run on the thread
+        that decoded the batch."""
         n, E = len(vals), self.E
+        if self.op != "sum" or self.n_prefix != 1 or not n:
+            return None
         first, last = int(columns[0][0]), int(columns[0][-1])
         span = last - first + 1
         if first < 0 or last >= bounds[0] or not 0 < span * E <= 4 * n + 4096:
@@ -316,6 +324,13 @@ class GroupReducer:
             return bad
         if bad < -1:
             return None  # rows out of order on the leading column: the general path handles them
+        return first, last, acc, counts
+
+    def merge_block(self, first: int, last: int, acc, counts):
+        """The second half: the carried group joins the block's first one when they share the
+        leading index; every group but the last is complete."""
+        E = self.E
+        span = last - first + 1
         out = []
         if self.carry is not None:
             if int(self.carry[0][0]) == first:
@@ -548,17 +563,33 @@ def _run(src, path, meta, plan, op, dtype, writer, memory, tmp_dir, progress) ->
         if single and not dedup:
             # The fast path: index columns straight from the batches, checked in the same pass;
             # columns of reduced dimensions are not even read when the footer proves them in bounds.
-            projected = projected_batches(src, dims, memory=memory)
+            dim_bounds = [int(meta.shape[d]) for d in dims]
+
+            def columns_of(batch, where):
+                return [np.ascontiguousarray(batch.column(c).to_numpy(), dtype=np.int64) for c in where]
+
+            def prepare(batch):  # on the decoding thread
+                n = batch.num_rows
+                return reducer.block_partial(columns_of(batch, range(len(dims))),
+                                             values_of(batch, n, batch.num_columns - 1), dim_bounds)
+
+            projected = projected_batches(src, dims, memory=memory, prepare=prepare)
             read = dims if projected is not None else dims + [d for d in range(K) if d not in dims]
             all_bounds = [int(meta.shape[d]) for d in read]
             where = list(range(len(dims))) if projected is not None else read
             rows = 0
-            for batch in projected if projected is not None else src.iter_batches(memory=memory):
+            pairs = projected if projected is not None else ((b, None) for b in src.iter_batches(memory=memory))
+            for batch, partial in pairs:
                 n = batch.num_rows
                 if not n:
                     continue
-                cols = [np.ascontiguousarray(batch.column(c).to_numpy(), dtype=np.int64) for c in where]
-                got = reducer.feed(cols, values_of(batch, n, batch.num_columns - 1), all_bounds)
+                if isinstance(partial, tuple):
+                    got = reducer.merge_block(*partial)
+                elif partial is not None:
+                    got = partial  # the row of an index out of bounds
+                else:
+                    got = reducer.feed(columns_of(batch, where), values_of(batch, n, batch.num_columns - 1),
+                                       all_bounds, block=projected is None)
                 if isinstance(got, int):
                     if projected is not None:  # the row's other indices were not read: fetch it
                         keys, got, rows = _row_keys(src, rows + got), 0, rows + got
