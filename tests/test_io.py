@@ -287,3 +287,24 @@ def test_corrupt_row_group_is_a_read_error(tmp_path, rng, tiny_batches):
     with pytest.raises(FormatError, match="E_READ_FAILED") as e:
         list(src.iter_batches())
     assert e.value.path == str(path)
+
+
+def test_read_chunks_prepares_on_the_decoding_threads(tmp_path, rng):
+    import threading
+
+    from sptool.io._rowgroups import plan_chunks, read_chunks
+
+    path = str(tmp_path / "g.parquet")
+    table = _many_row_groups(path, rng)
+    pf = pq.ParquetFile(path)
+    seen = set()
+
+    def prepare(batch):
+        seen.add(threading.current_thread().name)
+        return int(batch.column("a").to_numpy().sum())
+
+    chunks = plan_chunks(pf.metadata, range(28), 60, 2)
+    pairs = list(read_chunks(path, pf, chunks, batch_rows=60, threads=2, prepare=prepare))
+    assert all(p == int(b.column("a").to_numpy().sum()) for b, p in pairs)
+    assert pa.Table.from_batches([b for b, _ in pairs]).column("a").equals(table.column("a"))
+    assert seen and all(name.startswith("sptool-read") for name in seen)
