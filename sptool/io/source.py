@@ -100,6 +100,12 @@ class TensorSource:
     def iter_batches(self, batch_rows: int | None = None, *, memory=None) -> Iterator[pa.RecordBatch]:
         raise NotImplementedError
 
+    def iter_prepared(self, prepare, batch_rows: int | None = None, *, memory=None) -> Iterator[tuple]:
+        """(batch, prepare(batch)) pairs: prepare runs on the decoding threads where the source has
+        them (a Parquet source), so a kernel that releases the GIL works beside the decoding."""
+        for batch in self.iter_batches(batch_rows, memory=memory):
+            yield batch, prepare(batch)
+
     def iter_arrays(self, batch_rows: int | None = None, *, memory=None):
         """Yield (keys (K, n) int64, values ndarray) per batch."""
         K = self.meta.sparse_ndim
@@ -158,6 +164,16 @@ class ParquetSource(TensorSource):
         for part in self.parts:
             for batch in self.part_batches(part, rows):
                 yield normalize_batch(batch, part.meta, self.schema)
+
+    def iter_prepared(self, prepare, batch_rows=None, *, memory=None):
+        rows = batch_rows or self.default_batch_rows(memory)
+        for part in self.parts:
+            def normalized(batch, meta=part.meta):
+                batch = normalize_batch(batch, meta, self.schema)
+                return batch, prepare(batch)
+
+            for _, pair in self.part_batches(part, rows, prepare=normalized):
+                yield pair
 
 
 def read_part(path: str) -> Part:

@@ -13,12 +13,23 @@ from ..errors import DataError
 from ..format import TensorMeta
 
 
+def first_bad_row(batch: pa.RecordBatch, meta: TensorMeta) -> tuple[int, list]:
+    """(the first row with an index outside the shape, or -1; the index columns, the batch's
+    own buffers)."""
+    K = meta.sparse_ndim
+    cols = [batch.column(k).to_numpy() for k in range(K)]
+    row, _ = _kernels.columns_out_of_bounds(cols, np.asarray(meta.shape[:K], dtype=np.int64))
+    return row, cols
+
+
+def bounds_error(seen: int, row: int, cols, meta: TensorMeta, path: str | None) -> DataError:
+    return DataError(out_of_bounds(seen + row, cols, row, meta.shape[:meta.sparse_ndim]), path=path)
+
+
 def checked(batches: Iterable[pa.RecordBatch], meta: TensorMeta, *, path: str | None = None,
             progress=None) -> Iterator[tuple[pa.RecordBatch, list]]:
     """(batch, index columns) for each non-empty batch; an index outside the shape is an error
     naming the row, counted over the whole stream.  The columns are the batch's own buffers."""
-    K = meta.sparse_ndim
-    bounds = np.asarray(meta.shape[:K], dtype=np.int64)
     seen = 0
     for batch in batches:
         n = batch.num_rows
@@ -26,9 +37,8 @@ def checked(batches: Iterable[pa.RecordBatch], meta: TensorMeta, *, path: str | 
             continue
         if progress:
             progress.advance(n)
-        cols = [batch.column(k).to_numpy() for k in range(K)]
-        row, _ = _kernels.columns_out_of_bounds(cols, bounds)
+        row, cols = first_bad_row(batch, meta)
         if row >= 0:
-            raise DataError(out_of_bounds(seen + row, cols, row, meta.shape[:K]), path=path)
+            raise bounds_error(seen, row, cols, meta, path)
         seen += n
         yield batch, cols

@@ -29,7 +29,7 @@ from .._memory import ROW_GROUP_ROWS, usable_budget
 from .._threads import THREADS
 from ..format import TensorMeta
 from ..io._arrays import arrow_of
-from ._bounds import checked
+from ._bounds import bounds_error, checked, first_bad_row
 
 KEY = "__sptool_key"
 # Merge rounds smaller than this run on one thread: splitting them costs more than it saves.
@@ -164,9 +164,10 @@ def take(table: pa.Table, perm: np.ndarray) -> pa.Table:
     return pa.Table.from_arrays(cols, schema=table.schema)
 
 
-def sort_run(table: pa.Table, codec: KeyCodec, K: int) -> tuple[pa.Table, np.ndarray]:
-    """(payload in key order, sorted keys) of a table of rows in the file schema."""
-    perm, skeys = codec.argsort(codec.encode_table(table))
+def sort_run(table: pa.Table, codec: KeyCodec, K: int, keys: np.ndarray | None = None) -> tuple[pa.Table, np.ndarray]:
+    """(payload in key order, sorted keys) of a table of rows in the file schema (its keys, when
+    the caller has them already)."""
+    perm, skeys = codec.argsort(codec.encode_table(table) if keys is None else keys)
     return take(codec.payload(table), perm), skeys
 
 
@@ -208,15 +209,15 @@ class RunStore:
         self._pool = ThreadPoolExecutor(1, thread_name_prefix="sptool-spill")
         self._pending = []
 
-    def add_run(self, table: pa.Table, codec: KeyCodec, K: int):
+    def add_run(self, table: pa.Table, codec: KeyCodec, K: int, keys: np.ndarray | None = None):
         """Sort a run and keep or spill it, on the store's thread: that overlaps reading the next
         run.  At most one run is being sorted, which bounds the memory (chunk_rows counts two runs)."""
         self.wait()
         self.runs.append(None)
-        self._pending.append(self._pool.submit(self._sort_run, len(self.runs) - 1, table, codec, K))
+        self._pending.append(self._pool.submit(self._sort_run, len(self.runs) - 1, table, codec, K, keys))
 
-    def _sort_run(self, index: int, table: pa.Table, codec: KeyCodec, K: int):
-        payload, keys = sort_run(table, codec, K)
+    def _sort_run(self, index: int, table: pa.Table, codec: KeyCodec, K: int, keys):
+        payload, keys = sort_run(table, codec, K, keys)
         del table
         run = _MemRun(payload, keys)
         if self.kept + run.nbytes <= self.keep:
@@ -288,9 +289,24 @@ def _write_ipc(path: str, table: pa.Table):
         w.write_table(table, max_chunksize=SPILL_BATCH_ROWS)
 
 
-def sorted_stream(batches: Iterable[pa.RecordBatch], meta: TensorMeta, order, *, budget: int,
-                  tmp_dir: str | None, progress=None) -> Iterator[tuple[pa.RecordBatch, np.ndarray]]:
-    """Yield (batch, sorted keys) in key order for all rows of ``batches``.
+def key_preparer(meta: TensorMeta, order):
+    """A prepare function for TensorSource.iter_prepared: a batch's bounds check and sort keys,
+    made on the thread that decoded it.  Gives the first bad row instead of keys when an index
+    is outside the shape (such an index would pack into a wrong key)."""
+    codec = KeyCodec(meta.shape, order, meta.sparse_ndim)
+
+    def prepare(batch: pa.RecordBatch):
+        row, _ = first_bad_row(batch, meta)
+        return row if row >= 0 else codec.encode_table(pa.Table.from_batches([batch]))
+
+    return prepare
+
+
+def sorted_stream(batches: Iterable, meta: TensorMeta, order, *, budget: int, tmp_dir: str | None,
+                  progress=None, keyed: bool = False, path: str | None = None
+                  ) -> Iterator[tuple[pa.RecordBatch, np.ndarray]]:
+    """Yield (batch, sorted keys) in key order for all rows of ``batches``: record batches, or
+    with ``keyed`` the (batch, key_preparer's result) pairs of TensorSource.iter_prepared.
 
     Memory: one run in memory at a time, then a merge reading every run in slices.
     """
@@ -305,25 +321,33 @@ def sorted_stream(batches: Iterable[pa.RecordBatch], meta: TensorMeta, order, *,
     run_rows = max(1, min(chunk_rows(budget, rb) * 2 // 3, RUN_ROWS_MAX))
     with RunStore(tmp_dir, keep_bytes(budget)) as store:
         pending: list[pa.RecordBatch] = []
+        pending_keys: list[np.ndarray] | None = [] if keyed else None
         pending_rows = 0
-        # An index outside the shape would pack into a wrong key: name it instead.
-        for batch, _ in checked(batches, meta, progress=progress):
+
+        def run_keys():
+            return None if pending_keys is None else np.concatenate(pending_keys)
+
+        for batch, keys in _keyed(batches, meta, keyed, progress, path):
             while batch.num_rows:
                 take_rows = min(batch.num_rows, run_rows - pending_rows)
                 pending.append(batch.slice(0, take_rows))
+                if keyed:
+                    pending_keys.append(keys[:take_rows])
+                    keys = keys[take_rows:]
                 pending_rows += take_rows
                 batch = batch.slice(take_rows)
                 if pending_rows >= run_rows:
-                    store.add_run(pa.Table.from_batches(pending), codec, K)
+                    store.add_run(pa.Table.from_batches(pending), codec, K, run_keys())
                     pending, pending_rows = [], 0
+                    pending_keys = [] if keyed else None
         if not store.runs:
             if pending_rows:
                 # Everything fit in one run: no spill, no merge.
-                payload, keys = sort_run(pa.Table.from_batches(pending), codec, K)
+                payload, keys = sort_run(pa.Table.from_batches(pending), codec, K, run_keys())
                 yield from codec.batches(payload, keys, schema)
             return
         if pending_rows:
-            store.add_run(pa.Table.from_batches(pending), codec, K)
+            store.add_run(pa.Table.from_batches(pending), codec, K, run_keys())
         store.wait()
         runs = list(store.runs)
         rows = min(chunk_rows(budget, rb, ways=FAN_IN + 1), MERGE_SLICE_ROWS)
@@ -344,6 +368,26 @@ def sorted_stream(batches: Iterable[pa.RecordBatch], meta: TensorMeta, order, *,
         merged = merge_sorted([read_run(p, codec) for p in runs], codec, rows=rows)
         for payload, keys in merged:
             yield from codec.batches(payload, keys, schema)
+
+
+def _keyed(batches, meta: TensorMeta, keyed: bool, progress, path):
+    """(batch, its keys or None) for the non-empty batches, bounds-checked: an index outside the
+    shape would pack into a wrong key, so it is an error naming the row."""
+    if not keyed:
+        for batch, _ in checked(batches, meta, progress=progress, path=path):
+            yield batch, None
+        return
+    seen = 0
+    for batch, keys in batches:
+        n = batch.num_rows
+        if not n:
+            continue
+        if progress:
+            progress.advance(n)
+        if isinstance(keys, int):
+            raise bounds_error(seen, keys, first_bad_row(batch, meta)[1], meta, path)
+        seen += n
+        yield batch, keys
 
 
 class _Cursor:

@@ -10,7 +10,7 @@ from ..io.source import known_shape
 from ._axes import normalize_axes, normalize_order  # noqa: F401 (re-exported)
 from ._bounds import checked
 from ._dedup import Deduplicator, check_policy
-from ._sort import KeyCodec, sorted_stream
+from ._sort import KeyCodec, key_preparer, sorted_stream
 
 
 def already_sorted(meta, order) -> bool:
@@ -29,7 +29,8 @@ def sorted_batches(src, order, *, memory=None, tmp_dir=None, progress=None, keys
         for batch, _ in checked(src.iter_batches(memory=memory), meta, path=src.path, progress=progress):
             yield batch, codec.encode_table(pa.Table.from_batches([batch])) if keys else None
         return
-    yield from sorted_stream(src.iter_batches(memory=memory), meta, order, budget=budget, tmp_dir=tmp_dir,
+    yield from sorted_stream(src.iter_prepared(key_preparer(meta, order), memory=memory), meta, order, keyed=True,
+                             path=src.path, budget=budget, tmp_dir=tmp_dir,
                              progress=progress)
 
 
