@@ -249,3 +249,24 @@ def test_cli(tmp_path, rng):
     assert s.canonical
     np.testing.assert_allclose(s.to_dense(), dense_oracle(ta) @ dense_oracle(ta).T)
     assert not os.path.exists(tmp_path / "x.npy")
+
+
+@pytest.mark.parametrize("nnz_b", [200_000, 400_000])  # B as CSR under / over half of 16 MiB: in memory / slabs
+def test_sparse_sparse_at_the_minimum_memory_with_a_on_stdin(tmp_path, rng, nnz_b):
+    """The smallest --memory, with A arriving once, as a stream on stdin."""
+    import subprocess
+    import sys
+
+    ta = random_tensor(rng, (300, 2000), 3000, sort=True)
+    idx = np.stack([rng.integers(0, 2000, nnz_b), rng.integers(0, 50, nnz_b)], 1)
+    tb = sptool.SparseTensor(idx, rng.standard_normal(nnz_b), (2000, 50))
+    a, b = _write(tmp_path, "a.parquet", ta), _write(tmp_path, "b.parquet", tb)
+    stream = tmp_path / "a.arrows"
+    sptool.convert(a, str(stream))
+    out = str(tmp_path / "o.parquet")
+    with open(stream, "rb") as f:
+        p = subprocess.run([sys.executable, "-P", "-m", "sptool", "-q", "--memory", "16MiB", "matmul", "-", b,
+                            "-o", out], stdin=f, capture_output=True, text=True)
+    assert p.returncode == 0, p.stderr
+    want = ta.to_scipy("csr") @ tb.to_scipy("csr")
+    np.testing.assert_allclose(sptool.read(out).to_dense(), want.toarray(), atol=1e-9)

@@ -487,14 +487,14 @@ def _slabbed_product(sa, sb, path_a, path_b, sink, n: int, cdt, out_dtype, pool,
     slab_entries = max(1024, usable_budget(budget) // 4 // (2 * (16 + cdt.itemsize)))
     row_dim = 1 if adjoint_a else 0
     order = (row_dim, 1 - row_dim)
-    a_path = path_a
-    if not (tuple(sa.meta.sort_order[:2]) == order):
-        # Sorted once, then read once per slab.
-        tmp = stack.enter_context(tempfile.TemporaryDirectory(prefix="sptool-spgemm-", dir=tmp_dir))
-        a_path = os.path.join(tmp, "a-sorted.parquet")
-        with open_sink(a_path, sa.meta.with_(sort_order=order, nnz=None), unique_claim=None) as a_sink:
-            for batch, _ in sorted_batches(sa, order, memory=quarter, tmp_dir=tmp_dir, keys=False):
-                a_sink.write_batch(batch)
+    # A' by rows, written once and read once per slab.  Always written, even when A is stored
+    # sorted: ``sa`` may be a stream (read once) or have its duplicates summed in their own type
+    # first (summed_if_promoted), neither of which rereading the input would give.
+    tmp = stack.enter_context(tempfile.TemporaryDirectory(prefix="sptool-spgemm-", dir=tmp_dir))
+    a_path = os.path.join(tmp, "a-sorted.parquet")
+    with open_sink(a_path, sa.meta.with_(sort_order=order, nnz=None), unique_claim=None) as a_sink:
+        for batch, _ in sorted_batches(sa, order, memory=quarter, tmp_dir=tmp_dir, keys=False):
+            a_sink.write_batch(batch)
     part_meta = sink.meta.with_(value_type=value_type_of_dtype(cdt), sort_order=(), unique=False,
                                 fill_value=np.zeros((), cdt).item(), nnz=None)
     part_schema = part_meta.arrow_schema()
@@ -559,8 +559,8 @@ def _sparse_product(path_a: str, path_b: str, output, *, adjoint_a: bool, adjoin
                 if progress:
                     progress.advance(csr.nnz)
                 engine = _SpGEMM(csr, n, cdt, pool, cap_entries)
-                blocks = _RowBlocks(sa, path_a, 1 if adjoint_a else 0, adjoint_a, cdt, memory=half // 2,
-                                    tmp_dir=tmp_dir, progress=progress)
+                blocks = _RowBlocks(sa, path_a, 1 if adjoint_a else 0, adjoint_a, cdt,
+                                    memory=max(half // 2, MIN_BUDGET), tmp_dir=tmp_dir, progress=progress)
                 for rows, cols, vals in blocks:
                     for keys, v in engine.blocks(rows, cols, vals):
                         if len(v):
