@@ -27,85 +27,27 @@ OUT_OF_ORDER = _OUT_OF_ORDER
 REPEATED = _REPEATED
 
 
-def first_out_of_bounds(const int64_t[:, :] keys, const int64_t[::1] shape):
-    """(row, dim) of the first row with an index outside [0, shape[dim]), or (-1, -1)."""
-    cdef Py_ssize_t K = keys.shape[0], n = keys.shape[1]
-    cdef Py_ssize_t k, i, first_row = n, first_dim = -1
-    cdef int64_t hi, v
-    if shape.shape[0] != K:
-        raise ValueError("shape length must equal the number of index rows")
-    with nogil:
-        for k in range(K):
-            hi = shape[k]
-            # Only rows before the best hit so far can improve it.
-            for i in range(first_row):
-                v = keys[k, i]
-                if v < 0 or v >= hi:
-                    first_row = i
-                    first_dim = k
-                    break
-    if first_dim < 0:
-        return -1, -1
-    return first_row, first_dim
+def first_out_of_bounds(keys, const int64_t[::1] shape):
+    """(row, dim) of the first row of (K, n) ``keys`` (any strides) with an index outside
+    [0, shape[dim]), or (-1, -1)."""
+    return _out_of_bounds(_rows_of(keys), shape)
 
 
-cdef inline int _compare(const int64_t[:, :] keys, Py_ssize_t a, Py_ssize_t b,
-                         const int64_t[::1] order) noexcept nogil:
-    cdef Py_ssize_t j
-    cdef int64_t x, y
-    for j in range(order.shape[0]):
-        x = keys[order[j], a]
-        y = keys[order[j], b]
-        if x != y:
-            return -1 if x < y else 1
-    return 0
-
-
-def first_order_violation(const int64_t[:, :] keys, const int64_t[::1] order,
-                          bint check_repeats, const int64_t[:, :] prev=None):
+def first_order_violation(keys, const int64_t[::1] order, bint check_repeats, prev=None):
     """First row that breaks the lexicographic order given by ``order`` (dimension numbers).
 
     Returns (row, kind): kind is OUT_OF_ORDER when the row sorts before its predecessor and
     REPEATED when ``check_repeats`` and it ties with it on every listed dimension (meaningful
-    only when ``order`` is a full permutation).  ``prev`` is the last row of the previous batch
-    as a (K, 1) array, so that order is checked across batch boundaries.  (-1, ORDER_OK) if
-    the rows are in order.
+    only when ``order`` is a full permutation).  ``keys`` is (K, n) with any strides; ``prev``
+    is the last row of the previous batch as a (K, 1) array, so that order is checked across
+    batch boundaries.  (-1, ORDER_OK) if the rows are in order.
     """
-    cdef Py_ssize_t n = keys.shape[1], i
-    cdef int c
-    cdef Py_ssize_t bad = -1
-    cdef int kind = _ORDER_OK
-    if order.shape[0] == 0 or n == 0:
-        return -1, ORDER_OK
-    for i in range(order.shape[0]):
-        if not 0 <= order[i] < keys.shape[0]:
-            raise ValueError("order names a dimension the keys do not have")
+    cdef _Columns c = _rows_of(keys)
     if prev is not None:
-        if prev.shape[0] != keys.shape[0] or prev.shape[1] != 1:
+        if prev.shape[0] != c.K or prev.shape[1] != 1:
             raise ValueError("prev must be a (K, 1) array")
-        c = _compare_across(prev, keys, order)
-        if c > 0 or (c == 0 and check_repeats):
-            return 0, OUT_OF_ORDER if c > 0 else REPEATED
-    with nogil:
-        for i in range(1, n):
-            c = _compare(keys, i - 1, i, order)
-            if c > 0 or (c == 0 and check_repeats):
-                bad = i
-                kind = _OUT_OF_ORDER if c > 0 else _REPEATED
-                break
-    return bad, kind
-
-
-cdef inline int _compare_across(const int64_t[:, :] prev, const int64_t[:, :] keys,
-                                const int64_t[::1] order) noexcept nogil:
-    cdef Py_ssize_t j
-    cdef int64_t x, y
-    for j in range(order.shape[0]):
-        x = prev[order[j], 0]
-        y = keys[order[j], 0]
-        if x != y:
-            return -1 if x < y else 1
-    return 0
+        prev = np.ascontiguousarray(prev[:, 0], dtype=np.int64)
+    return _order_violation(c, order, check_repeats, prev)
 
 
 def linear_offsets(const int64_t[:, :] keys, const int64_t[::1] strides, int64_t[::1] out):
@@ -418,22 +360,25 @@ def merge_runs(const uint64_t[::1] keys, const int64_t[::1] lo, const int64_t[::
 
 
 # ---------------------------------------------------------------------------------------------
-# The same checks on separate column buffers (the index columns of a record batch as they are),
-# so callers need not copy them into one (K, n) array first.
+# The checks on index columns: separate column buffers (the columns of a record batch as they
+# are, so callers need not copy them into one array) or the rows of a (K, n) array, any strides.
 
 
 cdef class _Columns:
-    """Pointers to K int64 columns of equal length, kept alive by holding the arrays."""
+    """Pointers to K int64 columns of equal length n, element i of column k at ptr[k][i * stride];
+    kept alive by holding the arrays.  Built from a list of contiguous columns, or from the rows
+    of a (K, n) array of any strides (_rows_of): the kernels below serve both."""
     cdef const int64_t** ptr
-    cdef Py_ssize_t K, n
+    cdef Py_ssize_t K, n, stride
     cdef list arrays
 
-    def __cinit__(self, cols):
+    def __cinit__(self, cols=()):
         cdef const int64_t[::1] view
         cdef Py_ssize_t k
         self.arrays = list(cols)
         self.K = len(self.arrays)
         self.n = len(self.arrays[0]) if self.K else 0
+        self.stride = 1
         self.ptr = <const int64_t**> malloc(max(self.K, 1) * sizeof(int64_t*))
         if self.ptr == NULL:
             raise MemoryError()
@@ -447,14 +392,31 @@ cdef class _Columns:
         free(self.ptr)
 
 
-cdef inline int _cmp_rows(const int64_t** cols, const int64_t[::1] order, Py_ssize_t a,
+cdef _Columns _rows_of(keys):
+    """The rows of a (K, n) int64 array (a transposed view too) as _Columns, without a copy."""
+    cdef const int64_t[:, :] view = keys
+    cdef _Columns c = _Columns()
+    cdef Py_ssize_t k
+    c.arrays = [keys]
+    c.K, c.n = view.shape[0], view.shape[1]
+    c.stride = view.strides[1] // <Py_ssize_t> sizeof(int64_t)
+    free(c.ptr)
+    c.ptr = <const int64_t**> malloc(max(c.K, 1) * sizeof(int64_t*))
+    if c.ptr == NULL:
+        raise MemoryError()
+    for k in range(c.K):
+        c.ptr[k] = &view[k, 0] if c.n else NULL
+    return c
+
+
+cdef inline int _cmp_rows(const int64_t** cols, Py_ssize_t stride, const int64_t[::1] order, Py_ssize_t a,
                           Py_ssize_t b) noexcept nogil:
     """Lexicographic comparison of rows a and b of separate columns under ``order``."""
     cdef Py_ssize_t j
     cdef int64_t x, y
     for j in range(order.shape[0]):
-        x = cols[order[j]][a]
-        y = cols[order[j]][b]
+        x = cols[order[j]][a * stride]
+        y = cols[order[j]][b * stride]
         if x != y:
             return -1 if x < y else 1
     return 0
@@ -473,20 +435,19 @@ cdef inline int _cmp_prev(const int64_t[::1] prev, const int64_t** cols,
     return 0
 
 
-def columns_out_of_bounds(cols, const int64_t[::1] shape):
-    """first_out_of_bounds on a list of K contiguous int64 columns."""
-    cdef _Columns c = _Columns(cols)
-    cdef Py_ssize_t k, i, first_row = c.n, first_dim = -1
+cdef tuple _out_of_bounds(_Columns c, const int64_t[::1] shape):
+    cdef Py_ssize_t k, i, first_row = c.n, first_dim = -1, stride = c.stride
     cdef int64_t hi, v
     cdef const int64_t* col
     if shape.shape[0] != c.K:
-        raise ValueError("shape length must equal the number of columns")
+        raise ValueError("shape length must equal the number of index rows")
     with nogil:
         for k in range(c.K):
             hi = shape[k]
             col = c.ptr[k]
+            # Only rows before the best hit so far can improve it.
             for i in range(first_row):
-                v = col[i]
+                v = col[i * stride]
                 if v < 0 or v >= hi:
                     first_row = i
                     first_dim = k
@@ -496,17 +457,14 @@ def columns_out_of_bounds(cols, const int64_t[::1] shape):
     return first_row, first_dim
 
 
-def columns_order_violation(cols, const int64_t[::1] order, bint check_repeats, const int64_t[::1] prev=None):
-    """first_order_violation on a list of K contiguous int64 columns; ``prev`` is the previous
-    row (K values) or None."""
-    cdef _Columns c = _Columns(cols)
+cdef tuple _order_violation(_Columns c, const int64_t[::1] order, bint check_repeats, const int64_t[::1] prev):
     cdef Py_ssize_t n = c.n, m = order.shape[0], i, j
     cdef int cmp
     cdef Py_ssize_t bad = -1
     cdef int kind = _ORDER_OK
     for j in range(m):
         if not 0 <= order[j] < c.K:
-            raise ValueError("order names a dimension the columns do not have")
+            raise ValueError("order names a dimension the keys do not have")
     if m == 0 or n == 0:
         return -1, ORDER_OK
     if prev is not None:
@@ -517,12 +475,23 @@ def columns_order_violation(cols, const int64_t[::1] order, bint check_repeats, 
             return 0, OUT_OF_ORDER if cmp > 0 else REPEATED
     with nogil:
         for i in range(1, n):
-            cmp = _cmp_rows(c.ptr, order, i - 1, i)
+            cmp = _cmp_rows(c.ptr, c.stride, order, i - 1, i)
             if cmp > 0 or (cmp == 0 and check_repeats):
                 bad = i
                 kind = _OUT_OF_ORDER if cmp > 0 else _REPEATED
                 break
     return bad, kind
+
+
+def columns_out_of_bounds(cols, const int64_t[::1] shape):
+    """first_out_of_bounds on a list of K contiguous int64 columns."""
+    return _out_of_bounds(_Columns(cols), shape)
+
+
+def columns_order_violation(cols, const int64_t[::1] order, bint check_repeats, const int64_t[::1] prev=None):
+    """first_order_violation on a list of K contiguous int64 columns; ``prev`` is the previous
+    row (K values) or None."""
+    return _order_violation(_Columns(cols), order, check_repeats, prev)
 
 
 def columns_max(cols):
@@ -587,7 +556,7 @@ def columns_scan(cols, const int64_t[::1] shape, const int64_t[::1] order, bint 
                     oob_row = i
                     oob_dim = k
             if bad < 0 and m and i > 0:
-                cmp = _cmp_rows(c.ptr, order, i - 1, i)
+                cmp = _cmp_rows(c.ptr, 1, order, i - 1, i)  # columns_scan takes contiguous columns
                 if cmp > 0 or (cmp == 0 and check_repeats):
                     bad = i
                     kind = _OUT_OF_ORDER if cmp > 0 else _REPEATED

@@ -53,11 +53,21 @@ def format_size(n: float) -> str:
     return f"{n} B"
 
 
+# The smallest --memory sptool accepts.
+MIN_BUDGET = 16 << 20
+
+
+def share(budget: int, parts: int) -> int:
+    """A 1/parts share of a budget, for a step that takes a --memory of its own: never below the
+    minimum, which that step would refuse."""
+    return max(budget // parts, MIN_BUDGET)
+
+
 def resolve_budget(memory: str | int | None) -> int:
     if memory is None:
         memory = os.environ.get(ENV_VAR) or DEFAULT_MEMORY
     budget = parse_size(memory)
-    if budget < 16 << 20:
+    if budget < MIN_BUDGET:
         raise UsageError(f"--memory {memory} is too small: sptool needs at least 16MiB")
     return budget
 

@@ -205,8 +205,10 @@ cdef inline void _check_segments(const int64_t[::1] starts, Py_ssize_t n, Py_ssi
             raise ValueError("segments must be non-empty and increasing")
 
 
-def segment_sum(const number_t[:, ::1] values, const int64_t[::1] starts, number_t[:, ::1] out):
-    """out[s] = sum of values[starts[s]:starts[s+1]] (in the value type: integers wrap)."""
+def segment_arith(const number_t[:, ::1] values, const int64_t[::1] starts, number_t[:, ::1] out,
+                  bint multiply):
+    """out[s] = sum (or product) of values[starts[s]:starts[s+1]], in the value type (integers
+    wrap)."""
     cdef Py_ssize_t n = values.shape[0], m = values.shape[1], g = starts.shape[0] - 1, s, i, j
     cdef number_t acc
     _check_segments(starts, n, g, m, out.shape[0], out.shape[1])
@@ -215,22 +217,16 @@ def segment_sum(const number_t[:, ::1] values, const int64_t[::1] starts, number
             for j in range(m):
                 acc = values[starts[s], j]
                 for i in range(starts[s] + 1, starts[s + 1]):
-                    acc = acc + values[i, j]
+                    acc = acc * values[i, j] if multiply else acc + values[i, j]
                 out[s, j] = acc
 
 
-def segment_prod(const number_t[:, ::1] values, const int64_t[::1] starts, number_t[:, ::1] out):
-    """out[s] = product of values[starts[s]:starts[s+1]] (in the value type: integers wrap)."""
-    cdef Py_ssize_t n = values.shape[0], m = values.shape[1], g = starts.shape[0] - 1, s, i, j
-    cdef number_t acc
-    _check_segments(starts, n, g, m, out.shape[0], out.shape[1])
-    with nogil:
-        for s in range(g):
-            for j in range(m):
-                acc = values[starts[s], j]
-                for i in range(starts[s] + 1, starts[s + 1]):
-                    acc = acc * values[i, j]
-                out[s, j] = acc
+def segment_sum(values, starts, out):
+    segment_arith(values, starts, out, False)
+
+
+def segment_prod(values, starts, out):
+    segment_arith(values, starts, out, True)
 
 
 cdef inline bint _replaces(real_t v, real_t acc, bint want_max) noexcept nogil:

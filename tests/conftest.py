@@ -5,6 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+import sptool
 from sptool import SparseTensor
 
 DTYPES = ["float64", "float32", "int64", "int32", "int8", "uint64", "uint8", "bool", "complex128", "complex64",
@@ -76,3 +77,17 @@ def tiny_batches(monkeypatch):
     monkeypatch.setattr(_memory, "FORCE_BATCH_ROWS", 7)
     monkeypatch.setattr(sink, "ROW_GROUP_ROWS", 5)
     return 7
+
+
+def write_tensor(tmp_path, name, t) -> str:
+    """Write a SparseTensor under tmp_path; its path."""
+    path = str(tmp_path / name)
+    sptool.write(t, path)
+    return path
+
+
+def save_npy(tmp_path, name, arr) -> str:
+    """Save a dense array under tmp_path; its path."""
+    path = str(tmp_path / name)
+    np.save(path, arr)
+    return path

@@ -13,6 +13,7 @@ import pyarrow.parquet as pq
 import pytest
 from click.testing import CliRunner
 from conftest import dense_oracle, random_tensor
+from conftest import write_tensor as _write
 
 import sptool
 from sptool.cli import cli
@@ -28,12 +29,6 @@ SPTOOL = [sys.executable, "-P", "-m", "sptool"]
 @pytest.fixture
 def tiny_runs(monkeypatch):
     monkeypatch.setattr(_sort, "chunk_rows", lambda budget, rb, ways=1: 97 if ways == 1 else 13)
-
-
-def _write(tmp_path, name, t):
-    path = str(tmp_path / name)
-    sptool.write(t, path)
-    return path
 
 
 def _dense(t, shape=None):

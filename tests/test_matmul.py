@@ -10,6 +10,8 @@ import pyarrow.parquet as pq
 import pytest
 from click.testing import CliRunner
 from conftest import dense_oracle, random_tensor
+from conftest import save_npy as _npy
+from conftest import write_tensor as _write
 
 import sptool
 from sptool.cli import cli
@@ -25,18 +27,6 @@ FLAGS = [(False, False), (True, False), (False, True), (True, True)]
 def threaded(monkeypatch):
     """Split every batch over the two threads, however small."""
     monkeypatch.setattr(matmul_mod, "PARALLEL_MIN", 1)
-
-
-def _write(tmp_path, name, t):
-    path = str(tmp_path / name)
-    sptool.write(t, path)
-    return path
-
-
-def _npy(tmp_path, name, arr):
-    path = str(tmp_path / name)
-    np.save(path, arr)
-    return path
 
 
 def _op(x, adjoint):

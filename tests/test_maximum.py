@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 from click.testing import CliRunner
 from conftest import dense_oracle, random_tensor
+from conftest import write_tensor as _write
 
 import sptool
 from sptool.cli import cli
@@ -15,12 +16,6 @@ from sptool.errors import ShapeMismatch, UsageError
 from sptool.ops.maximum import maximum, minimum
 
 OPS = {"maximum": (maximum, np.maximum), "minimum": (minimum, np.minimum)}
-
-
-def _write(tmp_path, name, t):
-    path = str(tmp_path / name)
-    sptool.write(t, path)
-    return path
 
 
 def _oracle(t, ufunc, other):

@@ -8,23 +8,13 @@ import numpy as np
 import pytest
 from click.testing import CliRunner
 from conftest import dense_oracle, random_tensor
+from conftest import save_npy as _npy
+from conftest import write_tensor as _write
 
 import sptool
 from sptool.cli import cli
 from sptool.errors import ShapeMismatch, UsageError
 from sptool.ops.mul import div, mul, truediv_dtype
-
-
-def _write(tmp_path, name, t):
-    path = str(tmp_path / name)
-    sptool.write(t, path)
-    return path
-
-
-def _npy(tmp_path, name, arr):
-    path = str(tmp_path / name)
-    np.save(path, arr)
-    return path
 
 
 def _expected(t, d, op, dtype):

@@ -25,6 +25,21 @@ def check_replaceable_dir(path: str):
             )
 
 
+class ClosesOrAborts:
+    """A ``with`` block for a writer: ``close()`` when the block ends normally, ``abort()`` (which
+    removes what was written) when it raises."""
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, exc_type, exc, tb):
+        if exc_type is None:
+            self.close()
+        else:
+            self.abort()
+        return False
+
+
 class AtomicTarget:
     """A temporary path to write; ``commit`` moves it over the final path, ``abort`` removes it."""
 

@@ -19,7 +19,7 @@ from .._messages import out_of_bounds, out_of_order, repeated
 from ..errors import DataError, UsageError
 from ..format import INT64_MAX, METADATA_KEY, TRAILER_KEY, TensorMeta, index_column
 from ._arrays import make_batch
-from ._atomic import AtomicTarget
+from ._atomic import AtomicTarget, ClosesOrAborts
 from .source import row_bytes
 
 # Rows per part file when writing a directory; parts of this size (about 8.4M rows) stay
@@ -102,7 +102,7 @@ class OrderTracker:
         return at, kind
 
 
-class TensorSink:
+class TensorSink(ClosesOrAborts):
     """Writes batches, checking every claim it will put in the metadata.
 
     ``meta.sort_order`` and ``unique_claim`` are claims made by the caller: the sink verifies
@@ -363,16 +363,6 @@ class TensorSink:
             self._file.close()
         if self._target is not None:
             self._target.abort()
-
-    def __enter__(self):
-        return self
-
-    def __exit__(self, exc_type, exc, tb):
-        if exc_type is None:
-            self.close()
-        else:
-            self.abort()
-        return False
 
 
 def _copied(table: pa.Table) -> pa.RecordBatch:

@@ -40,12 +40,21 @@ class Deduplicator:
             self.rows_out += batch.num_rows
             yield batch
             return
-        if self.carry is not None:
-            batch = pa.Table.from_batches([self.carry[0], batch]).combine_chunks().to_batches()[0]
-            keys = np.concatenate([self.carry[1], keys])
-            self.carry = None
         if batch.num_rows == 0:
             return
+        if self.carry is not None:
+            # Only the rows continuing the carried key join it (not the whole batch: a copy).
+            carried, ckeys = self.carry
+            head = int(np.searchsorted(keys, ckeys[-1:], side="right")[0])
+            if head:
+                carried = pa.Table.from_batches([carried, batch.slice(0, head)]).combine_chunks().to_batches()[0]
+                ckeys = np.concatenate([ckeys, keys[:head]])
+                batch, keys = batch.slice(head), keys[head:]
+            if batch.num_rows == 0:
+                self.carry = (carried, ckeys)
+                return
+            self.carry = None
+            yield self._reduce(carried, ckeys)
         # Hold back the last key's rows: the next batch may continue them.
         tail = int(np.searchsorted(keys, keys[-1], side="left"))
         self.carry = (batch.slice(tail), keys[tail:])

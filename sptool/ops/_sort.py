@@ -289,17 +289,26 @@ def _write_ipc(path: str, table: pa.Table):
         w.write_table(table, max_chunksize=SPILL_BATCH_ROWS)
 
 
-def key_preparer(meta: TensorMeta, order):
-    """A prepare function for TensorSource.iter_prepared: a batch's bounds check and sort keys,
-    made on the thread that decoded it.  Gives the first bad row instead of keys when an index
-    is outside the shape (such an index would pack into a wrong key)."""
+def key_preparer(meta: TensorMeta, order, *, keys: bool = True):
+    """A prepare function for TensorSource.iter_prepared: a batch's bounds check and sort keys
+    (None with ``keys=False``), made on the thread that decoded it.  Gives the first bad row
+    instead when an index is outside the shape (such an index would pack into a wrong key)."""
     codec = KeyCodec(meta.shape, order, meta.sparse_ndim)
 
     def prepare(batch: pa.RecordBatch):
         row, _ = first_bad_row(batch, meta)
-        return row if row >= 0 else codec.encode_table(pa.Table.from_batches([batch]))
+        if row >= 0:
+            return row
+        return codec.encode_table(pa.Table.from_batches([batch])) if keys else None
 
     return prepare
+
+
+def prepared_batches(src, order, *, keys: bool = True, memory=None, progress=None):
+    """(batch, its sort keys or None) for a source's non-empty batches, bounds-checked and keyed
+    on the decoding threads (key_preparer); an index outside the shape is an error naming the row."""
+    return _keyed(src.iter_prepared(key_preparer(src.meta, order, keys=keys), memory=memory), src.meta, True,
+                  progress, src.path)
 
 
 def sorted_stream(batches: Iterable, meta: TensorMeta, order, *, budget: int, tmp_dir: str | None,

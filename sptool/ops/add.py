@@ -18,7 +18,7 @@ import numpy as np
 import pyarrow as pa
 
 from .. import _linalg
-from .._memory import resolve_budget
+from .._memory import resolve_budget, share
 from .._messages import row_text
 from ..errors import DataError, InputError, ShapeMismatch, UsageError
 from ..format import TensorMeta, value_type_of_dtype
@@ -31,9 +31,6 @@ from ._sort import KeyCodec
 from ._unique import summed_if_promoted
 from .reorder import sorted_batches
 from .todense import check_dense_size
-
-MIN_BUDGET = 16 << 20
-
 
 # ---------------------------------------------------------------------------------------------
 # operands
@@ -276,7 +273,7 @@ def binary_sparse(path_a: str, path_b: str, output, *, what: str, out_dtype, out
     """
     check_inputs([path_a, path_b])
     budget = resolve_budget(memory)
-    half = max(budget // 2, MIN_BUDGET)
+    half = share(budget, 2)
     with ExitStack() as stack:
         sa = stack.enter_context(known_shape(stack.enter_context(open_source(path_a)), tmp_dir))
         sb = stack.enter_context(known_shape(stack.enter_context(open_source(path_b)), tmp_dir))

@@ -34,7 +34,7 @@ from contextlib import ExitStack
 import numpy as np
 
 from .. import _kernels, _linalg
-from .._memory import resolve_budget
+from .._memory import resolve_budget, share
 from .._messages import out_of_bounds, row_text
 from .._threads import THREADS
 from ..errors import DataError, ResourceError, ShapeMismatch, UsageError
@@ -45,7 +45,6 @@ from ..io.source import known_shape
 from ._dense import release
 from ._unique import summed_if_promoted
 from .add import (
-    MIN_BUDGET,
     check_inputs,
     copy_slabs,
     is_dense_path,
@@ -286,23 +285,18 @@ def _dense_product(sparse_path: str, dense_path: str, output, *, sparse_left: bo
 # sparse x sparse
 
 class _CSR:
-    """B' (k x n) in memory, rows = B' rows, built from any entry order (duplicates accumulate)."""
+    """B' (k x n) in memory, rows = B' rows, built from any entry order (duplicates accumulate).
+    The caller has checked that B fits (else it takes B in slabs, _slabs)."""
 
-    def __init__(self, src, path, transpose: bool, conj: bool, k: int, dtype: np.dtype, budget: int, memory):
+    def __init__(self, src, path, transpose: bool, conj: bool, k: int, dtype: np.dtype, memory):
         meta = src.meta
-        per = 16 + dtype.itemsize
-        if meta.nnz is not None and meta.nnz * per * 2 > budget:
-            raise _too_big(meta.nnz, per, budget, path)
         bounds = np.asarray(meta.shape, dtype=np.int64)
         r_dim, c_dim = (1, 0) if transpose else (0, 1)
-        rows, cols, vals, total, seen = [], [], [], 0, 0
+        rows, cols, vals, seen = [], [], [], 0
         for keys, v in src.iter_arrays(memory=memory):
             bad, _ = _kernels.first_out_of_bounds(keys, bounds)
             if bad >= 0:
                 raise DataError(out_of_bounds(seen + bad, keys, bad, meta.shape), path=path)
-            total += keys.shape[1] * per
-            if total * 2 > budget:
-                raise _too_big(None, per, budget, path)
             rows.append(keys[r_dim].copy())
             cols.append(keys[c_dim].copy())
             v = v.astype(dtype, copy=True)
@@ -329,13 +323,6 @@ class _CSR:
         np.cumsum(np.bincount(r, minlength=k), out=self.indptr[1:])
         self.nnz = len(r)
         self.lo = lo
-
-
-def _too_big(nnz, per, budget, path):
-    what = f"its {nnz} entries need about {nnz * per * 2} bytes" if nnz is not None else "its entries exceed that"
-    return ResourceError(f"sparse x sparse matmul holds B in memory as CSR, within half of --memory ({budget} "
-                         f"bytes); {what}. Raise --memory, or swap the operands (A B = (B^H A^H)^H with "
-                         "--adjoint-a/--adjoint-b) so the smaller tensor is B", path=path)
 
 
 class _RowBlocks:
@@ -483,7 +470,7 @@ def _slabbed_product(sa, sb, path_a, path_b, sink, n: int, cdt, out_dtype, pool,
 
     # A quarter of --memory for each of: B's slab, A's pass, the sort of the products (each step
     # takes its own share of a "memory" like --memory; the slab's entries count on their own).
-    quarter = max(budget // 4, MIN_BUDGET)
+    quarter = share(budget, 4)
     slab_entries = max(1024, usable_budget(budget) // 4 // (2 * (16 + cdt.itemsize)))
     row_dim = 1 if adjoint_a else 0
     order = (row_dim, 1 - row_dim)
@@ -526,7 +513,7 @@ def _slabbed_product(sa, sb, path_a, path_b, sink, n: int, cdt, out_dtype, pool,
 def _sparse_product(path_a: str, path_b: str, output, *, adjoint_a: bool, adjoint_b: bool, memory, tmp_dir,
                     progress) -> dict:
     budget = resolve_budget(memory)
-    half = max(budget // 2, MIN_BUDGET)
+    half = share(budget, 2)
     with ExitStack() as stack:
         sa = stack.enter_context(known_shape(stack.enter_context(open_source(path_a)), tmp_dir))
         sb = stack.enter_context(known_shape(stack.enter_context(open_source(path_b)), tmp_dir))
@@ -555,12 +542,12 @@ def _sparse_product(path_a: str, path_b: str, output, *, adjoint_a: bool, adjoin
         per = 16 + cdt.itemsize
         with open_sink(output, out_meta, unique_claim=True) as sink:
             if FORCE_SLAB_ENTRIES is None and mb.nnz is not None and mb.nnz * per * 2 <= half:
-                csr = _CSR(sb, path_b, adjoint_b, adjoint_b, kb, cdt, half, memory=half)
+                csr = _CSR(sb, path_b, adjoint_b, adjoint_b, kb, cdt, memory=half)
                 if progress:
                     progress.advance(csr.nnz)
                 engine = _SpGEMM(csr, n, cdt, pool, cap_entries)
                 blocks = _RowBlocks(sa, path_a, 1 if adjoint_a else 0, adjoint_a, cdt,
-                                    memory=max(half // 2, MIN_BUDGET), tmp_dir=tmp_dir, progress=progress)
+                                    memory=share(half, 2), tmp_dir=tmp_dir, progress=progress)
                 for rows, cols, vals in blocks:
                     for keys, v in engine.blocks(rows, cols, vals):
                         if len(v):

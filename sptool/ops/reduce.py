@@ -24,6 +24,7 @@ from .._messages import out_of_bounds
 from ..errors import DataError, UsageError
 from ..format import value_type_of_dtype
 from ..io import batch_keys, batch_values, open_sink, open_source
+from ..io._atomic import ClosesOrAborts
 from ..io.sink import output_kind
 from ..io.source import known_shape
 from ._axes import normalize_axes
@@ -736,7 +737,7 @@ class _ScalarWriter:
         pass
 
 
-class Background:
+class Background(ClosesOrAborts):
     """Runs a writer's ``method`` calls on a second thread, so that encoding the output
     overlaps reading and reducing the next batch (at most ``depth`` calls wait).  An error on
     that thread is raised again by the next call or by ``close``."""
@@ -785,16 +786,6 @@ class Background:
             self.error = self.error or RuntimeError("aborted")
             self._join()
         self.inner.abort()
-
-    def __enter__(self):
-        return self
-
-    def __exit__(self, exc_type, exc, tb):
-        if exc_type is None:
-            self.close()
-        else:
-            self.abort()
-        return False
 
 
 def _writer(output, dense_out, plan, meta, dtype, empty):

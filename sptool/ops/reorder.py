@@ -2,15 +2,12 @@
 
 from __future__ import annotations
 
-import pyarrow as pa
-
 from .._memory import resolve_budget
 from ..io import open_sink, open_source
 from ..io.source import known_shape
 from ._axes import normalize_axes, normalize_order  # noqa: F401 (re-exported)
-from ._bounds import checked
 from ._dedup import Deduplicator, check_policy
-from ._sort import KeyCodec, key_preparer, sorted_stream
+from ._sort import key_preparer, prepared_batches, sorted_stream
 
 
 def already_sorted(meta, order) -> bool:
@@ -23,15 +20,11 @@ def sorted_batches(src, order, *, memory=None, tmp_dir=None, progress=None, keys
     way (an index outside the shape would pack into a wrong key).  With ``keys=False`` a
     passed-through batch comes with None instead of keys it would not need."""
     meta = src.meta
-    budget = resolve_budget(memory)
-    codec = KeyCodec(meta.shape, order, meta.sparse_ndim)
     if already_sorted(meta, order):
-        for batch, _ in checked(src.iter_batches(memory=memory), meta, path=src.path, progress=progress):
-            yield batch, codec.encode_table(pa.Table.from_batches([batch])) if keys else None
+        yield from prepared_batches(src, order, keys=keys, memory=memory, progress=progress)
         return
     yield from sorted_stream(src.iter_prepared(key_preparer(meta, order), memory=memory), meta, order, keyed=True,
-                             path=src.path, budget=budget, tmp_dir=tmp_dir,
-                             progress=progress)
+                             path=src.path, budget=resolve_budget(memory), tmp_dir=tmp_dir, progress=progress)
 
 
 def reorder(path: str, output: str | None, *, order=None, duplicates: str = "keep", memory=None,

@@ -8,12 +8,12 @@ import numpy as np
 import pyarrow as pa
 
 from .. import _kernels
-from .._messages import out_of_bounds
-from ..errors import DataError, UsageError
+from ..errors import UsageError
 from ..format import INT64_MAX
-from ..io import batch_keys, open_sink, open_source
+from ..io import open_sink, open_source
 from ..io._arrays import arrow_of
 from ..io.source import known_shape
+from ._bounds import checked
 
 
 def resolve_shape(new_shape, old_sparse: tuple, dense: tuple) -> tuple:
@@ -117,21 +117,14 @@ def reshape(path: str, output: str | None, *, shape, memory=None, progress=None)
                               dimension_names=names, created_by=None)
         if progress:
             progress.set_total(meta.nnz)
-        bounds = np.asarray(old_sparse, dtype=np.int64)
-        rows = 0
         with open_sink(output, out_meta, unique_claim=True if meta.unique else None) as sink:
-            for batch in src.iter_batches(memory=memory):
-                n = batch.num_rows
-                keys = batch_keys(batch, K)
-                row, _ = _kernels.first_out_of_bounds(keys, bounds)
-                if row >= 0:
-                    raise DataError(out_of_bounds(rows + row, keys, row, old_sparse), path=path)
-                new_keys = keys if same else relinearize(keys, old_sparse, new_sparse)
-                cols = [arrow_of(new_keys[k]) for k in range(K2)] + [batch.column(K)]
-                sink.write_batch(pa.RecordBatch.from_arrays(cols, schema=sink.schema))
-                rows += n
-                if progress:
-                    progress.advance(n)
+            for batch, cols in checked(src.iter_batches(memory=memory), meta, path=path, progress=progress):
+                if same:
+                    index = list(batch.columns[:K])
+                else:
+                    new_keys = relinearize(np.stack(cols), old_sparse, new_sparse)
+                    index = [arrow_of(new_keys[k]) for k in range(K2)]
+                sink.write_batch(pa.RecordBatch.from_arrays(index + [batch.column(K)], schema=sink.schema))
         final = sink.final_meta
     return {"rows": final.nnz, "shape": list(final.shape), "sort_order": list(final.sort_order),
             "unique": final.unique}
