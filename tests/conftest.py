@@ -91,3 +91,21 @@ def save_npy(tmp_path, name, arr) -> str:
     path = str(tmp_path / name)
     np.save(path, arr)
     return path
+
+
+@pytest.fixture(autouse=True, scope="session")
+def _temp_files_under_pytest(tmp_path_factory):
+    """Whatever asks for the system temp directory during the tests (spilled sort runs, the
+    subprocesses the README tests start) gets one of pytest's own instead."""
+    import os
+    import tempfile
+
+    scratch = str(tmp_path_factory.mktemp("system-temp"))
+    old_env, old_dir = os.environ.get("TMPDIR"), tempfile.tempdir
+    os.environ["TMPDIR"], tempfile.tempdir = scratch, scratch
+    yield scratch
+    tempfile.tempdir = old_dir
+    if old_env is None:
+        os.environ.pop("TMPDIR", None)
+    else:
+        os.environ["TMPDIR"] = old_env

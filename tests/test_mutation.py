@@ -36,11 +36,9 @@ def _valid_files(tmp_dir):
 _FILES: dict = {}
 
 
-def valid_bytes(name):
+def valid_bytes(name, tmp_path_factory):
     if not _FILES:
-        import tempfile
-
-        _FILES.update(_valid_files(tempfile.mkdtemp()))
+        _FILES.update(_valid_files(tmp_path_factory.mktemp("valid")))
     return _FILES[name]
 
 
@@ -83,7 +81,7 @@ def _alarm(signum, frame):
 def test_mutated_inputs(tmp_path_factory, name, ops):
     work = tmp_path_factory.mktemp("mut")
     src = work / name
-    src.write_bytes(mutate(valid_bytes(name), ops))
+    src.write_bytes(mutate(valid_bytes(name, tmp_path_factory), ops))
     before = src.read_bytes()
     runner = CliRunner()
     commands = [

@@ -2,31 +2,16 @@
 
 from __future__ import annotations
 
-import os
-import re
 import shlex
 import subprocess
-import sys
-from pathlib import Path
 
 import pytest
-from click.testing import CliRunner
-
-from sptool.cli import cli
-
-ROOT = Path(__file__).resolve().parent.parent
+from command_examples import ROOT, env_with_sptool, help_examples, in_workdir, readme_commands, tour_lines
 
 
-def readme_commands() -> list[str]:
-    text = (ROOT / "README.md").read_text()
-    blocks = re.findall(r"```bash\n(.*?)```", text, flags=re.S)
-    return [b.strip() for b in blocks[:2]]
-
-
-def _env():
-    env = dict(os.environ)
-    env["PATH"] = os.path.dirname(sys.executable) + os.pathsep + env.get("PATH", "")
-    return env
+def _run(line: str, workdir):
+    return subprocess.run(["bash", "-o", "pipefail", "-c", in_workdir(line, workdir)], cwd=workdir,
+                          env=env_with_sptool(), capture_output=True, text=True, timeout=300)
 
 
 def test_readme_opens_with_two_commands_and_ci_runs_the_second():
@@ -38,40 +23,26 @@ def test_readme_opens_with_two_commands_and_ci_runs_the_second():
 
 
 def test_readme_first_command_runs(tmp_path):
-    first = readme_commands()[0]
-    job = first.removeprefix("pip install . && ")
-    p = subprocess.run(["bash", "-o", "pipefail", "-c", job], cwd=ROOT, env=_env(), capture_output=True,
-                       text=True, timeout=300)
+    p = _run(readme_commands()[0].removeprefix("pip install . && "), tmp_path)
     assert p.returncode == 0, p.stderr
 
 
-def help_examples():
-    for name in cli.list_commands(None):
-        text = CliRunner().invoke(cli, [name, "--help"]).output
-        example = text.split("Example:")[1]
-        for line in example.splitlines():
-            line = line.strip()
-            if line.startswith("sptool "):
-                yield pytest.param(line, id=f"{name}: {line}")
+def test_examples_write_only_inside_the_working_directory(tmp_path):
+    line = in_workdir("sptool todense sample_data/tensor3d.parquet -o /tmp/t.npy", tmp_path)
+    assert "/tmp/" not in line.replace(str(tmp_path), "") and (tmp_path / "sample_data").is_symlink()
 
 
-@pytest.mark.parametrize("line", list(help_examples()))
-def test_help_examples_work_on_sample_data(line):
-    p = subprocess.run(["bash", "-o", "pipefail", "-c", line], cwd=ROOT, env=_env(), capture_output=True,
-                       text=True, timeout=300)
-    assert p.returncode == 0, (line, p.stderr)
-    assert shlex.split(line)[0] == "sptool"
-
-
-def tour_lines():
-    text = (ROOT / "README.md").read_text()
-    tour = re.findall(r"```bash\n(.*?)```", text, flags=re.S)[2]
-    return [ln.split("  #")[0].strip() for ln in tour.strip().splitlines()]
+@pytest.mark.parametrize("lines", [pytest.param(lines, id=name) for name, lines in help_examples()])
+def test_help_examples_work_on_sample_data(lines, tmp_path):
+    assert lines, "every command's --help shows an example"
+    for line in lines:
+        assert shlex.split(line)[0] == "sptool"
+        p = _run(line, tmp_path)
+        assert p.returncode == 0, (line, p.stderr)
 
 
 @pytest.mark.parametrize("line", tour_lines())
-def test_readme_tour_runs(line):
-    p = subprocess.run(["bash", "-o", "pipefail", "-c", line], cwd=ROOT, env=_env(), capture_output=True,
-                       text=True, timeout=300)
+def test_readme_tour_runs(line, tmp_path):
+    p = _run(line, tmp_path)
     expected = 1 if "invalid.parquet" in line else 0  # the tour shows validate failing on purpose
     assert p.returncode == expected, (line, p.stderr)

@@ -15,7 +15,7 @@ import click
 
 from .._version import FORMAT_VERSION, __version__
 from ..errors import SptoolError
-from ._console import err
+from ._console import err, stop_all_bars
 from ._options import MEMORY_HELP, _store
 
 CONTEXT_SETTINGS = {"help_option_names": ["-h", "--help"], "max_content_width": 100}
@@ -43,7 +43,7 @@ class SptoolGroup(click.Group):
 
     def invoke(self, ctx: click.Context):
         try:
-            return super().invoke(ctx)
+            return self._invoke_clearing_bars(ctx)
         except SptoolError as e:
             _fail(ctx, str(e), e.exit_code)
         except BrokenPipeError:
@@ -61,6 +61,14 @@ class SptoolGroup(click.Group):
         except Exception as e:  # noqa: BLE001 - the one place unexpected errors are reported
             _fail(ctx, f"internal error: {type(e).__name__}: {e} (run with --debug for a traceback)",
                   INTERNAL_ERROR)
+
+    def _invoke_clearing_bars(self, ctx: click.Context):
+        # A message printed under a live bar would be overdrawn, and a bar never stopped leaves
+        # the terminal's cursor hidden: whatever ends the command, the bars go first.
+        try:
+            return super().invoke(ctx)
+        finally:
+            stop_all_bars()
 
 
 def _fail(ctx: click.Context, message: str, code: int):

@@ -9,22 +9,42 @@ from .._memory import format_size, peak_rss
 
 
 class _LazyConsole:
-    """A rich Console made on first use: a quiet command never imports rich."""
+    """A rich Console made on first use: a quiet command never imports rich.
+
+    Attribute access is forwarded, but protocols are not (Python looks dunder methods up on the
+    type), so anything that takes a Console object, such as a Progress, is given ``get()``.
+    """
 
     def __init__(self, **options):
         self._options = options
         self._console = None
 
-    def __getattr__(self, name):
+    def get(self):
         if self._console is None:
             from rich.console import Console
 
             self._console = Console(**self._options)
-        return getattr(self._console, name)
+        return self._console
+
+    def __getattr__(self, name):
+        return getattr(self.get(), name)
 
 
 out = _LazyConsole(soft_wrap=True)  # data and reports: stdout
 err = _LazyConsole(stderr=True, soft_wrap=True)  # messages, progress, summaries
+
+
+_LIVE: set = set()  # jobs whose bar is on screen
+
+
+def stop_all_bars():
+    """Take every bar off the screen (and show the cursor): before an error message, and on
+    the way out whatever happened, so a terminal is never left with a hidden cursor."""
+    for job in list(_LIVE):
+        try:
+            job.stop()
+        except Exception:  # noqa: BLE001 - restoring the terminal must not mask the real error
+            pass
 
 
 class Job:
@@ -45,12 +65,21 @@ class Job:
         if not quiet and err.is_terminal:
             from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
 
-            self._bar = Progress(
+            # No redirection of sys.stdout/sys.stderr: stdout may carry an Arrow stream or JSON
+            # while stderr is a terminal, and rich's proxies would route that text to the bar.
+            bar = Progress(
                 TextColumn(f"[bold]{name}[/]"), BarColumn(), MofNCompleteColumn(), TextColumn("rows"),
-                TimeRemainingColumn(), console=err, transient=True,
+                TimeRemainingColumn(), console=err.get(), transient=True, redirect_stdout=False,
+                redirect_stderr=False,
             )
-            self._bar.start()
-            self._task = self._bar.add_task(name, total=total)
+            self._task = bar.add_task(name, total=total)
+            self._bar = bar
+            _LIVE.add(self)
+            try:
+                bar.start()
+            except BaseException:
+                self.stop()  # a half-started bar has already hidden the cursor
+                raise
 
     def set_total(self, total: int | None):
         """Called by the op once it knows how many rows it will read."""
@@ -64,9 +93,16 @@ class Job:
             self._bar.update(self._task, advance=rows)
 
     def stop(self):
-        if self._bar is not None:
-            self._bar.stop()
-            self._bar = None
+        bar, self._bar = self._bar, None
+        _LIVE.discard(self)
+        if bar is not None:
+            bar.stop()  # erases the bar and shows the cursor again
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.stop()
 
     def summary(self, *, rows_out: int | None = None, extra: str = ""):
         self.stop()

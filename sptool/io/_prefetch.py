@@ -9,9 +9,11 @@ from __future__ import annotations
 
 import queue
 import threading
+import time
 from collections.abc import Iterable, Iterator
 
 _DONE = object()
+ABANDON_AFTER = 1.0  # seconds a stopped producer gets to finish its current item
 
 
 def prefetch(items: Iterable, depth: int = 1) -> Iterator:
@@ -45,10 +47,13 @@ def prefetch(items: Iterable, depth: int = 1) -> Iterator:
             yield item
     finally:
         stop.set()
-        # Drain so a producer blocked on put() can see the stop flag and exit.
-        while thread.is_alive():
+        # Drain so a producer blocked on put() can see the stop flag and exit.  A producer
+        # blocked in a read (a pipe whose writer has paused) may never see it: after a grace
+        # period it is left behind, a daemon whose batches nobody takes, so Ctrl-C and an early
+        # close never wait on the input.
+        deadline = time.monotonic() + ABANDON_AFTER
+        while thread.is_alive() and time.monotonic() < deadline:
             try:
                 q.get(timeout=0.05)
             except queue.Empty:
                 pass
-        thread.join()
