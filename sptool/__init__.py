@@ -33,7 +33,8 @@ _API = {
     "convert": "converters", "reorder": "ops.reorder", "concat": "ops.concat", "split": "ops.split",
     "slice_": "ops.slice", "reshape": "ops.reshape", "transpose": "ops.transpose",
     "reset_shape": "ops.reset_shape", "retain": "ops.retain", "fill_empty_rows": "ops.fill_empty_rows",
-    "expand_dims": "ops.expand_dims", "add": "ops.add", "maximum": "ops.maximum", "minimum": "ops.maximum",
+    "expand_dims": "ops.expand_dims", "group": "ops.group", "add": "ops.add", "maximum": "ops.maximum",
+    "minimum": "ops.maximum",
     "mul": "ops.mul", "div": "ops.mul", "matmul": "ops.matmul", "reduce": "ops.reduce",
     "softmax": "ops.softmax", "to_indicator": "ops.to_indicator", "map_values": "ops.map_values", "eye": "ops.eye",
 }

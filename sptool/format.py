@@ -300,7 +300,7 @@ class TensorMeta:
 
 
 def _created_by() -> str:
-    from . import __version__
+    from ._version import __version__
 
     return f"sptool {__version__}"
 

@@ -8,8 +8,8 @@ from . import _kernels
 from ._messages import out_of_bounds
 from .errors import DataError, UsageError
 from .format import VALUE_TYPES, TensorMeta, default_fill, value_type_of_dtype
-from .io.sink import check_shape
-from .ops._dense import DenseScatter
+from .io import check_shape
+from .stream.dense import DenseScatter
 
 
 def _value_type(values: np.ndarray, value_type: str | None) -> str:
@@ -182,7 +182,7 @@ class SparseTensor:
         >>> [(key, vals.tolist()) for key, _, vals in t.group([0])]
         [((0,), [1.0, 2.0]), ((2,), [3.0])]
         """
-        from .ops.group import group_tensor
+        from .stream.group import group_tensor
 
         return group_tensor(self, dims, sort=sort)
 

@@ -16,8 +16,8 @@ from conftest import dense_oracle, random_tensor
 import sptool
 from sptool.cli import cli
 from sptool.errors import DataError, ShapeMismatch, UsageError
-from sptool.ops import _sort
 from sptool.ops.add import add
+from sptool.stream import sort as _sort
 
 
 def _write(tmp_path, name, t, **claims):

@@ -18,8 +18,8 @@ from conftest import write_tensor as _write
 import sptool
 from sptool.cli import cli
 from sptool.errors import DataError, UsageError
-from sptool.ops import _sort
 from sptool.ops.concat import concat
+from sptool.stream import sort as _sort
 
 # -P: do not put the working directory (a checkout whose sptool/ has no compiled kernels) first on
 # sys.path, so the installed package runs, as a user's `sptool` command would.

@@ -15,8 +15,8 @@ import sptool
 from sptool.cli import cli
 from sptool.errors import DataError, UsageError
 from sptool.format import METADATA_KEY, TensorMeta
-from sptool.ops import _sort
 from sptool.ops.fill_empty_rows import fill_empty_rows, parse_value
+from sptool.stream import sort as _sort
 
 
 @pytest.fixture
@@ -168,7 +168,7 @@ def test_sorted_input_streams_through(tmp_path, rng, monkeypatch):
     def no_sort(*a, **k):
         raise AssertionError("row-major input must not be sorted again")
 
-    monkeypatch.setattr("sptool.ops.reorder.sorted_stream", no_sort)
+    monkeypatch.setattr("sptool.stream.order.sorted_stream", no_sort)
     fill_empty_rows(str(tmp_path / "in.parquet"), str(tmp_path / "o.parquet"), value=1)
     assert sptool.read(str(tmp_path / "o.parquet")).canonical
 

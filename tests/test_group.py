@@ -47,17 +47,17 @@ def test_group_refuses_unordered_unless_sort(rng):
 
 
 def test_group_streams_across_batches(tmp_path, rng, tiny_batches, monkeypatch):
-    from sptool.ops import _sort
+    from sptool.stream import sort as _sort
 
     monkeypatch.setattr(_sort, "chunk_rows", lambda budget, rb, ways=1: 11 if ways == 1 else 5)
     t = random_tensor(rng, (5, 6, 3), 120, sparse_ndim=2, duplicates=True)
     sptool.write(t, str(tmp_path / "g.parquet"))
     with sptool.open(str(tmp_path / "g.parquet")) as src:
         with pytest.raises(UsageError):
-            list(src.group([1]))
+            list(sptool.group(src, [1]))
     with sptool.open(str(tmp_path / "g.parquet")) as src:
-        _check(src.group([1], sort=True), t, [1])
+        _check(sptool.group(src, [1], sort=True), t, [1])
     sptool.reorder(str(tmp_path / "g.parquet"), str(tmp_path / "s.parquet"))
     s = sptool.read(str(tmp_path / "s.parquet"))
     with sptool.open(str(tmp_path / "s.parquet")) as src:
-        _check(src.group([0]), s, [0])
+        _check(sptool.group(src, [0]), s, [0])

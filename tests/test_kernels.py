@@ -15,7 +15,8 @@ def test_compiled_kernels_are_loaded_and_used():
     assert _kernels.__file__.endswith(tuple(importlib.machinery.EXTENSION_SUFFIXES))
     assert sptool.KERNELS == "compiled"
     from sptool.io import sink, source  # noqa: F401
-    from sptool.ops import _dense, validate
+    from sptool.ops import validate
+    from sptool.stream import dense as _dense
 
     for module in (sink, _dense, validate):
         assert module._kernels is _kernels
@@ -197,7 +198,7 @@ def test_merge_runs_is_a_stable_merge(seed):
 def test_merge_keys_on_threads_matches_a_stable_sort(rng, monkeypatch, parts_min, k, bits):
     from concurrent.futures import ThreadPoolExecutor
 
-    from sptool.ops import _sort
+    from sptool.stream import sort as _sort
 
     monkeypatch.setattr(_sort, "MERGE_PARALLEL_MIN", parts_min)
     monkeypatch.setattr(_sort, "THREADS", 3)

@@ -10,8 +10,8 @@ from conftest import dense_oracle, random_tensor
 import sptool
 from sptool.cli import cli
 from sptool.errors import UsageError
-from sptool.ops import _sort
 from sptool.ops.map_values import FUNCTIONS, map_values
+from sptool.stream import sort as _sort
 
 
 def oracle(t, fn, fill=None):

@@ -16,9 +16,9 @@ from conftest import write_tensor as _write
 import sptool
 from sptool.cli import cli
 from sptool.errors import DataError, ResourceError, ShapeMismatch, UsageError
-from sptool.ops import _sort
 from sptool.ops import matmul as matmul_mod
 from sptool.ops.matmul import matmul
+from sptool.stream import sort as _sort
 
 FLAGS = [(False, False), (True, False), (False, True), (True, True)]
 

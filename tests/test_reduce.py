@@ -13,8 +13,8 @@ from conftest import dense_oracle, random_tensor
 import sptool
 from sptool.cli import cli
 from sptool.errors import DataError, UsageError
-from sptool.ops import _sort
 from sptool.ops.reduce import reduce
+from sptool.stream import sort as _sort
 
 
 @pytest.fixture

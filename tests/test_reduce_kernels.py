@@ -7,7 +7,7 @@ import pytest
 
 from sptool import _reduce
 from sptool import _reduce_reference as ref
-from sptool.ops.reduce import addresses
+from sptool.stream.values import addresses
 
 REAL = ["int8", "int32", "int64", "uint8", "uint64", "float32", "float64"]
 ALL = REAL + ["complex64", "complex128"]

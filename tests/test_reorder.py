@@ -10,8 +10,8 @@ from conftest import dense_oracle, random_tensor
 
 import sptool
 from sptool.errors import DataError, UsageError
-from sptool.ops import _sort
 from sptool.ops.reorder import reorder
+from sptool.stream import sort as _sort
 
 
 @pytest.fixture(params=[0, 2500, 1 << 30], ids=["all-spilled", "some-kept", "all-kept"])
@@ -106,7 +106,7 @@ def test_sorted_input_streams_through(tmp_path, rng, monkeypatch):
     def no_sort(*a, **k):
         raise AssertionError("sorted input must not be sorted again")
 
-    monkeypatch.setattr("sptool.ops.reorder.sorted_stream", no_sort)
+    monkeypatch.setattr("sptool.stream.order.sorted_stream", no_sort)
     reorder(str(tmp_path / "in.parquet"), str(tmp_path / "o.parquet"), duplicates="sum")
     assert sptool.read(str(tmp_path / "o.parquet")).canonical
 
@@ -130,7 +130,7 @@ def test_empty_and_pipes(tmp_path, rng):
 
 def test_partial_order_keeps_every_column(tmp_path, rng, tiny_runs):
     from sptool.io import open_source
-    from sptool.ops.reorder import sorted_batches
+    from sptool.stream.order import sorted_batches
 
     t = random_tensor(rng, (9, 7, 5), 400, duplicates=True)
     sptool.write(t, str(tmp_path / "p.parquet"))

@@ -14,8 +14,8 @@ from conftest import dense_oracle, random_tensor
 import sptool
 from sptool.cli import cli
 from sptool.errors import InputError, UsageError
-from sptool.ops._where import MAX_DEPTH, compile_where
 from sptool.ops.retain import retain
+from sptool.stream.where import MAX_DEPTH, compile_where
 
 
 def _subset(t, keep):

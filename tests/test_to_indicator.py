@@ -10,8 +10,8 @@ from conftest import dense_oracle, random_tensor
 import sptool
 from sptool.cli import cli
 from sptool.errors import DataError, UsageError
-from sptool.ops import _sort
 from sptool.ops.to_indicator import to_indicator
+from sptool.stream import sort as _sort
 
 
 def _ids_tensor(rng, shape, nnz, V, dtype="int64", duplicates=False, sort=False):

@@ -12,8 +12,8 @@ from conftest import dense_oracle, random_tensor
 import sptool
 from sptool.cli import cli
 from sptool.errors import UsageError
-from sptool.ops import _sort
 from sptool.ops.transpose import transpose
+from sptool.stream import sort as _sort
 
 
 @pytest.fixture
@@ -88,7 +88,7 @@ def test_sorted_input_streams_through(tmp_path, rng, monkeypatch):
     def no_sort(*a, **k):
         raise AssertionError("input sorted by the perm must not be sorted again")
 
-    monkeypatch.setattr("sptool.ops.reorder.sorted_stream", no_sort)
+    monkeypatch.setattr("sptool.stream.order.sorted_stream", no_sort)
     transpose(str(tmp_path / "cm.parquet"), str(tmp_path / "o.parquet"), perm=(2, 0, 1))
     s = sptool.read(str(tmp_path / "o.parquet"))
     assert s.canonical

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import click
 
-from ..ops._dedup import POLICIES
 from ..ops.reorder import reorder as reorder_op
+from ..stream.duplicates import POLICIES
 from ._console import Job
 from ._options import INT_LIST, common_options, input_argument, output_option, settings, tmp_dir_option
 

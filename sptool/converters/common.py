@@ -10,7 +10,7 @@ import numpy as np
 
 from ..errors import DataError, UsageError
 from ..format import VALUE_TYPES, TensorMeta, default_fill
-from ..ops._dense import is_zero
+from ..stream.dense import is_zero
 
 
 @dataclass(frozen=True)

@@ -24,8 +24,7 @@ from .. import _kernels
 from .._memory import format_size, resolve_budget, usable_budget
 from ..errors import DataError, InputError, ResourceError, UsageError
 from ..format import TensorMeta, value_type_of_dtype
-from ..io._atomic import AtomicTarget
-from ..io.source import row_bytes
+from ..io import AtomicTarget, row_bytes
 from .common import Options, Reader, cast_or_fail, check_not_hybrid, check_zero_fill, coerce_fill
 
 BATCH_ROWS = 1 << 20

@@ -15,8 +15,8 @@ import numpy as np
 from .._memory import resolve_budget
 from ..errors import DataError, InputError, UsageError
 from ..format import INT64_MAX, VARIABLE_WIDTH
-from ..io import open_sink, open_source
-from ..io.sink import TensorSink
+from ..io import TensorSink, open_sink, open_source
+from ..stream.dense import write_dense
 from .common import Options, Reader, cast_or_fail, check_value_type, coerce_fill, parse_shape
 
 FORMATS = ("sptool", "tns", "mtx", "npz", "npy", "csv", "tsv")
@@ -312,14 +312,13 @@ def convert(src: str, dst: str, *, from_format: str | None = None, to_format: st
 
 
 def _to_npy(src: str, dst: str, src_fmt: str, opts: Options, progress) -> dict:
-    from ..ops.todense import todense
-
     if dst == "-":
         raise UsageError("a .npy file cannot be written to stdout (it is written through a memory map)")
     if not dst.endswith(".npy"):
         raise UsageError("a dense output must be named *.npy", path=dst)
     if src_fmt == "sptool" and src != "-" and opts.value_type is None and opts.shape is None:
-        result = todense(src, dst, default_value=opts.fill_value, memory=opts.memory, progress=progress)
+        with open_source(src) as opened:
+            result = write_dense(opened, dst, default_value=opts.fill_value, memory=opts.memory, progress=progress)
         rows = result["rows"]
         return {"input": src, "output": dst, "from": src_fmt, "to": "npy", "rows_in": rows, "rows": rows,
                 "shape": result["shape"], "value_type": str(result["dtype"])}
@@ -327,7 +326,8 @@ def _to_npy(src: str, dst: str, src_fmt: str, opts: Options, progress) -> dict:
     spool = None
     try:
         spool, pump = _spool(reader, dst, progress)
-        result = todense(spool, dst, memory=opts.memory)
+        with open_source(spool) as opened:
+            result = write_dense(opened, dst, memory=opts.memory)
     finally:
         reader.close()
         _remove(spool)

@@ -27,8 +27,7 @@ from .._memory import resolve_budget
 from .._threads import THREADS
 from ..errors import DataError, InputError, UsageError
 from ..format import VALUE_TYPES, TensorMeta
-from ..io._arrays import arrow_of
-from ..io._atomic import AtomicTarget
+from ..io import AtomicTarget, arrow_of
 from .common import Options, Reader, cast_or_fail, coerce_fill
 
 # Chunk size: a block in flight holds its text plus at most about 4x as many bytes of parsed

@@ -1,10 +1,34 @@
-"""The one I/O layer: every op reads through TensorSource and writes through TensorSink."""
+"""The I/O layer: every op reads through a TensorSource and writes through a TensorSink.
 
-from ._arrays import batch_keys, batch_values, make_batch, values_array
-from .sink import TensorSink, open_sink, output_kind
-from .source import TensorSource, open_source, read_all
+This module is the layer's whole public surface; the modules behind it are private to it (an
+import-linter contract in pyproject.toml holds the rest of sptool to that).
+"""
+
+from ._arrays import arrow_of, batch_keys, batch_values, make_batch, normalize_batch, values_array
+from ._atomic import AtomicTarget, ClosesOrAborts
+from ._prefetch import prefetch
+from ._rowgroups import plan_chunks, read_chunks
+from .background import Background
+from .sink import OrderTracker, TensorSink, check_shape, open_sink, output_kind, parquet_writer_options
+from .source import (
+    PARQUET_MAGIC,
+    READ_ERRORS,
+    STREAM_MAGIC,
+    ParquetSource,
+    TensorSource,
+    is_part_name,
+    known_shape,
+    list_parts,
+    open_source,
+    read_all,
+    row_bytes,
+    sniff,
+)
 
 __all__ = [
-    "TensorSource", "TensorSink", "open_source", "open_sink", "output_kind", "read_all",
-    "batch_keys", "batch_values", "make_batch", "values_array",
+    "TensorSource", "ParquetSource", "TensorSink", "open_source", "open_sink", "output_kind", "read_all",
+    "known_shape", "row_bytes", "batch_keys", "batch_values", "make_batch", "normalize_batch", "values_array",
+    "arrow_of", "AtomicTarget", "ClosesOrAborts", "Background", "OrderTracker", "check_shape",
+    "parquet_writer_options", "prefetch", "plan_chunks", "read_chunks", "PARQUET_MAGIC", "STREAM_MAGIC",
+    "READ_ERRORS", "is_part_name", "list_parts", "sniff",
 ]

@@ -112,13 +112,6 @@ class TensorSource:
         for batch in self.iter_batches(batch_rows, memory=memory):
             yield batch_keys(batch, K), batch_values(batch, self.meta)
 
-    def group(self, dims, *, sort: bool = False, memory=None, tmp_dir=None):
-        """Stream groups of rows sharing coordinates on ``dims`` (see SparseTensor.group);
-        with ``sort=True`` an unordered source goes through the external sort first."""
-        from ..ops.group import group_source  # the op lives a layer up; this is its handle
-
-        return group_source(self, dims, sort=sort, memory=memory, tmp_dir=tmp_dir)
-
     def close(self):
         pass
 

@@ -11,321 +11,68 @@ TensorFlow instead requires equal types; promotion gives the same answer wheneve
 
 from __future__ import annotations
 
-import os
-from contextlib import ExitStack
-
 import numpy as np
-import pyarrow as pa
 
 from .. import _linalg
-from .._memory import resolve_budget, share
-from .._messages import row_text
-from ..errors import DataError, InputError, ShapeMismatch, UsageError
-from ..format import TensorMeta, value_type_of_dtype
-from ..io import batch_keys, batch_values, open_sink, open_source
-from ..io._atomic import AtomicTarget
-from ..io.source import known_shape
-from ._dedup import Deduplicator
-from ._dense import DenseScatter, is_zero, release
-from ._sort import KeyCodec
-from ._unique import summed_if_promoted
-from .reorder import sorted_batches
-from .todense import check_dense_size
+from .._memory import resolve_budget
+from ..errors import UsageError
+from ..format import value_type_of_dtype
+from ..io import AtomicTarget, known_shape, open_source
+from ..stream.binary import (
+    binary_sparse,
+    check_dense_shape,
+    check_inputs,
+    copy_slabs,
+    is_dense_path,
+    numeric_dtype,
+    open_dense,
+    promote,
+    require_zero_fill,
+    scalar,
+)
+from ..stream.dense import DenseScatter, check_dense_size, is_zero
+from ..stream.duplicates import summed_if_promoted
 
 # ---------------------------------------------------------------------------------------------
 # operands
 
-def is_dense_path(path) -> bool:
-    """A .npy file is a dense operand; anything else (a tensor, a directory, '-') is sparse."""
-    return isinstance(path, str) and path != "-" and path.lower().endswith(".npy")
 
 
-def open_dense(path: str) -> np.ndarray:
-    """A dense operand as a read-only memory map (never loaded whole)."""
-    if not os.path.exists(path):
-        raise InputError("no such file or directory", path=path)
-    try:
-        arr = np.load(path, mmap_mode="r", allow_pickle=False)
-    except (ValueError, OSError, EOFError) as e:
-        raise InputError(f"not a readable .npy file ({str(e).strip().splitlines()[0] if str(e).strip() else e!r})",
-                         path=path) from None
-    if not isinstance(arr, np.ndarray) or arr.dtype.kind not in "biufc":
-        raise UsageError(f"a dense operand must hold numbers; this .npy holds {arr.dtype}", path=path)
-    value_type_of_dtype(arr.dtype.newbyteorder("="))
-    return arr
 
 
-def check_inputs(paths):
-    if sum(p == "-" for p in paths) > 1:
-        raise UsageError("at most one input may be '-' (stdin)")
 
 
-def numeric_dtype(meta: TensorMeta, path: str, what: str) -> np.dtype:
-    if meta.value_type in ("string", "binary"):
-        raise UsageError(f"{what} needs numeric values; this tensor holds {meta.value_type}", path=path)
-    return meta.dtype
 
 
-def promote(a: np.dtype, b: np.dtype) -> np.dtype:
-    """NumPy's promotion of two value types, in native byte order."""
-    return np.result_type(np.dtype(a).newbyteorder("="), np.dtype(b).newbyteorder("="))
 
 
-def check_same_shape(a: tuple, b: tuple):
-    """TensorFlow's sparse-sparse checks (sparse_add_op.cc)."""
-    if len(a) != len(b):
-        raise ShapeMismatch(f"Operands do not have the same ranks; got shapes: {list(a)} and {list(b)}")
-    for i, (x, y) in enumerate(zip(a, b)):
-        if x != y:
-            raise ShapeMismatch(f"Operands' shapes do not match: got {x} and {y} for dimension {i}")
 
 
-def check_dense_shape(sparse: tuple, dense: tuple):
-    """TensorFlow's sparse-dense add checks (sparse_tensor_dense_add_op.cc): no broadcasting."""
-    if len(sparse) != len(dense):
-        raise ShapeMismatch(f"Two operands have different ranks; received: {len(sparse)} and {len(dense)}")
-    for i, (x, y) in enumerate(zip(sparse, dense)):
-        if x != y:
-            raise ShapeMismatch(f"Dimension {i} does not equal (no broadcasting is supported): sparse side {x} "
-                                f"vs dense side {y}")
 
 
-def scalar(value, dtype: np.dtype):
-    """A fill value as a Python scalar of ``dtype`` (what TensorMeta stores)."""
-    with np.errstate(all="ignore"):
-        return np.asarray(value).astype(dtype).item()
 
 
-def require_zero_fill(meta: TensorMeta, path: str, what: str):
-    if not is_zero(meta.fill_value):
-        raise UsageError(f"{what} needs a tensor whose fill value is 0; this one's is {meta.fill_value!r}",
-                         path=path)
 
 
 # ---------------------------------------------------------------------------------------------
 # the merge join of two sparse tensors
 
-class _Chunk:
-    """Rows of one operand in row-major order, unique: sort codes, (K, n) keys and values."""
-
-    __slots__ = ("codes", "keys", "values")
-
-    def __init__(self, codes, keys, values):
-        self.codes, self.keys, self.values = codes, keys, values
-
-    def __len__(self):
-        return len(self.codes)
-
-    def split(self, n: int):
-        keys = self.keys
-        head = _Chunk(self.codes[:n], None if keys is None else keys[:, :n], self.values[:n])
-        rest = _Chunk(self.codes[n:], None if keys is None else keys[:, n:], self.values[n:]) \
-            if n < len(self) else None
-        return head, rest
 
 
-class _Side:
-    """One operand of a merge join: its rows row-major sorted (the external sort when the file
-    does not say it is), bounds-checked, with duplicates summed."""
-
-    def __init__(self, src, codec: KeyCodec, *, memory, tmp_dir, progress):
-        self.meta = meta = src.meta
-        self.path = src.path
-        self.codec = codec
-        self.K = meta.sparse_ndim
-        order = tuple(range(self.K))
-        self._stream = sorted_batches(src, order, memory=memory, tmp_dir=tmp_dir,
-                                      progress=progress)
-        self._dedup = None if meta.unique else Deduplicator("sum", meta, meta.arrow_schema())
-        self._chunks = self._generate()
-        self._last = None
-        self._rows = 0
-
-    def _generate(self):
-        K = self.K
-        for batch, codes in self._stream:
-            if self._dedup is None:
-                yield self._chunk(batch, codes)
-            else:
-                for out in self._dedup.feed(batch.select(range(K + 1)), codes):
-                    yield self._chunk(out, None)
-        if self._dedup is not None:
-            for out in self._dedup.finish():
-                yield self._chunk(out, None)
-
-    def _chunk(self, batch, codes) -> _Chunk:
-        # With packed codes the (K, n) index array is not needed (the codes decode to it where
-        # an output needs it), which saves a copy of every index column.
-        if codes is None or len(codes) != batch.num_rows:
-            codes = self.codec.encode_table(pa.Table.from_batches([batch]))
-        keys = None if self.codec.unpackable else batch_keys(batch, self.K)
-        self._check_order(codes, keys)
-        return _Chunk(codes, keys, batch_values(batch, self.meta))
-
-    def _check_order(self, codes, keys):
-        """The join needs strictly increasing keys: a file whose sort claim is false is an error."""
-        if codes.dtype != np.uint64 or not len(codes):
-            return
-        bad = np.flatnonzero(codes[1:] <= codes[:-1])
-        at = int(bad[0]) + 1 if len(bad) else -1
-        if at < 0 and self._last is not None and codes[0] <= self._last:
-            at = 0
-        if at >= 0:
-            keys = self.codec.decode(codes[at:at + 1]) if keys is None else keys[:, at:at + 1]
-            raise DataError(f"indices[{self._rows + at}] = {row_text(keys, 0)} is out of order or repeated, "
-                            f"although the metadata says sort_order {list(self.meta.sort_order)}, unique "
-                            f"{str(self.meta.unique).lower()}", path=self.path)
-        self._last = codes[-1]
-        self._rows += len(codes)
-
-    def next(self) -> _Chunk | None:
-        for chunk in self._chunks:
-            if len(chunk):
-                return chunk
-        return None
 
 
-def _bound(a, b, packed: bool):
-    """The smaller of two keys (void keys compare as their big-endian bytes)."""
-    if packed:
-        return min(a, b)
-    return a if a.tobytes() <= b.tobytes() else b
 
 
-# The value types of the fused join kernels (sptool/_linalg.pyx value_t).
-FUSED_TYPES = {np.dtype(t) for t in (np.int32, np.int64, np.float32, np.float64, np.complex64, np.complex128)}
 
 
-def join_chunks(a: _Chunk | None, b: _Chunk | None, packed: bool):
-    """(ia, ib, union keys or None) of the union of two chunks' keys (the compiled merge join)."""
-    na, nb = len(a) if a is not None else 0, len(b) if b is not None else 0
-    if not na or not nb:
-        one = np.arange(max(na, nb), dtype=np.int64)
-        none = np.full(max(na, nb), -1, dtype=np.int64)
-        return (one, none, None) if na else (none, one, None)
-    ia = np.empty(na + nb, dtype=np.int64)
-    ib = np.empty(na + nb, dtype=np.int64)
-    if packed:
-        union = np.empty(na + nb, dtype=np.uint64)
-        n = _linalg.merge_join(a.codes, b.codes, ia, ib, union)
-        return ia[:n], ib[:n], union[:n]
-    w = a.codes.dtype.itemsize
-    n = _linalg.merge_join_bytes(a.codes.view(np.uint8).reshape(na, w), b.codes.view(np.uint8).reshape(nb, w),
-                                 ia, ib)
-    return ia[:n], ib[:n], None
 
 
-def join_rounds(left: _Side, right: _Side, packed: bool):
-    """Yield (a chunk or None, b chunk or None) rounds covering both operands in row-major order.
-    Each round holds the rows up to the smaller of the two chunks' last keys, so every coordinate
-    is decided in one round, in memory bounded by two chunks."""
-    a, b = left.next(), right.next()
-    while a is not None or b is not None:
-        if a is None or b is None:
-            yield a, b
-            a = left.next() if a is not None else None
-            b = right.next() if b is not None else None
-            continue
-        bound = _bound(a.codes[-1], b.codes[-1], packed)
-        ha, a = a.split(int(np.searchsorted(a.codes, bound, side="right")))
-        hb, b = b.split(int(np.searchsorted(b.codes, bound, side="right")))
-        yield (ha if len(ha) else None), (hb if len(hb) else None)
-        if a is None:
-            a = left.next()
-        if b is None:
-            b = right.next()
 
 
-def gather_keys(a: _Chunk | None, b: _Chunk | None, ia, ib, has_a, union, codec: KeyCodec) -> np.ndarray:
-    """(K, n) keys of the joined rows: from A where A has the row, else from B."""
-    if a is None or b is None:  # one side's rows, all of them, in order
-        one = b if a is None else a
-        return codec.decode(one.codes) if one.keys is None else one.keys
-    if union is not None:
-        return codec.decode(union)
-    ia0, ib0 = np.maximum(ia, 0), np.maximum(ib, 0)
-    return np.where(has_a, a.keys.take(ia0, axis=1), b.keys.take(ib0, axis=1))
 
 
-def gather_values(chunk: _Chunk | None, idx, has, fill, dtype, n: int, tail: tuple) -> np.ndarray:
-    """One side's values for the joined rows, its fill value where it has none."""
-    if chunk is None:
-        return np.full((n,) + tail, fill, dtype=dtype)
-    v = chunk.values.astype(dtype, copy=False)
-    if len(idx) == len(v) and has.all():
-        return v  # every row of the chunk, in order (the join emits a side's rows in order)
-    g = v.take(np.maximum(idx, 0), axis=0)
-    if not has.all():
-        np.copyto(g, np.asarray(fill, dtype=dtype), where=~has.reshape((n,) + (1,) * len(tail)))
-    return g
 
 
-def binary_sparse(path_a: str, path_b: str, output, *, what: str, out_dtype, out_fill, combine, fused=None,
-                  memory=None, tmp_dir=None, progress=None) -> dict:
-    """Shared driver of add, maximum and minimum on two sparse tensors.
-
-    ``out_dtype(meta_a, meta_b)`` and ``out_fill(fill_a, fill_b, dtype)`` give the output's type
-    and fill; ``combine(ga, gb, has_a, has_b, fill_a, fill_b)`` returns (values, keep mask or None)
-    for one round of the join, from each side's values gathered per output row (the side's fill
-    where it has no entry) and the masks of rows each side has.  ``fused``, a kernel doing the
-    join and ``combine`` in one pass (merge_add), serves the rounds it can: packed keys, scalar
-    values of a kernel type, both sides present.
-    """
-    check_inputs([path_a, path_b])
-    budget = resolve_budget(memory)
-    half = share(budget, 2)
-    with ExitStack() as stack:
-        sa = stack.enter_context(known_shape(stack.enter_context(open_source(path_a)), tmp_dir))
-        sb = stack.enter_context(known_shape(stack.enter_context(open_source(path_b)), tmp_dir))
-        ma, mb = sa.meta, sb.meta
-        numeric_dtype(ma, path_a, what)
-        numeric_dtype(mb, path_b, what)
-        check_same_shape(ma.shape, mb.shape)
-        if ma.sparse_ndim != mb.sparse_ndim:
-            raise ShapeMismatch(f"Operands do not have the same number of sparse dimensions: {ma.sparse_ndim} "
-                                f"and {mb.sparse_ndim}")
-        K = ma.sparse_ndim
-        dtype = out_dtype(ma, mb)
-        fill = out_fill(ma.fill_value, mb.fill_value, dtype)
-        names = ma.dimension_names if ma.dimension_names == mb.dimension_names else None
-        out_meta = TensorMeta(shape=ma.shape, sparse_ndim=K, value_type=value_type_of_dtype(dtype), fill_value=fill,
-                              sort_order=tuple(range(K)), unique=True, dimension_names=names)
-        if progress:
-            progress.set_total(ma.nnz + mb.nnz if ma.nnz is not None and mb.nnz is not None else None)
-        codec = KeyCodec(ma.shape, tuple(range(K)))
-        left = _Side(sa, codec, memory=half, tmp_dir=tmp_dir, progress=progress)
-        right = _Side(sb, codec, memory=half, tmp_dir=tmp_dir, progress=progress)
-        fa, fb = scalar(ma.fill_value, dtype), scalar(mb.fill_value, dtype)
-        dropped = 0
-        with open_sink(output, out_meta, unique_claim=True) as sink:
-            tail = tuple(ma.dense_shape)
-            fast = fused is not None and codec.packed and not tail and dtype in FUSED_TYPES
-            for a, b in join_rounds(left, right, codec.packed):
-                if fast and a is not None and b is not None:
-                    union = np.empty(len(a) + len(b), dtype=np.uint64)
-                    vals = np.empty(len(a) + len(b), dtype=dtype)
-                    n = fused(a.codes, b.codes, np.ascontiguousarray(a.values, dtype=dtype),
-                              np.ascontiguousarray(b.values, dtype=dtype), fa, fb, is_zero(fa), is_zero(fb),
-                              union, vals)
-                    sink.write(codec.decode(union[:n]), vals[:n])
-                    continue
-                ia, ib, union = join_chunks(a, b, codec.packed)
-                n = len(ia)
-                if not n:
-                    continue
-                has_a, has_b = ia >= 0, ib >= 0
-                ga = gather_values(a, ia, has_a, fa, dtype, n, tail)
-                gb = gather_values(b, ib, has_b, fb, dtype, n, tail)
-                with np.errstate(all="ignore"):
-                    vals, keep = combine(ga, gb, has_a, has_b, fa, fb)
-                keys = gather_keys(a, b, ia, ib, has_a, union, codec)
-                if keep is not None and not keep.all():
-                    dropped += int(n - keep.sum())
-                    keys, vals = keys[:, keep], vals[keep]
-                sink.write(keys, vals)
-        final = sink.final_meta
-    return {"rows_in": (ma.nnz or 0) + (mb.nnz or 0), "rows_out": final.nnz, "dropped": dropped,
-            "shape": list(final.shape), "value_type": final.value_type, "canonical": final.canonical}
 
 
 def _add_combine(thresh, prune):
@@ -391,18 +138,6 @@ def add_dense(sparse_path: str, dense_path: str, output, *, memory=None, progres
     return {"rows": meta.nnz, "shape": list(meta.shape), "dtype": str(dtype), "bytes": nbytes}
 
 
-def copy_slabs(src: np.ndarray, out: np.ndarray, budget: int):
-    """out[...] = src, a slab of leading-axis rows at a time (casting), so neither is read whole."""
-    if out.ndim == 0 or out.size == 0:
-        out[...] = src
-        return
-    row_bytes = max(out[0].nbytes, 1) + max(src[0].nbytes, 1) if out.shape[0] else 1
-    step = max(1, (budget // 8) // row_bytes)
-    with np.errstate(all="ignore"):
-        for start in range(0, out.shape[0], step):
-            out[start:start + step] = src[start:start + step]
-            if out.nbytes > budget // 2:
-                release(out)
 
 
 # ---------------------------------------------------------------------------------------------

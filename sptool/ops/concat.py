@@ -24,12 +24,10 @@ from .._memory import batch_rows, resolve_budget
 from .._messages import out_of_bounds
 from ..errors import DataError, UsageError
 from ..format import TensorMeta
-from ..io import open_sink, open_source
-from ..io._arrays import arrow_of, batch_keys
-from ..io.source import known_shape, row_bytes
-from . import _sort
-from ._axes import normalize_axes
-from .reorder import already_sorted
+from ..io import arrow_of, batch_keys, known_shape, open_sink, open_source, row_bytes
+from ..stream import sort as _sort
+from ..stream.axes import normalize_axes
+from ..stream.order import already_sorted
 
 
 def _same_fill(a, b) -> bool:

@@ -6,8 +6,7 @@ import numpy as np
 import pyarrow as pa
 
 from ..errors import UsageError
-from ..io import open_sink, open_source
-from ..io._arrays import arrow_of
+from ..io import arrow_of, open_sink, open_source
 
 
 def normalize_axis(axis: int, ndim: int) -> int:

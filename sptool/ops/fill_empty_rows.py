@@ -8,12 +8,9 @@ import numpy as np
 import pyarrow as pa
 
 from ..errors import DataError, UsageError
-from ..io import batch_keys, open_sink, open_source, values_array
-from ..io._arrays import arrow_of
-from ..io._atomic import AtomicTarget
-from ..io.source import known_shape
-from .reorder import sorted_batches
-from .todense import check_dense_size
+from ..io import AtomicTarget, arrow_of, batch_keys, known_shape, open_sink, open_source, values_array
+from ..stream.dense import check_dense_size
+from ..stream.order import sorted_batches
 
 
 def parse_value(value, meta):

@@ -1,95 +1,31 @@
-"""group: iterate over runs of rows that share their coordinates on some dimensions.
-
-TensorFlow's C++ SparseTensor::group: the rows must already be ordered with the grouping
-dimensions leading the sort order; sptool refuses otherwise unless asked to sort (in memory
-for a SparseTensor, with the external sort for a streaming source).
-"""
+"""group: iterate over runs of rows that share their coordinates on some dimensions."""
 
 from __future__ import annotations
 
 from collections.abc import Iterator
 
-import numpy as np
-
-from ..errors import UsageError
-from ..io._arrays import batch_keys, batch_values
-from ._axes import normalize_axes
+from ..io import TensorSource, open_source
+from ..stream.group import group_source, group_tensor
+from ..tensor import SparseTensor
 
 
-def group_order(dims, K: int, sort_order) -> tuple[tuple[int, ...], bool]:
-    """(dims as non-negative ints, whether the rows are already ordered compatibly)."""
-    dims = tuple(normalize_axes(dims, K, "group dimension"))
-    if len(set(dims)) != len(dims):
-        raise UsageError(f"group dimensions {list(dims)} repeat a dimension")
-    return dims, tuple(sort_order[: len(dims)]) == dims
+def group(tensor, dims, *, sort: bool = False, memory=None, tmp_dir: str | None = None) -> Iterator[tuple]:
+    """Groups of rows sharing their coordinates on ``dims``: (group key, (m, K) indices, values)
+    per group, in order (TensorFlow's C++ ``SparseTensor::group``).
 
+    ``tensor`` is a SparseTensor, an open source (``sptool.open``) or a path.  The rows must be
+    sorted with ``dims`` leading the sort order; ``sort=True`` sorts first (in memory for a
+    SparseTensor, with the external sort within ``memory`` otherwise).  One group is held whole.
 
-def _full_order(dims, K: int) -> tuple[int, ...]:
-    """The sort used when asked to sort: the group dims, then the others (ties keep input order)."""
-    return tuple(dims) + tuple(d for d in range(K) if d not in dims)
-
-
-def _not_ordered(dims, sort_order) -> UsageError:
-    return UsageError(
-        f"grouping by dimensions {list(dims)} needs rows sorted with those dimensions first, but the sort "
-        f"order is {list(sort_order)}; pass sort=True to sort first"
-    )
-
-
-def _runs(keys: np.ndarray, dims) -> np.ndarray:
-    """Start offsets of runs of equal coordinates on ``dims`` in (K, n) keys, plus n at the end."""
-    n = keys.shape[1]
-    if n == 0:
-        return np.zeros(1, dtype=np.int64)
-    sub = keys[list(dims)]
-    change = np.flatnonzero((sub[:, 1:] != sub[:, :-1]).any(axis=0)) + 1
-    return np.concatenate([[0], change, [n]]).astype(np.int64)
-
-
-def group_arrays(keys: np.ndarray, values: np.ndarray, dims) -> Iterator[tuple[tuple, np.ndarray, np.ndarray]]:
-    """Groups of already-ordered (K, n) keys: (group key, (m, K) indices, values)."""
-    bounds = _runs(keys, dims)
-    for a, b in zip(bounds[:-1], bounds[1:]):
-        yield tuple(int(keys[d, a]) for d in dims), keys[:, a:b].T, values[a:b]
-
-
-def group_tensor(tensor, dims, *, sort: bool = False):
-    dims, ordered = group_order(dims, tensor.sparse_ndim, tensor.sort_order)
-    keys, values = tensor.keys, tensor.values
-    if not ordered:
-        if not sort:
-            raise _not_ordered(dims, tensor.sort_order)
-        perm = np.lexsort(keys[list(_full_order(dims, tensor.sparse_ndim))][::-1])
-        keys, values = keys[:, perm], values[perm]
-    yield from group_arrays(keys, values, dims)
-
-
-def group_source(src, dims, *, sort: bool = False, memory=None, tmp_dir=None):
-    """Groups of a streaming source, carrying a group that spans batches; bounded memory per
-    group batch (a single group is held whole)."""
-    from .reorder import sorted_batches
-
-    meta = src.meta
-    K = meta.sparse_ndim
-    dims, ordered = group_order(dims, K, meta.sort_order)
-    if ordered:
-        pairs = ((batch_keys(b, K), batch_values(b, meta)) for b in src.iter_batches(memory=memory))
-    elif sort:
-        order = _full_order(dims, K)
-        pairs = ((batch_keys(b, K), batch_values(b, meta))
-                 for b, _ in sorted_batches(src, order, memory=memory, tmp_dir=tmp_dir))
+    Examples
+    --------
+    >>> [key for key, _, _ in group("sample_data/tensor3d.parquet", [0])][:3]
+    [(0,), (1,), (2,)]
+    """
+    if isinstance(tensor, SparseTensor):
+        yield from group_tensor(tensor, dims, sort=sort)
+    elif isinstance(tensor, TensorSource):
+        yield from group_source(tensor, dims, sort=sort, memory=memory, tmp_dir=tmp_dir)
     else:
-        raise _not_ordered(dims, meta.sort_order)
-    carry_k, carry_v = None, None
-    for keys, values in pairs:
-        if carry_k is not None:
-            keys = np.concatenate([carry_k, keys], axis=1)
-            values = np.concatenate([carry_v, values])
-        if keys.shape[1] == 0:
-            continue
-        bounds = _runs(keys, dims)
-        last = bounds[-2]  # the final run may continue in the next batch
-        yield from group_arrays(keys[:, :last], values[:last], dims)
-        carry_k, carry_v = keys[:, last:], values[last:]
-    if carry_k is not None and carry_k.shape[1]:
-        yield from group_arrays(carry_k, carry_v, dims)
+        with open_source(tensor) as src:
+            yield from group_source(src, dims, sort=sort, memory=memory, tmp_dir=tmp_dir)

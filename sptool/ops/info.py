@@ -9,8 +9,7 @@ import numpy as np
 
 from .. import _kernels
 from ..format import encode_fill, index_column
-from ..io import open_source
-from ..io.source import ParquetSource
+from ..io import ParquetSource, open_source
 
 
 def info(path: str, *, scan: bool = False, memory=None, progress=None) -> dict:

@@ -7,10 +7,8 @@ import pyarrow as pa
 
 from ..errors import FormatError, UsageError
 from ..format import value_type_of_dtype
-from ..io import batch_values, open_sink, open_source, values_array
-from ..io.source import known_shape
-from ._unique import SummedSource
-from .reduce import Background
+from ..io import Background, batch_values, known_shape, open_sink, open_source, values_array
+from ..stream.duplicates import SummedSource
 
 # name -> NumPy function.  Each maps 0 to 0 except those in CHANGES_ZERO.
 FUNCTIONS = {

@@ -39,12 +39,8 @@ from .._messages import out_of_bounds, row_text
 from .._threads import THREADS
 from ..errors import DataError, ResourceError, ShapeMismatch, UsageError
 from ..format import TensorMeta, value_type_of_dtype
-from ..io import batch_keys, batch_values, open_sink, open_source
-from ..io._atomic import AtomicTarget
-from ..io.source import known_shape
-from ._dense import release
-from ._unique import summed_if_promoted
-from .add import (
+from ..io import AtomicTarget, batch_keys, batch_values, known_shape, open_sink, open_source
+from ..stream.binary import (
     check_inputs,
     copy_slabs,
     is_dense_path,
@@ -53,8 +49,9 @@ from .add import (
     promote,
     require_zero_fill,
 )
-from .reorder import sorted_batches
-from .todense import check_dense_size
+from ..stream.dense import check_dense_size, release
+from ..stream.duplicates import summed_if_promoted
+from ..stream.order import sorted_batches
 
 KERNEL_TYPES = {np.dtype(t) for t in (np.float32, np.float64, np.int32, np.int64, np.complex64, np.complex128)}
 # Batches smaller than this run on one thread: splitting costs more than it saves.
@@ -464,9 +461,9 @@ def _slabbed_product(sa, sb, path_a, path_b, sink, n: int, cdt, out_dtype, pool,
     unique; their sum over the slabs comes out of the external sort with duplicates summed, in
     the compute type, so the result is the in-memory one in bounded memory."""
     from .._memory import usable_budget
-    from ..io._arrays import make_batch
-    from ._dedup import Deduplicator
-    from ._sort import sorted_stream
+    from ..io import make_batch
+    from ..stream.duplicates import Deduplicator
+    from ..stream.sort import sorted_stream
 
     # A quarter of --memory for each of: B's slab, A's pass, the sort of the products (each step
     # takes its own share of a "memory" like --memory; the slab's entries count on their own).

@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..errors import UsageError
-from .add import binary_sparse, check_inputs, promote, scalar
+from ..stream.binary import binary_sparse, check_inputs, promote, scalar
 
 
 def _out_dtype(what):

@@ -10,10 +10,9 @@ from .. import _kernels
 from .._messages import out_of_bounds
 from ..errors import DataError, ShapeMismatch, UsageError
 from ..format import value_type_of_dtype
-from ..io import batch_keys, batch_values, open_sink, open_source, values_array
-from ..io.source import known_shape
-from ._unique import summed_if_promoted
-from .add import check_inputs, is_dense_path, numeric_dtype, open_dense, promote, require_zero_fill, scalar
+from ..io import batch_keys, batch_values, known_shape, open_sink, open_source, values_array
+from ..stream.binary import check_inputs, is_dense_path, numeric_dtype, open_dense, promote, require_zero_fill, scalar
+from ..stream.duplicates import summed_if_promoted
 
 
 def truediv_dtype(dtype: np.dtype) -> np.dtype:

@@ -6,8 +6,7 @@ import numpy as np
 
 from .._memory import resolve_budget
 from ..errors import ResourceError
-from ..io import open_sink, open_source, read_all
-from ..io.source import TensorSource, row_bytes
+from ..io import TensorSource, open_sink, open_source, read_all, row_bytes
 from ..tensor import SparseTensor
 
 # Holding N rows in memory costs the arrays plus the batches they are gathered from.

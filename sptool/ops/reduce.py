@@ -23,130 +23,37 @@ from .._memory import resolve_budget
 from .._messages import out_of_bounds
 from ..errors import DataError, UsageError
 from ..format import value_type_of_dtype
-from ..io import batch_keys, batch_values, open_sink, open_source
-from ..io._atomic import ClosesOrAborts
-from ..io.sink import output_kind
-from ..io.source import known_shape
-from ._axes import normalize_axes
-from ._bounds import checked
+from ..io import Background, batch_keys, known_shape, open_sink, open_source, output_kind
+from ..stream.axes import normalize_axes
+from ..stream.duplicates import sum_duplicates
+from ..stream.order import checked_batches, ordered_batches, projected_batches
+from ..stream.values import _UFUNC, addresses, as_kernel, from_kernel, kernel_dtype, runs, segment, values_of_array
 
 OPS = ("sum", "max", "min", "prod", "mean", "count")
-_SEGMENT = {"sum": _reduce.segment_sum, "prod": _reduce.segment_prod, "max": _reduce.segment_max,
-            "min": _reduce.segment_min}
 _SCATTER = {"sum": _reduce.scatter_sum, "prod": _reduce.scatter_prod, "max": _reduce.scatter_max,
             "min": _reduce.scatter_min}
-_UFUNC = {"sum": np.add, "prod": np.multiply, "max": np.maximum, "min": np.minimum}
 
 
 # ---------------------------------------------------------------------------------------------
 # values as the kernels take them
 
-def kernel_dtype(dtype: np.dtype, op: str = "sum") -> np.dtype:
-    """The dtype the kernels reduce in: bool as uint8, float16 as float32, means of integers in
-    float64 (as np.mean does)."""
-    dtype = np.dtype(dtype)
-    if dtype == np.bool_:
-        return np.dtype(np.uint8)
-    if dtype == np.float16:
-        return np.dtype(np.float32)
-    if op == "mean" and dtype.kind in "iu":
-        return np.dtype(np.float64)
-    return dtype
 
 
-def as_kernel(values: np.ndarray, n: int, kdtype: np.dtype) -> np.ndarray:
-    """(n, m) C-contiguous values in ``kdtype`` (bool is viewed as uint8, not copied)."""
-    v = values.reshape(n, -1)
-    if v.dtype == np.bool_ and kdtype == np.uint8:
-        v = v.view(np.uint8)
-    else:
-        v = v.astype(kdtype, copy=False)
-    return np.ascontiguousarray(v)
 
 
-def from_kernel(values: np.ndarray, dtype: np.dtype, dense_shape) -> np.ndarray:
-    """Kernel (g, m) values back to (g, *dense_shape) in ``dtype``."""
-    dtype = np.dtype(dtype)
-    if dtype == np.bool_:
-        values = values.astype(bool)
-    else:
-        with np.errstate(all="ignore"):
-            values = values.astype(dtype, copy=False)
-    return values.reshape((len(values),) + tuple(dense_shape))
 
 
-def segment(op: str, values: np.ndarray, starts: np.ndarray) -> np.ndarray:
-    """One reduced row per segment (``starts`` holds g + 1 offsets)."""
-    out = np.empty((len(starts) - 1, values.shape[1]), dtype=values.dtype)
-    if len(starts) > 1:
-        _SEGMENT[op](values, starts, out)
-    return out
 
 
-def runs(keys: np.ndarray, dims) -> np.ndarray:
-    """Start offsets (plus n) of the runs of equal indices on ``dims``."""
-    out = np.empty(keys.shape[1] + 1, dtype=np.int64)
-    g = _reduce.run_starts(keys, np.asarray(dims, dtype=np.int64), out)
-    return out[: g + 1]
 
 
 # ---------------------------------------------------------------------------------------------
 # reading: bounds-checked batches, in the input's order or through the external sort
 
-def checked_batches(src, *, memory=None, progress=None, path=None):
-    """(keys (K, n), batch) of a source in stored order; an index outside the shape is an
-    error naming the row (the kernels index accumulators with them)."""
-    for batch, cols in checked(src.iter_batches(memory=memory), src.meta, path=path, progress=progress):
-        yield np.stack(cols), batch
 
 
-def projected_batches(src, dims, *, memory=None, prepare=None):
-    """Batches holding only the index columns ``dims`` and the values, read from a Parquet
-    source whose footer statistics prove every other index column within its bounds (so it
-    need not be decoded at all); None when that does not hold (a stream, a foreign column
-    type, missing statistics), and the caller reads whole batches instead.  With ``prepare``,
-    (batch, prepare(batch)) pairs, prepared on the decoding threads."""
-    import pyarrow as pa
-
-    meta = src.meta
-    K = meta.sparse_ndim
-    parts = getattr(src, "parts", None)
-    if not parts or getattr(src, "kind", None) not in ("file", "dir"):
-        return None
-    skipped = [d for d in range(K) if d not in dims]
-    names = [f"indices_{d}" for d in dims] + ["values"]
-    for part in parts:
-        schema = part.file.schema_arrow
-        if any(schema.field(f"indices_{d}").type != pa.int64() for d in dims):
-            return None
-        if schema.field("values").type != meta.values_type():
-            return None
-        md = part.file.metadata
-        for rg in range(md.num_row_groups):
-            group = md.row_group(rg)
-            for d in skipped:
-                st = group.column(d).statistics
-                if st is None or not st.has_min_max or st.min < 0 or st.max >= meta.shape[d]:
-                    return None
-    rows = src.default_batch_rows(memory)
-
-    def read():
-        for part in parts:
-            for item in src.part_batches(part, rows, columns=names, prepare=prepare):
-                batch = item if prepare is None else item[0]
-                if any(c.null_count for c in batch.columns):
-                    raise DataError("a column holds nulls", path=part.path)
-                yield item
-
-    return read()
 
 
-def values_of_array(arr, meta) -> np.ndarray:
-    """The values of an Arrow values column as batch_values gives them: (n,) or (n, *dense)."""
-    import pyarrow as pa
-
-    batch = pa.RecordBatch.from_arrays([arr], names=["values"])
-    return batch_values(batch, meta.with_(sparse_ndim=0, shape=tuple(meta.dense_shape)))
 
 
 def _row_keys(src, row: int) -> np.ndarray:
@@ -159,55 +66,13 @@ def _row_keys(src, row: int) -> np.ndarray:
     raise IndexError(row)
 
 
-def ordered_batches(src, order, *, memory=None, tmp_dir=None, progress=None, path=None):
-    """(keys (K, n), batch) in ``order``: streamed when the source is sorted so, else sorted
-    externally (bounds-checked either way: sorted_batches checks the rows it sorts)."""
-    from .reorder import sorted_batches
-
-    K = src.meta.sparse_ndim
-    for batch, _ in sorted_batches(src, order, memory=memory, tmp_dir=tmp_dir, progress=progress, keys=False):
-        if batch.num_rows:
-            yield batch_keys(batch, K), batch
 
 
-def sum_duplicates(pairs, *, is_bool: bool = False):
-    """Combine adjacent rows with equal coordinates by summing them (OR for bool values, given
-    as uint8): (keys (K, n), values (n, m)) in, the same with unique adjacent coordinates out.
-    The last coordinate of a batch is held back, as the next batch may continue it."""
-    op = "max" if is_bool else "sum"
-    carry = None
-    for keys, vals in pairs:
-        n = keys.shape[1]
-        if n == 0:
-            continue
-        starts = runs(keys, range(keys.shape[0]))
-        if len(starts) - 1 < n:
-            keys = np.ascontiguousarray(keys[:, starts[:-1]])
-            vals = segment(op, vals, starts)
-        if carry is not None:
-            ck, cv = carry
-            if np.array_equal(ck[:, 0], keys[:, 0]):
-                vals = vals.copy()
-                with np.errstate(all="ignore"):
-                    vals[0] = _UFUNC[op](cv[0], vals[0])
-            else:
-                yield ck, cv
-        carry = (keys[:, -1:].copy(), vals[-1:].copy())
-        if keys.shape[1] > 1:
-            yield keys[:, :-1], vals[:-1]
-    if carry is not None:
-        yield carry
 
 
 # ---------------------------------------------------------------------------------------------
 # the streaming group reducer
 
-def addresses(columns, n: int) -> np.ndarray:
-    """The data addresses of C-contiguous int64 arrays of n rows, as the column kernels take them."""
-    for c in columns:
-        if c.dtype != np.int64 or not c.flags.c_contiguous or len(c) != n:
-            raise ValueError("index columns must be C-contiguous int64 arrays of n rows")
-    return np.array([c.ctypes.data for c in columns], dtype=np.uint64)
 
 
 class GroupReducer:
@@ -504,7 +369,7 @@ def reduce(path: str, output: str | None = None, *, op: str, axis=None, keepdims
         check_op(op, meta)
         if op == "mean" and kernel_dtype(meta.dtype, op) != kernel_dtype(meta.dtype):
             # The mean of integers is taken in float64: sum their duplicates in the value type first.
-            from ._unique import summed_if_promoted
+            from ..stream.duplicates import summed_if_promoted
 
             src = summed_if_promoted(src, kernel_dtype(meta.dtype, op), tmp_dir=tmp_dir)
             meta = src.meta
@@ -679,9 +544,8 @@ class _DenseWriter:
     """The dense result, written through a memory map; cells no entry reaches get ``empty``."""
 
     def __init__(self, output, plan, meta, dtype, empty):
-        from ..io._atomic import AtomicTarget
-        from ._dense import DenseScatter
-        from .todense import check_dense_size
+        from ..io import AtomicTarget
+        from ..stream.dense import DenseScatter, check_dense_size
 
         check_dense_size(plan.shape, dtype, output)
         self.target = AtomicTarget(output, is_dir=False)
@@ -737,55 +601,6 @@ class _ScalarWriter:
         pass
 
 
-class Background(ClosesOrAborts):
-    """Runs a writer's ``method`` calls on a second thread, so that encoding the output
-    overlaps reading and reducing the next batch (at most ``depth`` calls wait).  An error on
-    that thread is raised again by the next call or by ``close``."""
-
-    def __init__(self, inner, method: str = "write", depth: int = 2):
-        import queue
-        import threading
-
-        self.inner = inner
-        self.method = getattr(inner, method)
-        self.q = queue.Queue(maxsize=depth)
-        self.error = None
-        self.thread = threading.Thread(target=self._run, name="sptool-writer", daemon=True)
-        self.thread.start()
-
-    def _run(self):
-        while True:
-            item = self.q.get()
-            if item is None:
-                return
-            if self.error is None:
-                try:
-                    self.method(*item)
-                except BaseException as e:  # raised again on the caller's thread
-                    self.error = e
-
-    def write(self, *args):
-        """Queue one call; returns the number of rows (for keys, values calls)."""
-        if self.error is not None:
-            raise self.error
-        self.q.put(args)
-        return args[0].shape[1] if isinstance(args[0], np.ndarray) else args[0].num_rows
-
-    def _join(self):
-        self.q.put(None)
-        self.thread.join()
-
-    def close(self):
-        self._join()
-        if self.error is not None:
-            raise self.error
-        return self.inner.close()
-
-    def abort(self):
-        if self.thread.is_alive():
-            self.error = self.error or RuntimeError("aborted")
-            self._join()
-        self.inner.abort()
 
 
 def _writer(output, dense_out, plan, meta, dtype, empty):

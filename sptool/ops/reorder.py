@@ -2,29 +2,10 @@
 
 from __future__ import annotations
 
-from .._memory import resolve_budget
-from ..io import open_sink, open_source
-from ..io.source import known_shape
-from ._axes import normalize_axes, normalize_order  # noqa: F401 (re-exported)
-from ._dedup import Deduplicator, check_policy
-from ._sort import key_preparer, prepared_batches, sorted_stream
-
-
-def already_sorted(meta, order) -> bool:
-    return tuple(meta.sort_order[: len(order)]) == tuple(order) and len(meta.sort_order) >= len(order)
-
-
-def sorted_batches(src, order, *, memory=None, tmp_dir=None, progress=None, keys: bool = True):
-    """Yield (batch, sort keys) of a source in ``order``: passed through when the source is
-    already sorted that way, otherwise through the external sort.  Bounds are checked either
-    way (an index outside the shape would pack into a wrong key).  With ``keys=False`` a
-    passed-through batch comes with None instead of keys it would not need."""
-    meta = src.meta
-    if already_sorted(meta, order):
-        yield from prepared_batches(src, order, keys=keys, memory=memory, progress=progress)
-        return
-    yield from sorted_stream(src.iter_prepared(key_preparer(meta, order), memory=memory), meta, order, keyed=True,
-                             path=src.path, budget=resolve_budget(memory), tmp_dir=tmp_dir, progress=progress)
+from ..io import known_shape, open_sink, open_source
+from ..stream.axes import normalize_order
+from ..stream.duplicates import Deduplicator, check_policy
+from ..stream.order import sorted_batches
 
 
 def reorder(path: str, output: str | None, *, order=None, duplicates: str = "keep", memory=None,

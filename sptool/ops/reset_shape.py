@@ -10,8 +10,7 @@ import pyarrow as pa
 from .. import _kernels
 from ..errors import DataError, UsageError
 from ..format import INT64_MAX, index_column
-from ..io import batch_keys, open_sink, open_source
-from ..io.source import ParquetSource
+from ..io import ParquetSource, batch_keys, open_sink, open_source
 
 
 def check_new_shape(new_shape, meta) -> tuple:

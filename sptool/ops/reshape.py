@@ -10,10 +10,8 @@ import pyarrow as pa
 from .. import _kernels
 from ..errors import UsageError
 from ..format import INT64_MAX
-from ..io import open_sink, open_source
-from ..io._arrays import arrow_of
-from ..io.source import known_shape
-from ._bounds import checked
+from ..io import arrow_of, known_shape, open_sink, open_source
+from ..stream.bounds import checked
 
 
 def resolve_shape(new_shape, old_sparse: tuple, dense: tuple) -> tuple:

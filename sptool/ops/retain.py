@@ -9,7 +9,7 @@ import pyarrow as pa
 
 from ..errors import InputError, UsageError
 from ..io import batch_keys, batch_values, open_sink, open_source
-from ._where import compile_where
+from ..stream.where import compile_where
 
 
 def load_mask(mask, nnz: int | None):

@@ -8,9 +8,17 @@ import pyarrow as pa
 
 from .._memory import resolve_budget
 from ..errors import UsageError
-from ..io import open_sink, open_source
-from ..io._arrays import arrow_of, batch_keys, batch_values, make_batch, normalize_batch
-from ..io.source import ParquetSource, known_shape
+from ..io import (
+    ParquetSource,
+    arrow_of,
+    batch_keys,
+    batch_values,
+    known_shape,
+    make_batch,
+    normalize_batch,
+    open_sink,
+    open_source,
+)
 
 
 def slice_box(shape, start, size, sparse_ndim: int) -> tuple[list[int], list[int]]:

@@ -6,9 +6,10 @@ import numpy as np
 
 from .. import _reduce
 from ..errors import UsageError
-from ..io import batch_values, open_sink, open_source
-from ..io.source import known_shape
-from .reduce import Background, as_kernel, from_kernel, kernel_dtype, ordered_batches, runs, sum_duplicates
+from ..io import Background, batch_values, known_shape, open_sink, open_source
+from ..stream.duplicates import sum_duplicates
+from ..stream.order import ordered_batches
+from ..stream.values import as_kernel, from_kernel, kernel_dtype, runs
 
 FLOAT_TYPES = ("float16", "float32", "float64")
 

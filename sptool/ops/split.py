@@ -13,11 +13,18 @@ import pyarrow as pa
 from .._memory import format_size, resolve_budget
 from ..errors import ResourceError, UsageError
 from ..format import TensorMeta
-from ..io import open_sink, open_source
-from ..io._arrays import arrow_of, batch_keys, batch_values, make_batch
-from ..io.sink import output_kind
-from ..io.source import known_shape, row_bytes
-from ._axes import normalize_axes
+from ..io import (
+    arrow_of,
+    batch_keys,
+    batch_values,
+    known_shape,
+    make_batch,
+    open_sink,
+    open_source,
+    output_kind,
+    row_bytes,
+)
+from ..stream.axes import normalize_axes
 
 _PLACEHOLDER = re.compile(r"\{i(:[^{}]*)?\}")
 

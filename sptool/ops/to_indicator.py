@@ -8,12 +8,12 @@ from .. import _kernels
 from .._memory import resolve_budget
 from .._messages import row_text, tuple_text
 from ..errors import DataError, UsageError
-from ..io import batch_values, make_batch, open_sink, open_source
-from ..io.source import known_shape
-from ._dedup import Deduplicator
-from ._dense import row_major_strides
-from ._sort import sorted_stream
-from .reduce import as_kernel, checked_batches, kernel_dtype, ordered_batches, sum_duplicates
+from ..io import batch_values, known_shape, make_batch, open_sink, open_source
+from ..stream.dense import row_major_strides
+from ..stream.duplicates import Deduplicator, sum_duplicates
+from ..stream.order import checked_batches, ordered_batches
+from ..stream.sort import sorted_stream
+from ..stream.values import as_kernel, kernel_dtype
 
 
 def to_indicator(path: str, output: str | None = None, *, vocab_size: int, memory=None,
@@ -107,8 +107,8 @@ def _new_keys(keys, ids):
 
 
 def _write_dense(entries, output, shape):
-    from ..io._atomic import AtomicTarget
-    from .todense import check_dense_size
+    from ..io import AtomicTarget
+    from ..stream.dense import check_dense_size
 
     check_dense_size(shape, np.dtype(bool), output)
     target = AtomicTarget(output, is_dir=False)

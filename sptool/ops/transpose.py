@@ -5,10 +5,9 @@ from __future__ import annotations
 import pyarrow as pa
 
 from ..errors import UsageError
-from ..io import open_sink, open_source
-from ..io.source import known_shape
-from ._axes import normalize_axes
-from .reorder import sorted_batches
+from ..io import known_shape, open_sink, open_source
+from ..stream.axes import normalize_axes
+from ..stream.order import sorted_batches
 
 
 def normalize_perm(perm, K: int, ndim: int) -> tuple[int, ...]:

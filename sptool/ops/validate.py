@@ -28,9 +28,7 @@ from ..format import (
     invariants_differ,
     trailer_problem,
 )
-from ..io._prefetch import prefetch
-from ..io._rowgroups import plan_chunks, read_chunks
-from ..io.source import PARQUET_MAGIC, READ_ERRORS, STREAM_MAGIC, is_part_name, row_bytes
+from ..io import PARQUET_MAGIC, READ_ERRORS, STREAM_MAGIC, is_part_name, plan_chunks, prefetch, read_chunks, row_bytes
 from ..report import FATAL, Problem, Report
 
 PART_NAME_RE = re.compile(r"^part-\d{6}(-[0-9a-f]+)?\.parquet$")

@@ -1,4 +1,12 @@
-"""What to do with rows that share a coordinate, once they are adjacent (sorted)."""
+"""Rows that share a coordinate, once they are adjacent (sorted): the --duplicates policies, and
+summing duplicates in the tensor's own value type.
+
+The format says repeated coordinates mean their sum *in the value type* (logical OR for bool,
+wrap-around for integers).  An op that converts values to a wider type (mul by a float .npy,
+the mean of integers, a bool matrix times floats) and then lets duplicates accumulate would add
+them in the wider type instead: True + True = 2, not True.  Such ops read through
+``summed_if_promoted``, which sums duplicates in the value type first when that can differ.
+"""
 
 from __future__ import annotations
 
@@ -8,7 +16,9 @@ import pyarrow as pa
 from .._messages import tuple_text
 from ..errors import DataError, UsageError
 from ..format import TensorMeta
-from ..io._arrays import arrow_of, batch_keys, batch_values, make_batch
+from ..io import TensorSource, arrow_of, batch_keys, batch_values, make_batch
+from .order import ordered_batches
+from .values import _UFUNC, as_kernel, from_kernel, kernel_dtype, runs, segment
 
 POLICIES = ("keep", "sum", "min", "max", "first", "last", "error")
 
@@ -94,3 +104,70 @@ class Deduplicator:
             out = make_batch(keys_arr, reduced, self.meta, self.schema)
         self.rows_out += out.num_rows
         return out
+
+
+class SummedSource(TensorSource):
+    """``src`` with every coordinate once (rows sorted row-major unless already in a full order)."""
+
+    kind = "summed"
+
+    def __init__(self, src: TensorSource, *, tmp_dir: str | None = None):
+        meta = src.meta
+        K = meta.sparse_ndim
+        self.order = meta.sort_order if len(meta.sort_order) == K else tuple(range(K))
+        # Sums of different numbers of equal values differ: an iso claim does not survive.
+        super().__init__(src.path, meta.with_(sort_order=self.order, unique=True, nnz=None, iso=False), src.schema)
+        self.src = src
+        self.tmp_dir = tmp_dir
+
+    def iter_batches(self, batch_rows=None, *, memory=None):
+        meta = self.src.meta
+        kdtype = kernel_dtype(meta.dtype)
+        batches = ordered_batches(self.src, self.order, memory=memory, tmp_dir=self.tmp_dir, path=self.path)
+        pairs = ((keys, as_kernel(batch_values(b, meta), keys.shape[1], kdtype)) for keys, b in batches)
+        for keys, vals in sum_duplicates(pairs, is_bool=meta.value_type == "bool"):
+            yield make_batch(keys, from_kernel(vals, meta.dtype, meta.dense_shape), self.meta, self.schema)
+
+
+def summed_if_promoted(src: TensorSource, dtype, *, tmp_dir: str | None = None) -> TensorSource:
+    """``src`` itself when accumulating its values in ``dtype`` gives the format's answer (the rows
+    are unique, or ``dtype`` is the value type and not bool); otherwise a SummedSource."""
+    meta = src.meta
+    if meta.unique or meta.value_type in ("string", "binary"):
+        return src
+    if np.dtype(dtype) == meta.dtype and meta.value_type != "bool":
+        return src
+    return SummedSource(src, tmp_dir=tmp_dir)
+
+
+
+
+def sum_duplicates(pairs, *, is_bool: bool = False):
+    """Combine adjacent rows with equal coordinates by summing them (OR for bool values, given
+    as uint8): (keys (K, n), values (n, m)) in, the same with unique adjacent coordinates out.
+    The last coordinate of a batch is held back, as the next batch may continue it."""
+    op = "max" if is_bool else "sum"
+    carry = None
+    for keys, vals in pairs:
+        n = keys.shape[1]
+        if n == 0:
+            continue
+        starts = runs(keys, range(keys.shape[0]))
+        if len(starts) - 1 < n:
+            keys = np.ascontiguousarray(keys[:, starts[:-1]])
+            vals = segment(op, vals, starts)
+        if carry is not None:
+            ck, cv = carry
+            if np.array_equal(ck[:, 0], keys[:, 0]):
+                vals = vals.copy()
+                with np.errstate(all="ignore"):
+                    vals[0] = _UFUNC[op](cv[0], vals[0])
+            else:
+                yield ck, cv
+        carry = (keys[:, -1:].copy(), vals[-1:].copy())
+        if keys.shape[1] > 1:
+            yield keys[:, :-1], vals[:-1]
+    if carry is not None:
+        yield carry
+
+

@@ -28,8 +28,8 @@ from .. import _kernels
 from .._memory import ROW_GROUP_ROWS, usable_budget
 from .._threads import THREADS
 from ..format import TensorMeta
-from ..io._arrays import arrow_of
-from ._bounds import bounds_error, checked, first_bad_row
+from ..io import arrow_of
+from .bounds import bounds_error, checked, first_bad_row
 
 KEY = "__sptool_key"
 # Merge rounds smaller than this run on one thread: splitting them costs more than it saves.
@@ -319,7 +319,7 @@ def sorted_stream(batches: Iterable, meta: TensorMeta, order, *, budget: int, tm
 
     Memory: one run in memory at a time, then a merge reading every run in slices.
     """
-    from ..io.source import row_bytes
+    from ..io import row_bytes
 
     K = meta.sparse_ndim
     schema = meta.arrow_schema()
