@@ -9,7 +9,7 @@ from ._atomic import AtomicTarget, ClosesOrAborts
 from ._prefetch import prefetch
 from ._rowgroups import plan_chunks, read_chunks
 from .background import Background
-from .sink import OrderTracker, TensorSink, check_shape, open_sink, output_kind, parquet_writer_options
+from .sink import OrderTracker, TensorSink, check_shape, open_sink, output_kind, parquet_writer_options, schema_of
 from .source import (
     PARQUET_MAGIC,
     READ_ERRORS,
@@ -29,6 +29,6 @@ __all__ = [
     "TensorSource", "ParquetSource", "TensorSink", "open_source", "open_sink", "output_kind", "read_all",
     "known_shape", "row_bytes", "batch_keys", "batch_values", "make_batch", "normalize_batch", "values_array",
     "arrow_of", "AtomicTarget", "ClosesOrAborts", "Background", "OrderTracker", "check_shape",
-    "parquet_writer_options", "prefetch", "plan_chunks", "read_chunks", "PARQUET_MAGIC", "STREAM_MAGIC",
+    "parquet_writer_options", "schema_of", "prefetch", "plan_chunks", "read_chunks", "PARQUET_MAGIC", "STREAM_MAGIC",
     "READ_ERRORS", "is_part_name", "list_parts", "sniff",
 ]

@@ -69,6 +69,11 @@ def output_kind(dst: str | None) -> str:
     )
 
 
+def schema_of(meta: TensorMeta) -> pa.Schema:
+    """The Arrow schema a sink writes for ``meta`` (a dimension of unknown extent as 0 until known)."""
+    return meta.with_(shape=tuple(s if s is not None else 0 for s in meta.shape)).arrow_schema()
+
+
 def check_shape(shape):
     known = [s for s in shape if s is not None]
     if any(s < 0 for s in known):
@@ -120,7 +125,7 @@ class TensorSink(ClosesOrAborts):
         self.meta = meta
         self.K = meta.sparse_ndim
         self.unique_claim = unique_claim  # True: verify; None: detect; False: no claim
-        self.schema = meta.with_(shape=tuple(s if s is not None else 0 for s in meta.shape)).arrow_schema()
+        self.schema = schema_of(meta)
         self.rows = 0
         self.maxes = np.full(self.K, -1, dtype=np.int64)
         self.order = OrderTracker(meta.sort_order, self.K, check_repeats=unique_claim is not False)

@@ -16,12 +16,13 @@ import numpy as np
 from .. import _linalg
 from .._memory import resolve_budget
 from ..errors import UsageError
-from ..format import value_type_of_dtype
-from ..io import AtomicTarget, known_shape, open_source
+from ..format import TensorMeta, value_type_of_dtype
+from ..io import AtomicTarget, batch_keys, batch_values, known_shape, make_batch, open_source, schema_of
 from ..stream.binary import (
     binary_sparse,
     check_dense_shape,
     check_inputs,
+    check_same_shape,
     copy_slabs,
     is_dense_path,
     numeric_dtype,
@@ -32,6 +33,8 @@ from ..stream.binary import (
 )
 from ..stream.dense import DenseScatter, check_dense_size, is_zero
 from ..stream.duplicates import summed_if_promoted
+from ..stream.engine import Partwise, Plan, StreamOp
+from ..stream.reorder import Reorder
 
 # ---------------------------------------------------------------------------------------------
 # operands
@@ -200,3 +203,50 @@ def add(a: str, b: str, output: str | None, *, thresh=0, prune: bool = False, me
 def _sum_fill(fa, fb, dtype):
     with np.errstate(all="ignore"):
         return scalar(np.asarray(fa).astype(dtype) + np.asarray(fb).astype(dtype), dtype)
+
+
+class _Cast(StreamOp):
+    """One part's rows with their values in the result type and the result's fill and names."""
+
+    def __init__(self, dtype: np.dtype, names):
+        self.dtype, self.names = dtype, names
+
+    def plan(self, meta: TensorMeta) -> Plan:
+        self.meta_in = meta
+        self.meta = meta.with_(value_type=value_type_of_dtype(self.dtype), fill_value=scalar(0, self.dtype), nnz=None,
+                               dimension_names=self.names, created_by=None)
+        self.schema = schema_of(self.meta)
+        return Plan(self.meta)
+
+    def map(self, batch, keys):
+        K = self.meta.sparse_ndim
+        values = batch_values(batch, self.meta_in).astype(self.dtype, copy=False)
+        yield make_batch(batch_keys(batch, K), values, self.meta, self.schema)
+
+
+class Add(Partwise):
+    """sparse + sparse part by part: each part of either operand is cast to the result type on
+    its own, and the combine step sums the entries that meet at a coordinate through the
+    engine's sort (the canonical form, as ``add`` writes).  Fill values must be 0 (a one-sided
+    entry would otherwise need the other side's fill) and there is no threshold (it applies to
+    two-sided sums only, which a part cannot tell)."""
+
+    def __init__(self, meta_a: TensorMeta, meta_b: TensorMeta):
+        check_same_shape(meta_a.shape, meta_b.shape)
+        self.shape = meta_a.shape
+        self.dtype = promote(numeric_dtype(meta_a, "A", "add"), numeric_dtype(meta_b, "B", "add"))
+        self.names = meta_a.dimension_names if meta_a.dimension_names == meta_b.dimension_names else None
+
+    def check(self, meta: TensorMeta) -> None:
+        check_same_shape(self.shape, meta.shape)
+        require_zero_fill(meta, None, "add part by part")
+        if not meta.unique and (meta.dtype != self.dtype or meta.value_type == "bool"):
+            # Duplicates mean their sum in the part's own type; summed in the result type they
+            # could differ (True + True), and a part cannot sum them first on its own terms.
+            raise UsageError("add part by part needs unique parts when the value type is promoted")
+
+    def partial(self, meta: TensorMeta) -> StreamOp:
+        return _Cast(self.dtype, self.names)
+
+    def combine(self, meta: TensorMeta) -> StreamOp:
+        return Reorder(None, "sum")

@@ -26,7 +26,9 @@ from ..format import value_type_of_dtype
 from ..io import Background, batch_keys, known_shape, open_sink, open_source, output_kind
 from ..stream.axes import normalize_axes
 from ..stream.duplicates import sum_duplicates
+from ..stream.engine import Partwise
 from ..stream.order import checked_batches, ordered_batches, projected_batches
+from ..stream.reorder import Reorder
 from ..stream.values import _UFUNC, addresses, as_kernel, from_kernel, kernel_dtype, runs, segment, values_of_array
 
 OPS = ("sum", "max", "min", "prod", "mean", "count")
@@ -365,36 +367,73 @@ def reduce(path: str, output: str | None = None, *, op: str, axis=None, keepdims
     if output is not None and not dense_out and output != "-":
         output_kind(output)
     with open_source(path) as opened, known_shape(opened, tmp_dir) as src:
-        meta = src.meta
-        check_op(op, meta)
-        if op == "mean" and kernel_dtype(meta.dtype, op) != kernel_dtype(meta.dtype):
-            # The mean of integers is taken in float64: sum their duplicates in the value type first.
-            from ..stream.duplicates import summed_if_promoted
+        return _reduce_source(src, output, dense_out, op=op, axis=axis, keepdims=keepdims, empty_value=empty_value,
+                              memory=memory, tmp_dir=tmp_dir, progress=progress)
 
-            src = summed_if_promoted(src, kernel_dtype(meta.dtype, op), tmp_dir=tmp_dir)
-            meta = src.meta
-        plan = Plan(meta, op, axis, keepdims)
-        dtype = result_dtype(meta, op)
-        empty = empty_value_for(empty_value, op, meta, dtype)
-        if plan.scalar and output is not None and not dense_out:
-            raise UsageError("reducing every dimension gives a scalar, which is printed (or returned); "
-                             "omit -o, write a .npy, or pass --keepdims")
-        if not plan.scalar and plan.K_out == 0 and not dense_out:
-            raise UsageError("reducing every sparse dimension leaves no sparse dimension for a sparse result; "
-                             "write a .npy or pass --keepdims")
-        if progress:
-            progress.set_total(meta.nnz)
-        writer = _writer(output, dense_out, plan, meta, dtype, empty)
-        try:
-            rows_out = _run(src, path, meta, plan, op, dtype, writer, memory, tmp_dir, progress)
-            result = writer.close()
-        except BaseException:
-            writer.abort()
-            raise
+
+def _reduce_source(src, output, dense_out: bool, *, op, axis, keepdims, empty_value, memory, tmp_dir, progress):
+    path = src.path
+    meta = src.meta
+    check_op(op, meta)
+    if op == "mean" and kernel_dtype(meta.dtype, op) != kernel_dtype(meta.dtype):
+        # The mean of integers is taken in float64: sum their duplicates in the value type first.
+        from ..stream.duplicates import summed_if_promoted
+
+        src = summed_if_promoted(src, kernel_dtype(meta.dtype, op), tmp_dir=tmp_dir)
+        meta = src.meta
+    plan = Plan(meta, op, axis, keepdims)
+    dtype = result_dtype(meta, op)
+    empty = empty_value_for(empty_value, op, meta, dtype)
+    if plan.scalar and output is not None and not dense_out:
+        raise UsageError("reducing every dimension gives a scalar, which is printed (or returned); "
+                         "omit -o, write a .npy, or pass --keepdims")
+    if not plan.scalar and plan.K_out == 0 and not dense_out:
+        raise UsageError("reducing every sparse dimension leaves no sparse dimension for a sparse result; "
+                         "write a .npy or pass --keepdims")
+    if progress:
+        progress.set_total(meta.nnz)
+    writer = _writer(output, dense_out, plan, meta, dtype, empty)
+    try:
+        rows_out = _run(src, path, meta, plan, op, dtype, writer, memory, tmp_dir, progress)
+        result = writer.close()
+    except BaseException:
+        writer.abort()
+        raise
     if plan.scalar and not dense_out:
         return result
     return {"op": op, "axes": plan.axes, "rows_in": meta.nnz, "rows_out": rows_out, "shape": list(plan.shape),
             "value_type": value_type_of_dtype(dtype), "output": output}
+
+
+class Reduce(Partwise):
+    """reduce part by part, to a sparse result: each part is reduced on its own, then the
+    partials' entries at one kept coordinate are summed through the engine's sort.
+
+    Only sum splits this way for any parts: it is linear in the entries, so a coordinate whose
+    duplicates lie on several parts still adds up.  max, min, prod, mean and count see the
+    logical tensor (duplicates summed first), which needs each coordinate's rows on one part: a
+    shuffle by coordinate before the map, left to the distributed driver."""
+
+    COMBINE = {"sum": "sum"}
+
+    def __init__(self, op: str, axis=None, keepdims: bool = False, empty_value=None):
+        self.op, self.axis, self.keepdims, self.empty_value = op, axis, keepdims, empty_value
+
+    def check(self, meta) -> None:
+        check_op(self.op, meta)
+        if self.op not in self.COMBINE:
+            raise UsageError(f"reduce --op {self.op} does not run part by part: it needs each coordinate's "
+                             "duplicates on one part (only sum adds up across parts)")
+        plan = Plan(meta, self.op, self.axis, self.keepdims)
+        if plan.scalar or plan.K_out == 0:
+            raise UsageError("part by part, reduce writes a sparse result: keep a sparse dimension or pass --keepdims")
+
+    def map_part(self, src, output, *, memory=None, tmp_dir=None):
+        _reduce_source(src, output, False, op=self.op, axis=self.axis, keepdims=self.keepdims,
+                       empty_value=self.empty_value, memory=memory, tmp_dir=tmp_dir, progress=None)
+
+    def combine(self, meta) -> Reorder:
+        return Reorder(None, self.COMBINE[self.op])
 
 
 def _run(src, path, meta, plan, op, dtype, writer, memory, tmp_dir, progress) -> int:

@@ -2,10 +2,9 @@
 
 from __future__ import annotations
 
-from ..io import known_shape, open_sink, open_source
-from ..stream.axes import normalize_order
-from ..stream.duplicates import Deduplicator, check_policy
-from ..stream.order import sorted_batches
+from ..io import known_shape, open_source
+from ..stream.engine import run
+from ..stream.reorder import Reorder
 
 
 def reorder(path: str, output: str | None, *, order=None, duplicates: str = "keep", memory=None,
@@ -24,22 +23,7 @@ def reorder(path: str, output: str | None, *, order=None, duplicates: str = "kee
     True
     """
     with open_source(path) as opened, known_shape(opened, tmp_dir) as src:
-        meta = src.meta
-        order = normalize_order(order, meta.sparse_ndim)
-        check_policy(duplicates, meta)
-        if progress:
-            progress.set_total(meta.nnz)
-        out_meta = meta.with_(sort_order=order, unique=duplicates != "keep", nnz=None)
-        claim = True if duplicates != "keep" else None
-        with open_sink(output, out_meta, unique_claim=claim) as sink:
-            dedup = Deduplicator(duplicates, out_meta, sink.schema)
-            for batch, keys in sorted_batches(src, order, memory=memory, tmp_dir=tmp_dir, progress=progress):
-                for out in dedup.feed(batch.select(range(meta.sparse_ndim + 1)), keys):
-                    sink.write_batch(out)
-            for out in dedup.finish():
-                sink.write_batch(out)
-        final = sink.final_meta
-    return {"rows_in": meta.nnz, "rows_out": final.nnz, "canonical": final.canonical, "unique": final.unique,
+        rows_in = src.meta.nnz
+        final = run(Reorder(order, duplicates), src, output, memory=memory, tmp_dir=tmp_dir, progress=progress)
+    return {"rows_in": rows_in, "rows_out": final.nnz, "canonical": final.canonical, "unique": final.unique,
             "sort_order": list(final.sort_order)}
-
-

@@ -5,9 +5,10 @@ from __future__ import annotations
 import pyarrow as pa
 
 from ..errors import UsageError
-from ..io import known_shape, open_sink, open_source
+from ..format import TensorMeta
+from ..io import known_shape, open_source, schema_of
 from ..stream.axes import normalize_axes
-from ..stream.order import sorted_batches
+from ..stream.engine import Plan, StreamOp, run
 
 
 def normalize_perm(perm, K: int, ndim: int) -> tuple[int, ...]:
@@ -30,6 +31,29 @@ def normalize_perm(perm, K: int, ndim: int) -> tuple[int, ...]:
     return tuple(axes)
 
 
+class Transpose(StreamOp):
+    """Rows read in the dimension order ``perm`` are row-major once their columns are permuted."""
+
+    def __init__(self, perm=None):
+        self.perm = perm
+
+    def plan(self, meta: TensorMeta) -> Plan:
+        K = meta.sparse_ndim
+        self.perm = perm = normalize_perm(self.perm, K, meta.ndim)
+        shape = tuple(meta.shape[p] for p in perm) + meta.dense_shape
+        names = meta.dimension_names
+        if names is not None:
+            names = tuple(names[p] for p in perm) + tuple(names[K:])
+        out_meta = meta.with_(shape=shape, sort_order=tuple(range(K)), nnz=None, dimension_names=names,
+                              created_by=None)
+        self.schema = schema_of(out_meta)
+        self.columns = list(perm) + [K]
+        return Plan(out_meta, order=perm, unique_claim=True if meta.unique else None)
+
+    def map(self, batch, keys):
+        yield pa.RecordBatch.from_arrays([batch.column(c) for c in self.columns], schema=self.schema)
+
+
 def transpose(path: str, output: str | None, *, perm=None, memory=None, tmp_dir: str | None = None,
               progress=None) -> dict:
     """Permute the sparse dimensions: output dimension k is input dimension ``perm[k]``
@@ -49,20 +73,6 @@ def transpose(path: str, output: str | None, *, perm=None, memory=None, tmp_dir:
     [20, 30, 40]
     """
     with open_source(path) as opened, known_shape(opened, tmp_dir) as src:
-        meta = src.meta
-        K = meta.sparse_ndim
-        perm = normalize_perm(perm, K, meta.ndim)
-        shape = tuple(meta.shape[p] for p in perm) + meta.dense_shape
-        names = meta.dimension_names
-        if names is not None:
-            names = tuple(names[p] for p in perm) + tuple(names[K:])
-        out_meta = meta.with_(shape=shape, sort_order=tuple(range(K)), nnz=None, dimension_names=names,
-                              created_by=None)
-        if progress:
-            progress.set_total(meta.nnz)
-        with open_sink(output, out_meta, unique_claim=True if meta.unique else None) as sink:
-            for batch, _ in sorted_batches(src, perm, memory=memory, tmp_dir=tmp_dir, progress=progress):
-                cols = [batch.column(p) for p in perm] + [batch.column(K)]
-                sink.write_batch(pa.RecordBatch.from_arrays(cols, schema=sink.schema))
-        final = sink.final_meta
-    return {"rows": final.nnz, "shape": list(final.shape), "perm": list(perm), "unique": final.unique}
+        op = Transpose(perm)
+        final = run(op, src, output, memory=memory, tmp_dir=tmp_dir, progress=progress)
+    return {"rows": final.nnz, "shape": list(final.shape), "perm": list(op.perm), "unique": final.unique}

@@ -1,0 +1,121 @@
+"""The driver every streaming op runs under: plan, per-batch map, finish, and combine.
+
+An op is a ``StreamOp``: ``plan(meta)`` decides from the input's metadata alone what the output
+will be (its metadata, the input order the per-batch work needs, the uniqueness the sink must
+verify); ``map(batch, keys)`` turns one input batch, delivered in that order, into output
+batches; ``finish()`` flushes what was carried across batches.  ``run`` does the rest, once for
+every op: ordering the input (streamed when the metadata already promises the order, else the
+external sort), progress, the sink with its on-the-fly checks and atomic commit.
+
+An op that can work on parts of a dataset separately also has a ``combine`` step
+(``Partwise``): each part is mapped to a partial result on its own, anywhere, and the partials
+are combined into the result of the whole.  ``run_parts`` drives that on one machine, part after
+part; a distributed driver calls the same ``partial`` and ``combine`` on its workers.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import tempfile
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+
+import pyarrow as pa
+
+from ..format import TensorMeta
+from ..io import open_sink, open_source
+from .order import sorted_batches
+
+
+@dataclass(frozen=True)
+class Plan:
+    """What an op will do, decided from its input's metadata alone."""
+
+    meta: TensorMeta  # the output's metadata (nnz is counted by the sink)
+    order: tuple[int, ...] | None = None  # the input order map() needs; None: as stored
+    unique_claim: bool | None = None  # True: the sink verifies the output has no repeated coordinate
+
+
+class StreamOp:
+    """One op's per-batch work; ``run`` drives it."""
+
+    def plan(self, meta: TensorMeta) -> Plan:
+        raise NotImplementedError
+
+    def map(self, batch: pa.RecordBatch, keys) -> Iterable[pa.RecordBatch]:
+        """Output batches for one input batch (with its sort keys when the plan asked for an order)."""
+        raise NotImplementedError
+
+    def finish(self) -> Iterable[pa.RecordBatch]:
+        """Output held back across batches (a run of equal keys that the next batch could continue)."""
+        return ()
+
+
+def input_batches(src, plan: Plan, *, memory=None, tmp_dir=None, progress=None):
+    """(batch, keys) pairs of ``src`` as ``plan`` needs them; keys are None in stored order."""
+    if plan.order is not None:
+        yield from sorted_batches(src, plan.order, memory=memory, tmp_dir=tmp_dir, progress=progress)
+        return
+    for batch in src.iter_batches(memory=memory):
+        if progress:
+            progress.advance(batch.num_rows)
+        yield batch, None
+
+
+def run(op: StreamOp, src, output, *, memory=None, tmp_dir=None, progress=None) -> TensorMeta:
+    """Drive ``op`` over an opened source into ``output`` (a path, a directory, '-' or None for
+    stdout); the written tensor's final metadata."""
+    plan = op.plan(src.meta)
+    if progress:
+        progress.set_total(src.meta.nnz)
+    with open_sink(output, plan.meta, unique_claim=plan.unique_claim) as sink:
+        for batch, keys in input_batches(src, plan, memory=memory, tmp_dir=tmp_dir, progress=progress):
+            for out in op.map(batch, keys):
+                sink.write_batch(out)
+        for out in op.finish():
+            sink.write_batch(out)
+    return sink.final_meta
+
+
+class Partwise:
+    """An op split for parts: ``partial(meta)`` is the StreamOp that maps one part (of the
+    dataset, or of any operand) to a partial result; ``combine(meta)`` is the StreamOp that turns
+    the partials, read together as one dataset, into the result; ``check(meta)`` refuses an input
+    the op cannot take, before any part is mapped.  An op whose per-part work is not a single
+    StreamOp (reduce's accumulators) overrides ``map_part`` instead."""
+
+    def check(self, meta: TensorMeta) -> None:
+        pass
+
+    def partial(self, meta: TensorMeta) -> StreamOp:
+        raise NotImplementedError
+
+    def combine(self, meta: TensorMeta) -> StreamOp:
+        raise NotImplementedError
+
+    def map_part(self, src, output, *, memory=None, tmp_dir=None) -> TensorMeta:
+        """One part's partial result, written to ``output``."""
+        return run(self.partial(src.meta), src, output, memory=memory, tmp_dir=tmp_dir)
+
+
+def part_name(i: int) -> str:
+    return f"part-{i:06d}.parquet"
+
+
+def run_parts(op: Partwise, parts: Sequence[str], output, *, memory=None, tmp_dir=None) -> TensorMeta:
+    """Map every part (a path each) through ``op.partial`` on its own, then combine the partials
+    into ``output``: the same pieces a distributed driver runs, one after another here.  The
+    partials live in a temporary directory removed afterwards, whatever happens."""
+    work = tempfile.mkdtemp(prefix="sptool-parts-", dir=tmp_dir)
+    try:
+        partials = os.path.join(work, "partials")
+        os.mkdir(partials)
+        for i, part in enumerate(parts):
+            with open_source(part) as src:
+                op.check(src.meta)
+                op.map_part(src, os.path.join(partials, part_name(i)), memory=memory, tmp_dir=work)
+        with open_source(partials) as src:
+            return run(op.combine(src.meta), src, output, memory=memory, tmp_dir=work)
+    finally:
+        shutil.rmtree(work, ignore_errors=True)

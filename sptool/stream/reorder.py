@@ -1,0 +1,47 @@
+"""Sorting rows by a dimension order with a duplicates policy, as an engine op (reorder's work,
+and the combine step of every op whose partial results meet at shared coordinates)."""
+
+from __future__ import annotations
+
+from ..format import TensorMeta
+from ..io import schema_of
+from .axes import normalize_order
+from .duplicates import Deduplicator, check_policy
+from .engine import Partwise, Plan, StreamOp
+
+
+class Reorder(StreamOp, Partwise):
+    """Rows sorted by ``order`` with the ``duplicates`` policy applied to rows sharing a coordinate.
+
+    Part by part: each part is sorted (and deduplicated) on its own, and the combine step sorts
+    the partials together with the same policy (a partial's first/last row keeps its place among
+    the parts, as the sort is stable)."""
+
+    def __init__(self, order=None, duplicates: str = "keep"):
+        self.order = order
+        self.duplicates = duplicates
+        self.dedup = None
+
+    def check(self, meta: TensorMeta) -> None:
+        normalize_order(self.order, meta.sparse_ndim)
+        check_policy(self.duplicates, meta)
+
+    def plan(self, meta: TensorMeta) -> Plan:
+        self.check(meta)
+        order = normalize_order(self.order, meta.sparse_ndim)
+        out_meta = meta.with_(sort_order=order, unique=self.duplicates != "keep", nnz=None)
+        self.K = meta.sparse_ndim
+        self.dedup = Deduplicator(self.duplicates, out_meta, schema_of(out_meta))
+        return Plan(out_meta, order=order, unique_claim=True if self.duplicates != "keep" else None)
+
+    def map(self, batch, keys):
+        return self.dedup.feed(batch.select(range(self.K + 1)), keys)
+
+    def finish(self):
+        return self.dedup.finish()
+
+    def partial(self, meta: TensorMeta) -> StreamOp:
+        return Reorder(self.order, self.duplicates)
+
+    def combine(self, meta: TensorMeta) -> StreamOp:
+        return Reorder(self.order, self.duplicates)
