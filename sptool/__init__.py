@@ -30,7 +30,7 @@ _API = {
     "FORMAT_VERSION": "format", "TensorMeta": "format", "SparseTensor": "tensor", "Report": "report",
     "read": "ops.readwrite", "open": "ops.readwrite", "write": "ops.readwrite",
     "validate": "ops.validate", "info": "ops.info", "head": "ops.info", "todense": "ops.todense",
-    "convert": "converters", "reorder": "ops.reorder", "concat": "ops.concat", "split": "ops.split",
+    "convert": "ops.convert", "reorder": "ops.reorder", "concat": "ops.concat", "split": "ops.split",
     "slice_": "ops.slice", "reshape": "ops.reshape", "transpose": "ops.transpose",
     "reset_shape": "ops.reset_shape", "retain": "ops.retain", "fill_empty_rows": "ops.fill_empty_rows",
     "expand_dims": "ops.expand_dims", "group": "ops.group", "add": "ops.add", "maximum": "ops.maximum",

@@ -6,6 +6,7 @@ import os
 import re
 import resource
 import sys
+from dataclasses import dataclass, replace
 
 from .errors import UsageError
 
@@ -57,41 +58,90 @@ def format_size(n: float) -> str:
 MIN_BUDGET = 16 << 20
 
 
-def share(budget: int, parts: int) -> int:
-    """A 1/parts share of a budget, for a step that takes a --memory of its own: never below the
-    minimum, which that step would refuse."""
-    return max(budget // parts, MIN_BUDGET)
+# Tuning that a caller may fix instead of deriving it from the byte budget: rows per batch and
+# per Parquet row group written, rows per sorted run and per merge slice of the external sort,
+# bytes of sorted runs kept in memory, entries per slab of a sparse-sparse matmul.  The tests use
+# tiny values so that every streaming boundary is crossed on small data; on the command line they
+# come from $SPTOOL_BATCH_ROWS and the like (TUNING_ENV).
+TUNING_ENV = {
+    "batch_rows": "SPTOOL_BATCH_ROWS", "row_group_rows": "SPTOOL_ROW_GROUP_ROWS", "run_rows": "SPTOOL_RUN_ROWS",
+    "merge_rows": "SPTOOL_MERGE_ROWS", "keep_bytes": "SPTOOL_KEEP_BYTES", "slab_entries": "SPTOOL_SLAB_ENTRIES",
+}
 
 
-def resolve_budget(memory: str | int | None) -> int:
+@dataclass(frozen=True)
+class Budget:
+    """The --memory budget, resolved once (``budget_of``) and handed down as an object: its
+    bytes, how an op splits it (``share``), and what follows from it (rows per batch, rows per
+    sorted run), unless a tuning field fixes that."""
+
+    total: int
+    batch_rows: int | None = None
+    row_group_rows: int | None = None
+    run_rows: int | None = None
+    merge_rows: int | None = None
+    keep_bytes: int | None = None
+    slab_entries: int | None = None
+
+    @property
+    def usable(self) -> int:
+        """The part left for data once the interpreter, libraries and I/O buffers are in."""
+        return max(self.total - FIXED_OVERHEAD, self.total // 4)
+
+    def share(self, parts: int) -> Budget:
+        """A 1/parts share, for a step that works within a budget of its own: never below the
+        minimum, which that step would refuse; the tuning carries over."""
+        return replace(self, total=max(self.total // parts, MIN_BUDGET))
+
+    def with_total(self, total: int) -> Budget:
+        """The same tuning with ``total`` bytes: an op's own split of its budget."""
+        return replace(self, total=total)
+
+    def rows(self, row_bytes: int, *, minimum: int = 1024, maximum: int = 1 << 20) -> int:
+        """Rows per batch so that the batches in flight fit in the budget."""
+        if self.batch_rows:
+            return self.batch_rows
+        rows = self.usable // (max(row_bytes, 1) * _COPIES_PER_BATCH)
+        return int(min(max(rows, minimum), maximum))
+
+    def group_rows(self, row_bytes: int) -> int:
+        """Rows per Parquet row group written."""
+        if self.row_group_rows:
+            return self.row_group_rows
+        return max(1, min(ROW_GROUP_ROWS, ROW_GROUP_BYTES // max(row_bytes, 1)))
+
+
+def budget_of(memory: str | int | Budget | None) -> Budget:
+    """The one place a --memory value is read: a size ("512MB", "2GiB", bytes), a Budget (taken
+    as it is), or None for $SPTOOL_MEMORY or the default; tuning from TUNING_ENV applies."""
+    if isinstance(memory, Budget):
+        return memory
     if memory is None:
-        memory = os.environ.get(ENV_VAR) or DEFAULT_MEMORY
-    budget = parse_size(memory)
-    if budget < MIN_BUDGET:
-        raise UsageError(f"--memory {memory} is too small: sptool needs at least 16MiB")
-    return budget
-
-
-def usable_budget(budget: int) -> int:
-    """The part of --memory left for data once the interpreter, libraries and I/O buffers are in."""
-    return max(budget - FIXED_OVERHEAD, budget // 4)
-
-
-# Tests set this to a tiny number so that every streaming boundary (batches, row groups,
-# carried state) is crossed on small data.
-FORCE_BATCH_ROWS: int | None = None
-
-
-def batch_rows(budget: int, row_bytes: int, *, minimum: int = 1024, maximum: int = 1 << 20) -> int:
-    """Rows per batch so that the batches in flight fit in the budget."""
-    if FORCE_BATCH_ROWS:
-        return FORCE_BATCH_ROWS
-    usable = usable_budget(budget)
-    rows = usable // (max(row_bytes, 1) * _COPIES_PER_BATCH)
-    return int(min(max(rows, minimum), maximum))
+        given = os.environ.get(ENV_VAR)
+        memory = given or DEFAULT_MEMORY
+        where = f"${ENV_VAR}={given}" if given else None
+    else:
+        where = None
+    try:
+        total = parse_size(memory)
+    except UsageError:
+        if where:
+            raise UsageError(f"cannot read {where} as a size (examples: 512MB, 2GiB, 1000000)") from None
+        raise
+    if total < MIN_BUDGET:
+        raise UsageError(f"{where or f'--memory {memory}'} is too small: sptool needs at least 16MiB")
+    tuning = {}
+    for field, var in TUNING_ENV.items():
+        if os.environ.get(var):
+            try:
+                tuning[field] = int(os.environ[var])
+            except ValueError:
+                raise UsageError(f"${var} must be a whole number, not {os.environ[var]!r}") from None
+    return Budget(total, **tuning)
 
 
 def peak_rss() -> int:
     """Peak resident set size of this process, in bytes."""
     ru = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
     return ru if sys.platform == "darwin" else ru * 1024
+

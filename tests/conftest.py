@@ -71,12 +71,24 @@ def tiny_batches(monkeypatch):
     """Read every source in batches of 7 rows, and write row groups of 5, so that ops cross
     batch and row-group boundaries on small data (and the multi-threaded row-group reader,
     sptool/io/_rowgroups.py, runs on every file written during the test)."""
-    from sptool import _memory
-    from sptool.io import sink
-
-    monkeypatch.setattr(_memory, "FORCE_BATCH_ROWS", 7)
-    monkeypatch.setattr(sink, "ROW_GROUP_ROWS", 5)
+    monkeypatch.setenv("SPTOOL_BATCH_ROWS", "7")
+    monkeypatch.setenv("SPTOOL_ROW_GROUP_ROWS", "5")
     return 7
+
+
+def tiny_budget(total: int):
+    """A budget of ``total`` bytes, below the 16 MiB that --memory accepts, with the tuning the
+    fixtures set: what forces the external sort and the temporary files on small data."""
+    from sptool._memory import budget_of
+
+    return budget_of(None).with_total(total)
+
+
+def small_runs(monkeypatch, run_rows: int, merge_rows: int):
+    """Sorted runs of ``run_rows`` rows merged in slices of ``merge_rows``, whatever --memory says
+    (the external sort's tuning, sptool._memory.Budget)."""
+    monkeypatch.setenv("SPTOOL_RUN_ROWS", str(run_rows))
+    monkeypatch.setenv("SPTOOL_MERGE_ROWS", str(merge_rows))
 
 
 def write_tensor(tmp_path, name, t) -> str:

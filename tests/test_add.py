@@ -11,7 +11,7 @@ import pyarrow.parquet as pq
 import pytest
 import scipy.sparse as sps
 from click.testing import CliRunner
-from conftest import dense_oracle, random_tensor
+from conftest import dense_oracle, random_tensor, small_runs
 
 import sptool
 from sptool.cli import cli
@@ -37,7 +37,7 @@ def _check_sparse(path):
 
 @pytest.fixture
 def tiny_runs(monkeypatch):
-    monkeypatch.setattr(_sort, "chunk_rows", lambda budget, rb, ways=1: 29 if ways == 1 else 11)
+    small_runs(monkeypatch, 19, 11)
 
 
 @pytest.mark.parametrize("dtype", ["float64", "float32", "int64", "int32", "int8", "uint8", "complex128", "complex64",

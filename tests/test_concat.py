@@ -12,7 +12,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 from click.testing import CliRunner
-from conftest import dense_oracle, random_tensor
+from conftest import dense_oracle, random_tensor, small_runs
 from conftest import write_tensor as _write
 
 import sptool
@@ -28,7 +28,7 @@ SPTOOL = [sys.executable, "-P", "-m", "sptool"]
 
 @pytest.fixture
 def tiny_runs(monkeypatch):
-    monkeypatch.setattr(_sort, "chunk_rows", lambda budget, rb, ways=1: 97 if ways == 1 else 13)
+    small_runs(monkeypatch, 64, 13)
 
 
 def _dense(t, shape=None):
@@ -101,7 +101,7 @@ def test_sorted_inputs_are_merged_without_sorting(tmp_path, rng, tiny_batches, m
         raise AssertionError("sorted inputs must not be sorted again")
 
     monkeypatch.setattr(_sort, "sorted_stream", no_sort)
-    monkeypatch.setattr(_sort, "chunk_rows", lambda budget, rb, ways=1: 5)  # many merge rounds
+    small_runs(monkeypatch, 3, 5)  # many merge rounds
     out = str(tmp_path / "o.parquet")
     assert concat(paths, out, axis=1)["sorted_inputs"] == 4
     _check(out, np.concatenate([dense_oracle(t) for t in ts], axis=1), unique=True)

@@ -17,9 +17,9 @@ from hypothesis import strategies as st
 import sptool
 from sptool import _textparse as tp
 from sptool.cli import cli
-from sptool.converters import convert as convert_api
 from sptool.converters import text as textmod
 from sptool.errors import DataError, InputError, ResourceError, UsageError
+from sptool.ops.convert import convert as convert_api
 
 # ---------------------------------------------------------------------------------------------
 # helpers

@@ -9,7 +9,6 @@ from click.testing import CliRunner
 import sptool
 from sptool.cli import cli
 from sptool.errors import UsageError
-from sptool.ops import eye as eye_mod
 from sptool.ops.eye import eye
 
 
@@ -26,7 +25,7 @@ def test_matches_numpy(tmp_path, n, m, dtype):
 
 
 def test_batches(tmp_path, monkeypatch):
-    monkeypatch.setattr(eye_mod, "BATCH_ROWS", 7)
+    monkeypatch.setenv("SPTOOL_BATCH_ROWS", "7")
     out = str(tmp_path / "eye.parquet")
     eye(50, 40, out, dtype="float64")
     assert sptool.validate(out).valid

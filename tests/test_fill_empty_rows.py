@@ -9,19 +9,18 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 from click.testing import CliRunner
-from conftest import dense_oracle, random_tensor
+from conftest import dense_oracle, random_tensor, small_runs
 
 import sptool
 from sptool.cli import cli
 from sptool.errors import DataError, UsageError
 from sptool.format import METADATA_KEY, TensorMeta
 from sptool.ops.fill_empty_rows import fill_empty_rows, parse_value
-from sptool.stream import sort as _sort
 
 
 @pytest.fixture
 def tiny_runs(monkeypatch):
-    monkeypatch.setattr(_sort, "chunk_rows", lambda budget, rb, ways=1: 97 if ways == 1 else 13)
+    small_runs(monkeypatch, 64, 13)
 
 
 def oracle(t, value):

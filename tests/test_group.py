@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from conftest import random_tensor
+from conftest import random_tensor, small_runs
 
 import sptool
 from sptool.errors import UsageError
@@ -47,9 +47,8 @@ def test_group_refuses_unordered_unless_sort(rng):
 
 
 def test_group_streams_across_batches(tmp_path, rng, tiny_batches, monkeypatch):
-    from sptool.stream import sort as _sort
 
-    monkeypatch.setattr(_sort, "chunk_rows", lambda budget, rb, ways=1: 11 if ways == 1 else 5)
+    small_runs(monkeypatch, 7, 5)
     t = random_tensor(rng, (5, 6, 3), 120, sparse_ndim=2, duplicates=True)
     sptool.write(t, str(tmp_path / "g.parquet"))
     with sptool.open(str(tmp_path / "g.parquet")) as src:

@@ -35,7 +35,7 @@ def written(tensor, tmp_path_factory, request):
     dir_path = str(base / "parts") + "/"
     mp = pytest.MonkeyPatch()
     request.addfinalizer(mp.undo)
-    mp.setattr("sptool.io.sink.ROW_GROUP_ROWS", 400)  # several row groups per file, for pruning
+    mp.setenv("SPTOOL_ROW_GROUP_ROWS", "400")  # several row groups per file, for pruning
     sptool.write(tensor, file_path)
     with open_sink(dir_path, tensor.meta, part_rows=1000) as sink:
         for start in range(0, tensor.nnz, 700):

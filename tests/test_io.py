@@ -110,9 +110,7 @@ def test_directory_parts_and_row_groups(tmp_path, rng):
 
 
 def test_row_group_cap(tmp_path, monkeypatch, rng):
-    from sptool.io import sink as sink_mod
-
-    monkeypatch.setattr(sink_mod, "ROW_GROUP_ROWS", 100)
+    monkeypatch.setenv("SPTOOL_ROW_GROUP_ROWS", "100")
     t = random_tensor(rng, (30, 30), 450, sort=True)
     sptool.write(t, str(tmp_path / "rg.parquet"))
     md = pq.read_metadata(tmp_path / "rg.parquet")

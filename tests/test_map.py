@@ -5,13 +5,12 @@ from __future__ import annotations
 import numpy as np
 import pytest
 from click.testing import CliRunner
-from conftest import dense_oracle, random_tensor
+from conftest import dense_oracle, random_tensor, small_runs
 
 import sptool
 from sptool.cli import cli
 from sptool.errors import UsageError
 from sptool.ops.map_values import FUNCTIONS, map_values
-from sptool.stream import sort as _sort
 
 
 def oracle(t, fn, fill=None):
@@ -70,7 +69,7 @@ def test_matches_numpy(tmp_path, rng, dtype, fn):
 
 
 def test_hybrid_streams_and_sort_runs(tmp_path, rng, tiny_batches, monkeypatch):
-    monkeypatch.setattr(_sort, "chunk_rows", lambda budget, rb, ways=1: 97 if ways == 1 else 13)
+    small_runs(monkeypatch, 64, 13)
     t = random_tensor(rng, (20, 6, 3), 200, sparse_ndim=2, duplicates=True)
     for fn in ("square", "neg", "sin"):
         s, _ = _run(tmp_path, t, fn)

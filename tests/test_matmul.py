@@ -9,7 +9,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 from click.testing import CliRunner
-from conftest import dense_oracle, random_tensor
+from conftest import dense_oracle, random_tensor, small_runs, tiny_budget
 from conftest import save_npy as _npy
 from conftest import write_tensor as _write
 
@@ -18,7 +18,6 @@ from sptool.cli import cli
 from sptool.errors import DataError, ResourceError, ShapeMismatch, UsageError
 from sptool.ops import matmul as matmul_mod
 from sptool.ops.matmul import matmul
-from sptool.stream import sort as _sort
 
 FLAGS = [(False, False), (True, False), (False, True), (True, True)]
 
@@ -106,11 +105,11 @@ def test_dense_sparse_is_flipped(tmp_path, rng, tiny_batches, threaded, adjoint_
 
 def test_big_dense_operand_goes_through_a_temp_file(tmp_path, rng, monkeypatch):
     """A transposed dense operand over a quarter of --memory is copied to a temporary .npy."""
-    monkeypatch.setattr(matmul_mod, "resolve_budget", lambda memory: 64 << 10)
     ta = random_tensor(rng, (300, 200), 900)
     b = rng.standard_normal((64, 200))  # 100 KiB > 16 KiB
     out = str(tmp_path / "o.npy")
-    matmul(_write(tmp_path, "a.parquet", ta), _npy(tmp_path, "b.npy", b), out, adjoint_b=True, tmp_dir=str(tmp_path))
+    matmul(_write(tmp_path, "a.parquet", ta), _npy(tmp_path, "b.npy", b), out, adjoint_b=True, tmp_dir=str(tmp_path),
+           memory=tiny_budget(64 << 10))
     np.testing.assert_allclose(np.load(out), ta.to_scipy("csr") @ b.T)
     assert sorted(os.listdir(tmp_path)) == ["a.parquet", "b.npy", "o.npy"]
 
@@ -121,8 +120,9 @@ def test_big_dense_operand_goes_through_a_temp_file(tmp_path, rng, monkeypatch):
 @pytest.mark.parametrize("slab", [None, 7])  # 7: B multiplied in slabs of 7 entries (B over --memory)
 @pytest.mark.parametrize("adjoint_a,adjoint_b", FLAGS)
 def test_sparse_sparse_matches_scipy(tmp_path, rng, tiny_batches, threaded, monkeypatch, adjoint_a, adjoint_b, slab):
-    monkeypatch.setattr(_sort, "chunk_rows", lambda budget, rb, ways=1: 23 if ways == 1 else 9)  # spill runs
-    monkeypatch.setattr(matmul_mod, "FORCE_SLAB_ENTRIES", slab)
+    small_runs(monkeypatch, 15, 9)  # spill runs
+    if slab:
+        monkeypatch.setenv("SPTOOL_SLAB_ENTRIES", str(slab))
     ta = random_tensor(rng, (17, 12), 80, dtype="complex128", duplicates=True)
     tb = random_tensor(rng, (12, 15) if not adjoint_b else (15, 12), 70, dtype="complex128", duplicates=True)
     if adjoint_a:
@@ -154,7 +154,8 @@ def _structure(t, adjoint):
 @pytest.mark.parametrize("dtype", ["float32", "int64", "int8", "bool"])
 def test_sparse_sparse_value_types_and_rows_split(tmp_path, rng, threaded, monkeypatch, dtype, slab):
     monkeypatch.setattr(matmul_mod, "PARALLEL_MIN", 4)
-    monkeypatch.setattr(matmul_mod, "FORCE_SLAB_ENTRIES", slab)
+    if slab:
+        monkeypatch.setenv("SPTOOL_SLAB_ENTRIES", str(slab))
     ta = random_tensor(rng, (60, 40), 400, dtype=dtype, duplicates=True)
     tb = random_tensor(rng, (40, 300), 600, dtype=dtype)  # wide: the sort path of the kernel
     out = str(tmp_path / "o.parquet")

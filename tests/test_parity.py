@@ -61,10 +61,7 @@ API_ONLY_COMMON = {
 API_ONLY: dict[tuple[str, str], str] = {}
 
 # Real gaps: not exceptions, failing tests.  (command, direction) -> reason.
-GAPS = {
-    ("eye", "cli"): "eye: the common --memory is accepted and ignored; sptool.eye has no `memory` keyword "
-                    "(it writes fixed BATCH_ROWS batches whatever the budget)",
-}
+GAPS: dict[tuple[str, str], str] = {}
 
 
 def function_for(command_name: str):

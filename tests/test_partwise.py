@@ -11,10 +11,13 @@ from conftest import dense_oracle, random_tensor
 
 import sptool
 from sptool import SparseTensor, UsageError
+from sptool._memory import budget_of
 from sptool.ops.add import Add
 from sptool.ops.reduce import Reduce
 from sptool.stream.engine import part_name, run_parts
 from sptool.stream.reorder import Reorder
+
+BUDGET = budget_of("256MiB")
 
 
 def _write_parts(t: SparseTensor, directory, pieces: int, rng) -> list[str]:
@@ -36,7 +39,7 @@ def _write_parts(t: SparseTensor, directory, pieces: int, rng) -> list[str]:
 def test_reorder_part_by_part(tmp_path, rng, order, duplicates):
     t = random_tensor(rng, (9, 7, 5), 300, duplicates=True)
     parts = _write_parts(t, tmp_path / "t", 4, rng)
-    run_parts(Reorder(order, duplicates), parts, str(tmp_path / "parts.parquet"))
+    run_parts(Reorder(order, duplicates), parts, str(tmp_path / "parts.parquet"), budget=BUDGET)
     sptool.reorder(str(tmp_path / "t"), str(tmp_path / "whole.parquet"), order=order, duplicates=duplicates)
     got, whole = sptool.read(str(tmp_path / "parts.parquet")), sptool.read(str(tmp_path / "whole.parquet"))
     assert np.array_equal(got.indices, whole.indices)
@@ -61,7 +64,7 @@ def test_reorder_part_by_part(tmp_path, rng, order, duplicates):
 def test_reduce_sum_part_by_part(tmp_path, rng, dtype, axis):
     t = random_tensor(rng, (8, 6, 5), 250, dtype=dtype, duplicates=True)
     parts = _write_parts(t, tmp_path / "t", 3, rng)
-    run_parts(Reduce("sum", axis=axis), parts, str(tmp_path / "parts.parquet"))
+    run_parts(Reduce("sum", axis=axis), parts, str(tmp_path / "parts.parquet"), budget=BUDGET)
     sptool.reduce(str(tmp_path / "t"), str(tmp_path / "whole.parquet"), op="sum", axis=axis)
     got, whole = sptool.read(str(tmp_path / "parts.parquet")), sptool.read(str(tmp_path / "whole.parquet"))
     assert np.array_equal(got.indices, whole.indices)
@@ -86,7 +89,7 @@ def test_add_part_by_part(tmp_path, rng):
     parts_a = _write_parts(a, tmp_path / "a", 3, rng)
     parts_b = _write_parts(b, tmp_path / "b", 2, rng)
     op = Add(sptool.read(str(tmp_path / "a")).meta, sptool.read(str(tmp_path / "b")).meta)
-    run_parts(op, parts_a + parts_b, str(tmp_path / "parts.parquet"))
+    run_parts(op, parts_a + parts_b, str(tmp_path / "parts.parquet"), budget=BUDGET)
     sptool.add(str(tmp_path / "a"), str(tmp_path / "b"), str(tmp_path / "whole.parquet"))
     got, whole = sptool.read(str(tmp_path / "parts.parquet")), sptool.read(str(tmp_path / "whole.parquet"))
     assert np.array_equal(got.indices, whole.indices)
@@ -101,7 +104,7 @@ def test_part_by_part_refuses_what_it_cannot_split(tmp_path, rng):
     parts = _write_parts(t, tmp_path / "t", 2, rng)
     for op in ("max", "min", "prod", "mean", "count"):
         with pytest.raises(UsageError, match=f"{op} does not run part by part"):
-            run_parts(Reduce(op, axis=1), parts, str(tmp_path / "out.parquet"))
+            run_parts(Reduce(op, axis=1), parts, str(tmp_path / "out.parquet"), budget=BUDGET)
     with pytest.raises(UsageError, match="sparse result"):
-        run_parts(Reduce("sum"), parts, str(tmp_path / "out.parquet"))
+        run_parts(Reduce("sum"), parts, str(tmp_path / "out.parquet"), budget=BUDGET)
     assert not (tmp_path / "out.parquet").exists()

@@ -8,18 +8,17 @@ import os
 import numpy as np
 import pytest
 from click.testing import CliRunner
-from conftest import dense_oracle, random_tensor
+from conftest import dense_oracle, random_tensor, small_runs, tiny_budget
 
 import sptool
 from sptool.cli import cli
 from sptool.errors import DataError, UsageError
 from sptool.ops.reduce import reduce
-from sptool.stream import sort as _sort
 
 
 @pytest.fixture
 def tiny_runs(monkeypatch):
-    monkeypatch.setattr(_sort, "chunk_rows", lambda budget, rb, ways=1: 97 if ways == 1 else 13)
+    small_runs(monkeypatch, 64, 13)
 
 
 def _mask(t):
@@ -112,7 +111,6 @@ def test_matches_numpy(tmp_path, rng, op, dtype):
 def test_streaming_paths(tmp_path, rng, tiny_batches, tiny_runs, op, monkeypatch):
     """Single pass (sorted, dense accumulation of unsorted rows) and the external sort, on tiny
     batches and tiny sort runs, with duplicates straddling batch boundaries."""
-    from sptool.ops import reduce as mod
 
     canonical = random_tensor(rng, (9, 8, 7), 300, sort=True)
     dups = random_tensor(rng, (9, 8, 7), 300, duplicates=True)
@@ -122,10 +120,9 @@ def test_streaming_paths(tmp_path, rng, tiny_batches, tiny_runs, op, monkeypatch
             s, _ = _run(tmp_path, t, op, axes)
             _check(s.to_dense(), oracle(t, op, axes))
     # A tiny budget forces the external sort where the dense accumulator would be used.
-    monkeypatch.setattr(mod, "resolve_budget", lambda memory: 64)
     for t in (canonical, dups):
         for axes in [(1,), (0,)]:
-            s, _ = _run(tmp_path, t, op, axes)
+            s, _ = _run(tmp_path, t, op, axes, memory=tiny_budget(64))
             _check(s.to_dense(), oracle(t, op, axes))
 
 
@@ -231,11 +228,9 @@ def test_errors(tmp_path, rng, monkeypatch):
         with pytest.raises(DataError, match=r"indices\[1\] = \[9,1,1\] is out of bounds"):
             reduce(str(tmp_path / "bad3.parquet"), str(tmp_path / "o.parquet"), op="max", axis=axis)
         assert not os.path.exists(tmp_path / "o.parquet")
-    from sptool.ops import reduce as mod
-
-    monkeypatch.setattr(mod, "resolve_budget", lambda memory: 64)  # the external sort reads it
-    with pytest.raises(DataError, match=r"\[9,1,1\] is out of bounds"):
-        reduce(str(tmp_path / "bad3.parquet"), str(tmp_path / "o.parquet"), op="sum", axis=[1])
+    with pytest.raises(DataError, match=r"\[9,1,1\] is out of bounds"):  # through the external sort
+        reduce(str(tmp_path / "bad3.parquet"), str(tmp_path / "o.parquet"), op="sum", axis=[1],
+               memory=tiny_budget(64))
     assert not os.path.exists(tmp_path / "o.parquet")
 
 

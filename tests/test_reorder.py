@@ -6,7 +6,7 @@ import os
 
 import numpy as np
 import pytest
-from conftest import dense_oracle, random_tensor
+from conftest import dense_oracle, random_tensor, small_runs
 
 import sptool
 from sptool.errors import DataError, UsageError
@@ -19,9 +19,9 @@ def tiny_runs(monkeypatch, request):
     """Force many small runs and small merge slices, whatever --memory says, and merge rounds of
     8 rows or more on several threads; every sorted run spilled, the first one or two kept in
     memory (a run of 97 rows takes about 1.6 kB), or all kept."""
-    monkeypatch.setattr(_sort, "chunk_rows", lambda budget, rb, ways=1: 97 if ways == 1 else 13)
+    small_runs(monkeypatch, 64, 13)
     monkeypatch.setattr(_sort, "MERGE_PARALLEL_MIN", 8)
-    monkeypatch.setattr(_sort, "keep_bytes", lambda budget: request.param)
+    monkeypatch.setenv("SPTOOL_KEEP_BYTES", str(request.param))
 
 
 def _stable_order(idx: np.ndarray, order) -> np.ndarray:
@@ -129,13 +129,14 @@ def test_empty_and_pipes(tmp_path, rng):
 
 
 def test_partial_order_keeps_every_column(tmp_path, rng, tiny_runs):
+    from sptool._memory import budget_of
     from sptool.io import open_source
     from sptool.stream.order import sorted_batches
 
     t = random_tensor(rng, (9, 7, 5), 400, duplicates=True)
     sptool.write(t, str(tmp_path / "p.parquet"))
     with open_source(str(tmp_path / "p.parquet")) as src:
-        batches = [b for b, _ in sorted_batches(src, (1,))]
+        batches = [b for b, _ in sorted_batches(src, (1,), budget=budget_of(None))]
     got = np.concatenate([np.stack([b.column(k).to_numpy() for k in range(3)], axis=1) for b in batches])
     perm = np.argsort(t.indices[:, 1], kind="stable")
     np.testing.assert_array_equal(got, t.indices[perm])

@@ -5,13 +5,12 @@ from __future__ import annotations
 import numpy as np
 import pytest
 from click.testing import CliRunner
-from conftest import dense_oracle, random_tensor
+from conftest import dense_oracle, random_tensor, small_runs
 
 import sptool
 from sptool.cli import cli
 from sptool.errors import UsageError
 from sptool.ops.softmax import softmax
-from sptool.stream import sort as _sort
 
 
 def oracle(t):
@@ -53,7 +52,7 @@ def test_matches_oracle(tmp_path, rng, dtype, shape, K):
 
 
 def test_across_batches_and_sort_runs(tmp_path, rng, tiny_batches, monkeypatch):
-    monkeypatch.setattr(_sort, "chunk_rows", lambda budget, rb, ways=1: 97 if ways == 1 else 13)
+    small_runs(monkeypatch, 64, 13)
     for sort in (True, False):
         t = random_tensor(rng, (4, 3, 60), 500, duplicates=True, sort=sort)
         s = _run(tmp_path, t)

@@ -5,13 +5,12 @@ from __future__ import annotations
 import numpy as np
 import pytest
 from click.testing import CliRunner
-from conftest import dense_oracle, random_tensor
+from conftest import dense_oracle, random_tensor, small_runs
 
 import sptool
 from sptool.cli import cli
 from sptool.errors import DataError, UsageError
 from sptool.ops.to_indicator import to_indicator
-from sptool.stream import sort as _sort
 
 
 def _ids_tensor(rng, shape, nnz, V, dtype="int64", duplicates=False, sort=False):
@@ -61,7 +60,7 @@ def test_matches_oracle(tmp_path, rng, dtype, shape):
 
 
 def test_streaming_and_sort_runs(tmp_path, rng, tiny_batches, monkeypatch):
-    monkeypatch.setattr(_sort, "chunk_rows", lambda budget, rb, ways=1: 97 if ways == 1 else 13)
+    small_runs(monkeypatch, 64, 13)
     for duplicates in (False, True):
         t = _ids_tensor(rng, (30, 20), 400, 11, duplicates=duplicates)
         src = str(tmp_path / "in.parquet")

@@ -7,18 +7,17 @@ import os
 import numpy as np
 import pytest
 from click.testing import CliRunner
-from conftest import dense_oracle, random_tensor
+from conftest import dense_oracle, random_tensor, small_runs
 
 import sptool
 from sptool.cli import cli
 from sptool.errors import UsageError
 from sptool.ops.transpose import transpose
-from sptool.stream import sort as _sort
 
 
 @pytest.fixture
 def tiny_runs(monkeypatch):
-    monkeypatch.setattr(_sort, "chunk_rows", lambda budget, rb, ways=1: 97 if ways == 1 else 13)
+    small_runs(monkeypatch, 64, 13)
 
 
 def _run(tmp_path, t, perm, out="out.parquet", **kw):

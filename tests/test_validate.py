@@ -48,9 +48,7 @@ def test_out_of_order_message(tmp_path):
 
 @pytest.mark.parametrize("batch", [1, 2, 3, 1000])
 def test_errors_found_across_row_groups_and_batches(tmp_path, batch, monkeypatch):
-    from sptool.ops import validate as vmod
-
-    monkeypatch.setattr(vmod, "_batch_rows", lambda budget, row_bytes: batch)
+    monkeypatch.setenv("SPTOOL_BATCH_ROWS", str(batch))
     cols = {"indices_0": [0, 0, 1, 1, 1, 3], "indices_1": [1, 2, 0, 3, 3, 9], "values": [1.0] * 6}
     path = write_raw(tmp_path / "b.parquet", cols, _meta(nnz=6), row_group_size=2, schema=_schema(2))
     r = sptool.validate(path)

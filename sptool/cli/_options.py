@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import click
 
-from .._memory import resolve_budget
+from .._memory import budget_of
 
 MEMORY_HELP = "Memory budget, e.g. 512MB or 2GiB [default: 1GiB, or $SPTOOL_MEMORY]."
 
@@ -44,10 +44,10 @@ def input_argument(name: str = "tensor"):
 
 
 def settings(ctx: click.Context) -> dict:
-    """The shared options in effect; a malformed --memory fails here, before any work."""
+    """The shared options in effect.  --memory (or $SPTOOL_MEMORY) is read here, once, into the
+    Budget every op receives as ``memory``; a malformed value fails before any work."""
     obj = ctx.ensure_object(dict)
-    resolve_budget(obj.get("memory"))
-    return {"memory": obj.get("memory"), "quiet": bool(obj.get("quiet")), "debug": bool(obj.get("debug"))}
+    return {"memory": budget_of(obj.get("memory")), "quiet": bool(obj.get("quiet")), "debug": bool(obj.get("debug"))}
 
 
 class IntList(click.ParamType):

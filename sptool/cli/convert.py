@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import click
 
-from ..converters import convert as convert_op
-from ..converters.registry import FORMATS
+from ..converters import FORMATS
+from ..ops.convert import convert as convert_op
 from ._console import Job
 from ._options import common_options, parse_scalar, settings
 

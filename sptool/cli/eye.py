@@ -35,7 +35,7 @@ def eye(ctx, num_rows, num_columns, dtype, output):
     opts = settings(ctx)
     job = Job("eye", quiet=opts["quiet"])
     try:
-        r = eye_op(num_rows, num_columns, output, dtype=dtype, progress=job)
+        r = eye_op(num_rows, num_columns, output, dtype=dtype, memory=opts["memory"], progress=job)
     finally:
         job.stop()
     job.summary(rows_out=r["rows"], extra=f"shape {r['shape']}")

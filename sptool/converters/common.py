@@ -8,6 +8,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from .._memory import Budget
 from ..errors import DataError, UsageError
 from ..format import VALUE_TYPES, TensorMeta, default_fill
 from ..stream.dense import is_zero
@@ -19,7 +20,7 @@ class Options:
     value_type: str | None = None
     fill_value: object = None
     index_base: int | None = None
-    memory: object = None
+    budget: Budget | None = None  # resolved once by sptool.ops.convert
 
 
 def parse_shape(shape) -> tuple | None:

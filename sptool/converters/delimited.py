@@ -71,7 +71,7 @@ def _is_header(raw: bytes, delim: int) -> bool:
 
 
 class DelimitedWriter:
-    def __init__(self, dst: str, meta: TensorMeta, opts: Options, fmt: str):
+    def __init__(self, dst: str, meta: TensorMeta, opts: Options, fmt: str, unique_claim=None):
         what = f"a .{fmt} file"
         check_not_hybrid(meta, fmt)
         check_zero_fill(meta, fmt)

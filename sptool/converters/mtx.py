@@ -129,7 +129,7 @@ class MtxWriter:
     tensor is written as ``integer`` 0/1.
     """
 
-    def __init__(self, dst: str, meta: TensorMeta, opts: Options):
+    def __init__(self, dst: str, meta: TensorMeta, opts: Options, unique_claim=None):
         check_matrix(meta)
         self.meta = meta
         self.field = field_of(meta)

@@ -15,7 +15,6 @@ import mmap
 
 import numpy as np
 
-from .._memory import resolve_budget
 from ..errors import DataError, InputError, UsageError
 from ..format import TensorMeta, value_type_of_dtype
 from .common import Options, Reader, cast_or_fail, coerce_fill
@@ -63,7 +62,7 @@ class NpyReader(Reader):
                                fill_value=coerce_fill(opts.fill_value, vt) if vt not in ("string", "binary")
                                else self.drop, sort_order=order, unique=True)
         self.unique_claim = True
-        self.cells = max(1, resolve_budget(opts.memory) // 32 // max(arr.dtype.itemsize + 1, 1))
+        self.cells = max(1, opts.budget.total // 32 // max(arr.dtype.itemsize + 1, 1))
 
     def batches(self):
         total = math.prod(self.dims)

@@ -21,7 +21,7 @@ import zipfile
 import numpy as np
 
 from .. import _kernels
-from .._memory import format_size, resolve_budget, usable_budget
+from .._memory import format_size
 from ..errors import DataError, InputError, ResourceError, UsageError
 from ..format import TensorMeta, value_type_of_dtype
 from ..io import AtomicTarget, row_bytes
@@ -74,11 +74,11 @@ class NpzReader(Reader):
         nnz = int(data_shape[0]) if data_shape else 0
         ndim = int(np.prod(headers["shape"][0])) if "shape" in headers else 2
         need = nbytes + nnz * 8 * ndim * 2
-        budget = resolve_budget(opts.memory)
-        if need > usable_budget(budget):
+        budget = opts.budget
+        if need > budget.usable:
             raise ResourceError(
                 f"a .npz archive is loaded whole; this one ({nnz} entries) needs about {format_size(need)}, "
-                f"more than the {format_size(usable_budget(budget))} that --memory {format_size(budget)} leaves for "
+                f"more than the {format_size(budget.usable)} that --memory {format_size(budget.total)} leaves for "
                 "data; raise --memory", path=path)
         try:
             with np.load(path, allow_pickle=False) as z:
@@ -165,7 +165,7 @@ def _compressed(arrays: dict, fmt: str, shape: tuple, nnz: int, path: str):
 class NpzWriter:
     """Gathers the rows (checked against --memory as they come) and writes one coo archive."""
 
-    def __init__(self, dst: str, meta: TensorMeta, opts: Options):
+    def __init__(self, dst: str, meta: TensorMeta, opts: Options, unique_claim=None):
         if dst == "-":
             raise UsageError("a .npz archive cannot be written to stdout; name the output file")
         check_not_hybrid(meta, "npz")
@@ -174,7 +174,7 @@ class NpzWriter:
             raise UsageError(f"scipy.sparse cannot hold {meta.value_type} values")
         self.meta = meta
         self.dst = dst
-        self.budget = resolve_budget(opts.memory)
+        self.budget = opts.budget
         self.row_bytes = row_bytes(meta) * 3  # the rows, their concatenation, the compressor's copy
         if meta.nnz is not None:
             self._check(meta.nnz)
@@ -185,10 +185,10 @@ class NpzWriter:
 
     def _check(self, rows: int):
         need = rows * self.row_bytes
-        if need > usable_budget(self.budget):
+        if need > self.budget.usable:
             raise ResourceError(
                 f"a .npz archive is written from memory; {rows} entries need about {format_size(need)}, more "
-                f"than the {format_size(usable_budget(self.budget))} that --memory {format_size(self.budget)} leaves "
+                f"than the {format_size(self.budget.usable)} that --memory {format_size(self.budget.total)} leaves "
                 "for data; raise --memory", path=self.dst)
 
     def write(self, keys, values):

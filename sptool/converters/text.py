@@ -23,7 +23,7 @@ import pyarrow.csv as pacsv
 
 from .. import _kernels
 from .. import _textparse as tp
-from .._memory import resolve_budget
+from .._memory import Budget
 from .._threads import THREADS
 from ..errors import DataError, InputError, UsageError
 from ..format import VALUE_TYPES, TensorMeta
@@ -40,9 +40,9 @@ CHUNK_MAX = 8 << 20
 MAX_LINE = 1 << 20
 
 
-def chunk_bytes(memory) -> int:
+def chunk_bytes(budget: Budget) -> int:
     """Bytes of text read per block for a --memory budget."""
-    return int(min(max(resolve_budget(memory) // 64, CHUNK_MIN), CHUNK_MAX))
+    return int(min(max(budget.total // 64, CHUNK_MIN), CHUNK_MAX))
 
 
 def parse_workers() -> int:
@@ -440,7 +440,7 @@ class TextReader(Reader):
         self.base = self.default_base if opts.index_base is None else opts.index_base
         self.text = OpenedText(path)
         self.name = self.text.name
-        self.block = chunk_bytes(opts.memory)
+        self.block = chunk_bytes(opts.budget)
         try:
             self._open()
         except BaseException:

@@ -70,7 +70,7 @@ def _extended_header(lines: list, nvals: int):
 class TnsWriter:
     """Writes .tns text: 1-based indices (or --index-base) and shortest round-trip values."""
 
-    def __init__(self, dst: str, meta: TensorMeta, opts: Options):
+    def __init__(self, dst: str, meta: TensorMeta, opts: Options, unique_claim=None):
         check_not_hybrid(meta, "tns")
         check_zero_fill(meta, "tns")
         check_printable(meta, "a .tns file")

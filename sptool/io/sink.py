@@ -14,7 +14,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from .. import _kernels
-from .._memory import ROW_GROUP_BYTES, ROW_GROUP_ROWS
+from .._memory import ROW_GROUP_ROWS, Budget, budget_of
 from .._messages import out_of_bounds, out_of_order, repeated
 from ..errors import DataError, UsageError
 from ..format import INT64_MAX, METADATA_KEY, TRAILER_KEY, TensorMeta, index_column
@@ -102,6 +102,25 @@ class OrderTracker:
             return -1, 0
         row, kind = _kernels.columns_order_violation(cols, self.order, self.check_repeats, self.prev)
         self.prev = np.array([c[n - 1] for c in cols], dtype=np.int64)
+        return self._advance(row, kind, n)
+
+    def check_codes(self, codes: np.ndarray) -> tuple[int, int]:
+        """The same for rows given as packed sort codes (uint64, increasing with the order), as the
+        merge join has them: one vectorised comparison instead of decoding the columns."""
+        n = len(codes)
+        if n == 0:
+            return -1, 0
+        behind = np.less_equal if self.check_repeats else np.less
+        bad = np.flatnonzero(behind(codes[1:], codes[:-1]))
+        row = int(bad[0]) + 1 if len(bad) else -1
+        if row < 0 and self.prev is not None and behind(codes[0], self.prev):
+            row = 0
+        kind = 0 if row < 0 else (_kernels.REPEATED if codes[row] == (codes[row - 1] if row else self.prev)
+                                  else _kernels.OUT_OF_ORDER)
+        self.prev = codes[-1]
+        return self._advance(row, kind, n)
+
+    def _advance(self, row: int, kind: int, n: int) -> tuple[int, int]:
         at = self.offset + row if row >= 0 else -1
         self.offset += n
         return at, kind
@@ -117,7 +136,8 @@ class TensorSink(ClosesOrAborts):
     increasing in a full sort order.  Shape entries that are None are inferred as max + 1.
     """
 
-    def __init__(self, dst: str | None, meta: TensorMeta, *, unique_claim=True, part_rows: int = PART_ROWS):
+    def __init__(self, dst: str | None, meta: TensorMeta, *, unique_claim=True, part_rows: int = PART_ROWS,
+                 budget: Budget | None = None):
         self.dst = dst
         self.kind = output_kind(dst)
         check_shape(meta.shape)
@@ -137,7 +157,7 @@ class TensorSink(ClosesOrAborts):
         self.bytes_written = 0
         self.final_meta: TensorMeta | None = None
         rb = row_bytes(meta)
-        self.row_group_rows = max(1, min(ROW_GROUP_ROWS, ROW_GROUP_BYTES // rb))
+        self.row_group_rows = budget_of(budget).group_rows(rb)
         self._target = None
         self._writer = None
         self._io = None  # the writer thread, started with the first row group

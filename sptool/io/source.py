@@ -14,8 +14,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from .._memory import batch_rows as _batch_rows
-from .._memory import resolve_budget
+from .._memory import Budget, budget_of
 from ..errors import FormatError, InputError
 from ..format import (
     METADATA_KEY,
@@ -94,22 +93,24 @@ class TensorSource:
         self.meta = meta
         self.schema = schema
 
-    def default_batch_rows(self, memory=None) -> int:
-        return _batch_rows(resolve_budget(memory), row_bytes(self.meta))
+    def batch_rows(self, budget: Budget | None) -> int:
+        """Rows per batch read within ``budget`` (None: the default budget, read once here)."""
+        return budget_of(budget).rows(row_bytes(self.meta))
 
-    def iter_batches(self, batch_rows: int | None = None, *, memory=None) -> Iterator[pa.RecordBatch]:
+    def iter_batches(self, batch_rows: int | None = None, *, budget: Budget | None = None) -> Iterator[pa.RecordBatch]:
         raise NotImplementedError
 
-    def iter_prepared(self, prepare, batch_rows: int | None = None, *, memory=None) -> Iterator[tuple]:
+    def iter_prepared(self, prepare, batch_rows: int | None = None, *, budget: Budget | None = None
+                      ) -> Iterator[tuple]:
         """(batch, prepare(batch)) pairs: prepare runs on the decoding threads where the source has
         them (a Parquet source), so a kernel that releases the GIL works beside the decoding."""
-        for batch in self.iter_batches(batch_rows, memory=memory):
+        for batch in self.iter_batches(batch_rows, budget=budget):
             yield batch, prepare(batch)
 
-    def iter_arrays(self, batch_rows: int | None = None, *, memory=None):
+    def iter_arrays(self, batch_rows: int | None = None, *, budget: Budget | None = None):
         """Yield (keys (K, n) int64, values ndarray) per batch."""
         K = self.meta.sparse_ndim
-        for batch in self.iter_batches(batch_rows, memory=memory):
+        for batch in self.iter_batches(batch_rows, budget=budget):
             yield batch_keys(batch, K), batch_values(batch, self.meta)
 
     def close(self):
@@ -152,14 +153,14 @@ class ParquetSource(TensorSource):
         except READ_ERRORS as e:
             raise FormatError(f"cannot decode the data ({_short(e)}) [E_READ_FAILED]", path=part.path) from None
 
-    def iter_batches(self, batch_rows=None, *, memory=None):
-        rows = batch_rows or self.default_batch_rows(memory)
+    def iter_batches(self, batch_rows=None, *, budget=None):
+        rows = batch_rows or self.batch_rows(budget)
         for part in self.parts:
             for batch in self.part_batches(part, rows):
                 yield normalize_batch(batch, part.meta, self.schema)
 
-    def iter_prepared(self, prepare, batch_rows=None, *, memory=None):
-        rows = batch_rows or self.default_batch_rows(memory)
+    def iter_prepared(self, prepare, batch_rows=None, *, budget=None):
+        rows = batch_rows or self.batch_rows(budget)
         for part in self.parts:
             def normalized(batch, meta=part.meta):
                 batch = normalize_batch(batch, meta, self.schema)
@@ -284,7 +285,7 @@ class StreamSource(TensorSource):
                               path=self.path)
         self.meta = self.meta.with_(nnz=t_nnz, shape=shape)
 
-    def iter_batches(self, batch_rows=None, *, memory=None):
+    def iter_batches(self, batch_rows=None, *, budget=None):
         # Batch sizes are the producer's; re-chunking would only add copies.
         return prefetch(self._batches())
 
@@ -372,10 +373,10 @@ def known_shape(src: TensorSource, tmp_dir: str | None = None):
         yield spooled
 
 
-def read_all(source: TensorSource, memory=None) -> tuple[np.ndarray, np.ndarray, TensorMeta]:
+def read_all(source: TensorSource, budget: Budget | None = None) -> tuple[np.ndarray, np.ndarray, TensorMeta]:
     """Every row of a source as ((n, K) indices, values, meta).  Holds the tensor in memory."""
     keys, vals = [], []
-    for k, v in source.iter_arrays(memory=memory):
+    for k, v in source.iter_arrays(budget=budget):
         keys.append(k)
         vals.append(v)
     meta = source.meta

@@ -14,7 +14,7 @@ from __future__ import annotations
 import numpy as np
 
 from .. import _linalg
-from .._memory import resolve_budget
+from .._memory import budget_of
 from ..errors import UsageError
 from ..format import TensorMeta, value_type_of_dtype
 from ..io import AtomicTarget, batch_keys, batch_values, known_shape, make_batch, open_source, schema_of
@@ -107,7 +107,7 @@ def add_dense(sparse_path: str, dense_path: str, output, *, memory=None, progres
     memory map in slabs, then the sparse rows added in place (duplicates accumulate)."""
     if not output or output == "-" or not str(output).lower().endswith(".npy"):
         raise UsageError("sparse + dense gives a dense array: name the output *.npy with -o", path=output)
-    budget = resolve_budget(memory)
+    budget = budget_of(memory)
     dense = open_dense(dense_path)
     with open_source(sparse_path) as opened, known_shape(opened) as src:
         meta = src.meta
@@ -124,9 +124,9 @@ def add_dense(sparse_path: str, dense_path: str, output, *, memory=None, progres
             out = np.lib.format.open_memmap(target.tmp, mode="w+", dtype=dtype, shape=tuple(meta.shape))
             copy_slabs(dense, out, budget)
             out_meta = meta.with_(value_type=value_type_of_dtype(dtype), fill_value=scalar(0, dtype))
-            release_bytes = budget // 4 if nbytes > budget // 2 else None
+            release_bytes = budget.total // 4 if nbytes > budget.total // 2 else None
             scatter = DenseScatter(out, out_meta, out_meta.fill_value, release_bytes=release_bytes)
-            for keys, vals in src.iter_arrays(memory=memory):
+            for keys, vals in src.iter_arrays(budget=budget):
                 with np.errstate(all="ignore"):
                     scatter.add(keys, vals)
                 if progress:
@@ -175,6 +175,7 @@ def add(a: str, b: str, output: str | None, *, thresh=0, prune: bool = False, me
     >>> add("sample_data/matrix_a.parquet", "sample_data/matrix_b.parquet", out)["canonical"]
     True
     """
+    budget = budget_of(memory)
     check_inputs([a, b])
     dense_a, dense_b = is_dense_path(a), is_dense_path(b)
     if dense_a and dense_b:
@@ -184,7 +185,7 @@ def add(a: str, b: str, output: str | None, *, thresh=0, prune: bool = False, me
         if thresh or prune:
             raise UsageError("--thresh and --prune apply to sparse + sparse only (sparse + dense is dense)")
         sparse_path, dense_path = (b, a) if dense_a else (a, b)
-        return add_dense(sparse_path, dense_path, output, memory=memory, progress=progress)
+        return add_dense(sparse_path, dense_path, output, memory=budget, progress=progress)
     threshold = None
     if thresh or prune:
         try:
@@ -196,7 +197,7 @@ def add(a: str, b: str, output: str | None, *, thresh=0, prune: bool = False, me
         out_dtype=lambda ma, mb: promote(ma.dtype, mb.dtype),
         out_fill=lambda fa, fb, dt: _sum_fill(fa, fb, dt),
         combine=_add_combine(threshold, prune), fused=_linalg.merge_add if threshold is None else None,
-        memory=memory, tmp_dir=tmp_dir, progress=progress,
+        budget=budget, tmp_dir=tmp_dir, progress=progress,
     )
 
 

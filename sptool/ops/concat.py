@@ -20,7 +20,7 @@ import numpy as np
 import pyarrow as pa
 
 from .. import _kernels
-from .._memory import batch_rows, resolve_budget
+from .._memory import budget_of
 from .._messages import out_of_bounds
 from ..errors import DataError, UsageError
 from ..format import TensorMeta
@@ -144,7 +144,7 @@ def concat(paths, output: str | None, *, axis: int, expand_nonconcat: bool = Fal
         raise UsageError("concat needs at least one input tensor")
     if sum(p == "-" for p in paths) > 1:
         raise UsageError("at most one input may be '-' (stdin)")
-    budget = resolve_budget(memory)
+    budget = budget_of(memory)
     with ExitStack() as stack:
         srcs = [stack.enter_context(known_shape(stack.enter_context(open_source(p)), tmp_dir)) for p in paths]
         metas = [s.meta for s in srcs]
@@ -165,7 +165,7 @@ def concat(paths, output: str | None, *, axis: int, expand_nonconcat: bool = Fal
             strategy = "merge"
             stream = _merge(srcs, shifters, sorted_in, out_meta, codec, budget, rb, tmp_dir, progress)
         claim = True if out_meta.unique else None
-        with open_sink(output, out_meta, unique_claim=claim) as sink:
+        with open_sink(output, out_meta, unique_claim=claim, budget=budget) as sink:
             for batch in stream:
                 sink.write_batch(batch)
         final = sink.final_meta
@@ -178,7 +178,7 @@ def _append(srcs, shifters, sorted_in, out_meta, budget, tmp_dir, progress):
     """Axis 0 (or one input): each input sorted on its own, one after the other, so one sort
     at a time holds the whole budget."""
     order = tuple(range(out_meta.sparse_ndim))
-    rows = batch_rows(budget, row_bytes(out_meta))
+    rows = budget.rows(row_bytes(out_meta))
     for src, shifter, is_sorted in zip(srcs, shifters, sorted_in):
         if is_sorted:
             for batch, _ in _shifted(src, shifter, rows, progress):
@@ -201,9 +201,9 @@ def _merge(srcs, shifters, sorted_in, out_meta, codec, budget, rb, tmp_dir, prog
     unsorted = [i for i, s in enumerate(sorted_in) if not s]
     streams = []
     n_streams = sum(sorted_in) + (1 if unsorted else 0)
-    merge_budget = budget // 2 if unsorted and any(sorted_in) else budget
-    share = max(merge_budget // (2 * n_streams), 1)
-    rows = batch_rows(share, rb)
+    merge_budget = budget.total // 2 if unsorted and any(sorted_in) else budget.total
+    share = budget.with_total(max(merge_budget // (2 * n_streams), 1))
+    rows = share.rows(rb)
     for i, is_sorted in enumerate(sorted_in):
         if is_sorted:
             streams.append(_shifted(srcs[i], shifters[i], rows, progress, codec))
@@ -213,14 +213,14 @@ def _merge(srcs, shifters, sorted_in, out_meta, codec, budget, rb, tmp_dir, prog
                 for batch, _ in _shifted(srcs[i], shifters[i], rows, None):
                     yield batch
 
-        sort_budget = budget - merge_budget if any(sorted_in) else budget
+        sort_budget = budget.with_total(budget.total - merge_budget) if any(sorted_in) else budget
         sorted_rest = _sort.sorted_stream(shifted_unsorted(), out_meta, order, budget=sort_budget, tmp_dir=tmp_dir,
                                           progress=progress)
         if n_streams == 1:
             yield from (b for b, _ in sorted_rest)
             return
         streams.append(sorted_rest)
-    cursor_rows = _sort.chunk_rows(share, rb + 8 * out_meta.sparse_ndim)
+    cursor_rows = share.merge_rows or _sort.chunk_rows(share, rb + 8 * out_meta.sparse_ndim)
     for merged, _ in _sort.merge_sorted(streams, codec, rows=cursor_rows):
         # merge_sorted hands back tables (slices of its cursors, or their merge)
         if isinstance(merged, pa.Table):

@@ -5,6 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pyarrow as pa
 
+from .._memory import budget_of
 from ..errors import UsageError
 from ..io import arrow_of, open_sink, open_source
 
@@ -53,6 +54,7 @@ def expand_dims(path: str, output: str | None, *, axis: int = -1, memory=None, p
     >>> expand_dims("sample_data/matrix_a.parquet", out, axis=0)["shape"]
     [1, 200, 150]
     """
+    budget = budget_of(memory)
     with open_source(path) as src:
         meta = src.meta
         K = meta.sparse_ndim
@@ -69,8 +71,8 @@ def expand_dims(path: str, output: str | None, *, axis: int = -1, memory=None, p
         if progress:
             progress.set_total(meta.nnz)
         zeros = arrow_of(np.zeros(0, dtype=np.int64))
-        with open_sink(output, out_meta, unique_claim=True if meta.unique else None) as sink:
-            for batch in src.iter_batches(memory=memory):
+        with open_sink(output, out_meta, unique_claim=True if meta.unique else None, budget=budget) as sink:
+            for batch in src.iter_batches(budget=budget):
                 n = batch.num_rows
                 cols = list(batch.columns[: K + 1])
                 if sparse:

@@ -4,20 +4,21 @@ from __future__ import annotations
 
 import numpy as np
 
-from .._memory import ROW_GROUP_ROWS
+from .._memory import ROW_GROUP_ROWS, budget_of
 from ..errors import UsageError
 from ..format import VALUE_TYPES, TensorMeta
 from ..io import open_sink
 
-BATCH_ROWS = 8 * ROW_GROUP_ROWS
+BATCH_ROWS_MAX = 8 * ROW_GROUP_ROWS
 
 
 def eye(num_rows: int, num_columns: int | None = None, output: str | None = None, *, dtype: str = "float32",
-        progress=None) -> dict:
+        memory=None, progress=None) -> dict:
     """A [num_rows, num_columns] matrix with ones on the main diagonal (TensorFlow's sparse
     eye): min(num_rows, num_columns) entries, canonical.  ``num_columns`` defaults to
     ``num_rows``; ``dtype`` is a value type (default float32, as in TensorFlow; bool gives
-    True).  Rows are generated and written in batches, so any size streams in bounded memory.
+    True).  Rows are generated and written in batches sized by ``memory``, so any size streams
+    in bounded memory.
 
     Examples
     --------
@@ -37,13 +38,15 @@ def eye(num_rows: int, num_columns: int | None = None, output: str | None = None
         kinds = [t for t in VALUE_TYPES if t not in ("string", "binary")]
         raise UsageError(f"--dtype must be one of {', '.join(kinds)}, not {dtype!r}")
     k = min(n, m)
+    budget = budget_of(memory)
+    batch_rows = min(budget.rows(16 + np.dtype(VALUE_TYPES[dtype]).itemsize), BATCH_ROWS_MAX)
     meta = TensorMeta(shape=(n, m), sparse_ndim=2, value_type=dtype, sort_order=(0, 1), unique=True, nnz=k)
     if progress:
         progress.set_total(k)
-    ones = np.ones(min(k, BATCH_ROWS), dtype=VALUE_TYPES[dtype])
-    with open_sink(output, meta, unique_claim=True) as sink:
-        for start in range(0, k, BATCH_ROWS):
-            stop = min(start + BATCH_ROWS, k)
+    ones = np.ones(min(k, batch_rows), dtype=VALUE_TYPES[dtype])
+    with open_sink(output, meta, unique_claim=True, budget=budget) as sink:
+        for start in range(0, k, batch_rows):
+            stop = min(start + batch_rows, k)
             diag = np.arange(start, stop, dtype=np.int64)
             sink.write(np.stack([diag, diag]), ones[: stop - start])
             if progress:

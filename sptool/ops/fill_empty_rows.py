@@ -7,6 +7,7 @@ import math
 import numpy as np
 import pyarrow as pa
 
+from .._memory import budget_of
 from ..errors import DataError, UsageError
 from ..io import AtomicTarget, arrow_of, batch_keys, known_shape, open_sink, open_source, values_array
 from ..stream.dense import check_dense_size
@@ -195,6 +196,7 @@ def fill_empty_rows(path: str, output: str | None, *, value, indicator: str | No
     >>> fill_empty_rows("sample_data/rowsparse.parquet", out, value=0)["empty_rows"]
     63
     """
+    budget = budget_of(memory)
     if indicator is not None and not str(indicator).endswith(".npy"):
         raise UsageError("the indicator is a .npy file; name it *.npy", path=str(indicator))
     with open_source(path) as opened, known_shape(opened, tmp_dir) as src:
@@ -219,10 +221,10 @@ def fill_empty_rows(path: str, output: str | None, *, value, indicator: str | No
         try:
             if target is not None:
                 ind = np.lib.format.open_memmap(target.tmp, mode="w+", dtype=bool, shape=(dense_rows,))
-            chunk = src.default_batch_rows(memory)
-            with open_sink(output, out_meta, unique_claim=True if meta.unique else None) as sink:
+            chunk = src.batch_rows(budget)
+            with open_sink(output, out_meta, unique_claim=True if meta.unique else None, budget=budget) as sink:
                 filler = _Filler(out_meta, fill, sink.schema, chunk, ind)
-                for batch, _ in sorted_batches(src, tuple(range(K)), memory=memory, tmp_dir=tmp_dir,
+                for batch, _ in sorted_batches(src, tuple(range(K)), budget=budget, tmp_dir=tmp_dir,
                                                progress=progress):
                     for out, _ in filler.feed(batch):
                         sink.write_batch(out)

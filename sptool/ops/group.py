@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
+from .._memory import budget_of
 from ..io import TensorSource, open_source
 from ..stream.group import group_source, group_tensor
 from ..tensor import SparseTensor
@@ -22,10 +23,11 @@ def group(tensor, dims, *, sort: bool = False, memory=None, tmp_dir: str | None 
     >>> [key for key, _, _ in group("sample_data/tensor3d.parquet", [0])][:3]
     [(0,), (1,), (2,)]
     """
+    budget = budget_of(memory)
     if isinstance(tensor, SparseTensor):
         yield from group_tensor(tensor, dims, sort=sort)
     elif isinstance(tensor, TensorSource):
-        yield from group_source(tensor, dims, sort=sort, memory=memory, tmp_dir=tmp_dir)
+        yield from group_source(tensor, dims, sort=sort, budget=budget, tmp_dir=tmp_dir)
     else:
         with open_source(tensor) as src:
-            yield from group_source(src, dims, sort=sort, memory=memory, tmp_dir=tmp_dir)
+            yield from group_source(src, dims, sort=sort, budget=budget, tmp_dir=tmp_dir)

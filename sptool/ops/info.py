@@ -8,6 +8,7 @@ import os
 import numpy as np
 
 from .. import _kernels
+from .._memory import budget_of
 from ..format import encode_fill, index_column
 from ..io import ParquetSource, open_source
 
@@ -21,6 +22,7 @@ def info(path: str, *, scan: bool = False, memory=None, progress=None) -> dict:
     >>> info("sample_data/tensor3d.parquet")["shape"]
     [40, 30, 20]
     """
+    budget = budget_of(memory)
     with open_source(path) as src:
         meta = src.meta
         K = meta.sparse_ndim
@@ -70,7 +72,7 @@ def info(path: str, *, scan: bool = False, memory=None, progress=None) -> dict:
             rows = 0
             if progress:
                 progress.set_total(meta.nnz)
-            for keys, _ in src.iter_arrays(memory=memory):
+            for keys, _ in src.iter_arrays(budget=budget):
                 if keys.shape[1] == 0:
                     continue
                 rows += keys.shape[1]
@@ -101,10 +103,11 @@ def head(path: str, n: int = 10, *, memory=None) -> tuple[np.ndarray, np.ndarray
     >>> idx.shape
     (3, 3)
     """
+    budget = budget_of(memory)
     with open_source(path) as src:
         keys_list, vals_list, got = [], [], 0
         if n > 0:
-            for keys, vals in src.iter_arrays(batch_rows=max(n, 1024), memory=memory):
+            for keys, vals in src.iter_arrays(batch_rows=max(n, 1024), budget=budget):
                 take = min(n - got, keys.shape[1])
                 keys_list.append(keys[:, :take])
                 vals_list.append(vals[:take])

@@ -5,6 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pyarrow as pa
 
+from .._memory import budget_of
 from ..errors import FormatError, UsageError
 from ..format import value_type_of_dtype
 from ..io import Background, batch_values, known_shape, open_sink, open_source, values_array
@@ -67,6 +68,7 @@ def map_values(path: str, output: str | None = None, *, fn: str, allow_fill_chan
     >>> map_values("sample_data/tensor3d.parquet", out, fn="abs")["value_type"]
     'float64'
     """
+    budget = budget_of(memory)
     if fn not in FUNCTIONS:
         raise UsageError(f"--fn must be one of {', '.join(FUNCTIONS)}, not {fn!r}")
     func = FUNCTIONS[fn]
@@ -96,9 +98,9 @@ def map_values(path: str, output: str | None = None, *, fn: str, allow_fill_chan
             # f(a) + f(b) != f(a + b): duplicates are summed (in the value type) before f is applied.
             src = SummedSource(src, tmp_dir=tmp_dir)
         out_meta = src.meta.with_(value_type=out_vt, fill_value=fill, nnz=None, created_by=None)
-        sink = open_sink(output, out_meta, unique_claim=True if out_meta.unique else None)
+        sink = open_sink(output, out_meta, unique_claim=True if out_meta.unique else None, budget=budget)
         with Background(sink, "write_batch") as writer:
-            for batch in src.iter_batches(memory=memory):
+            for batch in src.iter_batches(budget=budget):
                 if progress:
                     progress.advance(batch.num_rows)
                 vals = _apply(func, batch_values(batch, src.meta), out_dtype)

@@ -34,12 +34,12 @@ from contextlib import ExitStack
 import numpy as np
 
 from .. import _kernels, _linalg
-from .._memory import resolve_budget, share
+from .._memory import Budget, budget_of
 from .._messages import out_of_bounds, row_text
 from .._threads import THREADS
 from ..errors import DataError, ResourceError, ShapeMismatch, UsageError
 from ..format import TensorMeta, value_type_of_dtype
-from ..io import AtomicTarget, batch_keys, batch_values, known_shape, open_sink, open_source
+from ..io import AtomicTarget, OrderTracker, batch_keys, batch_values, known_shape, open_sink, open_source
 from ..stream.binary import (
     check_inputs,
     copy_slabs,
@@ -51,6 +51,7 @@ from ..stream.binary import (
 )
 from ..stream.dense import check_dense_size, release
 from ..stream.duplicates import summed_if_promoted
+from ..stream.group import whole_runs
 from ..stream.order import sorted_batches
 
 KERNEL_TYPES = {np.dtype(t) for t in (np.float32, np.float64, np.int32, np.int64, np.complex64, np.complex128)}
@@ -187,13 +188,13 @@ class _SpMM:
             f.result()
 
 
-def _stream_spmm(src, path, swap: bool, conj: bool, spmm: _SpMM, m: int, k: int, *, memory, progress):
+def _stream_spmm(src, path, swap: bool, conj: bool, spmm: _SpMM, m: int, k: int, *, budget, progress):
     """Feed a sparse operand's entries (row, col swapped for an adjoint) to the kernel."""
     meta = src.meta
     bounds = np.asarray(meta.shape, dtype=np.int64)
     r_dim, k_dim = (1, 0) if swap else (0, 1)
     seen = 0
-    for keys, vals in src.iter_arrays(memory=memory):
+    for keys, vals in src.iter_arrays(budget=budget):
         n = keys.shape[1]
         bad, _ = _kernels.first_out_of_bounds(keys, bounds)
         if bad >= 0:
@@ -210,10 +211,9 @@ def _stream_spmm(src, path, swap: bool, conj: bool, spmm: _SpMM, m: int, k: int,
 
 
 def _dense_product(sparse_path: str, dense_path: str, output, *, sparse_left: bool, adjoint_a: bool,
-                   adjoint_b: bool, memory, tmp_dir, progress) -> dict:
+                   adjoint_b: bool, budget: Budget, tmp_dir, progress) -> dict:
     if not output or output == "-" or not str(output).lower().endswith(".npy"):
         raise UsageError("a product with a dense operand is dense: name the output *.npy with -o", path=output)
-    budget = resolve_budget(memory)
     dense = open_dense(dense_path)
     with ExitStack() as stack:
         src = stack.enter_context(known_shape(stack.enter_context(open_source(sparse_path)), tmp_dir))
@@ -246,7 +246,7 @@ def _dense_product(sparse_path: str, dense_path: str, output, *, sparse_left: bo
             rows_out, inner = n, kb
         if progress:
             progress.set_total(meta.nnz)
-        scratch = _Scratch(stack, budget, tmp_dir, output)
+        scratch = _Scratch(stack, budget.total, tmp_dir, output)
         target = AtomicTarget(output, is_dir=False)
         try:
             final = np.lib.format.open_memmap(target.tmp, mode="w+", dtype=out_dtype, shape=(m, n),
@@ -262,13 +262,13 @@ def _dense_product(sparse_path: str, dense_path: str, output, *, sparse_left: bo
                 cast_back = True
             b = prepare_dense(dense, dense_t, dense_c, cdt, scratch)
             pool = stack.enter_context(ThreadPoolExecutor(THREADS, thread_name_prefix="sptool-spmm"))
-            spmm = _SpMM(b, acc, pool, release_bytes=budget // 4 if acc.nbytes > budget // 2 else None)
-            count = _stream_spmm(src, sparse_path, swap, conj, spmm, rows_out, inner, memory=memory,
+            spmm = _SpMM(b, acc, pool, release_bytes=budget.total // 4 if acc.nbytes > budget.total // 2 else None)
+            count = _stream_spmm(src, sparse_path, swap, conj, spmm, rows_out, inner, budget=budget,
                                  progress=progress)
             if cast_back:
                 copy_slabs(acc, view, budget)
             final.flush()
-            if nbytes > budget // 2:
+            if nbytes > budget.total // 2:
                 release(final)
             del final, view, acc, spmm
             target.commit()
@@ -285,12 +285,12 @@ class _CSR:
     """B' (k x n) in memory, rows = B' rows, built from any entry order (duplicates accumulate).
     The caller has checked that B fits (else it takes B in slabs, _slabs)."""
 
-    def __init__(self, src, path, transpose: bool, conj: bool, k: int, dtype: np.dtype, memory):
+    def __init__(self, src, path, transpose: bool, conj: bool, k: int, dtype: np.dtype, budget: Budget):
         meta = src.meta
         bounds = np.asarray(meta.shape, dtype=np.int64)
         r_dim, c_dim = (1, 0) if transpose else (0, 1)
         rows, cols, vals, seen = [], [], [], 0
-        for keys, v in src.iter_arrays(memory=memory):
+        for keys, v in src.iter_arrays(budget=budget):
             bad, _ = _kernels.first_out_of_bounds(keys, bounds)
             if bad >= 0:
                 raise DataError(out_of_bounds(seen + bad, keys, bad, meta.shape), path=path)
@@ -325,48 +325,36 @@ class _CSR:
 class _RowBlocks:
     """A's entries sorted by (output) row, cut into blocks of complete rows."""
 
-    def __init__(self, src, path, row_dim: int, conj: bool, dtype, *, memory, tmp_dir, progress):
+    def __init__(self, src, path, row_dim: int, conj: bool, dtype, *, budget: Budget, tmp_dir, progress):
         self.src, self.path, self.row_dim, self.conj, self.dtype = src, path, row_dim, conj, dtype
         # The full order (row, k): a packed sort key drops the index columns outside a partial order
         # (KeyCodec.payload), and k-ordered rows read B's rows in order.
-        self.stream = sorted_batches(src, (row_dim, 1 - row_dim), memory=memory,
+        self.stream = sorted_batches(src, (row_dim, 1 - row_dim), budget=budget,
                                      tmp_dir=tmp_dir, progress=progress)
-        self.last = -1
-        self.seen = 0
+        self.order = OrderTracker((row_dim,), 2, check_repeats=False)
 
     def __iter__(self):
-        meta = self.src.meta
-        carry = None
-        for batch, _ in self.stream:
-            keys = batch_keys(batch, 2)
+        for keys, vals in whole_runs(self._checked(), [self.row_dim]):
             rows = np.ascontiguousarray(keys[self.row_dim])
             cols = np.ascontiguousarray(keys[1 - self.row_dim])
+            yield rows, cols, np.ascontiguousarray(vals)
+
+    def _checked(self):
+        meta = self.src.meta
+        for batch, _ in self.stream:
+            keys = batch_keys(batch, 2)
             vals = batch_values(batch, meta).astype(self.dtype, copy=False)
             if self.conj and vals.dtype.kind == "c":
                 vals = np.conj(vals)
-            self._check(rows, keys)
-            if carry is not None:
-                rows, cols, vals = (np.concatenate([c, x]) for c, x in zip(carry, (rows, cols, vals)))
-                carry = None
-            if not len(rows):
-                continue
-            tail = int(np.searchsorted(rows, rows[-1], side="left"))
-            carry = (rows[tail:], cols[tail:], vals[tail:])
-            if tail:
-                yield rows[:tail], cols[:tail], np.ascontiguousarray(vals[:tail])
-        if carry is not None and len(carry[0]):
-            yield carry[0], carry[1], np.ascontiguousarray(carry[2])
+            self._check(keys)
+            yield keys, vals
 
-    def _check(self, rows, keys):
-        if not len(rows):
-            return
-        bad = np.flatnonzero(rows[1:] < rows[:-1])
-        at = int(bad[0]) + 1 if len(bad) else (0 if rows[0] < self.last else -1)
+    def _check(self, keys):
+        seen = self.order.offset
+        at, _ = self.order.check(keys)
         if at >= 0:
-            raise DataError(f"indices[{self.seen + at}] = {row_text(keys, at)} is out of order, although the "
+            raise DataError(f"indices[{at}] = {row_text(keys, at - seen)} is out of order, although the "
                             f"metadata says sort_order {list(self.src.meta.sort_order)}", path=self.path)
-        self.last = int(rows[-1])
-        self.seen += len(rows)
 
 
 class _SpGEMM:
@@ -418,11 +406,10 @@ class _SpGEMM:
             yield f.result()
 
 
-# Tests set this to a few entries: B is then always multiplied slab by slab, in slabs that small.
-FORCE_SLAB_ENTRIES: int | None = None
 
 
-def _slabs(sb, path_b, adjoint_b: bool, dtype, cap: int, *, memory, tmp_dir):
+
+def _slabs(sb, path_b, adjoint_b: bool, dtype, cap: int, *, budget: Budget, tmp_dir):
     """B' in slabs of at most ``cap`` entries, in the order of its rows (external sort when B is
     not stored so): CSRs of consecutive row ranges.  A row may straddle two slabs; the products
     of its two parts sum like those of any two rows."""
@@ -434,7 +421,7 @@ def _slabs(sb, path_b, adjoint_b: bool, dtype, cap: int, *, memory, tmp_dir):
         r, c, x = (np.concatenate([h[i] for h in held]) for i in range(3))
         return _CSR.from_rows(r, c, x, int(r[0]), int(r[-1]) + 1)
 
-    for batch, _ in sorted_batches(sb, (r_dim, c_dim), memory=memory, tmp_dir=tmp_dir, keys=False):
+    for batch, _ in sorted_batches(sb, (r_dim, c_dim), budget=budget, tmp_dir=tmp_dir, keys=False):
         keys = batch_keys(batch, 2)
         vals = batch_values(batch, meta).astype(dtype, copy=True)
         if adjoint_b and vals.dtype.kind == "c":
@@ -454,21 +441,20 @@ def _slabs(sb, path_b, adjoint_b: bool, dtype, cap: int, *, memory, tmp_dir):
 
 
 def _slabbed_product(sa, sb, path_a, path_b, sink, n: int, cdt, out_dtype, pool, cap_entries: int, *,
-                     adjoint_a: bool, adjoint_b: bool, budget: int, tmp_dir, stack: ExitStack):
+                     adjoint_a: bool, adjoint_b: bool, budget: Budget, tmp_dir, stack: ExitStack):
     """A' @ B' when B' does not fit in memory: B' in slabs of rows that do (a quarter of the
     budget each), A' sorted by row once (spilled to a temporary file unless stored so) and read
     once per slab for its entries that meet the slab.  Each slab's products are row-major and
     unique; their sum over the slabs comes out of the external sort with duplicates summed, in
     the compute type, so the result is the in-memory one in bounded memory."""
-    from .._memory import usable_budget
     from ..io import make_batch
     from ..stream.duplicates import Deduplicator
     from ..stream.sort import sorted_stream
 
     # A quarter of --memory for each of: B's slab, A's pass, the sort of the products (each step
     # takes its own share of a "memory" like --memory; the slab's entries count on their own).
-    quarter = share(budget, 4)
-    slab_entries = max(1024, usable_budget(budget) // 4 // (2 * (16 + cdt.itemsize)))
+    quarter = budget.share(4)
+    slab_entries = budget.slab_entries or max(1024, budget.usable // 4 // (2 * (16 + cdt.itemsize)))
     row_dim = 1 if adjoint_a else 0
     order = (row_dim, 1 - row_dim)
     # A' by rows, written once and read once per slab.  Always written, even when A is stored
@@ -476,20 +462,20 @@ def _slabbed_product(sa, sb, path_a, path_b, sink, n: int, cdt, out_dtype, pool,
     # first (summed_if_promoted), neither of which rereading the input would give.
     tmp = stack.enter_context(tempfile.TemporaryDirectory(prefix="sptool-spgemm-", dir=tmp_dir))
     a_path = os.path.join(tmp, "a-sorted.parquet")
-    with open_sink(a_path, sa.meta.with_(sort_order=order, nnz=None), unique_claim=None) as a_sink:
-        for batch, _ in sorted_batches(sa, order, memory=quarter, tmp_dir=tmp_dir, keys=False):
+    with open_sink(a_path, sa.meta.with_(sort_order=order, nnz=None), unique_claim=None, budget=budget) as a_sink:
+        for batch, _ in sorted_batches(sa, order, budget=quarter, tmp_dir=tmp_dir, keys=False):
             a_sink.write_batch(batch)
     part_meta = sink.meta.with_(value_type=value_type_of_dtype(cdt), sort_order=(), unique=False,
                                 fill_value=np.zeros((), cdt).item(), nnz=None)
     part_schema = part_meta.arrow_schema()
 
     def partials():
-        for csr in _slabs(sb, path_b, adjoint_b, cdt, FORCE_SLAB_ENTRIES or slab_entries, memory=quarter,
+        for csr in _slabs(sb, path_b, adjoint_b, cdt, slab_entries, budget=quarter,
                           tmp_dir=tmp_dir):
             lo, hi = csr.lo, csr.lo + len(csr.indptr) - 1
             engine = _SpGEMM(csr, n, cdt, pool, cap_entries)  # fresh scratch: rows repeat across slabs
             with open_source(a_path) as src:
-                for rows, cols, vals in _RowBlocks(src, path_a, row_dim, adjoint_a, cdt, memory=quarter,
+                for rows, cols, vals in _RowBlocks(src, path_a, row_dim, adjoint_a, cdt, budget=quarter,
                                                    tmp_dir=tmp_dir, progress=None):
                     meet = (cols >= lo) & (cols < hi)
                     if not meet.any():
@@ -507,10 +493,9 @@ def _slabbed_product(sa, sb, path_a, path_b, sink, n: int, cdt, out_dtype, pool,
         sink.write(batch_keys(out, 2), batch_values(out, part_meta).astype(out_dtype, copy=False))
 
 
-def _sparse_product(path_a: str, path_b: str, output, *, adjoint_a: bool, adjoint_b: bool, memory, tmp_dir,
+def _sparse_product(path_a: str, path_b: str, output, *, adjoint_a: bool, adjoint_b: bool, budget: Budget, tmp_dir,
                     progress) -> dict:
-    budget = resolve_budget(memory)
-    half = share(budget, 2)
+    half = budget.share(2)
     with ExitStack() as stack:
         sa = stack.enter_context(known_shape(stack.enter_context(open_source(path_a)), tmp_dir))
         sb = stack.enter_context(known_shape(stack.enter_context(open_source(path_b)), tmp_dir))
@@ -526,7 +511,7 @@ def _sparse_product(path_a: str, path_b: str, output, *, adjoint_a: bool, adjoin
         # duplicates sum in each operand's value type before the products are formed
         sa, sb = (summed_if_promoted(s, cdt, tmp_dir=tmp_dir) for s in (sa, sb))
         scratch_bytes = THREADS * n * (cdt.itemsize + 16)
-        if scratch_bytes > half // 2:
+        if scratch_bytes > half.total // 2:
             raise ResourceError(f"sparse x sparse matmul keeps a dense accumulator of B's {n} columns per thread "
                                 f"({scratch_bytes} bytes), over a quarter of --memory; raise --memory or swap the "
                                 "operands (A B = (B^H A^H)^H)", path=path_b)
@@ -535,16 +520,16 @@ def _sparse_product(path_a: str, path_b: str, output, *, adjoint_a: bool, adjoin
         out_meta = TensorMeta(shape=(m, n), sparse_ndim=2, value_type=value_type_of_dtype(out_dtype),
                               fill_value=np.zeros((), out_dtype).item(), sort_order=(0, 1), unique=True)
         pool = stack.enter_context(ThreadPoolExecutor(THREADS, thread_name_prefix="sptool-spgemm"))
-        cap_entries = max(1 << 14, (budget // 8) // (16 + cdt.itemsize))
+        cap_entries = max(1 << 14, (budget.total // 8) // (16 + cdt.itemsize))
         per = 16 + cdt.itemsize
-        with open_sink(output, out_meta, unique_claim=True) as sink:
-            if FORCE_SLAB_ENTRIES is None and mb.nnz is not None and mb.nnz * per * 2 <= half:
-                csr = _CSR(sb, path_b, adjoint_b, adjoint_b, kb, cdt, memory=half)
+        with open_sink(output, out_meta, unique_claim=True, budget=budget) as sink:
+            if budget.slab_entries is None and mb.nnz is not None and mb.nnz * per * 2 <= half.total:
+                csr = _CSR(sb, path_b, adjoint_b, adjoint_b, kb, cdt, budget=half)
                 if progress:
                     progress.advance(csr.nnz)
                 engine = _SpGEMM(csr, n, cdt, pool, cap_entries)
                 blocks = _RowBlocks(sa, path_a, 1 if adjoint_a else 0, adjoint_a, cdt,
-                                    memory=share(half, 2), tmp_dir=tmp_dir, progress=progress)
+                                    budget=half.share(2), tmp_dir=tmp_dir, progress=progress)
                 for rows, cols, vals in blocks:
                     for keys, v in engine.blocks(rows, cols, vals):
                         if len(v):
@@ -591,7 +576,7 @@ def matmul(a: str, b: str, output: str | None, *, adjoint_a: bool = False, adjoi
     """
     check_inputs([a, b])
     dense_a, dense_b = is_dense_path(a), is_dense_path(b)
-    kw = {"adjoint_a": bool(adjoint_a), "adjoint_b": bool(adjoint_b), "memory": memory, "tmp_dir": tmp_dir,
+    kw = {"adjoint_a": bool(adjoint_a), "adjoint_b": bool(adjoint_b), "budget": budget_of(memory), "tmp_dir": tmp_dir,
           "progress": progress}
     if dense_a and dense_b:
         raise UsageError("both operands are dense (.npy); matmul needs at least one sparse tensor (use NumPy for "

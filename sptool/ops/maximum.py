@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from .._memory import budget_of
 from ..errors import UsageError
 from ..stream.binary import binary_sparse, check_inputs, promote, scalar
 
@@ -34,7 +35,7 @@ def _extreme(ufunc, what, a, b, output, memory, tmp_dir, progress):
         out_dtype=_out_dtype(what),
         out_fill=lambda fa, fb, dt: scalar(ufunc(np.asarray(fa, dtype=dt), np.asarray(fb, dtype=dt)), dt),
         combine=_combine(ufunc),
-        memory=memory, tmp_dir=tmp_dir, progress=progress,
+        budget=budget_of(memory), tmp_dir=tmp_dir, progress=progress,
     )
 
 

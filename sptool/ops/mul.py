@@ -7,6 +7,7 @@ import numpy as np
 import pyarrow as pa
 
 from .. import _kernels
+from .._memory import budget_of
 from .._messages import out_of_bounds
 from ..errors import DataError, ShapeMismatch, UsageError
 from ..format import value_type_of_dtype
@@ -46,6 +47,7 @@ def gather(dense: np.ndarray, keys: np.ndarray, K: int) -> np.ndarray:
 
 
 def _cwise(op: str, t: str, d: str, output, *, memory=None, progress=None) -> dict:
+    budget = budget_of(memory)
     check_inputs([t, d])
     if is_dense_path(t):
         raise UsageError(f"{op} takes the sparse tensor first and the dense .npy second", path=t)
@@ -71,8 +73,8 @@ def _cwise(op: str, t: str, d: str, output, *, memory=None, progress=None) -> di
         if progress:
             progress.set_total(meta.nnz)
         rows = 0
-        with open_sink(output, out_meta, unique_claim=True if meta.unique else None) as sink:
-            for batch in src.iter_batches(memory=memory):
+        with open_sink(output, out_meta, unique_claim=True if meta.unique else None, budget=budget) as sink:
+            for batch in src.iter_batches(budget=budget):
                 keys = batch_keys(batch, K)
                 bad, _ = _kernels.first_out_of_bounds(keys, bounds)
                 if bad >= 0:

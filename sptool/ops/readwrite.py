@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .._memory import resolve_budget
+from .._memory import budget_of
 from ..errors import ResourceError
 from ..io import TensorSource, open_sink, open_source, read_all, row_bytes
 from ..tensor import SparseTensor
@@ -35,15 +35,15 @@ def read(path: str, *, memory=None) -> SparseTensor:
     (40, 30, 20)
     """
     with open_source(path) as src:
-        budget = resolve_budget(memory)
+        budget = budget_of(memory)
         nnz = src.meta.nnz
-        if nnz is not None and nnz * row_bytes(src.meta) * _READ_COPIES > budget:
+        if nnz is not None and nnz * row_bytes(src.meta) * _READ_COPIES > budget.total:
             raise ResourceError(
                 f"reading {nnz} entries into memory needs about {nnz * row_bytes(src.meta) * _READ_COPIES} "
                 "bytes, over --memory; stream it with sptool.open instead, or raise the budget",
                 path=path,
             )
-        indices, values, meta = read_all(src, memory=memory)
+        indices, values, meta = read_all(src, budget=budget)
     return SparseTensor.from_meta(indices, values, meta)
 
 

@@ -19,7 +19,7 @@ import math
 import numpy as np
 
 from .. import _kernels, _reduce
-from .._memory import resolve_budget
+from .._memory import Budget, budget_of
 from .._messages import out_of_bounds
 from ..errors import DataError, UsageError
 from ..format import value_type_of_dtype
@@ -368,10 +368,11 @@ def reduce(path: str, output: str | None = None, *, op: str, axis=None, keepdims
         output_kind(output)
     with open_source(path) as opened, known_shape(opened, tmp_dir) as src:
         return _reduce_source(src, output, dense_out, op=op, axis=axis, keepdims=keepdims, empty_value=empty_value,
-                              memory=memory, tmp_dir=tmp_dir, progress=progress)
+                              budget=budget_of(memory), tmp_dir=tmp_dir, progress=progress)
 
 
-def _reduce_source(src, output, dense_out: bool, *, op, axis, keepdims, empty_value, memory, tmp_dir, progress):
+def _reduce_source(src, output, dense_out: bool, *, op, axis, keepdims, empty_value, budget: Budget, tmp_dir,
+                   progress):
     path = src.path
     meta = src.meta
     check_op(op, meta)
@@ -392,9 +393,9 @@ def _reduce_source(src, output, dense_out: bool, *, op, axis, keepdims, empty_va
                          "write a .npy or pass --keepdims")
     if progress:
         progress.set_total(meta.nnz)
-    writer = _writer(output, dense_out, plan, meta, dtype, empty)
+    writer = _writer(output, dense_out, plan, meta, dtype, empty, budget)
     try:
-        rows_out = _run(src, path, meta, plan, op, dtype, writer, memory, tmp_dir, progress)
+        rows_out = _run(src, path, meta, plan, op, dtype, writer, budget, tmp_dir, progress)
         result = writer.close()
     except BaseException:
         writer.abort()
@@ -428,19 +429,18 @@ class Reduce(Partwise):
         if plan.scalar or plan.K_out == 0:
             raise UsageError("part by part, reduce writes a sparse result: keep a sparse dimension or pass --keepdims")
 
-    def map_part(self, src, output, *, memory=None, tmp_dir=None):
+    def map_part(self, src, output, *, budget: Budget, tmp_dir=None):
         _reduce_source(src, output, False, op=self.op, axis=self.axis, keepdims=self.keepdims,
-                       empty_value=self.empty_value, memory=memory, tmp_dir=tmp_dir, progress=None)
+                       empty_value=self.empty_value, budget=budget, tmp_dir=tmp_dir, progress=None)
 
     def combine(self, meta) -> Reorder:
         return Reorder(None, self.COMBINE[self.op])
 
 
-def _run(src, path, meta, plan, op, dtype, writer, memory, tmp_dir, progress) -> int:
+def _run(src, path, meta, plan, op, dtype, writer, budget: Budget, tmp_dir, progress) -> int:
     K = meta.sparse_ndim
     kdtype = kernel_dtype(meta.dtype, op) if op != "count" else np.dtype(np.uint8)
     m = 0 if op == "count" else max(meta.block_size, 1) if meta.hybrid else 1
-    budget = resolve_budget(memory)
     kept = plan.kept
     order = tuple(meta.sort_order)
     prefix = []
@@ -451,7 +451,7 @@ def _run(src, path, meta, plan, op, dtype, writer, memory, tmp_dir, progress) ->
     rest = kept[len(prefix):]
     E = math.prod(int(meta.shape[d]) for d in rest)
     dedup = op != "sum" and not meta.unique
-    single = E * (m * kdtype.itemsize + 16) <= budget // 8 and (not dedup or len(order) == K)
+    single = E * (m * kdtype.itemsize + 16) <= budget.total // 8 and (not dedup or len(order) == K)
     if not single:
         prefix, rest = kept, []
     dims = list(prefix) + list(rest)
@@ -478,12 +478,12 @@ def _run(src, path, meta, plan, op, dtype, writer, memory, tmp_dir, progress) ->
                 return reducer.block_partial(columns_of(batch, range(len(dims))),
                                              values_of(batch, n, batch.num_columns - 1), dim_bounds)
 
-            projected = projected_batches(src, dims, memory=memory, prepare=prepare)
+            projected = projected_batches(src, dims, budget=budget, prepare=prepare)
             read = dims if projected is not None else dims + [d for d in range(K) if d not in dims]
             all_bounds = [int(meta.shape[d]) for d in read]
             where = list(range(len(dims))) if projected is not None else read
             rows = 0
-            pairs = projected if projected is not None else ((b, None) for b in src.iter_batches(memory=memory))
+            pairs = projected if projected is not None else ((b, None) for b in src.iter_batches(budget=budget))
             for batch, partial in pairs:
                 n = batch.num_rows
                 if not n:
@@ -507,9 +507,9 @@ def _run(src, path, meta, plan, op, dtype, writer, memory, tmp_dir, progress) ->
                 yield from got
             return
         if single:
-            batches = checked_batches(src, memory=memory, progress=progress, path=path)
+            batches = checked_batches(src, budget=budget, progress=progress, path=path)
         else:
-            batches = ordered_batches(src, tuple(kept) + tuple(plan.reduced), memory=memory, tmp_dir=tmp_dir,
+            batches = ordered_batches(src, tuple(kept) + tuple(plan.reduced), budget=budget, tmp_dir=tmp_dir,
                                       progress=progress, path=path)
         pairs = ((keys, values_of(batch, keys.shape[1])) for keys, batch in batches)
         if dedup:
@@ -560,11 +560,11 @@ def _finish_piece(piece, op, plan, dtype, kdtype):
 # writers: a sparse tensor, a dense .npy, or the scalar
 
 class _SparseWriter:
-    def __init__(self, output, plan, meta, dtype, empty):
+    def __init__(self, output, plan, meta, dtype, empty, budget):
         out_meta = meta.with_(shape=plan.shape, sparse_ndim=plan.K_out, value_type=value_type_of_dtype(dtype),
                               fill_value=empty, nnz=None, sort_order=tuple(range(plan.K_out)), unique=True,
                               iso=False, dimension_names=plan.names, created_by=None)
-        self.sink = open_sink(output, out_meta, unique_claim=True)
+        self.sink = open_sink(output, out_meta, unique_claim=True, budget=budget)
 
     def write(self, keys, vals):
         if keys.shape[1]:
@@ -642,9 +642,9 @@ class _ScalarWriter:
 
 
 
-def _writer(output, dense_out, plan, meta, dtype, empty):
+def _writer(output, dense_out, plan, meta, dtype, empty, budget):
     if dense_out:
         return Background(_DenseWriter(output, plan, meta, dtype, empty))
     if plan.scalar:
         return _ScalarWriter(empty)
-    return Background(_SparseWriter(output, plan, meta, dtype, empty))
+    return Background(_SparseWriter(output, plan, meta, dtype, empty, budget))

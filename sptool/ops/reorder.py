@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from .._memory import budget_of
 from ..io import known_shape, open_source
 from ..stream.engine import run
 from ..stream.reorder import Reorder
@@ -22,8 +23,9 @@ def reorder(path: str, output: str | None, *, order=None, duplicates: str = "kee
     >>> reorder("sample_data/unsorted.parquet", out, duplicates="sum")["canonical"]
     True
     """
+    budget = budget_of(memory)
     with open_source(path) as opened, known_shape(opened, tmp_dir) as src:
         rows_in = src.meta.nnz
-        final = run(Reorder(order, duplicates), src, output, memory=memory, tmp_dir=tmp_dir, progress=progress)
+        final = run(Reorder(order, duplicates), src, output, budget=budget, tmp_dir=tmp_dir, progress=progress)
     return {"rows_in": rows_in, "rows_out": final.nnz, "canonical": final.canonical, "unique": final.unique,
             "sort_order": list(final.sort_order)}

@@ -8,6 +8,7 @@ import numpy as np
 import pyarrow as pa
 
 from .. import _kernels
+from .._memory import budget_of
 from ..errors import DataError, UsageError
 from ..format import INT64_MAX, index_column
 from ..io import ParquetSource, batch_keys, open_sink, open_source
@@ -77,6 +78,7 @@ def reset_shape(path: str, output: str | None, *, shape=None, memory=None, progr
     >>> reset_shape("sample_data/unsorted.parquet", out)["shape"]
     [10, 8, 6]
     """
+    budget = budget_of(memory)
     with open_source(path) as src:
         meta = src.meta
         K = meta.sparse_ndim
@@ -92,8 +94,8 @@ def reset_shape(path: str, output: str | None, *, shape=None, memory=None, progr
             progress.set_total(meta.nnz)
         bounds = np.asarray([INT64_MAX if s is None else s for s in new_shape[:K]], dtype=np.int64)
         rows = 0
-        with open_sink(output, out_meta, unique_claim=True if meta.unique else None) as sink:
-            for batch in src.iter_batches(memory=memory):
+        with open_sink(output, out_meta, unique_claim=True if meta.unique else None, budget=budget) as sink:
+            for batch in src.iter_batches(budget=budget):
                 n = batch.num_rows
                 keys = batch_keys(batch, K)
                 row, dim = _kernels.first_out_of_bounds(keys, bounds)

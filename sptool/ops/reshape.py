@@ -8,6 +8,7 @@ import numpy as np
 import pyarrow as pa
 
 from .. import _kernels
+from .._memory import budget_of
 from ..errors import UsageError
 from ..format import INT64_MAX
 from ..io import arrow_of, known_shape, open_sink, open_source
@@ -97,6 +98,7 @@ def reshape(path: str, output: str | None, *, shape, memory=None, progress=None)
     >>> reshape("sample_data/tensor3d.parquet", out, shape=(1200, -1))["shape"]
     [1200, 20]
     """
+    budget = budget_of(memory)
     with open_source(path) as opened, known_shape(opened) as src:
         meta = src.meta
         K = meta.sparse_ndim
@@ -115,8 +117,8 @@ def reshape(path: str, output: str | None, *, shape, memory=None, progress=None)
                               dimension_names=names, created_by=None)
         if progress:
             progress.set_total(meta.nnz)
-        with open_sink(output, out_meta, unique_claim=True if meta.unique else None) as sink:
-            for batch, cols in checked(src.iter_batches(memory=memory), meta, path=path, progress=progress):
+        with open_sink(output, out_meta, unique_claim=True if meta.unique else None, budget=budget) as sink:
+            for batch, cols in checked(src.iter_batches(budget=budget), meta, path=path, progress=progress):
                 if same:
                     index = list(batch.columns[:K])
                 else:

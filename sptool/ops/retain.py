@@ -7,6 +7,7 @@ import os
 import numpy as np
 import pyarrow as pa
 
+from .._memory import budget_of
 from ..errors import InputError, UsageError
 from ..io import batch_keys, batch_values, open_sink, open_source
 from ..stream.where import compile_where
@@ -61,6 +62,7 @@ def retain(path: str, output: str | None, *, mask=None, where: str | None = None
     >>> retain("sample_data/tensor3d.parquet", out, where="indices_0 < 4")["rows_out"] < 1000
     True
     """
+    budget = budget_of(memory)
     if (mask is None) == (where is None):
         raise UsageError("give exactly one of --mask and --where")
     with open_source(path) as src:
@@ -75,8 +77,8 @@ def retain(path: str, output: str | None, *, mask=None, where: str | None = None
         if progress:
             progress.set_total(meta.nnz)
         rows = 0
-        with open_sink(output, out_meta, unique_claim=True if meta.unique else None) as sink:
-            for batch in src.iter_batches(memory=memory):
+        with open_sink(output, out_meta, unique_claim=True if meta.unique else None, budget=budget) as sink:
+            for batch in src.iter_batches(budget=budget):
                 n = batch.num_rows
                 if cond is not None:
                     keys = batch_keys(batch, K) if cond.needs_keys else None

@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 import pyarrow as pa
 
-from .._memory import resolve_budget
+from .._memory import budget_of
 from ..errors import UsageError
 from ..io import (
     ParquetSource,
@@ -112,7 +112,8 @@ def slice_(path: str, output: str | None, *, start, size, memory=None, progress=
     >>> slice_("sample_data/tensor3d.parquet", out, start=[10, 0, 5], size=[5, -1, 10])["shape"]
     [5, 30, 10]
     """
-    resolve_budget(memory)
+    budget = budget_of(memory)
+
     with open_source(path) as opened, known_shape(opened) as src:
         meta = src.meta
         K = meta.sparse_ndim
@@ -125,16 +126,16 @@ def slice_(path: str, output: str | None, *, start, size, memory=None, progress=
             plan, pruning = overlapping_row_groups(src, lo, hi)
             if progress:
                 progress.set_total(sum(sum(p.file.metadata.row_group(r).num_rows for r in g) for p, g in plan))
-            batches = _pruned_batches(src, plan, src.default_batch_rows(memory))
+            batches = _pruned_batches(src, plan, src.batch_rows(budget))
         else:
             if progress:
                 progress.set_total(meta.nnz)
-            batches = src.iter_batches(memory=memory)
+            batches = src.iter_batches(budget=budget)
         lo_k = np.asarray(lo[:K], dtype=np.int64)[:, None]
         hi_k = np.asarray(hi[:K], dtype=np.int64)[:, None]
         rows_in = 0
         claim = True if meta.unique else None
-        with open_sink(output, out_meta, unique_claim=claim) as sink:
+        with open_sink(output, out_meta, unique_claim=claim, budget=budget) as sink:
             for batch in batches:
                 rows_in += batch.num_rows
                 if progress:

@@ -5,9 +5,11 @@ from __future__ import annotations
 import numpy as np
 
 from .. import _reduce
+from .._memory import budget_of
 from ..errors import UsageError
 from ..io import Background, batch_values, known_shape, open_sink, open_source
 from ..stream.duplicates import sum_duplicates
+from ..stream.group import whole_runs
 from ..stream.order import ordered_batches
 from ..stream.values import as_kernel, from_kernel, kernel_dtype, runs
 
@@ -36,6 +38,7 @@ def softmax(path: str, output: str | None = None, *, memory=None, tmp_dir: str |
     >>> softmax("sample_data/tensor3d.parquet", out)["canonical"]
     True
     """
+    budget = budget_of(memory)
     with open_source(path) as opened, known_shape(opened, tmp_dir) as src:
         meta = src.meta
         if meta.ndim < 2:
@@ -48,42 +51,20 @@ def softmax(path: str, output: str | None = None, *, memory=None, tmp_dir: str |
         kdtype = kernel_dtype(meta.dtype)
         dense = tuple(meta.dense_shape)
         out_meta = meta.with_(nnz=None, sort_order=tuple(range(K)), unique=True, iso=False, created_by=None)
-        batches = ordered_batches(src, tuple(range(K)), memory=memory, tmp_dir=tmp_dir, progress=progress,
+        batches = ordered_batches(src, tuple(range(K)), budget=budget, tmp_dir=tmp_dir, progress=progress,
                                   path=path)
         pairs = ((keys, as_kernel(batch_values(batch, meta), keys.shape[1], kdtype)) for keys, batch in batches)
         if not meta.unique:
             pairs = sum_duplicates(pairs)
         groups = list(range(K - 1))
-        sink = open_sink(output, out_meta, unique_claim=True)
+        sink = open_sink(output, out_meta, unique_claim=True, budget=budget)
         with Background(sink) as writer:
             def emit(keys, vals):
-                if keys.shape[1]:
-                    out = np.empty_like(vals)
-                    _reduce.segment_softmax(vals, runs(keys, groups), out)
-                    writer.write(keys, from_kernel(out, meta.dtype, dense))
+                out = np.empty_like(vals)
+                _reduce.segment_softmax(vals, runs(keys, groups), out)
+                writer.write(keys, from_kernel(out, meta.dtype, dense))
 
-            carry = None
-            for keys, vals in pairs:
-                n = keys.shape[1]
-                starts = runs(keys, groups)
-                begin = 0
-                if carry is not None:
-                    ck, cv = carry
-                    end = int(starts[1])
-                    if np.array_equal(ck[groups, 0], keys[groups, 0]):
-                        ck = np.concatenate([ck, keys[:, :end]], axis=1)
-                        cv = np.concatenate([cv, vals[:end]])
-                        if end == n:
-                            carry = (ck, cv)
-                            continue
-                        begin = end
-                    emit(ck, cv)
-                    carry = None
-                last = int(starts[-2])
-                if last > begin:
-                    emit(keys[:, begin:last], vals[begin:last])
-                carry = (keys[:, last:].copy(), vals[last:].copy())
-            if carry is not None:
-                emit(*carry)
+            for keys, vals in whole_runs(pairs, groups):
+                emit(keys, vals)
         final = sink.final_meta
     return {"rows_in": meta.nnz, "rows_out": final.nnz, "canonical": final.canonical, "shape": list(final.shape)}

@@ -10,7 +10,7 @@ import shutil
 import numpy as np
 import pyarrow as pa
 
-from .._memory import format_size, resolve_budget
+from .._memory import budget_of, format_size
 from ..errors import ResourceError, UsageError
 from ..format import TensorMeta
 from ..io import (
@@ -89,7 +89,7 @@ def split(path: str, pattern: str, *, axis: int, num: int, memory=None, progress
     >>> [s[0] for s in r["shapes"]]
     [14, 13, 13]
     """
-    budget = resolve_budget(memory)
+    budget = budget_of(memory)
     with open_source(path) as opened, known_shape(opened) as src:
         meta = src.meta
         rank = len(meta.shape)
@@ -111,7 +111,7 @@ def split(path: str, pattern: str, *, axis: int, num: int, memory=None, progress
         _check_open_files(num)
         # Each open Parquet writer costs about this much beyond its buffered rows (encoders,
         # compression contexts, the page index; measured 5 MiB a piece), whatever its row groups.
-        if num * WRITER_OVERHEAD > budget // 2:
+        if num * WRITER_OVERHEAD > budget.total // 2:
             need = format_size(2 * num * WRITER_OVERHEAD)
             raise UsageError(f"splitting into {num} pieces keeps {num} writers open (about "
                              f"{format_size(WRITER_OVERHEAD)} each): raise --memory to at least {need}")
@@ -121,16 +121,16 @@ def split(path: str, pattern: str, *, axis: int, num: int, memory=None, progress
         sinks, done = [], []
         try:
             for p, m in zip(paths, metas):
-                sink = open_sink(p, m, unique_claim=claim)
+                sink = open_sink(p, m, unique_claim=claim, budget=budget)
                 # N sinks each buffer up to a row group before writing it; the budget's half
                 # (the other is for the batch being routed and the one prefetched) is shared
                 # by them, so smaller row groups when there are many pieces.
-                per_sink = budget // (2 * num * 3)  # the pending batches, their concatenation, the encoder
+                per_sink = budget.total // (2 * num * 3)  # the pending batches, their concatenation, the encoder
                 sink.row_group_rows = max(1, min(sink.row_group_rows, per_sink // row_bytes(m)))
                 sinks.append(sink)
             router = _route_dense if axis >= meta.sparse_ndim else _route_sparse
             rows_in = 0
-            for batch in src.iter_batches(memory=memory):
+            for batch in src.iter_batches(budget=budget):
                 rows_in += batch.num_rows
                 if progress:
                     progress.advance(batch.num_rows)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 
 from .. import _kernels
-from .._memory import resolve_budget
+from .._memory import budget_of
 from .._messages import row_text, tuple_text
 from ..errors import DataError, UsageError
 from ..io import batch_values, known_shape, make_batch, open_sink, open_source
@@ -38,6 +38,7 @@ def to_indicator(path: str, output: str | None = None, *, vocab_size: int, memor
     >>> np.load(out).shape
     (1797, 17)
     """
+    budget = budget_of(memory)
     try:
         V = int(vocab_size)
     except (TypeError, ValueError):
@@ -60,29 +61,29 @@ def to_indicator(path: str, output: str | None = None, *, vocab_size: int, memor
                               unique=True, iso=False, created_by=None,
                               dimension_names=None if meta.dimension_names is None
                               else tuple(meta.dimension_names[: K - 1]) + (None,))
-        entries = _entries(src, meta, V, memory, tmp_dir, progress, path)
+        entries = _entries(src, meta, V, budget, tmp_dir, progress, path)
         if dense_out:
             _write_dense(entries, output, shape)
             rows_out = None
         else:
-            rows_out = _write_sparse(entries, output, out_meta, memory, tmp_dir)
+            rows_out = _write_sparse(entries, output, out_meta, budget, tmp_dir)
     return {"rows_in": meta.nnz, "rows_out": rows_out, "shape": list(shape), "output": output}
 
 
-def _entries(src, meta, V, memory, tmp_dir, progress, path):
+def _entries(src, meta, V, budget, tmp_dir, progress, path):
     """(keys (K, n), ids (n,)) with checked ids; duplicates summed first."""
     K = meta.sparse_ndim
     dtype = kernel_dtype(meta.dtype)
     if meta.unique:
         rows = 0
-        for keys, batch in checked_batches(src, memory=memory, progress=progress, path=path):
+        for keys, batch in checked_batches(src, budget=budget, progress=progress, path=path):
             ids = batch_values(batch, meta)
             _check_ids(keys, ids, V, rows, path)
             rows += len(ids)
             yield keys, ids
         return
     order = meta.sort_order if len(meta.sort_order) == K else tuple(range(K))
-    batches = ordered_batches(src, order, memory=memory, tmp_dir=tmp_dir, progress=progress, path=path)
+    batches = ordered_batches(src, order, budget=budget, tmp_dir=tmp_dir, progress=progress, path=path)
     pairs = ((keys, as_kernel(batch_values(batch, meta), keys.shape[1], dtype)) for keys, batch in batches)
     for keys, ids in sum_duplicates(pairs):
         ids = ids.reshape(-1)
@@ -129,7 +130,7 @@ def _write_dense(entries, output, shape):
         raise
 
 
-def _write_sparse(entries, output, out_meta, memory, tmp_dir) -> int:
+def _write_sparse(entries, output, out_meta, budget, tmp_dir) -> int:
     schema = out_meta.arrow_schema()
     K = out_meta.sparse_ndim
 
@@ -139,8 +140,7 @@ def _write_sparse(entries, output, out_meta, memory, tmp_dir) -> int:
             if n:
                 yield make_batch(_new_keys(keys, ids), np.ones(n, dtype=bool), out_meta, schema)
 
-    budget = resolve_budget(memory)
-    with open_sink(output, out_meta, unique_claim=True) as sink:
+    with open_sink(output, out_meta, unique_claim=True, budget=budget) as sink:
         dedup = Deduplicator("first", out_meta, sink.schema)
         for batch, keys in sorted_stream(batches(), out_meta, tuple(range(K)), budget=budget, tmp_dir=tmp_dir):
             for out in dedup.feed(batch, keys):

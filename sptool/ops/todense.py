@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from .._memory import budget_of
 from ..io import open_source
 from ..stream.dense import write_dense
 
@@ -23,6 +24,7 @@ def todense(path: str, output: str, *, default_value=None, validate: bool = True
     >>> np.load(out).shape
     (40, 30, 20)
     """
+    budget = budget_of(memory)
     with open_source(path) as src:
-        return write_dense(src, output, default_value=default_value, validate=validate, memory=memory,
+        return write_dense(src, output, default_value=default_value, validate=validate, budget=budget,
                            progress=progress)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pyarrow as pa
 
+from .._memory import budget_of
 from ..errors import UsageError
 from ..format import TensorMeta
 from ..io import known_shape, open_source, schema_of
@@ -72,7 +73,8 @@ def transpose(path: str, output: str | None, *, perm=None, memory=None, tmp_dir:
     >>> transpose("sample_data/tensor3d.parquet", out)["shape"]
     [20, 30, 40]
     """
+    budget = budget_of(memory)
     with open_source(path) as opened, known_shape(opened, tmp_dir) as src:
         op = Transpose(perm)
-        final = run(op, src, output, memory=memory, tmp_dir=tmp_dir, progress=progress)
+        final = run(op, src, output, budget=budget, tmp_dir=tmp_dir, progress=progress)
     return {"rows": final.nnz, "shape": list(final.shape), "perm": list(op.perm), "unique": final.unique}

@@ -12,8 +12,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from .. import _kernels
-from .._memory import batch_rows as _batch_rows
-from .._memory import resolve_budget
+from .._memory import Budget, budget_of
 from .._messages import out_of_bounds, out_of_order, repeated
 from ..format import (
     INT64_MAX,
@@ -314,12 +313,12 @@ def _decode(leaf: pa.Array, meta: TensorMeta) -> np.ndarray:
 # ---------------------------------------------------------------------------------------------
 
 class _Validator:
-    def __init__(self, target: str, *, metadata_only: bool, deep: bool, memory, progress):
+    def __init__(self, target: str, *, metadata_only: bool, deep: bool, budget: Budget, progress):
         mode = "metadata-only" if metadata_only else ("deep" if deep else "full")
         self.report = Report(target=target, mode=mode)
         self.metadata_only = metadata_only
         self.deep = deep
-        self.budget = resolve_budget(memory)
+        self.budget = budget
         self.progress = progress
 
     def add(self, problem: Problem):
@@ -442,8 +441,8 @@ class _Validator:
         return stats
 
     def _scan_parquet(self, path: str, pf: pq.ParquetFile, meta: TensorMeta, stats, location, add, *, count_fill=True):
-        scanner = Scanner(meta, add, location, deep=self.deep, budget=self.budget, count_fill=count_fill)
-        rows = _batch_rows(self.budget, row_bytes(meta))
+        scanner = Scanner(meta, add, location, deep=self.deep, budget=self.budget.total, count_fill=count_fill)
+        rows = self.budget.rows(row_bytes(meta))
         if self.progress:
             self.progress.set_total(pf.metadata.num_rows)
 
@@ -543,7 +542,7 @@ class _Validator:
         if _has_fatal(problems):
             return
         unknown = [k for k, d in enumerate(obj["shape"][: meta.sparse_ndim]) if d is None]
-        scanner = Scanner(meta, add, {}, deep=self.deep, budget=self.budget, track_max=unknown)
+        scanner = Scanner(meta, add, {}, deep=self.deep, budget=self.budget.total, track_max=unknown)
         promised = bool((header.get("stream") or {}).get("trailer"))
         trailer = None
         rows = 0
@@ -623,7 +622,7 @@ def validate(path: str, *, metadata_only: bool = False, deep: bool = False, memo
     from ..errors import InputError
 
     target = path  # "-" for stdin, as the spec's report says
-    v = _Validator(target, metadata_only=metadata_only, deep=deep, memory=memory, progress=progress)
+    v = _Validator(target, metadata_only=metadata_only, deep=deep, budget=budget_of(memory), progress=progress)
     if path == "-":
         import sys
 

@@ -11,11 +11,11 @@ import numpy as np
 import pyarrow as pa
 
 from .. import _linalg
-from .._memory import resolve_budget, share
+from .._memory import Budget
 from .._messages import row_text
 from ..errors import DataError, InputError, ShapeMismatch, UsageError
 from ..format import TensorMeta, value_type_of_dtype
-from ..io import batch_keys, batch_values, known_shape, open_sink, open_source
+from ..io import OrderTracker, batch_keys, batch_values, known_shape, open_sink, open_source
 from .dense import is_zero, release
 from .duplicates import Deduplicator
 from .order import sorted_batches
@@ -112,18 +112,17 @@ class _Side:
     """One operand of a merge join: its rows row-major sorted (the external sort when the file
     does not say it is), bounds-checked, with duplicates summed."""
 
-    def __init__(self, src, codec: KeyCodec, *, memory, tmp_dir, progress):
+    def __init__(self, src, codec: KeyCodec, *, budget, tmp_dir, progress):
         self.meta = meta = src.meta
         self.path = src.path
         self.codec = codec
         self.K = meta.sparse_ndim
         order = tuple(range(self.K))
-        self._stream = sorted_batches(src, order, memory=memory, tmp_dir=tmp_dir,
+        self._stream = sorted_batches(src, order, budget=budget, tmp_dir=tmp_dir,
                                       progress=progress)
         self._dedup = None if meta.unique else Deduplicator("sum", meta, meta.arrow_schema())
         self._chunks = self._generate()
-        self._last = None
-        self._rows = 0
+        self._order = OrderTracker(tuple(range(src.meta.sparse_ndim)), src.meta.sparse_ndim, check_repeats=True)
 
     def _generate(self):
         K = self.K
@@ -150,17 +149,14 @@ class _Side:
         """The join needs strictly increasing keys: a file whose sort claim is false is an error."""
         if codes.dtype != np.uint64 or not len(codes):
             return
-        bad = np.flatnonzero(codes[1:] <= codes[:-1])
-        at = int(bad[0]) + 1 if len(bad) else -1
-        if at < 0 and self._last is not None and codes[0] <= self._last:
-            at = 0
+        seen = self._order.offset
+        at, _ = self._order.check_codes(codes)
         if at >= 0:
-            keys = self.codec.decode(codes[at:at + 1]) if keys is None else keys[:, at:at + 1]
-            raise DataError(f"indices[{self._rows + at}] = {row_text(keys, 0)} is out of order or repeated, "
+            local = at - seen
+            keys = self.codec.decode(codes[local:local + 1]) if keys is None else keys[:, local:local + 1]
+            raise DataError(f"indices[{at}] = {row_text(keys, 0)} is out of order or repeated, "
                             f"although the metadata says sort_order {list(self.meta.sort_order)}, unique "
                             f"{str(self.meta.unique).lower()}", path=self.path)
-        self._last = codes[-1]
-        self._rows += len(codes)
 
     def next(self) -> _Chunk | None:
         for chunk in self._chunks:
@@ -245,7 +241,7 @@ def gather_values(chunk: _Chunk | None, idx, has, fill, dtype, n: int, tail: tup
 
 
 def binary_sparse(path_a: str, path_b: str, output, *, what: str, out_dtype, out_fill, combine, fused=None,
-                  memory=None, tmp_dir=None, progress=None) -> dict:
+                  budget: Budget, tmp_dir=None, progress=None) -> dict:
     """Shared driver of add, maximum and minimum on two sparse tensors.
 
     ``out_dtype(meta_a, meta_b)`` and ``out_fill(fill_a, fill_b, dtype)`` give the output's type
@@ -256,8 +252,7 @@ def binary_sparse(path_a: str, path_b: str, output, *, what: str, out_dtype, out
     values of a kernel type, both sides present.
     """
     check_inputs([path_a, path_b])
-    budget = resolve_budget(memory)
-    half = share(budget, 2)
+    half = budget.share(2)
     with ExitStack() as stack:
         sa = stack.enter_context(known_shape(stack.enter_context(open_source(path_a)), tmp_dir))
         sb = stack.enter_context(known_shape(stack.enter_context(open_source(path_b)), tmp_dir))
@@ -277,11 +272,11 @@ def binary_sparse(path_a: str, path_b: str, output, *, what: str, out_dtype, out
         if progress:
             progress.set_total(ma.nnz + mb.nnz if ma.nnz is not None and mb.nnz is not None else None)
         codec = KeyCodec(ma.shape, tuple(range(K)))
-        left = _Side(sa, codec, memory=half, tmp_dir=tmp_dir, progress=progress)
-        right = _Side(sb, codec, memory=half, tmp_dir=tmp_dir, progress=progress)
+        left = _Side(sa, codec, budget=half, tmp_dir=tmp_dir, progress=progress)
+        right = _Side(sb, codec, budget=half, tmp_dir=tmp_dir, progress=progress)
         fa, fb = scalar(ma.fill_value, dtype), scalar(mb.fill_value, dtype)
         dropped = 0
-        with open_sink(output, out_meta, unique_claim=True) as sink:
+        with open_sink(output, out_meta, unique_claim=True, budget=budget) as sink:
             tail = tuple(ma.dense_shape)
             fast = fused is not None and codec.packed and not tail and dtype in FUSED_TYPES
             for a, b in join_rounds(left, right, codec.packed):
@@ -312,17 +307,17 @@ def binary_sparse(path_a: str, path_b: str, output, *, what: str, out_dtype, out
             "shape": list(final.shape), "value_type": final.value_type, "canonical": final.canonical}
 
 
-def copy_slabs(src: np.ndarray, out: np.ndarray, budget: int):
+def copy_slabs(src: np.ndarray, out: np.ndarray, budget: Budget):
     """out[...] = src, a slab of leading-axis rows at a time (casting), so neither is read whole."""
     if out.ndim == 0 or out.size == 0:
         out[...] = src
         return
     row_bytes = max(out[0].nbytes, 1) + max(src[0].nbytes, 1) if out.shape[0] else 1
-    step = max(1, (budget // 8) // row_bytes)
+    step = max(1, (budget.total // 8) // row_bytes)
     with np.errstate(all="ignore"):
         for start in range(0, out.shape[0], step):
             out[start:start + step] = src[start:start + step]
-            if out.nbytes > budget // 2:
+            if out.nbytes > budget.total // 2:
                 release(out)
 
 

@@ -10,7 +10,7 @@ import shutil
 import numpy as np
 
 from .. import _kernels
-from .._memory import resolve_budget
+from .._memory import Budget
 from .._messages import out_of_bounds, out_of_order, repeated
 from ..errors import DataError, ResourceError, UsageError
 from ..format import INT64_MAX, TensorMeta
@@ -141,16 +141,16 @@ def dense_dtype(meta, width: int | None = None) -> np.dtype:
     return meta.dtype
 
 
-def _string_width(src, memory) -> int:
+def _string_width(src, budget) -> int:
     """The longest string or bytes value: a first pass over a re-readable source."""
     width = 1
-    for _, vals in src.iter_arrays(memory=memory):
+    for _, vals in src.iter_arrays(budget=budget):
         if len(vals):
             width = max(width, max(len(v) for v in vals.reshape(-1)))
     return width
 
 
-def write_dense(src, output: str, *, default_value=None, validate: bool = True, memory=None,
+def write_dense(src, output: str, *, default_value=None, validate: bool = True, budget: Budget,
                 progress=None) -> dict:
     """The dense form of an opened source (duplicates summed) written to the .npy ``output``
     through a memory map, committed atomically; bounds always checked, order and uniqueness
@@ -158,7 +158,6 @@ def write_dense(src, output: str, *, default_value=None, validate: bool = True, 
     the budget."""
     if not output.endswith(".npy"):
         raise UsageError("todense writes a .npy file; name the output *.npy", path=output)
-    budget = resolve_budget(memory)
     with known_shape(src) as src:
         meta = src.meta
         width = None
@@ -166,7 +165,7 @@ def write_dense(src, output: str, *, default_value=None, validate: bool = True, 
             if src.kind == "stream":
                 raise UsageError("a string tensor from stdin cannot be densified (two passes are needed); "
                                  "write it to a file first", path=src.path)
-            width = _string_width(src, memory)
+            width = _string_width(src, budget)
         fill = meta.fill_value if default_value is None else default_value
         if width is not None:
             width = max(width, len(fill))
@@ -175,19 +174,19 @@ def write_dense(src, output: str, *, default_value=None, validate: bool = True, 
         target = AtomicTarget(output, is_dir=False)
         try:
             out = np.lib.format.open_memmap(target.tmp, mode="w+", dtype=dtype, shape=tuple(meta.shape))
-            release = nbytes if nbytes > budget // 2 else None
+            release = nbytes if nbytes > budget.total // 2 else None
             touched = None
-            if not is_zero(fill) and math.prod(meta.shape[: meta.sparse_ndim]) > budget // 4:
+            if not is_zero(fill) and math.prod(meta.shape[: meta.sparse_ndim]) > budget.total // 4:
                 touched = np.lib.format.open_memmap(target.tmp + ".touched", mode="w+", dtype=bool,
                                                     shape=(math.prod(meta.shape[: meta.sparse_ndim]),))
-            scatter = DenseScatter(out, meta, fill, touched=touched, release_bytes=release and budget // 4)
+            scatter = DenseScatter(out, meta, fill, touched=touched, release_bytes=release and budget.total // 4)
             sort = release is not None and not meta.row_major
             # Sorted rows are checked for the uniqueness claim in their new (row-major) order.
             claimed = tuple(range(meta.sparse_ndim)) if sort else meta.sort_order
             tracker = OrderTracker(claimed, meta.sparse_ndim, check_repeats=meta.unique) if validate else None
             if progress:
                 progress.set_total(meta.nnz)
-            for keys, vals in _rows(src, sort=sort, memory=memory):
+            for keys, vals in _rows(src, sort=sort, budget=budget):
                 scatter.add(keys, vals)
                 if tracker is not None:
                     _check_claims(tracker, keys, meta)
@@ -208,17 +207,17 @@ def write_dense(src, output: str, *, default_value=None, validate: bool = True, 
     return {"rows": meta.nnz, "shape": list(meta.shape), "dtype": str(dtype), "bytes": nbytes}
 
 
-def _rows(src, *, sort: bool, memory):
+def _rows(src, *, sort: bool, budget):
     """(keys, values) batches; in row-major order when ``sort``, so that an output bigger than the
     budget is written front to back (random rows would touch, flush and re-read every page of
     the memory map in each batch)."""
     if not sort:
-        yield from src.iter_arrays(memory=memory)
+        yield from src.iter_arrays(budget=budget)
         return
     from .order import sorted_batches
 
     K = src.meta.sparse_ndim
-    for batch, _ in sorted_batches(src, tuple(range(K)), memory=memory):
+    for batch, _ in sorted_batches(src, tuple(range(K)), budget=budget):
         yield batch_keys(batch, K), batch_values(batch, src.meta)
 
 

@@ -13,6 +13,7 @@ from __future__ import annotations
 import numpy as np
 import pyarrow as pa
 
+from .._memory import Budget, budget_of
 from .._messages import tuple_text
 from ..errors import DataError, UsageError
 from ..format import TensorMeta
@@ -120,10 +121,10 @@ class SummedSource(TensorSource):
         self.src = src
         self.tmp_dir = tmp_dir
 
-    def iter_batches(self, batch_rows=None, *, memory=None):
+    def iter_batches(self, batch_rows=None, *, budget: Budget | None = None):
         meta = self.src.meta
         kdtype = kernel_dtype(meta.dtype)
-        batches = ordered_batches(self.src, self.order, memory=memory, tmp_dir=self.tmp_dir, path=self.path)
+        batches = ordered_batches(self.src, self.order, budget=budget_of(budget), tmp_dir=self.tmp_dir, path=self.path)
         pairs = ((keys, as_kernel(batch_values(b, meta), keys.shape[1], kdtype)) for keys, b in batches)
         for keys, vals in sum_duplicates(pairs, is_bool=meta.value_type == "bool"):
             yield make_batch(keys, from_kernel(vals, meta.dtype, meta.dense_shape), self.meta, self.schema)

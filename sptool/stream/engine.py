@@ -23,6 +23,7 @@ from dataclasses import dataclass
 
 import pyarrow as pa
 
+from .._memory import Budget
 from ..format import TensorMeta
 from ..io import open_sink, open_source
 from .order import sorted_batches
@@ -52,25 +53,25 @@ class StreamOp:
         return ()
 
 
-def input_batches(src, plan: Plan, *, memory=None, tmp_dir=None, progress=None):
+def input_batches(src, plan: Plan, *, budget: Budget, tmp_dir=None, progress=None):
     """(batch, keys) pairs of ``src`` as ``plan`` needs them; keys are None in stored order."""
     if plan.order is not None:
-        yield from sorted_batches(src, plan.order, memory=memory, tmp_dir=tmp_dir, progress=progress)
+        yield from sorted_batches(src, plan.order, budget=budget, tmp_dir=tmp_dir, progress=progress)
         return
-    for batch in src.iter_batches(memory=memory):
+    for batch in src.iter_batches(budget=budget):
         if progress:
             progress.advance(batch.num_rows)
         yield batch, None
 
 
-def run(op: StreamOp, src, output, *, memory=None, tmp_dir=None, progress=None) -> TensorMeta:
+def run(op: StreamOp, src, output, *, budget: Budget, tmp_dir=None, progress=None) -> TensorMeta:
     """Drive ``op`` over an opened source into ``output`` (a path, a directory, '-' or None for
     stdout); the written tensor's final metadata."""
     plan = op.plan(src.meta)
     if progress:
         progress.set_total(src.meta.nnz)
-    with open_sink(output, plan.meta, unique_claim=plan.unique_claim) as sink:
-        for batch, keys in input_batches(src, plan, memory=memory, tmp_dir=tmp_dir, progress=progress):
+    with open_sink(output, plan.meta, unique_claim=plan.unique_claim, budget=budget) as sink:
+        for batch, keys in input_batches(src, plan, budget=budget, tmp_dir=tmp_dir, progress=progress):
             for out in op.map(batch, keys):
                 sink.write_batch(out)
         for out in op.finish():
@@ -94,16 +95,16 @@ class Partwise:
     def combine(self, meta: TensorMeta) -> StreamOp:
         raise NotImplementedError
 
-    def map_part(self, src, output, *, memory=None, tmp_dir=None) -> TensorMeta:
+    def map_part(self, src, output, *, budget: Budget, tmp_dir=None) -> TensorMeta:
         """One part's partial result, written to ``output``."""
-        return run(self.partial(src.meta), src, output, memory=memory, tmp_dir=tmp_dir)
+        return run(self.partial(src.meta), src, output, budget=budget, tmp_dir=tmp_dir)
 
 
 def part_name(i: int) -> str:
     return f"part-{i:06d}.parquet"
 
 
-def run_parts(op: Partwise, parts: Sequence[str], output, *, memory=None, tmp_dir=None) -> TensorMeta:
+def run_parts(op: Partwise, parts: Sequence[str], output, *, budget: Budget, tmp_dir=None) -> TensorMeta:
     """Map every part (a path each) through ``op.partial`` on its own, then combine the partials
     into ``output``: the same pieces a distributed driver runs, one after another here.  The
     partials live in a temporary directory removed afterwards, whatever happens."""
@@ -114,8 +115,8 @@ def run_parts(op: Partwise, parts: Sequence[str], output, *, memory=None, tmp_di
         for i, part in enumerate(parts):
             with open_source(part) as src:
                 op.check(src.meta)
-                op.map_part(src, os.path.join(partials, part_name(i)), memory=memory, tmp_dir=work)
+                op.map_part(src, os.path.join(partials, part_name(i)), budget=budget, tmp_dir=work)
         with open_source(partials) as src:
-            return run(op.combine(src.meta), src, output, memory=memory, tmp_dir=work)
+            return run(op.combine(src.meta), src, output, budget=budget, tmp_dir=work)
     finally:
         shutil.rmtree(work, ignore_errors=True)

@@ -7,10 +7,11 @@ for a SparseTensor, with the external sort for a streaming source).
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 
 import numpy as np
 
+from .._memory import Budget
 from ..errors import UsageError
 from ..io import batch_keys, batch_values
 from .axes import normalize_axes
@@ -55,7 +56,7 @@ def group_tensor(tensor, dims, *, sort: bool = False):
     yield from group_arrays(keys, values, dims)
 
 
-def group_source(src, dims, *, sort: bool = False, memory=None, tmp_dir=None):
+def group_source(src, dims, *, sort: bool = False, budget: Budget, tmp_dir=None):
     """Groups of a streaming source, carrying a group that spans batches; bounded memory per
     group batch (a single group is held whole)."""
     from .order import sorted_batches
@@ -64,23 +65,43 @@ def group_source(src, dims, *, sort: bool = False, memory=None, tmp_dir=None):
     K = meta.sparse_ndim
     dims, ordered = group_order(dims, K, meta.sort_order)
     if ordered:
-        pairs = ((batch_keys(b, K), batch_values(b, meta)) for b in src.iter_batches(memory=memory))
+        pairs = ((batch_keys(b, K), batch_values(b, meta)) for b in src.iter_batches(budget=budget))
     elif sort:
         order = _full_order(dims, K)
         pairs = ((batch_keys(b, K), batch_values(b, meta))
-                 for b, _ in sorted_batches(src, order, memory=memory, tmp_dir=tmp_dir))
+                 for b, _ in sorted_batches(src, order, budget=budget, tmp_dir=tmp_dir))
     else:
         raise _not_ordered(dims, meta.sort_order)
-    carry_k, carry_v = None, None
+    for keys, values in whole_runs(pairs, dims):
+        yield from group_arrays(keys, values, dims)
+
+
+def whole_runs(pairs: Iterable[tuple[np.ndarray, np.ndarray]], dims) -> Iterator[tuple[np.ndarray, np.ndarray]]:
+    """(keys (K, n), values) batches sorted with ``dims`` leading, re-cut so that no run of rows
+    sharing their coordinates on ``dims`` is split between two pieces: each batch's last run is
+    held back and joined with the rows of the next batch that continue it (only those rows are
+    copied).  A run is held whole, however long: the callers need it so (a group, a softmax
+    row, a row of a matrix product)."""
+    dims = list(dims)
+    carry = None
     for keys, values in pairs:
-        if carry_k is not None:
-            keys = np.concatenate([carry_k, keys], axis=1)
-            values = np.concatenate([carry_v, values])
-        if keys.shape[1] == 0:
+        n = keys.shape[1]
+        if n == 0:
             continue
-        bounds = runs(keys, dims)
-        last = bounds[-2]  # the final run may continue in the next batch
-        yield from group_arrays(keys[:, :last], values[:last], dims)
-        carry_k, carry_v = keys[:, last:], values[last:]
-    if carry_k is not None and carry_k.shape[1]:
-        yield from group_arrays(carry_k, carry_v, dims)
+        starts = runs(keys, dims)
+        if carry is not None:
+            ck, cv = carry
+            if np.array_equal(ck[dims, 0], keys[dims, 0]):
+                head = int(starts[1])
+                ck, cv = np.concatenate([ck, keys[:, :head]], axis=1), np.concatenate([cv, values[:head]])
+                if head == n:
+                    carry = (ck, cv)
+                    continue
+                keys, values, starts = keys[:, head:], values[head:], starts[1:] - head
+            yield ck, cv
+        last = int(starts[-2])
+        if last:
+            yield keys[:, :last], values[:last]
+        carry = (keys[:, last:], values[last:])
+    if carry is not None:
+        yield carry

@@ -25,7 +25,7 @@ import pyarrow as pa
 import pyarrow.ipc as ipc
 
 from .. import _kernels
-from .._memory import ROW_GROUP_ROWS, usable_budget
+from .._memory import ROW_GROUP_ROWS, Budget
 from .._threads import THREADS
 from ..format import TensorMeta
 from ..io import arrow_of
@@ -171,19 +171,32 @@ def sort_run(table: pa.Table, codec: KeyCodec, K: int, keys: np.ndarray | None =
     return take(codec.payload(table), perm), skeys
 
 
-def chunk_rows(budget: int, row_bytes: int, ways: int = 1) -> int:
+def chunk_rows(budget: Budget, row_bytes: int, ways: int = 1) -> int:
     """Rows per in-memory run (ways=1) or per run cursor in a ways-way merge."""
     # Two runs: one filling, one being sorted (its key, permutation and taken copy) and spilled.
     per_row = (row_bytes + 8) * 6
     # The interpreter, the reader's and the writer's buffers take their share of the budget first.
-    usable = usable_budget(budget)
-    return max(1024, min(usable // (per_row * max(ways, 1)), 1 << 24))
+    return max(1024, min(budget.usable // (per_row * max(ways, 1)), 1 << 24))
 
 
-def keep_bytes(budget: int) -> int:
+def run_rows(budget: Budget, row_bytes: int) -> int:
+    """Rows per sorted run.  A third of the room goes to kept runs, and runs stay at most
+    RUN_ROWS_MAX rows whatever the budget: sorting a run overlaps reading the next, but not the
+    last run's sort."""
+    return budget.run_rows or max(1, min(chunk_rows(budget, row_bytes) * 2 // 3, RUN_ROWS_MAX))
+
+
+def merge_rows(budget: Budget, row_bytes: int, ways: int | None = None) -> int:
+    """Rows per slice of each run in a ``ways``-way merge (default: a full round of FAN_IN runs
+    and the output)."""
+    ways = FAN_IN + 1 if ways is None else ways
+    return budget.merge_rows or min(chunk_rows(budget, row_bytes, ways=ways), MERGE_SLICE_ROWS)
+
+
+def keep_bytes(budget: Budget) -> int:
     """Bytes of sorted runs kept in memory instead of spilled (a third of the usable budget;
     sorted_stream makes its runs a third smaller to leave room for them)."""
-    return usable_budget(budget) // 3
+    return budget.usable // 3 if budget.keep_bytes is None else budget.keep_bytes
 
 
 class _MemRun:
@@ -304,14 +317,14 @@ def key_preparer(meta: TensorMeta, order, *, keys: bool = True):
     return prepare
 
 
-def prepared_batches(src, order, *, keys: bool = True, memory=None, progress=None):
+def prepared_batches(src, order, *, keys: bool = True, budget: Budget, progress=None):
     """(batch, its sort keys or None) for a source's non-empty batches, bounds-checked and keyed
     on the decoding threads (key_preparer); an index outside the shape is an error naming the row."""
-    return _keyed(src.iter_prepared(key_preparer(src.meta, order, keys=keys), memory=memory), src.meta, True,
+    return _keyed(src.iter_prepared(key_preparer(src.meta, order, keys=keys), budget=budget), src.meta, True,
                   progress, src.path)
 
 
-def sorted_stream(batches: Iterable, meta: TensorMeta, order, *, budget: int, tmp_dir: str | None,
+def sorted_stream(batches: Iterable, meta: TensorMeta, order, *, budget: Budget, tmp_dir: str | None,
                   progress=None, keyed: bool = False, path: str | None = None
                   ) -> Iterator[tuple[pa.RecordBatch, np.ndarray]]:
     """Yield (batch, sorted keys) in key order for all rows of ``batches``: record batches, or
@@ -325,9 +338,7 @@ def sorted_stream(batches: Iterable, meta: TensorMeta, order, *, budget: int, tm
     schema = meta.arrow_schema()
     codec = KeyCodec(meta.shape, order, K)
     rb = row_bytes(meta) + (8 if codec.packed else 8 * K)
-    # A third of the room goes to kept runs.  Runs stay at most RUN_ROWS_MAX rows whatever the
-    # budget: sorting a run overlaps reading the next, but not the last run's sort.
-    run_rows = max(1, min(chunk_rows(budget, rb) * 2 // 3, RUN_ROWS_MAX))
+    rows_per_run = run_rows(budget, rb)
     with RunStore(tmp_dir, keep_bytes(budget)) as store:
         pending: list[pa.RecordBatch] = []
         pending_keys: list[np.ndarray] | None = [] if keyed else None
@@ -338,14 +349,14 @@ def sorted_stream(batches: Iterable, meta: TensorMeta, order, *, budget: int, tm
 
         for batch, keys in _keyed(batches, meta, keyed, progress, path):
             while batch.num_rows:
-                take_rows = min(batch.num_rows, run_rows - pending_rows)
+                take_rows = min(batch.num_rows, rows_per_run - pending_rows)
                 pending.append(batch.slice(0, take_rows))
                 if keyed:
                     pending_keys.append(keys[:take_rows])
                     keys = keys[take_rows:]
                 pending_rows += take_rows
                 batch = batch.slice(take_rows)
-                if pending_rows >= run_rows:
+                if pending_rows >= rows_per_run:
                     store.add_run(pa.Table.from_batches(pending), codec, K, run_keys())
                     pending, pending_rows = [], 0
                     pending_keys = [] if keyed else None
@@ -359,7 +370,7 @@ def sorted_stream(batches: Iterable, meta: TensorMeta, order, *, budget: int, tm
             store.add_run(pa.Table.from_batches(pending), codec, K, run_keys())
         store.wait()
         runs = list(store.runs)
-        rows = min(chunk_rows(budget, rb, ways=FAN_IN + 1), MERGE_SLICE_ROWS)
+        rows = merge_rows(budget, rb)
         # A merge round holds a slice of every run at once, so many runs are merged in a tree:
         # groups of FAN_IN runs into bigger runs, until one merge finishes the job.
         while len(runs) > FAN_IN:

@@ -1,0 +1,66 @@
+"""sptool's own format as a converter's input and output: a Parquet file, a directory of
+parts or an Arrow IPC stream (stdin and stdout), read and written through sptool.io."""
+
+from __future__ import annotations
+
+from ..errors import UsageError
+from ..format import VARIABLE_WIDTH
+from ..io import TensorSink, open_sink, open_source
+from .common import Options, Reader, cast_or_fail, coerce_fill
+
+
+class SptoolReader(Reader):
+    def __init__(self, path: str, opts: Options):
+        self.src = open_source(path)
+        self.name = self.src.path
+        self.budget = opts.budget
+        m = self.src.meta
+        vt = opts.value_type or m.value_type
+        if vt != m.value_type and (vt in VARIABLE_WIDTH or m.value_type in VARIABLE_WIDTH):
+            raise UsageError(f"{m.value_type} values cannot be converted to {vt}", path=self.name)
+        if opts.fill_value is not None:
+            fill = coerce_fill(opts.fill_value, vt)
+        elif vt != m.value_type:
+            fill = coerce_fill(m.fill_value, vt)
+        else:
+            fill = m.fill_value
+        if opts.shape is not None and (len(opts.shape) != m.ndim or any(
+                s is not None and s != o for s, o in zip(m.shape, opts.shape))):
+            raise UsageError(f"--shape {list(opts.shape)} contradicts the tensor's shape {list(m.shape)}",
+                             path=self.name)
+        self.cast = vt != m.value_type
+        self.meta = m.with_(value_type=vt, fill_value=fill, unique=False)
+        self.unique_claim = True if m.unique else None
+        self.complete = m.nnz is not None and all(s is not None for s in m.shape)
+
+    def batches(self):
+        dtype = self.meta.dtype
+        for keys, values in self.src.iter_arrays(budget=self.budget):
+            if self.cast:
+                values = cast_or_fail(values, dtype, lambda r, o=self.rows_in: f"row {o + r}", self.name)
+            self.rows_in += keys.shape[1]
+            yield keys, values
+        # A stream's unknown extents and nnz are resolved by its trailer.
+        self.meta = self.meta.with_(shape=self.src.meta.shape, nnz=self.src.meta.nnz)
+
+    def close(self):
+        self.src.close()
+
+
+class SptoolWriter:
+    """The one writer that uses the reader's ``unique_claim``: the sink verifies it (or detects
+    uniqueness when it is None).  ``opts`` is unused: sptool output takes no text options."""
+
+    def __init__(self, dst: str, meta, opts: Options | None = None, unique_claim=None):
+        self.sink: TensorSink = open_sink(dst, meta.with_(nnz=None, unique=unique_claim is True),
+                                          unique_claim=unique_claim, budget=opts.budget if opts else None)
+
+    def write(self, keys, values):
+        self.sink.write(keys, values)
+
+    def close(self):
+        self.final = self.sink.close()
+        self.shape = self.final.shape
+
+    def abort(self):
+        self.sink.abort()

@@ -1,0 +1,189 @@
+"""convert: move a tensor between sptool and the interchange formats, streaming where the
+format allows.  Formats are told from names (or content) by the registry in sptool.converters,
+readers check their input before any output exists, and every output appears whole or not at
+all."""
+
+from __future__ import annotations
+
+import contextlib
+import math
+import os
+import tempfile
+import uuid
+
+import numpy as np
+
+from .._memory import budget_of
+from ..converters import (
+    EXTENSIONS,
+    TEXT_FORMATS,
+    Options,
+    Reader,
+    SptoolReader,
+    SptoolWriter,
+    check_value_type,
+    input_format,
+    open_reader,
+    open_writer,
+    output_format,
+    parse_shape,
+)
+from ..converters.mtx import check_matrix
+from ..errors import DataError, UsageError
+from ..format import INT64_MAX
+from ..io import open_source
+from ..stream.dense import write_dense
+
+_TEXT_EXTENSIONS = ", ".join(ext for ext, fmt in EXTENSIONS.items() if fmt in TEXT_FORMATS)
+
+
+class _Pump:
+    """Moves every batch from a reader to a writer, tracking rows and the largest indices."""
+
+    def __init__(self, reader: Reader, progress=None):
+        self.reader = reader
+        self.progress = progress
+        self.rows = 0
+        self.maxes = np.full(reader.meta.sparse_ndim, -1, dtype=np.int64)
+
+    def run(self, writer):
+        seen = 0
+        with contextlib.closing(self.reader.batches()) as batches:
+            for keys, values in batches:
+                n = keys.shape[1]
+                if n:
+                    self.maxes = np.maximum(self.maxes, keys.max(axis=1))
+                writer.write(keys, values)
+                self.rows += n
+                if self.progress is not None:
+                    self.progress.advance(self.reader.rows_in - seen)
+                    seen = self.reader.rows_in
+        shape = self.shape(self.reader.meta)
+        if any(s is None for s in self.reader.meta.shape) and math.prod(shape) > INT64_MAX:
+            raise DataError(f"the largest indices give the shape {shape}, which has more than 2^63-1 elements",
+                            path=self.reader.name)
+
+    def shape(self, meta) -> list:
+        return [int(self.maxes[k] + 1) if s is None else int(s) for k, s in enumerate(meta.shape)]
+
+
+def _pump(reader: Reader, writer, progress) -> _Pump:
+    """Move every row from the reader to the writer and close it; abort it on any failure."""
+    pump = _Pump(reader, progress)
+    try:
+        pump.run(writer)
+        writer.close()
+    except BaseException:
+        writer.abort()
+        raise
+    return pump
+
+
+def _spool_path(near: str) -> str:
+    folder = tempfile.gettempdir() if near == "-" else os.path.dirname(os.path.abspath(near))
+    name = os.path.basename(near) if near != "-" else "stdout"
+    return os.path.join(folder, f".{name}.spool-{os.getpid()}-{uuid.uuid4().hex[:8]}.parquet")
+
+
+def _spool(reader: Reader, near: str, progress) -> tuple[str, _Pump]:
+    """Write the reader's rows to a hidden sptool file next to the output; returns its path."""
+    path = _spool_path(near)
+    return path, _pump(reader, SptoolWriter(path, reader.meta, unique_claim=reader.unique_claim), progress)
+
+
+def _remove(path: str | None):
+    if path and os.path.exists(path):
+        os.remove(path)
+
+
+def convert(src: str, dst: str, *, from_format: str | None = None, to_format: str | None = None,
+            shape=None, value_type: str | None = None, fill_value=None, index_base: int | None = None,
+            memory=None, progress=None) -> dict:
+    """Convert a tensor between sptool and .tns, .mtx, .npz, .npy, .csv or .tsv.
+
+    Parameters
+    ----------
+    src, dst : str
+        Paths; the format comes from the extension (``.parquet``, ``.arrows``, a directory or
+        ``-`` are sptool), or from ``from_format`` / ``to_format``.
+    shape : sequence of int or str, optional
+        The shape of a text input (default: max index + 1 per dimension).  For inputs that
+        store a shape it must agree.
+    value_type : str, optional
+        The value type to write (default: the input's; float64 for .tns, .csv and .tsv).
+        Narrowing to an integer type must be exact.
+    fill_value : optional
+        The output's fill value; for .npy input also the value whose elements are dropped;
+        for .npy output the value of the cells no entry covers.
+    index_base : {0, 1}, optional
+        Index base of text inputs and outputs (default 1 for .tns and .mtx, 0 for .csv/.tsv).
+    memory : str or int, optional
+        The memory budget (default 1GiB or $SPTOOL_MEMORY).
+
+    Returns a summary: ``{"input", "output", "from", "to", "rows_in", "rows", "shape",
+    "value_type"}``.  ``rows`` can exceed ``rows_in`` when a symmetric .mtx is expanded.
+
+    Examples
+    --------
+    >>> import tempfile, os
+    >>> out = os.path.join(tempfile.mkdtemp(), "t.parquet")
+    >>> convert("sample_data/tensor3d.tns", out)["to"]
+    'sptool'
+    """
+    src_fmt = input_format(src, from_format)
+    dst_fmt = output_format(dst, to_format)
+    if index_base is not None:
+        if index_base not in (0, 1):
+            raise UsageError(f"--index-base must be 0 or 1, not {index_base!r}")
+        if src_fmt not in TEXT_FORMATS and dst_fmt not in TEXT_FORMATS:
+            raise UsageError(f"--index-base applies to text formats ({_TEXT_EXTENSIONS}) only")
+    budget = budget_of(memory)
+    opts = Options(shape=parse_shape(shape), value_type=check_value_type(value_type), fill_value=fill_value,
+                   index_base=index_base, budget=budget)
+    if dst_fmt == "npy":
+        return _to_npy(src, dst, src_fmt, opts, progress)
+    first = reader = open_reader(src, src_fmt, opts)
+    spool = None
+    try:
+        if dst_fmt == "mtx" and not reader.complete:
+            check_matrix(reader.meta)
+            # The size line needs the final shape and nnz before the first entry.
+            spool, _ = _spool(reader, dst, progress)
+            reader = SptoolReader(spool, Options(budget=budget))
+            progress = None
+        meta = reader.meta
+        writer = open_writer(dst, dst_fmt, meta, reader.unique_claim, opts)
+        pump = _pump(reader, writer, progress)
+        out_shape = list(getattr(writer, "shape", None) or pump.shape(reader.meta))
+    finally:
+        first.close()
+        if reader is not first:
+            reader.close()
+        _remove(spool)
+    return {"input": src, "output": dst, "from": src_fmt, "to": dst_fmt, "rows_in": first.rows_in,
+            "rows": pump.rows, "shape": out_shape, "value_type": meta.value_type}
+
+
+def _to_npy(src: str, dst: str, src_fmt: str, opts: Options, progress) -> dict:
+    if dst == "-":
+        raise UsageError("a .npy file cannot be written to stdout (it is written through a memory map)")
+    if not dst.endswith(".npy"):
+        raise UsageError("a dense output must be named *.npy", path=dst)
+    if src_fmt == "sptool" and src != "-" and opts.value_type is None and opts.shape is None:
+        with open_source(src) as opened:
+            result = write_dense(opened, dst, default_value=opts.fill_value, budget=opts.budget,
+                                     progress=progress)
+        rows = result["rows"]
+        return {"input": src, "output": dst, "from": src_fmt, "to": "npy", "rows_in": rows, "rows": rows,
+                "shape": result["shape"], "value_type": str(result["dtype"])}
+    reader = open_reader(src, src_fmt, opts)
+    spool = None
+    try:
+        spool, pump = _spool(reader, dst, progress)
+        with open_source(spool) as opened:
+            result = write_dense(opened, dst, budget=opts.budget)
+    finally:
+        reader.close()
+        _remove(spool)
+    return {"input": src, "output": dst, "from": src_fmt, "to": "npy", "rows_in": reader.rows_in,
+            "rows": pump.rows, "shape": result["shape"], "value_type": str(result["dtype"])}
