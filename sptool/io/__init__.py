@@ -11,6 +11,7 @@ from ._rowgroups import plan_chunks, read_chunks
 from .background import Background
 from .sink import OrderTracker, TensorSink, check_shape, open_sink, output_kind, parquet_writer_options, schema_of
 from .source import (
+    CANONICAL_PART_NAME,
     PARQUET_MAGIC,
     READ_ERRORS,
     STREAM_MAGIC,
@@ -19,6 +20,7 @@ from .source import (
     is_part_name,
     known_shape,
     list_parts,
+    locate,
     open_source,
     read_all,
     row_bytes,
@@ -30,5 +32,5 @@ __all__ = [
     "known_shape", "row_bytes", "batch_keys", "batch_values", "make_batch", "normalize_batch", "values_array",
     "arrow_of", "AtomicTarget", "ClosesOrAborts", "Background", "OrderTracker", "check_shape",
     "parquet_writer_options", "schema_of", "prefetch", "plan_chunks", "read_chunks", "PARQUET_MAGIC", "STREAM_MAGIC",
-    "READ_ERRORS", "is_part_name", "list_parts", "sniff",
+    "READ_ERRORS", "is_part_name", "list_parts", "sniff", "locate", "CANONICAL_PART_NAME",
 ]

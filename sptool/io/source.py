@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import re
 import sys
 import tempfile
 from collections.abc import Iterator
@@ -37,6 +38,10 @@ PARQUET_MAGIC = b"PAR1"
 STREAM_MAGIC = b"\xff\xff\xff\xff"
 
 
+# The part names sptool writes; other *.parquet names are read too (and validate warns).
+CANONICAL_PART_NAME = re.compile(r"^part-\d{6}(-[0-9a-f]+)?\.parquet$")
+
+
 def is_part_name(name: str) -> bool:
     return name.endswith(".parquet") and not name.startswith(("_", "."))
 
@@ -54,6 +59,21 @@ def sniff(path: str) -> str:
     if head == STREAM_MAGIC:
         return "stream"
     return "unknown"
+
+
+def locate(path: str) -> str:
+    """What a tensor path names: 'stdin' ('-'), 'dir', or a file's kind by its first bytes
+    ('parquet', 'stream', 'unknown'); a missing or unreadable path is an InputError."""
+    if path == "-":
+        return "stdin"
+    if not os.path.exists(path):
+        raise InputError("no such file or directory", path=path)
+    if os.path.isdir(path):
+        return "dir"
+    try:
+        return sniff(path)
+    except OSError as e:
+        raise InputError(f"cannot read: {e.strerror}", path=path) from None
 
 
 def open_parquet(path: str) -> pq.ParquetFile:
@@ -329,21 +349,14 @@ def open_stream(path: str) -> StreamSource:
 
 def open_source(path: str) -> TensorSource:
     """Open a tensor for streaming: a .parquet file, a directory of parts, or '-' (stdin)."""
-    if path == "-":
-        return open_stream(path)
-    if not os.path.exists(path):
-        raise InputError("no such file or directory", path=path)
-    if os.path.isdir(path):
+    kind = locate(path)
+    if kind == "dir":
         names = list_parts(path)
         if not names:
             raise FormatError("the directory holds no part-*.parquet files [E_NO_PARTS]", path=path)
         parts = [read_part(os.path.join(path, n)) for n in names]
         return ParquetSource(path, parts, dataset_meta(parts, path), "dir")
-    try:
-        kind = sniff(path)
-    except OSError as e:
-        raise InputError(f"cannot read: {e.strerror}", path=path) from None
-    if kind == "stream":
+    if kind in ("stdin", "stream"):
         return open_stream(path)
     part = read_part(path)
     return ParquetSource(path, [part], part.meta, "file")

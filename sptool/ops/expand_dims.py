@@ -7,7 +7,9 @@ import pyarrow as pa
 
 from .._memory import budget_of
 from ..errors import UsageError
-from ..io import arrow_of, open_sink, open_source
+from ..format import TensorMeta
+from ..io import arrow_of, open_source, schema_of
+from ..stream.engine import Plan, StreamOp, run
 
 
 def normalize_axis(axis: int, ndim: int) -> int:
@@ -54,37 +56,43 @@ def expand_dims(path: str, output: str | None, *, axis: int = -1, memory=None, p
     >>> expand_dims("sample_data/matrix_a.parquet", out, axis=0)["shape"]
     [1, 200, 150]
     """
-    budget = budget_of(memory)
     with open_source(path) as src:
-        meta = src.meta
+        op = ExpandDims(axis)
+        final = run(op, src, output, budget=budget_of(memory), progress=progress)
+    return {"rows": final.nnz, "shape": list(final.shape), "sparse_ndim": final.sparse_ndim,
+            "sort_order": list(final.sort_order)}
+
+
+class ExpandDims(StreamOp):
+    """A constant index column (0) inserted at a sparse axis, or a 1 in the dense block's shape."""
+
+    def __init__(self, axis: int):
+        self.axis = axis
+        self.zeros = arrow_of(np.zeros(0, dtype=np.int64))
+
+    def plan(self, meta: TensorMeta) -> Plan:
         K = meta.sparse_ndim
-        a = normalize_axis(axis, meta.ndim)
-        sparse = a <= K
-        shape = meta.shape[:a] + (1,) + meta.shape[a:]
+        self.a = a = normalize_axis(self.axis, meta.ndim)
+        self.K, self.sparse = K, a <= K
         names = meta.dimension_names
         if names is not None:
             names = tuple(names[:a]) + (None,) + tuple(names[a:])
         out_meta = meta.with_(
-            shape=shape, sparse_ndim=K + 1 if sparse else K, nnz=None, dimension_names=names, created_by=None,
-            sort_order=insert_in_order(meta.sort_order, a) if sparse else meta.sort_order,
+            shape=self.output_shape(meta.shape), sparse_ndim=K + 1 if self.sparse else K, nnz=None,
+            dimension_names=names, created_by=None,
+            sort_order=insert_in_order(meta.sort_order, a) if self.sparse else meta.sort_order,
         )
-        if progress:
-            progress.set_total(meta.nnz)
-        zeros = arrow_of(np.zeros(0, dtype=np.int64))
-        with open_sink(output, out_meta, unique_claim=True if meta.unique else None, budget=budget) as sink:
-            for batch in src.iter_batches(budget=budget):
-                n = batch.num_rows
-                cols = list(batch.columns[: K + 1])
-                if sparse:
-                    if len(zeros) < n:
-                        zeros = arrow_of(np.zeros(n, dtype=np.int64))
-                    cols.insert(a, zeros.slice(0, n))
-                sink.write_batch(pa.RecordBatch.from_arrays(cols, schema=sink.schema))
-                if progress:
-                    progress.advance(n)
-            if any(s is None for s in out_meta.shape):
-                # A stream whose header left extents open: its trailer has told the source.
-                sink.resolve_shape(src.meta.shape[:a] + (1,) + src.meta.shape[a:])
-        final = sink.final_meta
-    return {"rows": final.nnz, "shape": list(final.shape), "sparse_ndim": final.sparse_ndim,
-            "sort_order": list(final.sort_order)}
+        self.schema = schema_of(out_meta)
+        return Plan(out_meta, unique_claim=True if meta.unique else None)
+
+    def map(self, batch, keys):
+        n = batch.num_rows
+        cols = list(batch.columns[: self.K + 1])
+        if self.sparse:
+            if len(self.zeros) < n:
+                self.zeros = arrow_of(np.zeros(n, dtype=np.int64))
+            cols.insert(self.a, self.zeros.slice(0, n))
+        yield pa.RecordBatch.from_arrays(cols, schema=self.schema)
+
+    def output_shape(self, input_shape: tuple) -> tuple:
+        return input_shape[: self.a] + (1,) + input_shape[self.a:]

@@ -8,8 +8,9 @@ import pyarrow as pa
 from .._memory import budget_of
 from ..errors import FormatError, UsageError
 from ..format import value_type_of_dtype
-from ..io import Background, batch_values, known_shape, open_sink, open_source, values_array
+from ..io import batch_values, known_shape, open_source, schema_of, values_array
 from ..stream.duplicates import SummedSource
+from ..stream.engine import Plan, StreamOp, run
 
 # name -> NumPy function.  Each maps 0 to 0 except those in CHANGES_ZERO.
 FUNCTIONS = {
@@ -74,7 +75,6 @@ def map_values(path: str, output: str | None = None, *, fn: str, allow_fill_chan
     func = FUNCTIONS[fn]
     with open_source(path) as opened, known_shape(opened, tmp_dir) as src:
         meta = src.meta
-        K = meta.sparse_ndim
         if meta.value_type in ("string", "binary"):
             raise UsageError(f"map needs numeric values, not {meta.value_type}")
         out_dtype = _result_type(func, meta.dtype, fn, meta.value_type)
@@ -92,23 +92,30 @@ def map_values(path: str, output: str | None = None, *, fn: str, allow_fill_chan
             raise UsageError(f"--fn {fn} maps the fill value {meta.fill_value!r} to {mapped_fill.item()!r}, which "
                              "would change every unstored cell; pass --allow-fill-change to make that the output's "
                              "fill value")
-        if progress:
-            progress.set_total(meta.nnz)
         if fn not in ADDITIVE and not meta.unique:
             # f(a) + f(b) != f(a + b): duplicates are summed (in the value type) before f is applied.
             src = SummedSource(src, tmp_dir=tmp_dir)
-        out_meta = src.meta.with_(value_type=out_vt, fill_value=fill, nnz=None, created_by=None)
-        sink = open_sink(output, out_meta, unique_claim=True if out_meta.unique else None, budget=budget)
-        with Background(sink, "write_batch") as writer:
-            for batch in src.iter_batches(budget=budget):
-                if progress:
-                    progress.advance(batch.num_rows)
-                vals = _apply(func, batch_values(batch, src.meta), out_dtype)
-                cols = list(batch.columns[:K]) + [values_array(vals, out_meta)]
-                writer.write(pa.RecordBatch.from_arrays(cols, schema=sink.schema))
-        final = sink.final_meta
+        final = run(MapValues(func, out_dtype, out_vt, fill), src, output, budget=budget, progress=progress)
     return {"rows_in": meta.nnz, "rows_out": final.nnz, "value_type": final.value_type,
             "fill_value": final.fill_value, "unique": final.unique, "sort_order": list(final.sort_order)}
+
+
+class MapValues(StreamOp):
+    """f applied to every stored value, the indices unchanged."""
+
+    def __init__(self, func, out_dtype: np.dtype, value_type: str, fill):
+        self.func, self.out_dtype, self.value_type, self.fill = func, out_dtype, value_type, fill
+
+    def plan(self, meta) -> Plan:
+        self.meta, self.K = meta, meta.sparse_ndim
+        self.out_meta = meta.with_(value_type=self.value_type, fill_value=self.fill, nnz=None, created_by=None)
+        self.schema = schema_of(self.out_meta)
+        return Plan(self.out_meta, unique_claim=True if self.out_meta.unique else None, background=True)
+
+    def map(self, batch, keys):
+        vals = _apply(self.func, batch_values(batch, self.meta), self.out_dtype)
+        cols = list(batch.columns[: self.K]) + [values_array(vals, self.out_meta)]
+        yield pa.RecordBatch.from_arrays(cols, schema=self.schema)
 
 
 def _apply(func, values: np.ndarray, out_dtype: np.dtype) -> np.ndarray:

@@ -11,9 +11,10 @@ from .._memory import budget_of
 from .._messages import out_of_bounds
 from ..errors import DataError, ShapeMismatch, UsageError
 from ..format import value_type_of_dtype
-from ..io import batch_keys, batch_values, known_shape, open_sink, open_source, values_array
+from ..io import batch_keys, batch_values, known_shape, open_source, schema_of, values_array
 from ..stream.binary import check_inputs, is_dense_path, numeric_dtype, open_dense, promote, require_zero_fill, scalar
 from ..stream.duplicates import summed_if_promoted
+from ..stream.engine import Plan, StreamOp, run
 
 
 def truediv_dtype(dtype: np.dtype) -> np.dtype:
@@ -59,41 +60,47 @@ def _cwise(op: str, t: str, d: str, output, *, memory=None, progress=None) -> di
         meta = src.meta
         numeric_dtype(meta, t, op)
         require_zero_fill(meta, t, op)
-        K = meta.sparse_ndim
         full = broadcast_plan(meta.shape, dense.shape)
         dview = dense.reshape(full)
         dtype = promote(meta.dtype, dense.dtype)
         if op == "div":
             dtype = truediv_dtype(dtype)
         src = summed_if_promoted(src, dtype)  # duplicates sum in the value type, before the cast
-        meta = src.meta
-        out_meta = meta.with_(value_type=value_type_of_dtype(dtype), fill_value=scalar(0, dtype), nnz=None, iso=False,
-                              created_by=None)
-        bounds = np.asarray(meta.shape[:K], dtype=np.int64)
-        if progress:
-            progress.set_total(meta.nnz)
-        rows = 0
-        with open_sink(output, out_meta, unique_claim=True if meta.unique else None, budget=budget) as sink:
-            for batch in src.iter_batches(budget=budget):
-                keys = batch_keys(batch, K)
-                bad, _ = _kernels.first_out_of_bounds(keys, bounds)
-                if bad >= 0:
-                    raise DataError(out_of_bounds(rows + bad, keys, bad, meta.shape[:K]) +
-                                    " (w.r.t. the dense side broadcast to the sparse shape)", path=t)
-                vals = batch_values(batch, meta).astype(dtype, copy=False)
-                other = gather(dview, keys, K).astype(dtype, copy=False)
-                with np.errstate(all="ignore"):
-                    res = vals * other if op == "mul" else np.true_divide(vals, other, dtype=dtype)
-                if res.shape != vals.shape:  # cannot happen after broadcast_plan; kept as a guard
-                    res = np.broadcast_to(res, vals.shape)
-                cols = list(batch.columns[:K]) + [values_array(np.ascontiguousarray(res, dtype=dtype), out_meta)]
-                sink.write_batch(pa.RecordBatch.from_arrays(cols, schema=sink.schema))
-                rows += batch.num_rows
-                if progress:
-                    progress.advance(batch.num_rows)
-        final = sink.final_meta
+        final = run(Cwise(op, dview, dtype, t), src, output, budget=budget, progress=progress)
     return {"rows": final.nnz, "shape": list(final.shape), "value_type": final.value_type,
             "broadcast_shape": list(full)}
+
+
+class Cwise(StreamOp):
+    """Each stored value times (or over) the dense operand's element at its coordinates."""
+
+    def __init__(self, op: str, dense: np.ndarray, dtype: np.dtype, path: str):
+        self.op, self.dense, self.dtype, self.path, self.rows = op, dense, dtype, path, 0
+
+    def plan(self, meta) -> Plan:
+        self.meta, self.K = meta, meta.sparse_ndim
+        self.out_meta = meta.with_(value_type=value_type_of_dtype(self.dtype), fill_value=scalar(0, self.dtype),
+                                   nnz=None, iso=False, created_by=None)
+        self.schema = schema_of(self.out_meta)
+        self.bounds = np.asarray(meta.shape[: self.K], dtype=np.int64)
+        return Plan(self.out_meta, unique_claim=True if meta.unique else None)
+
+    def map(self, batch, keys):
+        K, dtype = self.K, self.dtype
+        keys = batch_keys(batch, K)
+        bad, _ = _kernels.first_out_of_bounds(keys, self.bounds)
+        if bad >= 0:
+            raise DataError(out_of_bounds(self.rows + bad, keys, bad, self.meta.shape[:K]) +
+                            " (w.r.t. the dense side broadcast to the sparse shape)", path=self.path)
+        vals = batch_values(batch, self.meta).astype(dtype, copy=False)
+        other = gather(self.dense, keys, K).astype(dtype, copy=False)
+        with np.errstate(all="ignore"):
+            res = vals * other if self.op == "mul" else np.true_divide(vals, other, dtype=dtype)
+        if res.shape != vals.shape:  # cannot happen after broadcast_plan; kept as a guard
+            res = np.broadcast_to(res, vals.shape)
+        self.rows += batch.num_rows
+        cols = list(batch.columns[:K]) + [values_array(np.ascontiguousarray(res, dtype=dtype), self.out_meta)]
+        yield pa.RecordBatch.from_arrays(cols, schema=self.schema)
 
 
 def mul(t: str, d: str, output: str | None, *, memory=None, progress=None) -> dict:

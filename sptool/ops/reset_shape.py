@@ -10,8 +10,9 @@ import pyarrow as pa
 from .. import _kernels
 from .._memory import budget_of
 from ..errors import DataError, UsageError
-from ..format import INT64_MAX, index_column
-from ..io import ParquetSource, batch_keys, open_sink, open_source
+from ..format import INT64_MAX, TensorMeta, index_column
+from ..io import ParquetSource, batch_keys, open_source, schema_of
+from ..stream.engine import Plan, StreamOp, run
 
 
 def check_new_shape(new_shape, meta) -> tuple:
@@ -78,36 +79,44 @@ def reset_shape(path: str, output: str | None, *, shape=None, memory=None, progr
     >>> reset_shape("sample_data/unsorted.parquet", out)["shape"]
     [10, 8, 6]
     """
-    budget = budget_of(memory)
     with open_source(path) as src:
-        meta = src.meta
-        K = meta.sparse_ndim
-        if shape is None:
-            new_shape = (None,) * K + tuple(meta.dense_shape)
+        old_shape = src.meta.shape
+        final = run(ResetShape(shape, src), src, output, budget=budget_of(memory), progress=progress)
+    return {"rows": final.nnz, "shape": list(final.shape), "old_shape": list(old_shape)}
+
+
+class ResetShape(StreamOp):
+    """The rows unchanged under a new shape (or one inferred from the indices: TensorFlow's
+    reset_shape), every index checked against it as the rows pass."""
+
+    def __init__(self, shape, src):
+        self.shape, self.src, self.rows = shape, src, 0
+
+    def plan(self, meta: TensorMeta) -> Plan:
+        K = self.K = meta.sparse_ndim
+        if self.shape is None:
+            self.new = (None,) * K + tuple(meta.dense_shape)
         else:
-            new_shape = check_new_shape(shape, meta)
-            for k, largest in enumerate(footer_maxima(src)):
-                if largest is not None and largest >= new_shape[k]:
-                    raise _too_small(k, new_shape[k], largest, "a row group (by its statistics)")
-        out_meta = meta.with_(shape=new_shape, nnz=None, created_by=None)
-        if progress:
-            progress.set_total(meta.nnz)
-        bounds = np.asarray([INT64_MAX if s is None else s for s in new_shape[:K]], dtype=np.int64)
-        rows = 0
-        with open_sink(output, out_meta, unique_claim=True if meta.unique else None, budget=budget) as sink:
-            for batch in src.iter_batches(budget=budget):
-                n = batch.num_rows
-                keys = batch_keys(batch, K)
-                row, dim = _kernels.first_out_of_bounds(keys, bounds)
-                if row >= 0:
-                    v = int(keys[dim, row])
-                    if v < 0:
-                        raise DataError(f"indices[{rows + row}] has {index_column(dim)} = {v}, a negative index",
-                                        path=path)
-                    raise _too_small(dim, new_shape[dim], v, f"row {rows + row}")
-                sink.write_batch(pa.RecordBatch.from_arrays(batch.columns[: K + 1], schema=sink.schema))
-                rows += n
-                if progress:
-                    progress.advance(n)
-        final = sink.final_meta
-    return {"rows": final.nnz, "shape": list(final.shape), "old_shape": list(src.meta.shape)}
+            self.new = check_new_shape(self.shape, meta)
+            for k, largest in enumerate(footer_maxima(self.src)):
+                if largest is not None and largest >= self.new[k]:
+                    raise _too_small(k, self.new[k], largest, "a row group (by its statistics)")
+        out_meta = meta.with_(shape=self.new, nnz=None, created_by=None)
+        self.schema = schema_of(out_meta)
+        self.bounds = np.asarray([INT64_MAX if s is None else s for s in self.new[:K]], dtype=np.int64)
+        return Plan(out_meta, unique_claim=True if meta.unique else None)
+
+    def map(self, batch, keys):
+        keys = batch_keys(batch, self.K)
+        row, dim = _kernels.first_out_of_bounds(keys, self.bounds)
+        if row >= 0:
+            v = int(keys[dim, row])
+            if v < 0:
+                raise DataError(f"indices[{self.rows + row}] has {index_column(dim)} = {v}, a negative index",
+                                path=self.src.path)
+            raise _too_small(dim, self.new[dim], v, f"row {self.rows + row}")
+        self.rows += batch.num_rows
+        yield pa.RecordBatch.from_arrays(batch.columns[: self.K + 1], schema=self.schema)
+
+    def output_shape(self, input_shape: tuple) -> None:
+        return None  # inferred: the largest index + 1 in each sparse dimension

@@ -10,9 +10,9 @@ import pyarrow as pa
 from .. import _kernels
 from .._memory import budget_of
 from ..errors import UsageError
-from ..format import INT64_MAX
-from ..io import arrow_of, known_shape, open_sink, open_source
-from ..stream.bounds import checked
+from ..format import INT64_MAX, TensorMeta
+from ..io import arrow_of, known_shape, open_source, schema_of
+from ..stream.engine import Plan, StreamOp, run
 
 
 def resolve_shape(new_shape, old_sparse: tuple, dense: tuple) -> tuple:
@@ -98,14 +98,24 @@ def reshape(path: str, output: str | None, *, shape, memory=None, progress=None)
     >>> reshape("sample_data/tensor3d.parquet", out, shape=(1200, -1))["shape"]
     [1200, 20]
     """
-    budget = budget_of(memory)
     with open_source(path) as opened, known_shape(opened) as src:
-        meta = src.meta
-        K = meta.sparse_ndim
-        old_sparse = tuple(meta.shape[:K])
-        new_sparse = resolve_shape(shape, old_sparse, meta.dense_shape)
+        final = run(Reshape(shape), src, output, budget=budget_of(memory), progress=progress)
+    return {"rows": final.nnz, "shape": list(final.shape), "sort_order": list(final.sort_order),
+            "unique": final.unique}
+
+
+class Reshape(StreamOp):
+    """Each row's linear index in the old sparse shape, re-expressed in the new one."""
+
+    def __init__(self, shape):
+        self.shape = shape
+
+    def plan(self, meta: TensorMeta) -> Plan:
+        K = self.K = meta.sparse_ndim
+        self.old = old_sparse = tuple(meta.shape[:K])
+        self.new = new_sparse = resolve_shape(self.shape, old_sparse, meta.dense_shape)
         K2 = len(new_sparse)
-        same = new_sparse == old_sparse
+        self.same = same = new_sparse == old_sparse
         # A row-major order is the order of the linear index, which reshape keeps.
         order = meta.sort_order if same else tuple(range(K2)) if meta.row_major else ()
         names = None
@@ -115,16 +125,13 @@ def reshape(path: str, output: str | None, *, shape, memory=None, progress=None)
                 names = None
         out_meta = meta.with_(shape=new_sparse + meta.dense_shape, sparse_ndim=K2, sort_order=order, nnz=None,
                               dimension_names=names, created_by=None)
-        if progress:
-            progress.set_total(meta.nnz)
-        with open_sink(output, out_meta, unique_claim=True if meta.unique else None, budget=budget) as sink:
-            for batch, cols in checked(src.iter_batches(budget=budget), meta, path=path, progress=progress):
-                if same:
-                    index = list(batch.columns[:K])
-                else:
-                    new_keys = relinearize(np.stack(cols), old_sparse, new_sparse)
-                    index = [arrow_of(new_keys[k]) for k in range(K2)]
-                sink.write_batch(pa.RecordBatch.from_arrays(index + [batch.column(K)], schema=sink.schema))
-        final = sink.final_meta
-    return {"rows": final.nnz, "shape": list(final.shape), "sort_order": list(final.sort_order),
-            "unique": final.unique}
+        self.schema = schema_of(out_meta)
+        return Plan(out_meta, unique_claim=True if meta.unique else None, bounds_checked=True)
+
+    def map(self, batch, keys):
+        if self.same:
+            index = list(batch.columns[: self.K])
+        else:
+            new_keys = relinearize(keys, self.old, self.new)
+            index = [arrow_of(k) for k in new_keys]
+        yield pa.RecordBatch.from_arrays(index + [batch.column(self.K)], schema=self.schema)

@@ -9,7 +9,9 @@ import pyarrow as pa
 
 from .._memory import budget_of
 from ..errors import InputError, UsageError
-from ..io import batch_keys, batch_values, open_sink, open_source
+from ..format import TensorMeta
+from ..io import batch_keys, batch_values, open_source, schema_of
+from ..stream.engine import Plan, StreamOp, run
 from ..stream.where import compile_where
 
 
@@ -62,43 +64,48 @@ def retain(path: str, output: str | None, *, mask=None, where: str | None = None
     >>> retain("sample_data/tensor3d.parquet", out, where="indices_0 < 4")["rows_out"] < 1000
     True
     """
-    budget = budget_of(memory)
     if (mask is None) == (where is None):
         raise UsageError("give exactly one of --mask and --where")
     with open_source(path) as src:
-        meta = src.meta
-        K = meta.sparse_ndim
-        cond = None
-        if where is not None:
-            cond = compile_where(where, sparse_ndim=K, value_type=meta.value_type, dense_ndim=meta.ndim - K)
+        op = Retain(mask, where)
+        final = run(op, src, output, budget=budget_of(memory), progress=progress)
+    return {"rows_in": op.rows, "rows_out": final.nnz, "shape": list(final.shape)}
+
+
+class Retain(StreamOp):
+    """The rows a mask or a --where condition keeps, in their order."""
+
+    def __init__(self, mask=None, where: str | None = None):
+        self.mask, self.where, self.rows = mask, where, 0
+
+    def plan(self, meta: TensorMeta) -> Plan:
+        self.meta, self.K = meta, meta.sparse_ndim
+        self.cond = None
+        if self.where is not None:
+            self.cond = compile_where(self.where, sparse_ndim=self.K, value_type=meta.value_type,
+                                      dense_ndim=meta.ndim - self.K)
         else:
-            mask = load_mask(mask, meta.nnz)
+            self.mask = load_mask(self.mask, meta.nnz)
         out_meta = meta.with_(nnz=None, created_by=None)
-        if progress:
-            progress.set_total(meta.nnz)
-        rows = 0
-        with open_sink(output, out_meta, unique_claim=True if meta.unique else None, budget=budget) as sink:
-            for batch in src.iter_batches(budget=budget):
-                n = batch.num_rows
-                if cond is not None:
-                    keys = batch_keys(batch, K) if cond.needs_keys else None
-                    vals = batch_values(batch, meta) if cond.needs_values else None
-                    keep = cond(keys, vals, n)
-                else:
-                    if rows + n > len(mask):
-                        raise UsageError(f"--mask has {len(mask)} flags but the tensor has more rows")
-                    keep = np.asarray(mask[rows:rows + n])
-                rows += n
-                if progress:
-                    progress.advance(n)
-                if not keep.any():
-                    continue
-                out = pa.RecordBatch.from_arrays(batch.columns[: K + 1], schema=sink.schema)
-                sink.write_batch(out if keep.all() else out.filter(pa.array(keep)))
-            if mask is not None and cond is None and rows != len(mask):
-                raise UsageError(f"--mask has {len(mask)} flags but the tensor has {rows} rows (nnz)")
-            if any(s is None for s in out_meta.shape):
-                # A stream whose header left extents open: its trailer has told the source.
-                sink.resolve_shape(src.meta.shape)
-        final = sink.final_meta
-    return {"rows_in": rows, "rows_out": final.nnz, "shape": list(final.shape)}
+        self.schema = schema_of(out_meta)
+        return Plan(out_meta, unique_claim=True if meta.unique else None)
+
+    def map(self, batch, keys):
+        n = batch.num_rows
+        if self.cond is not None:
+            keys = batch_keys(batch, self.K) if self.cond.needs_keys else None
+            vals = batch_values(batch, self.meta) if self.cond.needs_values else None
+            keep = self.cond(keys, vals, n)
+        else:
+            if self.rows + n > len(self.mask):
+                raise UsageError(f"--mask has {len(self.mask)} flags but the tensor has more rows")
+            keep = np.asarray(self.mask[self.rows:self.rows + n])
+        self.rows += n
+        if keep.any():
+            out = pa.RecordBatch.from_arrays(batch.columns[: self.K + 1], schema=self.schema)
+            yield out if keep.all() else out.filter(pa.array(keep))
+
+    def finish(self):
+        if self.cond is None and self.rows != len(self.mask):
+            raise UsageError(f"--mask has {len(self.mask)} flags but the tensor has {self.rows} rows (nnz)")
+        return ()

@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 import math
 import os
-import re
 
 import numpy as np
 import pyarrow as pa
@@ -27,10 +26,17 @@ from ..format import (
     invariants_differ,
     trailer_problem,
 )
-from ..io import PARQUET_MAGIC, READ_ERRORS, STREAM_MAGIC, is_part_name, plan_chunks, prefetch, read_chunks, row_bytes
+from ..io import (
+    CANONICAL_PART_NAME,
+    READ_ERRORS,
+    list_parts,
+    locate,
+    plan_chunks,
+    prefetch,
+    read_chunks,
+    row_bytes,
+)
 from ..report import FATAL, Problem, Report
-
-PART_NAME_RE = re.compile(r"^part-\d{6}(-[0-9a-f]+)?\.parquet$")
 
 
 def _short(e: Exception) -> str:
@@ -488,7 +494,7 @@ class _Validator:
     # -- directory ---------------------------------------------------------------------------
     def directory(self, path: str):
         names = sorted(os.listdir(path))
-        parts = [n for n in names if is_part_name(n) and os.path.isfile(os.path.join(path, n))]
+        parts = list_parts(path)
         for n in names:
             if n.startswith((".", "_")) or n in parts:
                 continue
@@ -499,7 +505,7 @@ class _Validator:
             return
         first = None
         for name in parts:
-            if not PART_NAME_RE.match(name):
+            if not CANONICAL_PART_NAME.match(name):
                 self.add(Problem("W_PART_NAME", f"{name} does not match part-NNNNNN.parquet", {"part": name}))
             meta, schema = self.parquet(os.path.join(path, name), {"part": name})
             if meta is None or schema is None:
@@ -623,27 +629,19 @@ def validate(path: str, *, metadata_only: bool = False, deep: bool = False, memo
 
     target = path  # "-" for stdin, as the spec's report says
     v = _Validator(target, metadata_only=metadata_only, deep=deep, budget=budget_of(memory), progress=progress)
-    if path == "-":
+    kind = locate(path)
+    if kind == "stdin":
         import sys
 
         if sys.stdin.isatty():
             raise InputError("stdin is a terminal; pipe an Arrow IPC stream into sptool or name a file", path="-")
         v.stream(sys.stdin.buffer, target)
-        return v.report
-    if not os.path.exists(path):
-        raise InputError("no such file or directory", path=path)
-    if os.path.isdir(path):
+    elif kind == "dir":
         v.directory(path)
-        return v.report
-    try:
-        with open(path, "rb") as f:
-            head = f.read(4)
-    except OSError as e:
-        raise InputError(f"cannot read: {e.strerror}", path=path) from None
-    if head == STREAM_MAGIC:
+    elif kind == "stream":
         with open(path, "rb") as f:
             v.stream(f, target)
-    elif head != PARQUET_MAGIC and path.endswith(".arrows"):
+    elif kind == "unknown" and path.endswith(".arrows"):
         v.add(Problem("E_STREAM_NOT_ARROW", "not an Arrow IPC stream (no continuation marker at the start)"))
     else:
         v.parquet(path, {})

@@ -21,11 +21,13 @@ import tempfile
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
+import numpy as np
 import pyarrow as pa
 
 from .._memory import Budget
 from ..format import TensorMeta
-from ..io import open_sink, open_source
+from ..io import Background, open_sink, open_source
+from .bounds import checked
 from .order import sorted_batches
 
 
@@ -36,6 +38,8 @@ class Plan:
     meta: TensorMeta  # the output's metadata (nnz is counted by the sink)
     order: tuple[int, ...] | None = None  # the input order map() needs; None: as stored
     unique_claim: bool | None = None  # True: the sink verifies the output has no repeated coordinate
+    bounds_checked: bool = False  # stored order: check every index against the shape, keys as (K, n)
+    background: bool = False  # encode and write the output on a second thread (map is heavy enough to pay)
 
 
 class StreamOp:
@@ -52,11 +56,22 @@ class StreamOp:
         """Output held back across batches (a run of equal keys that the next batch could continue)."""
         return ()
 
+    def output_shape(self, input_shape: tuple) -> tuple | None:
+        """The output's shape from the input's, once a stream's trailer has told the extents its
+        header left open (the plan's shape has None there); None lets the sink take each open
+        extent from the largest index written."""
+        return input_shape
+
 
 def input_batches(src, plan: Plan, *, budget: Budget, tmp_dir=None, progress=None):
-    """(batch, keys) pairs of ``src`` as ``plan`` needs them; keys are None in stored order."""
+    """(batch, keys) pairs of ``src`` as ``plan`` needs them: sort keys in a requested order, the
+    (K, n) indices when bounds-checked in stored order, else None."""
     if plan.order is not None:
         yield from sorted_batches(src, plan.order, budget=budget, tmp_dir=tmp_dir, progress=progress)
+        return
+    if plan.bounds_checked:
+        for batch, cols in checked(src.iter_batches(budget=budget), src.meta, path=src.path, progress=progress):
+            yield batch, np.stack(cols)
         return
     for batch in src.iter_batches(budget=budget):
         if progress:
@@ -70,12 +85,18 @@ def run(op: StreamOp, src, output, *, budget: Budget, tmp_dir=None, progress=Non
     plan = op.plan(src.meta)
     if progress:
         progress.set_total(src.meta.nnz)
-    with open_sink(output, plan.meta, unique_claim=plan.unique_claim, budget=budget) as sink:
+    sink = open_sink(output, plan.meta, unique_claim=plan.unique_claim, budget=budget)
+    writer = Background(sink, "write_batch") if plan.background else sink
+    put = writer.write if plan.background else sink.write_batch
+    with writer:
         for batch, keys in input_batches(src, plan, budget=budget, tmp_dir=tmp_dir, progress=progress):
             for out in op.map(batch, keys):
-                sink.write_batch(out)
+                put(out)
         for out in op.finish():
-            sink.write_batch(out)
+            put(out)
+        shape = op.output_shape(src.meta.shape) if any(s is None for s in plan.meta.shape) else None
+        if shape is not None:
+            sink.resolve_shape(shape)
     return sink.final_meta
 
 
