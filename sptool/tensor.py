@@ -8,7 +8,7 @@ from . import _kernels
 from ._messages import out_of_bounds
 from .errors import DataError, UsageError
 from .format import VALUE_TYPES, TensorMeta, default_fill, value_type_of_dtype
-from .io import check_shape
+from .io import MemorySource, check_shape
 from .stream.dense import DenseScatter
 
 
@@ -120,6 +120,10 @@ class SparseTensor:
     @property
     def meta(self) -> TensorMeta:
         return self._meta
+
+    def as_source(self):
+        """This tensor as a streaming source, so that every op takes it where it takes a path."""
+        return MemorySource(self.meta, np.ascontiguousarray(self.keys), self.values)
 
     @property
     def keys(self) -> np.ndarray:

@@ -16,7 +16,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from .._memory import Budget, budget_of
-from ..errors import FormatError, InputError
+from ..errors import FormatError, InputError, UsageError
 from ..format import (
     METADATA_KEY,
     TRAILER_KEY,
@@ -26,7 +26,7 @@ from ..format import (
     parse_metadata,
     trailer_problem,
 )
-from ._arrays import batch_keys, batch_values, normalize_batch
+from ._arrays import batch_keys, batch_values, make_batch, normalize_batch
 from ._prefetch import prefetch
 from ._rowgroups import plan_chunks, read_chunks
 
@@ -360,6 +360,39 @@ def open_source(path: str) -> TensorSource:
         return open_stream(path)
     part = read_part(path)
     return ParquetSource(path, [part], part.meta, "file")
+
+
+class MemorySource(TensorSource):
+    """A tensor held in memory as (K, n) keys and values, read in batches like a file (an
+    in-memory SparseTensor handed to an op)."""
+
+    kind = "memory"
+
+    def __init__(self, meta: TensorMeta, keys: np.ndarray, values: np.ndarray, path: str = "<memory>"):
+        super().__init__(path, meta.with_(nnz=keys.shape[1]), meta.arrow_schema())
+        self.keys, self.values = keys, values
+
+    def iter_batches(self, batch_rows=None, *, budget=None):
+        rows = batch_rows or self.batch_rows(budget)
+        n = self.keys.shape[1]
+        for start in range(0, n, rows):
+            stop = min(start + rows, n)
+            yield make_batch(self.keys[:, start:stop], self.values[start:stop], self.meta, self.schema)
+
+
+@contextlib.contextmanager
+def open_input(tensor):
+    """An op's input as a source: a path (opened here and closed after), an open TensorSource
+    (used as it is, left open for its owner), or anything with ``as_source()`` (a SparseTensor)."""
+    if isinstance(tensor, TensorSource):
+        yield tensor
+    elif hasattr(tensor, "as_source"):
+        yield tensor.as_source()
+    elif isinstance(tensor, (str, os.PathLike)):
+        with open_source(os.fspath(tensor)) as src:
+            yield src
+    else:
+        raise UsageError(f"expected a path, an open source or a SparseTensor, not {type(tensor).__name__}")
 
 
 @contextlib.contextmanager

@@ -8,7 +8,7 @@ import pyarrow as pa
 from .._memory import budget_of
 from ..errors import UsageError
 from ..format import TensorMeta
-from ..io import arrow_of, open_source, schema_of
+from ..io import arrow_of, open_input, schema_of
 from ..stream.engine import Plan, StreamOp, run
 
 
@@ -56,7 +56,7 @@ def expand_dims(path: str, output: str | None, *, axis: int = -1, memory=None, p
     >>> expand_dims("sample_data/matrix_a.parquet", out, axis=0)["shape"]
     [1, 200, 150]
     """
-    with open_source(path) as src:
+    with open_input(path) as src:
         op = ExpandDims(axis)
         final = run(op, src, output, budget=budget_of(memory), progress=progress)
     return {"rows": final.nnz, "shape": list(final.shape), "sparse_ndim": final.sparse_ndim,

@@ -9,7 +9,7 @@ import pyarrow as pa
 
 from .._memory import budget_of
 from ..errors import DataError, UsageError
-from ..io import AtomicTarget, arrow_of, batch_keys, known_shape, open_sink, open_source, values_array
+from ..io import AtomicTarget, arrow_of, batch_keys, known_shape, open_input, open_sink, values_array
 from ..stream.dense import check_dense_size
 from ..stream.order import sorted_batches
 
@@ -199,7 +199,7 @@ def fill_empty_rows(path: str, output: str | None, *, value, indicator: str | No
     budget = budget_of(memory)
     if indicator is not None and not str(indicator).endswith(".npy"):
         raise UsageError("the indicator is a .npy file; name it *.npy", path=str(indicator))
-    with open_source(path) as opened, known_shape(opened, tmp_dir) as src:
+    with open_input(path) as opened, known_shape(opened, tmp_dir) as src:
         meta = src.meta
         K = meta.sparse_ndim
         dense_rows = meta.shape[0]

@@ -10,7 +10,7 @@ import numpy as np
 from .. import _kernels
 from .._memory import budget_of
 from ..format import encode_fill, index_column
-from ..io import ParquetSource, open_source
+from ..io import ParquetSource, open_input
 
 
 def info(path: str, *, scan: bool = False, memory=None, progress=None) -> dict:
@@ -23,7 +23,7 @@ def info(path: str, *, scan: bool = False, memory=None, progress=None) -> dict:
     [40, 30, 20]
     """
     budget = budget_of(memory)
-    with open_source(path) as src:
+    with open_input(path) as src:
         meta = src.meta
         K = meta.sparse_ndim
         mins: list = [None] * K
@@ -104,7 +104,7 @@ def head(path: str, n: int = 10, *, memory=None) -> tuple[np.ndarray, np.ndarray
     (3, 3)
     """
     budget = budget_of(memory)
-    with open_source(path) as src:
+    with open_input(path) as src:
         keys_list, vals_list, got = [], [], 0
         if n > 0:
             for keys, vals in src.iter_arrays(batch_rows=max(n, 1024), budget=budget):

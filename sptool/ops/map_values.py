@@ -8,7 +8,7 @@ import pyarrow as pa
 from .._memory import budget_of
 from ..errors import FormatError, UsageError
 from ..format import value_type_of_dtype
-from ..io import batch_values, known_shape, open_source, schema_of, values_array
+from ..io import batch_values, known_shape, open_input, schema_of, values_array
 from ..stream.duplicates import SummedSource
 from ..stream.engine import Plan, StreamOp, run
 
@@ -73,7 +73,7 @@ def map_values(path: str, output: str | None = None, *, fn: str, allow_fill_chan
     if fn not in FUNCTIONS:
         raise UsageError(f"--fn must be one of {', '.join(FUNCTIONS)}, not {fn!r}")
     func = FUNCTIONS[fn]
-    with open_source(path) as opened, known_shape(opened, tmp_dir) as src:
+    with open_input(path) as opened, known_shape(opened, tmp_dir) as src:
         meta = src.meta
         if meta.value_type in ("string", "binary"):
             raise UsageError(f"map needs numeric values, not {meta.value_type}")

@@ -23,7 +23,7 @@ from .._memory import Budget, budget_of
 from .._messages import out_of_bounds
 from ..errors import DataError, UsageError
 from ..format import value_type_of_dtype
-from ..io import Background, batch_keys, known_shape, open_sink, open_source, output_kind
+from ..io import Background, batch_keys, known_shape, open_input, open_sink, output_kind
 from ..stream.axes import normalize_axes
 from ..stream.duplicates import sum_duplicates
 from ..stream.engine import Partwise
@@ -366,7 +366,7 @@ def reduce(path: str, output: str | None = None, *, op: str, axis=None, keepdims
         output = None  # a scalar result goes to stdout as text
     if output is not None and not dense_out and output != "-":
         output_kind(output)
-    with open_source(path) as opened, known_shape(opened, tmp_dir) as src:
+    with open_input(path) as opened, known_shape(opened, tmp_dir) as src:
         return _reduce_source(src, output, dense_out, op=op, axis=axis, keepdims=keepdims, empty_value=empty_value,
                               budget=budget_of(memory), tmp_dir=tmp_dir, progress=progress)
 

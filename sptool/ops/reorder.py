@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from .._memory import budget_of
-from ..io import known_shape, open_source
+from ..io import known_shape, open_input
 from ..stream.engine import run
 from ..stream.reorder import Reorder
 
@@ -24,7 +24,7 @@ def reorder(path: str, output: str | None, *, order=None, duplicates: str = "kee
     True
     """
     budget = budget_of(memory)
-    with open_source(path) as opened, known_shape(opened, tmp_dir) as src:
+    with open_input(path) as opened, known_shape(opened, tmp_dir) as src:
         rows_in = src.meta.nnz
         final = run(Reorder(order, duplicates), src, output, budget=budget, tmp_dir=tmp_dir, progress=progress)
     return {"rows_in": rows_in, "rows_out": final.nnz, "canonical": final.canonical, "unique": final.unique,

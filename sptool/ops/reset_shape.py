@@ -11,7 +11,7 @@ from .. import _kernels
 from .._memory import budget_of
 from ..errors import DataError, UsageError
 from ..format import INT64_MAX, TensorMeta, index_column
-from ..io import ParquetSource, batch_keys, open_source, schema_of
+from ..io import ParquetSource, batch_keys, open_input, schema_of
 from ..stream.engine import Plan, StreamOp, run
 
 
@@ -79,7 +79,7 @@ def reset_shape(path: str, output: str | None, *, shape=None, memory=None, progr
     >>> reset_shape("sample_data/unsorted.parquet", out)["shape"]
     [10, 8, 6]
     """
-    with open_source(path) as src:
+    with open_input(path) as src:
         old_shape = src.meta.shape
         final = run(ResetShape(shape, src), src, output, budget=budget_of(memory), progress=progress)
     return {"rows": final.nnz, "shape": list(final.shape), "old_shape": list(old_shape)}

@@ -11,7 +11,7 @@ from .. import _kernels
 from .._memory import budget_of
 from ..errors import UsageError
 from ..format import INT64_MAX, TensorMeta
-from ..io import arrow_of, known_shape, open_source, schema_of
+from ..io import arrow_of, known_shape, open_input, schema_of
 from ..stream.engine import Plan, StreamOp, run
 
 
@@ -98,7 +98,7 @@ def reshape(path: str, output: str | None, *, shape, memory=None, progress=None)
     >>> reshape("sample_data/tensor3d.parquet", out, shape=(1200, -1))["shape"]
     [1200, 20]
     """
-    with open_source(path) as opened, known_shape(opened) as src:
+    with open_input(path) as opened, known_shape(opened) as src:
         final = run(Reshape(shape), src, output, budget=budget_of(memory), progress=progress)
     return {"rows": final.nnz, "shape": list(final.shape), "sort_order": list(final.sort_order),
             "unique": final.unique}

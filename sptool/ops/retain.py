@@ -10,7 +10,7 @@ import pyarrow as pa
 from .._memory import budget_of
 from ..errors import InputError, UsageError
 from ..format import TensorMeta
-from ..io import batch_keys, batch_values, open_source, schema_of
+from ..io import batch_keys, batch_values, open_input, schema_of
 from ..stream.engine import Plan, StreamOp, run
 from ..stream.where import compile_where
 
@@ -66,7 +66,7 @@ def retain(path: str, output: str | None, *, mask=None, where: str | None = None
     """
     if (mask is None) == (where is None):
         raise UsageError("give exactly one of --mask and --where")
-    with open_source(path) as src:
+    with open_input(path) as src:
         op = Retain(mask, where)
         final = run(op, src, output, budget=budget_of(memory), progress=progress)
     return {"rows_in": op.rows, "rows_out": final.nnz, "shape": list(final.shape)}

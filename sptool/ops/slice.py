@@ -16,8 +16,8 @@ from ..io import (
     known_shape,
     make_batch,
     normalize_batch,
+    open_input,
     open_sink,
-    open_source,
 )
 
 
@@ -114,7 +114,7 @@ def slice_(path: str, output: str | None, *, start, size, memory=None, progress=
     """
     budget = budget_of(memory)
 
-    with open_source(path) as opened, known_shape(opened) as src:
+    with open_input(path) as opened, known_shape(opened) as src:
         meta = src.meta
         K = meta.sparse_ndim
         lo, hi = slice_box(meta.shape, start, size, K)

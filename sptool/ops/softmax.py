@@ -7,7 +7,7 @@ import numpy as np
 from .. import _reduce
 from .._memory import budget_of
 from ..errors import UsageError
-from ..io import Background, batch_values, known_shape, open_sink, open_source
+from ..io import Background, batch_values, known_shape, open_input, open_sink
 from ..stream.duplicates import sum_duplicates
 from ..stream.group import whole_runs
 from ..stream.order import ordered_batches
@@ -39,7 +39,7 @@ def softmax(path: str, output: str | None = None, *, memory=None, tmp_dir: str |
     True
     """
     budget = budget_of(memory)
-    with open_source(path) as opened, known_shape(opened, tmp_dir) as src:
+    with open_input(path) as opened, known_shape(opened, tmp_dir) as src:
         meta = src.meta
         if meta.ndim < 2:
             raise UsageError(f"Input should have rank >= 2, but the tensor has shape {list(meta.shape)}")

@@ -19,8 +19,8 @@ from ..io import (
     batch_values,
     known_shape,
     make_batch,
+    open_input,
     open_sink,
-    open_source,
     output_kind,
     row_bytes,
 )
@@ -90,7 +90,7 @@ def split(path: str, pattern: str, *, axis: int, num: int, memory=None, progress
     [14, 13, 13]
     """
     budget = budget_of(memory)
-    with open_source(path) as opened, known_shape(opened) as src:
+    with open_input(path) as opened, known_shape(opened) as src:
         meta = src.meta
         rank = len(meta.shape)
         try:

@@ -8,7 +8,7 @@ from .. import _kernels
 from .._memory import budget_of
 from .._messages import row_text, tuple_text
 from ..errors import DataError, UsageError
-from ..io import batch_values, known_shape, make_batch, open_sink, open_source
+from ..io import batch_values, known_shape, make_batch, open_input, open_sink
 from ..stream.dense import row_major_strides
 from ..stream.duplicates import Deduplicator, sum_duplicates
 from ..stream.order import checked_batches, ordered_batches
@@ -46,7 +46,7 @@ def to_indicator(path: str, output: str | None = None, *, vocab_size: int, memor
     if V < 0:
         raise UsageError(f"--vocab-size must be >= 0, not {V}")
     dense_out = output is not None and output.endswith(".npy")
-    with open_source(path) as opened, known_shape(opened, tmp_dir) as src:
+    with open_input(path) as opened, known_shape(opened, tmp_dir) as src:
         meta = src.meta
         K = meta.sparse_ndim
         if meta.hybrid:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from .._memory import budget_of
-from ..io import open_source
+from ..io import open_input
 from ..stream.dense import write_dense
 
 
@@ -25,6 +25,6 @@ def todense(path: str, output: str, *, default_value=None, validate: bool = True
     (40, 30, 20)
     """
     budget = budget_of(memory)
-    with open_source(path) as src:
+    with open_input(path) as src:
         return write_dense(src, output, default_value=default_value, validate=validate, budget=budget,
                            progress=progress)

@@ -7,7 +7,7 @@ import pyarrow as pa
 from .._memory import budget_of
 from ..errors import UsageError
 from ..format import TensorMeta
-from ..io import known_shape, open_source, schema_of
+from ..io import known_shape, open_input, schema_of
 from ..stream.axes import normalize_axes
 from ..stream.engine import Plan, StreamOp, run
 
@@ -74,7 +74,7 @@ def transpose(path: str, output: str | None, *, perm=None, memory=None, tmp_dir:
     [20, 30, 40]
     """
     budget = budget_of(memory)
-    with open_source(path) as opened, known_shape(opened, tmp_dir) as src:
+    with open_input(path) as opened, known_shape(opened, tmp_dir) as src:
         op = Transpose(perm)
         final = run(op, src, output, budget=budget, tmp_dir=tmp_dir, progress=progress)
     return {"rows": final.nnz, "shape": list(final.shape), "perm": list(op.perm), "unique": final.unique}
