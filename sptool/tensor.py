@@ -173,6 +173,11 @@ class SparseTensor:
                    unique=meta.unique, value_type=meta.value_type, dimension_names=meta.dimension_names,
                    attributes=meta.attributes, iso=meta.iso)
 
+    @classmethod
+    def from_sink(cls, sink) -> SparseTensor:
+        """The tensor an op wrote to an in-memory sink (an op called with no output)."""
+        return cls.from_meta(*sink.result())
+
     def group(self, dims, *, sort: bool = False):
         """Iterate over runs of rows sharing their coordinates on ``dims``: yields (group key,
         (m, K) indices, values), as TensorFlow's C++ SparseTensor::group.

@@ -32,8 +32,9 @@ def common_options(fn):
 
 
 def output_option(required: bool = False, help_text: str | None = None):
+    # The default is "-" (stdout): in the Python API no output means a returned SparseTensor.
     return click.option(
-        "-o", "--output", metavar="PATH", required=required,
+        "-o", "--output", metavar="PATH", required=required, default=None if required else "-",
         help=help_text or "Output: a .parquet file, a directory (ending in /), a .arrows stream, or - for "
         "stdout (the default; an Arrow IPC stream).",
     )

@@ -58,7 +58,8 @@ def reduce(ctx, tensor, op, axes, keepdims, empty_value, output, as_json, tmp_di
     axis = None if not axes else [a for group in axes for a in group]
     job = Job("reduce", quiet=opts["quiet"] or (axis is None and not keepdims))
     try:
-        r = reduce_op(tensor, output, op=op, axis=axis, keepdims=keepdims, empty_value=parse_scalar(empty_value),
+        r = reduce_op(tensor, "-" if output is None else output, op=op, axis=axis, keepdims=keepdims,
+                      empty_value=parse_scalar(empty_value),
                       memory=opts["memory"], tmp_dir=tmp_dir, progress=job)
     finally:
         job.stop()

@@ -37,8 +37,8 @@ def to_indicator(ctx, tensor, vocab_size, output, tmp_dir):
     opts = settings(ctx)
     job = Job("to-indicator", quiet=opts["quiet"])
     try:
-        r = to_indicator_op(tensor, output, vocab_size=vocab_size, memory=opts["memory"], tmp_dir=tmp_dir,
-                            progress=job)
+        r = to_indicator_op(tensor, "-" if output is None else output, vocab_size=vocab_size,
+                            memory=opts["memory"], tmp_dir=tmp_dir, progress=job)
     finally:
         job.stop()
     job.summary(rows_out=r["rows_out"], extra=f"shape {r['shape']}")

@@ -16,9 +16,9 @@ import pyarrow.parquet as pq
 from .. import _kernels
 from .._memory import ROW_GROUP_ROWS, Budget, budget_of
 from .._messages import out_of_bounds, out_of_order, repeated
-from ..errors import DataError, UsageError
+from ..errors import DataError, ResourceError, UsageError
 from ..format import INT64_MAX, METADATA_KEY, TRAILER_KEY, TensorMeta, index_column
-from ._arrays import make_batch
+from ._arrays import batch_keys, batch_values, make_batch
 from ._atomic import AtomicTarget, ClosesOrAborts
 from .source import row_bytes
 
@@ -54,7 +54,9 @@ def parquet_writer_options(meta: TensorMeta) -> dict:
 
 
 def output_kind(dst: str | None) -> str:
-    if dst is None or dst == "-":
+    if dst is None:
+        return "memory"
+    if dst == "-":
         return "stream"
     if dst.endswith(("/", os.sep)) or os.path.isdir(dst):
         return "dir"
@@ -167,11 +169,15 @@ class TensorSink(ClosesOrAborts):
         self._part_start_row = 0
         self._part_paths: list[str] = []
         self._part_tracker = None
+        self._budget = budget
         self._open()
 
     # -- targets ------------------------------------------------------------------------------
     def _open(self):
-        if self.kind == "stream":
+        if self.kind == "memory":
+            self._batches: list[pa.RecordBatch] = []
+            self._limit = budget_of(self._budget).total
+        elif self.kind == "stream":
             out = sys.stdout.buffer
             if out.isatty():
                 raise UsageError("refusing to write binary Arrow data to a terminal; use -o FILE or a pipe")
@@ -209,6 +215,12 @@ class TensorSink(ClosesOrAborts):
         # The index columns as they are in the batch: checked in place, not copied.
         self._check([batch.column(k).to_numpy() for k in range(self.K)])
         self.rows += n
+        if self.kind == "memory":
+            self.bytes_written += batch.nbytes
+            if self.bytes_written > self._limit:
+                raise ResourceError("the result is larger than --memory; give an output path to stream it to a file")
+            self._batches.append(batch)
+            return
         if self.kind in ("stream", "stream-file"):
             self._writer.write_batch(batch)
             return
@@ -329,6 +341,9 @@ class TensorSink(ClosesOrAborts):
         """Finish the output and move it into place; returns the final metadata."""
         final = self._final(self.rows)
         check_shape(final.shape)  # an inferred shape (max + 1) may still overflow
+        if self.kind == "memory":
+            self.final_meta = final
+            return final
         if self.kind in ("stream", "stream-file"):
             trailer = {"nnz": self.rows, "shape": list(final.shape)}
 
@@ -371,7 +386,19 @@ class TensorSink(ClosesOrAborts):
         self._writer.write_table(self.schema.empty_table())
         self._part_rows_written = 0
 
+    def result(self) -> tuple[np.ndarray, np.ndarray, TensorMeta]:
+        """An in-memory sink's tensor once closed: ((n, K) indices, values, final metadata)."""
+        if self._batches:
+            batch = _copied(pa.Table.from_batches(self._batches, schema=self.schema))
+        else:
+            batch = pa.RecordBatch.from_arrays([pa.array([], type=f.type) for f in self.schema], schema=self.schema)
+        keys = batch_keys(batch, self.K)
+        return np.ascontiguousarray(keys.T), batch_values(batch, self.final_meta), self.final_meta
+
     def abort(self):
+        if self.kind == "memory":
+            self._batches = []
+            return
         try:
             self._drain()
         except Exception:

@@ -17,7 +17,7 @@ from .. import _linalg
 from .._memory import budget_of
 from ..errors import UsageError
 from ..format import TensorMeta, value_type_of_dtype
-from ..io import AtomicTarget, batch_keys, batch_values, known_shape, make_batch, open_source, schema_of
+from ..io import AtomicTarget, batch_keys, batch_values, known_shape, make_batch, open_input, schema_of
 from ..stream.binary import (
     binary_sparse,
     check_dense_shape,
@@ -35,6 +35,7 @@ from ..stream.dense import DenseScatter, check_dense_size, is_zero
 from ..stream.duplicates import summed_if_promoted
 from ..stream.engine import Partwise, Plan, StreamOp
 from ..stream.reorder import Reorder
+from ..tensor import SparseTensor
 
 # ---------------------------------------------------------------------------------------------
 # operands
@@ -109,7 +110,7 @@ def add_dense(sparse_path: str, dense_path: str, output, *, memory=None, progres
         raise UsageError("sparse + dense gives a dense array: name the output *.npy with -o", path=output)
     budget = budget_of(memory)
     dense = open_dense(dense_path)
-    with open_source(sparse_path) as opened, known_shape(opened) as src:
+    with open_input(sparse_path) as opened, known_shape(opened) as src:
         meta = src.meta
         numeric_dtype(meta, sparse_path, "add")
         require_zero_fill(meta, sparse_path, "sparse + dense add")
@@ -192,13 +193,14 @@ def add(a: str, b: str, output: str | None, *, thresh=0, prune: bool = False, me
             threshold = float(thresh)
         except (TypeError, ValueError):
             raise UsageError(f"--thresh must be a real number, not {thresh!r}") from None
-    return binary_sparse(
+    r = binary_sparse(
         a, b, output, what="add",
         out_dtype=lambda ma, mb: promote(ma.dtype, mb.dtype),
         out_fill=lambda fa, fb, dt: _sum_fill(fa, fb, dt),
         combine=_add_combine(threshold, prune), fused=_linalg.merge_add if threshold is None else None,
         budget=budget, tmp_dir=tmp_dir, progress=progress,
     )
+    return SparseTensor.from_sink(r) if output is None else r
 
 
 def _sum_fill(fa, fb, dtype):

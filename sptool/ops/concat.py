@@ -24,10 +24,11 @@ from .._memory import budget_of
 from .._messages import out_of_bounds
 from ..errors import DataError, UsageError
 from ..format import TensorMeta
-from ..io import arrow_of, batch_keys, known_shape, open_sink, open_source, row_bytes
+from ..io import arrow_of, batch_keys, known_shape, open_input, open_sink, row_bytes
 from ..stream import sort as _sort
 from ..stream.axes import normalize_axes
 from ..stream.order import already_sorted
+from ..tensor import SparseTensor
 
 
 def _same_fill(a, b) -> bool:
@@ -146,7 +147,7 @@ def concat(paths, output: str | None, *, axis: int, expand_nonconcat: bool = Fal
         raise UsageError("at most one input may be '-' (stdin)")
     budget = budget_of(memory)
     with ExitStack() as stack:
-        srcs = [stack.enter_context(known_shape(stack.enter_context(open_source(p)), tmp_dir)) for p in paths]
+        srcs = [stack.enter_context(known_shape(stack.enter_context(open_input(p)), tmp_dir)) for p in paths]
         metas = [s.meta for s in srcs]
         out_meta, axis, offsets = plan_concat(metas, axis, expand_nonconcat)
         K = out_meta.sparse_ndim
@@ -168,6 +169,8 @@ def concat(paths, output: str | None, *, axis: int, expand_nonconcat: bool = Fal
         with open_sink(output, out_meta, unique_claim=claim, budget=budget) as sink:
             for batch in stream:
                 sink.write_batch(batch)
+        if output is None:
+            return SparseTensor.from_sink(sink)
         final = sink.final_meta
     return {"inputs": len(paths), "rows_in": sum(s.rows for s in shifters), "rows_out": final.nnz,
             "shape": list(final.shape), "strategy": strategy, "sorted_inputs": sum(sorted_in),

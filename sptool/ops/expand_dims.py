@@ -10,6 +10,7 @@ from ..errors import UsageError
 from ..format import TensorMeta
 from ..io import arrow_of, open_input, schema_of
 from ..stream.engine import Plan, StreamOp, run
+from ..tensor import SparseTensor
 
 
 def normalize_axis(axis: int, ndim: int) -> int:
@@ -58,7 +59,10 @@ def expand_dims(path: str, output: str | None, *, axis: int = -1, memory=None, p
     """
     with open_input(path) as src:
         op = ExpandDims(axis)
-        final = run(op, src, output, budget=budget_of(memory), progress=progress)
+        sink = run(op, src, output, budget=budget_of(memory), progress=progress)
+        if output is None:
+            return SparseTensor.from_sink(sink)
+        final = sink.final_meta
     return {"rows": final.nnz, "shape": list(final.shape), "sparse_ndim": final.sparse_ndim,
             "sort_order": list(final.sort_order)}
 

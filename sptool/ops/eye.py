@@ -8,6 +8,7 @@ from .._memory import ROW_GROUP_ROWS, budget_of
 from ..errors import UsageError
 from ..format import VALUE_TYPES, TensorMeta
 from ..io import open_sink
+from ..tensor import SparseTensor
 
 BATCH_ROWS_MAX = 8 * ROW_GROUP_ROWS
 
@@ -51,4 +52,6 @@ def eye(num_rows: int, num_columns: int | None = None, output: str | None = None
             sink.write(np.stack([diag, diag]), ones[: stop - start])
             if progress:
                 progress.advance(stop - start)
+    if output is None:
+        return SparseTensor.from_sink(sink)
     return {"rows": sink.final_meta.nnz, "shape": [n, m], "value_type": dtype, "output": output}

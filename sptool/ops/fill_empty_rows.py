@@ -12,6 +12,7 @@ from ..errors import DataError, UsageError
 from ..io import AtomicTarget, arrow_of, batch_keys, known_shape, open_input, open_sink, values_array
 from ..stream.dense import check_dense_size
 from ..stream.order import sorted_batches
+from ..tensor import SparseTensor
 
 
 def parse_value(value, meta):
@@ -238,6 +239,8 @@ def fill_empty_rows(path: str, output: str | None, *, value, indicator: str | No
             if target is not None:
                 target.abort()
             raise
+        if output is None:
+            return SparseTensor.from_sink(sink)
         final = sink.final_meta
     return {"rows_in": meta.nnz if meta.nnz is not None else final.nnz - filler.filled, "rows_out": final.nnz,
             "empty_rows": filler.filled}

@@ -11,6 +11,7 @@ from ..format import value_type_of_dtype
 from ..io import batch_values, known_shape, open_input, schema_of, values_array
 from ..stream.duplicates import SummedSource
 from ..stream.engine import Plan, StreamOp, run
+from ..tensor import SparseTensor
 
 # name -> NumPy function.  Each maps 0 to 0 except those in CHANGES_ZERO.
 FUNCTIONS = {
@@ -95,7 +96,10 @@ def map_values(path: str, output: str | None = None, *, fn: str, allow_fill_chan
         if fn not in ADDITIVE and not meta.unique:
             # f(a) + f(b) != f(a + b): duplicates are summed (in the value type) before f is applied.
             src = SummedSource(src, tmp_dir=tmp_dir)
-        final = run(MapValues(func, out_dtype, out_vt, fill), src, output, budget=budget, progress=progress)
+        sink = run(MapValues(func, out_dtype, out_vt, fill), src, output, budget=budget, progress=progress)
+        if output is None:
+            return SparseTensor.from_sink(sink)
+        final = sink.final_meta
     return {"rows_in": meta.nnz, "rows_out": final.nnz, "value_type": final.value_type,
             "fill_value": final.fill_value, "unique": final.unique, "sort_order": list(final.sort_order)}
 

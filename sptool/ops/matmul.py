@@ -39,7 +39,7 @@ from .._messages import out_of_bounds, row_text
 from .._threads import THREADS
 from ..errors import DataError, ResourceError, ShapeMismatch, UsageError
 from ..format import TensorMeta, value_type_of_dtype
-from ..io import AtomicTarget, OrderTracker, batch_keys, batch_values, known_shape, open_sink, open_source
+from ..io import AtomicTarget, OrderTracker, batch_keys, batch_values, known_shape, open_input, open_sink, open_source
 from ..stream.binary import (
     check_inputs,
     copy_slabs,
@@ -53,6 +53,7 @@ from ..stream.dense import check_dense_size, release
 from ..stream.duplicates import summed_if_promoted
 from ..stream.group import whole_runs
 from ..stream.order import sorted_batches
+from ..tensor import SparseTensor
 
 KERNEL_TYPES = {np.dtype(t) for t in (np.float32, np.float64, np.int32, np.int64, np.complex64, np.complex128)}
 # Batches smaller than this run on one thread: splitting costs more than it saves.
@@ -216,7 +217,8 @@ def _dense_product(sparse_path: str, dense_path: str, output, *, sparse_left: bo
         raise UsageError("a product with a dense operand is dense: name the output *.npy with -o", path=output)
     dense = open_dense(dense_path)
     with ExitStack() as stack:
-        src = stack.enter_context(known_shape(stack.enter_context(open_source(sparse_path)), tmp_dir))
+        src = stack.enter_context(known_shape(stack.enter_context(open_input(sparse_path)), tmp_dir))
+        sparse_path = src.path  # a name for messages, also when the operand is an in-memory tensor
         meta = src.meta
         if sparse_left:
             _check_sparse(meta, sparse_path, "a")
@@ -497,8 +499,9 @@ def _sparse_product(path_a: str, path_b: str, output, *, adjoint_a: bool, adjoin
                     progress) -> dict:
     half = budget.share(2)
     with ExitStack() as stack:
-        sa = stack.enter_context(known_shape(stack.enter_context(open_source(path_a)), tmp_dir))
-        sb = stack.enter_context(known_shape(stack.enter_context(open_source(path_b)), tmp_dir))
+        sa = stack.enter_context(known_shape(stack.enter_context(open_input(path_a)), tmp_dir))
+        sb = stack.enter_context(known_shape(stack.enter_context(open_input(path_b)), tmp_dir))
+        path_a, path_b = sa.path, sb.path  # names for messages, also for in-memory tensors
         ma, mb = sa.meta, sb.meta
         _check_sparse(ma, path_a, "a")
         _check_sparse(mb, path_b, "b")
@@ -538,6 +541,8 @@ def _sparse_product(path_a: str, path_b: str, output, *, adjoint_a: bool, adjoin
                 _slabbed_product(sa, sb, path_a, path_b, sink, n, cdt, out_dtype, pool, cap_entries,
                                  adjoint_a=adjoint_a, adjoint_b=adjoint_b, budget=budget, tmp_dir=tmp_dir,
                                  stack=stack)
+        if output is None:
+            return SparseTensor.from_sink(sink)
         final = sink.final_meta
     return {"rows": (ma.nnz or 0) + (mb.nnz or 0), "rows_out": final.nnz, "shape": [m, n],
             "dtype": final.value_type, "output": "sparse", "canonical": final.canonical}

@@ -11,10 +11,11 @@ from .._memory import budget_of
 from .._messages import out_of_bounds
 from ..errors import DataError, ShapeMismatch, UsageError
 from ..format import value_type_of_dtype
-from ..io import batch_keys, batch_values, known_shape, open_source, schema_of, values_array
+from ..io import batch_keys, batch_values, known_shape, open_input, schema_of, values_array
 from ..stream.binary import check_inputs, is_dense_path, numeric_dtype, open_dense, promote, require_zero_fill, scalar
 from ..stream.duplicates import summed_if_promoted
 from ..stream.engine import Plan, StreamOp, run
+from ..tensor import SparseTensor
 
 
 def truediv_dtype(dtype: np.dtype) -> np.dtype:
@@ -56,7 +57,7 @@ def _cwise(op: str, t: str, d: str, output, *, memory=None, progress=None) -> di
         raise UsageError(f"the second operand of {op} must be a dense .npy file (the sparse side never broadcasts)",
                          path=d)
     dense = open_dense(d)
-    with open_source(t) as opened, known_shape(opened) as src:
+    with open_input(t) as opened, known_shape(opened) as src:
         meta = src.meta
         numeric_dtype(meta, t, op)
         require_zero_fill(meta, t, op)
@@ -66,7 +67,10 @@ def _cwise(op: str, t: str, d: str, output, *, memory=None, progress=None) -> di
         if op == "div":
             dtype = truediv_dtype(dtype)
         src = summed_if_promoted(src, dtype)  # duplicates sum in the value type, before the cast
-        final = run(Cwise(op, dview, dtype, t), src, output, budget=budget, progress=progress)
+        sink = run(Cwise(op, dview, dtype, src.path), src, output, budget=budget, progress=progress)
+        if output is None:
+            return SparseTensor.from_sink(sink)
+        final = sink.final_meta
     return {"rows": final.nnz, "shape": list(final.shape), "value_type": final.value_type,
             "broadcast_shape": list(full)}
 

@@ -30,6 +30,7 @@ from ..stream.engine import Partwise
 from ..stream.order import checked_batches, ordered_batches, projected_batches
 from ..stream.reorder import Reorder
 from ..stream.values import _UFUNC, addresses, as_kernel, from_kernel, kernel_dtype, runs, segment, values_of_array
+from ..tensor import SparseTensor
 
 OPS = ("sum", "max", "min", "prod", "mean", "count")
 _SCATTER = {"sum": _reduce.scatter_sum, "prod": _reduce.scatter_prod, "max": _reduce.scatter_max,
@@ -402,6 +403,8 @@ def _reduce_source(src, output, dense_out: bool, *, op, axis, keepdims, empty_va
         raise
     if plan.scalar and not dense_out:
         return result
+    if output is None:
+        return SparseTensor.from_sink(writer.inner.sink)
     return {"op": op, "axes": plan.axes, "rows_in": meta.nnz, "rows_out": rows_out, "shape": list(plan.shape),
             "value_type": value_type_of_dtype(dtype), "output": output}
 

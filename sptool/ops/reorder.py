@@ -6,6 +6,7 @@ from .._memory import budget_of
 from ..io import known_shape, open_input
 from ..stream.engine import run
 from ..stream.reorder import Reorder
+from ..tensor import SparseTensor
 
 
 def reorder(path: str, output: str | None, *, order=None, duplicates: str = "keep", memory=None,
@@ -26,6 +27,9 @@ def reorder(path: str, output: str | None, *, order=None, duplicates: str = "kee
     budget = budget_of(memory)
     with open_input(path) as opened, known_shape(opened, tmp_dir) as src:
         rows_in = src.meta.nnz
-        final = run(Reorder(order, duplicates), src, output, budget=budget, tmp_dir=tmp_dir, progress=progress)
+        sink = run(Reorder(order, duplicates), src, output, budget=budget, tmp_dir=tmp_dir, progress=progress)
+        if output is None:
+            return SparseTensor.from_sink(sink)
+        final = sink.final_meta
     return {"rows_in": rows_in, "rows_out": final.nnz, "canonical": final.canonical, "unique": final.unique,
             "sort_order": list(final.sort_order)}

@@ -13,6 +13,7 @@ from ..errors import DataError, UsageError
 from ..format import INT64_MAX, TensorMeta, index_column
 from ..io import ParquetSource, batch_keys, open_input, schema_of
 from ..stream.engine import Plan, StreamOp, run
+from ..tensor import SparseTensor
 
 
 def check_new_shape(new_shape, meta) -> tuple:
@@ -81,7 +82,10 @@ def reset_shape(path: str, output: str | None, *, shape=None, memory=None, progr
     """
     with open_input(path) as src:
         old_shape = src.meta.shape
-        final = run(ResetShape(shape, src), src, output, budget=budget_of(memory), progress=progress)
+        sink = run(ResetShape(shape, src), src, output, budget=budget_of(memory), progress=progress)
+        if output is None:
+            return SparseTensor.from_sink(sink)
+        final = sink.final_meta
     return {"rows": final.nnz, "shape": list(final.shape), "old_shape": list(old_shape)}
 
 

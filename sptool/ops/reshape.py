@@ -13,6 +13,7 @@ from ..errors import UsageError
 from ..format import INT64_MAX, TensorMeta
 from ..io import arrow_of, known_shape, open_input, schema_of
 from ..stream.engine import Plan, StreamOp, run
+from ..tensor import SparseTensor
 
 
 def resolve_shape(new_shape, old_sparse: tuple, dense: tuple) -> tuple:
@@ -99,7 +100,10 @@ def reshape(path: str, output: str | None, *, shape, memory=None, progress=None)
     [1200, 20]
     """
     with open_input(path) as opened, known_shape(opened) as src:
-        final = run(Reshape(shape), src, output, budget=budget_of(memory), progress=progress)
+        sink = run(Reshape(shape), src, output, budget=budget_of(memory), progress=progress)
+        if output is None:
+            return SparseTensor.from_sink(sink)
+        final = sink.final_meta
     return {"rows": final.nnz, "shape": list(final.shape), "sort_order": list(final.sort_order),
             "unique": final.unique}
 

@@ -13,6 +13,7 @@ from ..format import TensorMeta
 from ..io import batch_keys, batch_values, open_input, schema_of
 from ..stream.engine import Plan, StreamOp, run
 from ..stream.where import compile_where
+from ..tensor import SparseTensor
 
 
 def load_mask(mask, nnz: int | None):
@@ -68,7 +69,10 @@ def retain(path: str, output: str | None, *, mask=None, where: str | None = None
         raise UsageError("give exactly one of --mask and --where")
     with open_input(path) as src:
         op = Retain(mask, where)
-        final = run(op, src, output, budget=budget_of(memory), progress=progress)
+        sink = run(op, src, output, budget=budget_of(memory), progress=progress)
+        if output is None:
+            return SparseTensor.from_sink(sink)
+        final = sink.final_meta
     return {"rows_in": op.rows, "rows_out": final.nnz, "shape": list(final.shape)}
 
 

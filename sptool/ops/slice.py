@@ -19,6 +19,7 @@ from ..io import (
     open_input,
     open_sink,
 )
+from ..tensor import SparseTensor
 
 
 def slice_box(shape, start, size, sparse_ndim: int) -> tuple[list[int], list[int]]:
@@ -155,6 +156,8 @@ def slice_(path: str, output: str | None, *, start, size, memory=None, progress=
                 else:
                     cols = [arrow_of(keys[k]) for k in range(K)] + [batch.column(K)]
                     sink.write_batch(pa.RecordBatch.from_arrays(cols, schema=sink.schema))
+        if output is None:
+            return SparseTensor.from_sink(sink)
         final = sink.final_meta
     result = {"rows_in": rows_in, "rows_out": final.nnz, "shape": list(final.shape),
               "sort_order": list(final.sort_order), "unique": final.unique, "canonical": final.canonical}

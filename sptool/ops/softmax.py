@@ -12,6 +12,7 @@ from ..stream.duplicates import sum_duplicates
 from ..stream.group import whole_runs
 from ..stream.order import ordered_batches
 from ..stream.values import as_kernel, from_kernel, kernel_dtype, runs
+from ..tensor import SparseTensor
 
 FLOAT_TYPES = ("float16", "float32", "float64")
 
@@ -66,5 +67,7 @@ def softmax(path: str, output: str | None = None, *, memory=None, tmp_dir: str |
 
             for keys, vals in whole_runs(pairs, groups):
                 emit(keys, vals)
+        if output is None:
+            return SparseTensor.from_sink(sink)
         final = sink.final_meta
     return {"rows_in": meta.nnz, "rows_out": final.nnz, "canonical": final.canonical, "shape": list(final.shape)}

@@ -14,6 +14,7 @@ from ..stream.duplicates import Deduplicator, sum_duplicates
 from ..stream.order import checked_batches, ordered_batches
 from ..stream.sort import sorted_stream
 from ..stream.values import as_kernel, kernel_dtype
+from ..tensor import SparseTensor
 
 
 def to_indicator(path: str, output: str | None = None, *, vocab_size: int, memory=None,
@@ -66,7 +67,10 @@ def to_indicator(path: str, output: str | None = None, *, vocab_size: int, memor
             _write_dense(entries, output, shape)
             rows_out = None
         else:
-            rows_out = _write_sparse(entries, output, out_meta, budget, tmp_dir)
+            sink = _write_sparse(entries, output, out_meta, budget, tmp_dir)
+            if output is None:
+                return SparseTensor.from_sink(sink)
+            rows_out = sink.final_meta.nnz
     return {"rows_in": meta.nnz, "rows_out": rows_out, "shape": list(shape), "output": output}
 
 
@@ -130,7 +134,7 @@ def _write_dense(entries, output, shape):
         raise
 
 
-def _write_sparse(entries, output, out_meta, budget, tmp_dir) -> int:
+def _write_sparse(entries, output, out_meta, budget, tmp_dir):
     schema = out_meta.arrow_schema()
     K = out_meta.sparse_ndim
 
@@ -147,5 +151,5 @@ def _write_sparse(entries, output, out_meta, budget, tmp_dir) -> int:
                 sink.write_batch(out)
         for out in dedup.finish():
             sink.write_batch(out)
-    return sink.final_meta.nnz
+    return sink
 

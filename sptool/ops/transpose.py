@@ -10,6 +10,7 @@ from ..format import TensorMeta
 from ..io import known_shape, open_input, schema_of
 from ..stream.axes import normalize_axes
 from ..stream.engine import Plan, StreamOp, run
+from ..tensor import SparseTensor
 
 
 def normalize_perm(perm, K: int, ndim: int) -> tuple[int, ...]:
@@ -76,5 +77,8 @@ def transpose(path: str, output: str | None, *, perm=None, memory=None, tmp_dir:
     budget = budget_of(memory)
     with open_input(path) as opened, known_shape(opened, tmp_dir) as src:
         op = Transpose(perm)
-        final = run(op, src, output, budget=budget, tmp_dir=tmp_dir, progress=progress)
+        sink = run(op, src, output, budget=budget, tmp_dir=tmp_dir, progress=progress)
+        if output is None:
+            return SparseTensor.from_sink(sink)
+        final = sink.final_meta
     return {"rows": final.nnz, "shape": list(final.shape), "perm": list(op.perm), "unique": final.unique}

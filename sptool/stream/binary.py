@@ -15,7 +15,7 @@ from .._memory import Budget
 from .._messages import row_text
 from ..errors import DataError, InputError, ShapeMismatch, UsageError
 from ..format import TensorMeta, value_type_of_dtype
-from ..io import OrderTracker, batch_keys, batch_values, known_shape, open_sink, open_source
+from ..io import OrderTracker, batch_keys, batch_values, known_shape, open_input, open_sink
 from .dense import is_zero, release
 from .duplicates import Deduplicator
 from .order import sorted_batches
@@ -254,11 +254,11 @@ def binary_sparse(path_a: str, path_b: str, output, *, what: str, out_dtype, out
     check_inputs([path_a, path_b])
     half = budget.share(2)
     with ExitStack() as stack:
-        sa = stack.enter_context(known_shape(stack.enter_context(open_source(path_a)), tmp_dir))
-        sb = stack.enter_context(known_shape(stack.enter_context(open_source(path_b)), tmp_dir))
+        sa = stack.enter_context(known_shape(stack.enter_context(open_input(path_a)), tmp_dir))
+        sb = stack.enter_context(known_shape(stack.enter_context(open_input(path_b)), tmp_dir))
         ma, mb = sa.meta, sb.meta
-        numeric_dtype(ma, path_a, what)
-        numeric_dtype(mb, path_b, what)
+        numeric_dtype(ma, sa.path, what)
+        numeric_dtype(mb, sb.path, what)
         check_same_shape(ma.shape, mb.shape)
         if ma.sparse_ndim != mb.sparse_ndim:
             raise ShapeMismatch(f"Operands do not have the same number of sparse dimensions: {ma.sparse_ndim} "
@@ -302,6 +302,8 @@ def binary_sparse(path_a: str, path_b: str, output, *, what: str, out_dtype, out
                     dropped += int(n - keep.sum())
                     keys, vals = keys[:, keep], vals[keep]
                 sink.write(keys, vals)
+        if output is None:
+            return sink  # the result stays in memory: the caller takes sink.result()
         final = sink.final_meta
     return {"rows_in": (ma.nnz or 0) + (mb.nnz or 0), "rows_out": final.nnz, "dropped": dropped,
             "shape": list(final.shape), "value_type": final.value_type, "canonical": final.canonical}

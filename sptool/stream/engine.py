@@ -26,7 +26,7 @@ import pyarrow as pa
 
 from .._memory import Budget
 from ..format import TensorMeta
-from ..io import Background, open_sink, open_source
+from ..io import Background, TensorSink, open_sink, open_source
 from .bounds import checked
 from .order import sorted_batches
 
@@ -79,9 +79,10 @@ def input_batches(src, plan: Plan, *, budget: Budget, tmp_dir=None, progress=Non
         yield batch, None
 
 
-def run(op: StreamOp, src, output, *, budget: Budget, tmp_dir=None, progress=None) -> TensorMeta:
-    """Drive ``op`` over an opened source into ``output`` (a path, a directory, '-' or None for
-    stdout); the written tensor's final metadata."""
+def run(op: StreamOp, src, output, *, budget: Budget, tmp_dir=None, progress=None) -> TensorSink:
+    """Drive ``op`` over an opened source into ``output`` (a path, a directory, '-' for stdout,
+    or None to keep the result in memory: ``sink.result()``); the closed sink, whose
+    ``final_meta`` describes what was written."""
     plan = op.plan(src.meta)
     if progress:
         progress.set_total(src.meta.nnz)
@@ -97,7 +98,7 @@ def run(op: StreamOp, src, output, *, budget: Budget, tmp_dir=None, progress=Non
         shape = op.output_shape(src.meta.shape) if any(s is None for s in plan.meta.shape) else None
         if shape is not None:
             sink.resolve_shape(shape)
-    return sink.final_meta
+    return sink
 
 
 class Partwise:
@@ -118,7 +119,7 @@ class Partwise:
 
     def map_part(self, src, output, *, budget: Budget, tmp_dir=None) -> TensorMeta:
         """One part's partial result, written to ``output``."""
-        return run(self.partial(src.meta), src, output, budget=budget, tmp_dir=tmp_dir)
+        return run(self.partial(src.meta), src, output, budget=budget, tmp_dir=tmp_dir).final_meta
 
 
 def part_name(i: int) -> str:
@@ -138,6 +139,6 @@ def run_parts(op: Partwise, parts: Sequence[str], output, *, budget: Budget, tmp
                 op.check(src.meta)
                 op.map_part(src, os.path.join(partials, part_name(i)), budget=budget, tmp_dir=work)
         with open_source(partials) as src:
-            return run(op.combine(src.meta), src, output, budget=budget, tmp_dir=work)
+            return run(op.combine(src.meta), src, output, budget=budget, tmp_dir=work).final_meta
     finally:
         shutil.rmtree(work, ignore_errors=True)
