@@ -10,6 +10,17 @@ from glob import glob
 
 from Cython.Build import cythonize
 from setuptools import Extension, setup
+from setuptools.command.build_ext import build_ext
+
+
+class ParallelBuildExt(build_ext):
+    """Compile the extensions side by side, one per core (pip passes no -j of its own)."""
+
+    def finalize_options(self):
+        super().finalize_options()
+        if not self.parallel:
+            self.parallel = os.cpu_count() or 1
+
 
 debug = os.environ.get("SPTOOL_CYTHON_DEBUG") == "1"
 directives = {
@@ -28,4 +39,5 @@ extensions = [
     )
     for path in sorted(glob("sptool/*.pyx"))
 ]
-setup(ext_modules=cythonize(extensions, compiler_directives=directives))
+setup(ext_modules=cythonize(extensions, compiler_directives=directives, nthreads=os.cpu_count() or 1),
+      cmdclass={"build_ext": ParallelBuildExt})

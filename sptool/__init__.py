@@ -3,8 +3,9 @@
 The Python API mirrors the command line: each command is a function here with the same
 semantics and keyword arguments named like the options.  Inputs are paths, open sources
 (``sptool.open``) or in-memory ``SparseTensor`` objects; an op given no output returns its result
-as a ``SparseTensor`` (``"-"`` writes an Arrow stream to stdout, as the command line does).  Functions are imported on first use
-(PEP 562), so that `import sptool` and the command line start quickly.
+as a ``SparseTensor`` (``"-"`` writes an Arrow stream to stdout, as the command line does).
+Functions are imported on first use (PEP 562), so that `import sptool` and the command line
+start quickly.
 """
 
 import importlib

@@ -9,9 +9,9 @@ import pyarrow as pa
 
 from .._memory import budget_of
 from ..errors import DataError, UsageError
-from ..io import AtomicTarget, arrow_of, batch_keys, known_shape, open_input, open_sink, values_array
+from ..io import AtomicTarget, arrow_of, batch_keys, known_shape, open_input, schema_of, values_array
 from ..stream.dense import check_dense_size
-from ..stream.order import sorted_batches
+from ..stream.engine import Plan, StreamOp, run
 from ..tensor import SparseTensor
 
 
@@ -201,36 +201,16 @@ def fill_empty_rows(path: str, output: str | None, *, value, indicator: str | No
     if indicator is not None and not str(indicator).endswith(".npy"):
         raise UsageError("the indicator is a .npy file; name it *.npy", path=str(indicator))
     with open_input(path) as opened, known_shape(opened, tmp_dir) as src:
-        meta = src.meta
-        K = meta.sparse_ndim
-        dense_rows = meta.shape[0]
-        fill = parse_value(value, meta)
-        if dense_rows == 0 and meta.nnz:
-            raise DataError(f"dense_shape[0] = 0 but indices.shape[0] = {meta.nnz}", path=path)
-        zero = next((k for k in range(1, K) if meta.shape[k] == 0), None)
-        if dense_rows and zero is not None:
-            raise DataError(f"cannot fill empty rows: dimension {zero} has size 0, so [row, 0, ...] is not an "
-                            f"index of shape {list(meta.shape)}", path=path)
-        out_meta = meta.with_(sort_order=tuple(range(K)), nnz=None, iso=False, created_by=None)
-        if progress:
-            progress.set_total(meta.nnz)
+        rows = src.meta.shape[0]
         target = None
-        ind = None
         if indicator is not None:
-            check_dense_size((dense_rows,), np.dtype(bool), str(indicator))
+            check_dense_size((rows,), np.dtype(bool), str(indicator))
             target = AtomicTarget(str(indicator), is_dir=False)
         try:
-            if target is not None:
-                ind = np.lib.format.open_memmap(target.tmp, mode="w+", dtype=bool, shape=(dense_rows,))
-            chunk = src.batch_rows(budget)
-            with open_sink(output, out_meta, unique_claim=True if meta.unique else None, budget=budget) as sink:
-                filler = _Filler(out_meta, fill, sink.schema, chunk, ind)
-                for batch, _ in sorted_batches(src, tuple(range(K)), budget=budget, tmp_dir=tmp_dir,
-                                               progress=progress):
-                    for out, _ in filler.feed(batch):
-                        sink.write_batch(out)
-                for out, _ in filler.finish(dense_rows):
-                    sink.write_batch(out)
+            ind = None if target is None else np.lib.format.open_memmap(target.tmp, mode="w+", dtype=bool,
+                                                                       shape=(rows,))
+            op = FillEmptyRows(value, ind, src.batch_rows(budget), src.path)
+            sink = run(op, src, output, budget=budget, tmp_dir=tmp_dir, progress=progress)
             if ind is not None:
                 ind.flush()
                 del ind
@@ -242,5 +222,36 @@ def fill_empty_rows(path: str, output: str | None, *, value, indicator: str | No
         if output is None:
             return SparseTensor.from_sink(sink)
         final = sink.final_meta
-    return {"rows_in": meta.nnz if meta.nnz is not None else final.nnz - filler.filled, "rows_out": final.nnz,
-            "empty_rows": filler.filled}
+        filled = op.filler.filled
+        return {"rows_in": src.meta.nnz if src.meta.nnz is not None else final.nnz - filled, "rows_out": final.nnz,
+                "empty_rows": filled}
+
+
+class FillEmptyRows(StreamOp):
+    """Rows in row-major order, with an entry [r, 0, ...] = value added for every row r that has
+    none (and the indicator flag set for it)."""
+
+    def __init__(self, value, indicator, chunk_rows: int, path: str):
+        self.value, self.indicator, self.chunk_rows, self.path = value, indicator, chunk_rows, path
+
+    def plan(self, meta) -> Plan:
+        K = meta.sparse_ndim
+        self.rows = meta.shape[0]
+        fill = parse_value(self.value, meta)
+        if self.rows == 0 and meta.nnz:
+            raise DataError(f"dense_shape[0] = 0 but indices.shape[0] = {meta.nnz}", path=self.path)
+        zero = next((k for k in range(1, K) if meta.shape[k] == 0), None)
+        if self.rows and zero is not None:
+            raise DataError(f"cannot fill empty rows: dimension {zero} has size 0, so [row, 0, ...] is not an "
+                            f"index of shape {list(meta.shape)}", path=self.path)
+        out_meta = meta.with_(sort_order=tuple(range(K)), nnz=None, iso=False, created_by=None)
+        self.filler = _Filler(out_meta, fill, schema_of(out_meta), self.chunk_rows, self.indicator)
+        return Plan(out_meta, order=tuple(range(K)), unique_claim=True if meta.unique else None)
+
+    def map(self, batch, keys):
+        for out, _ in self.filler.feed(batch):
+            yield out
+
+    def finish(self):
+        for out, _ in self.filler.finish(self.rows):
+            yield out

@@ -17,8 +17,9 @@ from ..io import (
     make_batch,
     normalize_batch,
     open_input,
-    open_sink,
+    schema_of,
 )
+from ..stream.engine import Plan, StreamOp, run
 from ..tensor import SparseTensor
 
 
@@ -113,55 +114,65 @@ def slice_(path: str, output: str | None, *, start, size, memory=None, progress=
     >>> slice_("sample_data/tensor3d.parquet", out, start=[10, 0, 5], size=[5, -1, 10])["shape"]
     [5, 30, 10]
     """
-    budget = budget_of(memory)
-
     with open_input(path) as opened, known_shape(opened) as src:
-        meta = src.meta
-        K = meta.sparse_ndim
-        lo, hi = slice_box(meta.shape, start, size, K)
-        out_shape = tuple(h - s for s, h in zip(lo, hi))
-        out_meta = meta.with_(shape=out_shape, nnz=None, created_by=None)
-        dense_cut = any(lo[d] != 0 or hi[d] != meta.shape[d] for d in range(K, len(lo)))
-        pruning = None
-        if isinstance(src, ParquetSource):
-            plan, pruning = overlapping_row_groups(src, lo, hi)
-            if progress:
-                progress.set_total(sum(sum(p.file.metadata.row_group(r).num_rows for r in g) for p, g in plan))
-            batches = _pruned_batches(src, plan, src.batch_rows(budget))
-        else:
-            if progress:
-                progress.set_total(meta.nnz)
-            batches = src.iter_batches(budget=budget)
-        lo_k = np.asarray(lo[:K], dtype=np.int64)[:, None]
-        hi_k = np.asarray(hi[:K], dtype=np.int64)[:, None]
-        rows_in = 0
-        claim = True if meta.unique else None
-        with open_sink(output, out_meta, unique_claim=claim, budget=budget) as sink:
-            for batch in batches:
-                rows_in += batch.num_rows
-                if progress:
-                    progress.advance(batch.num_rows)
-                keys = batch_keys(batch, K)
-                inside = np.all((keys >= lo_k) & (keys < hi_k), axis=0)
-                if not inside.any():
-                    continue
-                if not inside.all():
-                    batch = batch.filter(pa.array(inside))
-                    keys = keys[:, inside]
-                keys -= lo_k
-                if dense_cut:
-                    cut = (slice(None),) + tuple(slice(lo[d], hi[d]) for d in range(K, len(lo)))
-                    values = np.ascontiguousarray(batch_values(batch, meta)[cut])
-                    sink.write_batch(make_batch(keys, values, out_meta, sink.schema))
-                else:
-                    cols = [arrow_of(keys[k]) for k in range(K)] + [batch.column(K)]
-                    sink.write_batch(pa.RecordBatch.from_arrays(cols, schema=sink.schema))
+        op = Slice(start, size)
+        sink = run(op, src, output, budget=budget_of(memory), progress=progress)
         if output is None:
             return SparseTensor.from_sink(sink)
         final = sink.final_meta
-    result = {"rows_in": rows_in, "rows_out": final.nnz, "shape": list(final.shape),
+    result = {"rows_in": op.rows_in, "rows_out": final.nnz, "shape": list(final.shape),
               "sort_order": list(final.sort_order), "unique": final.unique, "canonical": final.canonical}
-    result.update(pruning or {"row_groups_read": None, "row_groups_total": None, "bytes_read": None,
-                              "bytes_total": None})
+    result.update(op.pruning or {"row_groups_read": None, "row_groups_total": None, "bytes_read": None,
+                                 "bytes_total": None})
     return result
 
+
+class Slice(StreamOp):
+    """The rows inside a box, shifted to its origin; a Parquet source reads only the row groups
+    whose footer statistics can hold rows of the box."""
+
+    def __init__(self, start, size):
+        self.start, self.size = start, size
+        self.rows_in, self.pruning = 0, None
+
+    def plan(self, meta) -> Plan:
+        K = self.K = meta.sparse_ndim
+        self.meta = meta
+        self.lo, self.hi = lo, hi = slice_box(meta.shape, self.start, self.size, K)
+        self.out_meta = meta.with_(shape=tuple(h - s for s, h in zip(lo, hi)), nnz=None, created_by=None)
+        self.schema = schema_of(self.out_meta)
+        self.dense_cut = any(lo[d] != 0 or hi[d] != meta.shape[d] for d in range(K, len(lo)))
+        self.lo_k = np.asarray(lo[:K], dtype=np.int64)[:, None]
+        self.hi_k = np.asarray(hi[:K], dtype=np.int64)[:, None]
+        return Plan(self.out_meta, unique_claim=True if meta.unique else None)
+
+    def read(self, src, plan, *, budget, tmp_dir=None, progress=None):
+        if not isinstance(src, ParquetSource):
+            yield from super().read(src, plan, budget=budget, tmp_dir=tmp_dir, progress=progress)
+            return
+        groups, self.pruning = overlapping_row_groups(src, self.lo, self.hi)
+        if progress:
+            progress.set_total(sum(sum(p.file.metadata.row_group(r).num_rows for r in g) for p, g in groups))
+        for batch in _pruned_batches(src, groups, src.batch_rows(budget)):
+            if progress:
+                progress.advance(batch.num_rows)
+            yield batch, None
+
+    def map(self, batch, keys):
+        K, lo, hi = self.K, self.lo, self.hi
+        self.rows_in += batch.num_rows
+        keys = batch_keys(batch, K)
+        inside = np.all((keys >= self.lo_k) & (keys < self.hi_k), axis=0)
+        if not inside.any():
+            return
+        if not inside.all():
+            batch = batch.filter(pa.array(inside))
+            keys = keys[:, inside]
+        keys -= self.lo_k
+        if self.dense_cut:
+            cut = (slice(None),) + tuple(slice(lo[d], hi[d]) for d in range(K, len(lo)))
+            values = np.ascontiguousarray(batch_values(batch, self.meta)[cut])
+            yield make_batch(keys, values, self.out_meta, self.schema)
+        else:
+            cols = [arrow_of(keys[k]) for k in range(K)] + [batch.column(K)]
+            yield pa.RecordBatch.from_arrays(cols, schema=self.schema)

@@ -52,6 +52,12 @@ class StreamOp:
         """Output batches for one input batch (with its sort keys when the plan asked for an order)."""
         raise NotImplementedError
 
+    def read(self, src, plan: Plan, *, budget: Budget, tmp_dir=None, progress=None):
+        """The (batch, keys) pairs map() gets: by default all of ``src`` as the plan orders it; an
+        op that can skip rows without reading them (slice: row groups outside the box) overrides
+        this."""
+        return input_batches(src, plan, budget=budget, tmp_dir=tmp_dir, progress=progress)
+
     def finish(self) -> Iterable[pa.RecordBatch]:
         """Output held back across batches (a run of equal keys that the next batch could continue)."""
         return ()
@@ -90,7 +96,7 @@ def run(op: StreamOp, src, output, *, budget: Budget, tmp_dir=None, progress=Non
     writer = Background(sink, "write_batch") if plan.background else sink
     put = writer.write if plan.background else sink.write_batch
     with writer:
-        for batch, keys in input_batches(src, plan, budget=budget, tmp_dir=tmp_dir, progress=progress):
+        for batch, keys in op.read(src, plan, budget=budget, tmp_dir=tmp_dir, progress=progress):
             for out in op.map(batch, keys):
                 put(out)
         for out in op.finish():
