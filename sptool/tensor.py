@@ -8,7 +8,7 @@ from . import _kernels
 from ._messages import out_of_bounds
 from .errors import DataError, UsageError
 from .format import VALUE_TYPES, TensorMeta, default_fill, value_type_of_dtype
-from .io import MemorySource, check_shape
+from .io import MemorySource, OrderTracker, check_shape
 from .stream.dense import DenseScatter
 
 
@@ -29,18 +29,19 @@ def detect_order(keys: np.ndarray) -> tuple[tuple, bool]:
     Uniqueness of unsorted keys is found by sorting a copy (the tensor is in memory anyway).
     """
     K, n = keys.shape
+    row_major = tuple(range(K))
     if n <= 1:
-        return tuple(range(K)), True
-    order = np.arange(K, dtype=np.int64)
-    row, kind = _kernels.first_order_violation(keys, order, True)
+        return row_major, True
+    keys = np.ascontiguousarray(keys)
+    row, kind = OrderTracker(row_major, K, check_repeats=True).check(keys)
     if row < 0:
-        return tuple(range(K)), True
+        return row_major, True
     if kind == _kernels.REPEATED:
-        row, _ = _kernels.first_order_violation(keys, order, False)
+        row, _ = OrderTracker(row_major, K, check_repeats=False).check(keys)
         if row < 0:
-            return tuple(range(K)), False
+            return row_major, False
     ordered = np.ascontiguousarray(keys[:, np.lexsort(keys[::-1])])
-    row, _ = _kernels.first_order_violation(ordered, order, True)
+    row, _ = OrderTracker(row_major, K, check_repeats=True).check(ordered)
     return (), row < 0
 
 

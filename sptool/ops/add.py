@@ -32,8 +32,8 @@ from ..stream.binary import (
     scalar,
 )
 from ..stream.dense import DenseScatter, check_dense_size, is_zero
-from ..stream.duplicates import summed_if_promoted
 from ..stream.engine import Partwise, Plan, StreamOp
+from ..stream.order import summed_if_promoted
 from ..stream.reorder import Reorder
 from ..tensor import SparseTensor
 

@@ -9,8 +9,8 @@ from .._memory import budget_of
 from ..errors import FormatError, UsageError
 from ..format import value_type_of_dtype
 from ..io import batch_values, known_shape, open_input, schema_of, values_array
-from ..stream.duplicates import SummedSource
 from ..stream.engine import Plan, StreamOp, run
+from ..stream.order import SummedSource
 from ..tensor import SparseTensor
 
 # name -> NumPy function.  Each maps 0 to 0 except those in CHANGES_ZERO.

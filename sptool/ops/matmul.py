@@ -50,9 +50,8 @@ from ..stream.binary import (
     require_zero_fill,
 )
 from ..stream.dense import check_dense_size, release
-from ..stream.duplicates import summed_if_promoted
 from ..stream.group import whole_runs
-from ..stream.order import sorted_batches
+from ..stream.order import sorted_batches, summed_if_promoted
 from ..tensor import SparseTensor
 
 KERNEL_TYPES = {np.dtype(t) for t in (np.float32, np.float64, np.int32, np.int64, np.complex64, np.complex128)}

@@ -379,7 +379,7 @@ def _reduce_source(src, output, dense_out: bool, *, op, axis, keepdims, empty_va
     check_op(op, meta)
     if op == "mean" and kernel_dtype(meta.dtype, op) != kernel_dtype(meta.dtype):
         # The mean of integers is taken in float64: sum their duplicates in the value type first.
-        from ..stream.duplicates import summed_if_promoted
+        from ..stream.order import summed_if_promoted
 
         src = summed_if_promoted(src, kernel_dtype(meta.dtype, op), tmp_dir=tmp_dir)
         meta = src.meta

@@ -17,7 +17,6 @@ from ..errors import DataError, InputError, ShapeMismatch, UsageError
 from ..format import TensorMeta, value_type_of_dtype
 from ..io import OrderTracker, batch_keys, batch_values, known_shape, open_input, open_sink
 from .dense import is_zero, release
-from .duplicates import Deduplicator
 from .order import sorted_batches
 from .sort import KeyCodec
 
@@ -118,23 +117,15 @@ class _Side:
         self.codec = codec
         self.K = meta.sparse_ndim
         order = tuple(range(self.K))
-        self._stream = sorted_batches(src, order, budget=budget, tmp_dir=tmp_dir,
-                                      progress=progress)
-        self._dedup = None if meta.unique else Deduplicator("sum", meta, meta.arrow_schema())
+        # A unique operand is trusted, and its claim verified by _check_order as the join reads it.
+        self._stream = sorted_batches(src, order, budget=budget, tmp_dir=tmp_dir, progress=progress,
+                                      duplicates="keep" if meta.unique else "sum")
         self._chunks = self._generate()
         self._order = OrderTracker(tuple(range(src.meta.sparse_ndim)), src.meta.sparse_ndim, check_repeats=True)
 
     def _generate(self):
-        K = self.K
         for batch, codes in self._stream:
-            if self._dedup is None:
-                yield self._chunk(batch, codes)
-            else:
-                for out in self._dedup.feed(batch.select(range(K + 1)), codes):
-                    yield self._chunk(out, None)
-        if self._dedup is not None:
-            for out in self._dedup.finish():
-                yield self._chunk(out, None)
+            yield self._chunk(batch, codes)
 
     def _chunk(self, batch, codes) -> _Chunk:
         # With packed codes the (K, n) index array is not needed (the codes decode to it where

@@ -13,13 +13,11 @@ from __future__ import annotations
 import numpy as np
 import pyarrow as pa
 
-from .._memory import Budget, budget_of
 from .._messages import tuple_text
 from ..errors import DataError, UsageError
 from ..format import TensorMeta
-from ..io import TensorSource, arrow_of, batch_keys, batch_values, make_batch
-from .order import ordered_batches
-from .values import _UFUNC, as_kernel, from_kernel, kernel_dtype, runs, segment
+from ..io import arrow_of, batch_keys, batch_values, make_batch
+from .values import runs, segment
 
 POLICIES = ("keep", "sum", "min", "max", "first", "last", "error")
 
@@ -32,6 +30,30 @@ def check_policy(policy: str, meta: TensorMeta):
         raise UsageError(f"duplicates of a {vt} tensor cannot be summed; use first, last or error")
     if policy in ("min", "max") and (vt.startswith("complex") or vt in ("string", "binary")):
         raise UsageError(f"--duplicates {policy} needs ordered values; {vt} values have no order")
+
+
+_UFUNCS = {"sum": np.add, "min": np.minimum, "max": np.maximum}
+# Duplicates of bool values mean their logical OR (the format's sum); min and max are AND and OR.
+_BOOL_UFUNCS = {"sum": np.logical_or, "min": np.logical_and, "max": np.logical_or}
+
+
+def run_picks(policy: str, bounds: np.ndarray) -> np.ndarray:
+    """The row each run keeps under first / last (``bounds``: the run offsets, then n)."""
+    return bounds[:-1] if policy == "first" else bounds[1:] - 1
+
+
+def combine_runs(policy: str, values: np.ndarray, bounds: np.ndarray, *, kernel: bool = False) -> np.ndarray:
+    """One value per run of rows sharing a coordinate (``bounds``: the run offsets, then n), by a
+    duplicates policy: sum (logical OR for bool), min, max, first or last.  The one place
+    duplicates are combined: ``kernel=True`` for values laid out for the compiled kernels ((n, m)
+    in values.kernel_dtype, bool as uint8), which reduce there; other layouts with NumPy."""
+    if policy in ("first", "last"):
+        return values[run_picks(policy, bounds)]
+    if kernel:
+        return segment(policy, values, bounds)
+    ufunc = (_BOOL_UFUNCS if values.dtype == np.bool_ else _UFUNCS)[policy]
+    with np.errstate(over="ignore"):
+        return ufunc.reduceat(values, bounds[:-1], axis=0).astype(values.dtype, copy=False)
 
 
 class Deduplicator:
@@ -88,57 +110,19 @@ class Deduplicator:
             first = int(np.flatnonzero(np.diff(starts, append=n) > 1)[0])
             row = batch_keys(batch.slice(int(starts[first]), 1), self.meta.sparse_ndim)[:, 0]
             raise DataError(f"coordinate {tuple_text(row)} is repeated (--duplicates error)")
+        bounds = np.append(starts, n)
         if self.policy in ("first", "last"):
-            pick = starts if self.policy == "first" else np.append(starts[1:], n) - 1
-            out = batch.take(arrow_of(pick))
+            out = batch.take(arrow_of(run_picks(self.policy, bounds)))  # whole rows, any value type
         else:
-            K = self.meta.sparse_ndim
-            keys_arr = batch_keys(batch, K)[:, starts]
-            vals = batch_values(batch, self.meta)
-            if self.meta.value_type == "bool":
-                ufunc = np.logical_or if self.policy == "sum" else (np.logical_and if self.policy == "min"
-                                                                    else np.logical_or)
-            else:
-                ufunc = {"sum": np.add, "min": np.minimum, "max": np.maximum}[self.policy]
-            with np.errstate(over="ignore"):
-                reduced = ufunc.reduceat(vals, starts, axis=0).astype(vals.dtype, copy=False)
+            keys_arr = batch_keys(batch, self.meta.sparse_ndim)[:, starts]
+            reduced = combine_runs(self.policy, batch_values(batch, self.meta), bounds)
             out = make_batch(keys_arr, reduced, self.meta, self.schema)
         self.rows_out += out.num_rows
         return out
 
 
-class SummedSource(TensorSource):
-    """``src`` with every coordinate once (rows sorted row-major unless already in a full order)."""
-
-    kind = "summed"
-
-    def __init__(self, src: TensorSource, *, tmp_dir: str | None = None):
-        meta = src.meta
-        K = meta.sparse_ndim
-        self.order = meta.sort_order if len(meta.sort_order) == K else tuple(range(K))
-        # Sums of different numbers of equal values differ: an iso claim does not survive.
-        super().__init__(src.path, meta.with_(sort_order=self.order, unique=True, nnz=None, iso=False), src.schema)
-        self.src = src
-        self.tmp_dir = tmp_dir
-
-    def iter_batches(self, batch_rows=None, *, budget: Budget | None = None):
-        meta = self.src.meta
-        kdtype = kernel_dtype(meta.dtype)
-        batches = ordered_batches(self.src, self.order, budget=budget_of(budget), tmp_dir=self.tmp_dir, path=self.path)
-        pairs = ((keys, as_kernel(batch_values(b, meta), keys.shape[1], kdtype)) for keys, b in batches)
-        for keys, vals in sum_duplicates(pairs, is_bool=meta.value_type == "bool"):
-            yield make_batch(keys, from_kernel(vals, meta.dtype, meta.dense_shape), self.meta, self.schema)
 
 
-def summed_if_promoted(src: TensorSource, dtype, *, tmp_dir: str | None = None) -> TensorSource:
-    """``src`` itself when accumulating its values in ``dtype`` gives the format's answer (the rows
-    are unique, or ``dtype`` is the value type and not bool); otherwise a SummedSource."""
-    meta = src.meta
-    if meta.unique or meta.value_type in ("string", "binary"):
-        return src
-    if np.dtype(dtype) == meta.dtype and meta.value_type != "bool":
-        return src
-    return SummedSource(src, tmp_dir=tmp_dir)
 
 
 
@@ -156,13 +140,13 @@ def sum_duplicates(pairs, *, is_bool: bool = False):
         starts = runs(keys, range(keys.shape[0]))
         if len(starts) - 1 < n:
             keys = np.ascontiguousarray(keys[:, starts[:-1]])
-            vals = segment(op, vals, starts)
+            vals = combine_runs(op, vals, starts, kernel=True)
         if carry is not None:
             ck, cv = carry
             if np.array_equal(ck[:, 0], keys[:, 0]):
                 vals = vals.copy()
-                with np.errstate(all="ignore"):
-                    vals[0] = _UFUNC[op](cv[0], vals[0])
+                joined = np.ascontiguousarray(np.concatenate([cv[:1], vals[:1]]))
+                vals[0] = combine_runs(op, joined, np.array([0, 2], dtype=np.int64), kernel=True)[0]
             else:
                 yield ck, cv
         carry = (keys[:, -1:].copy(), vals[-1:].copy())

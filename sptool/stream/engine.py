@@ -37,6 +37,7 @@ class Plan:
 
     meta: TensorMeta  # the output's metadata (nnz is counted by the sink)
     order: tuple[int, ...] | None = None  # the input order map() needs; None: as stored
+    duplicates: str = "keep"  # with an order: the policy for rows sharing a coordinate (sum: canonical)
     unique_claim: bool | None = None  # True: the sink verifies the output has no repeated coordinate
     bounds_checked: bool = False  # stored order: check every index against the shape, keys as (K, n)
     background: bool = False  # encode and write the output on a second thread (map is heavy enough to pay)
@@ -73,7 +74,8 @@ def input_batches(src, plan: Plan, *, budget: Budget, tmp_dir=None, progress=Non
     """(batch, keys) pairs of ``src`` as ``plan`` needs them: sort keys in a requested order, the
     (K, n) indices when bounds-checked in stored order, else None."""
     if plan.order is not None:
-        yield from sorted_batches(src, plan.order, budget=budget, tmp_dir=tmp_dir, progress=progress)
+        yield from sorted_batches(src, plan.order, budget=budget, tmp_dir=tmp_dir, progress=progress,
+                                  duplicates=plan.duplicates)
         return
     if plan.bounds_checked:
         for batch, cols in checked(src.iter_batches(budget=budget), src.meta, path=src.path, progress=progress):

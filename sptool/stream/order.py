@@ -6,28 +6,45 @@ from __future__ import annotations
 
 import numpy as np
 
-from .._memory import Budget
+from .._memory import Budget, budget_of
 from ..errors import DataError
-from ..io import batch_keys
+from ..io import TensorSource, batch_keys, batch_values, make_batch
 from .bounds import checked
+from .duplicates import Deduplicator, sum_duplicates
 from .sort import key_preparer, prepared_batches, sorted_stream
+from .values import as_kernel, from_kernel, kernel_dtype
 
 
 def already_sorted(meta, order) -> bool:
     return tuple(meta.sort_order[: len(order)]) == tuple(order) and len(meta.sort_order) >= len(order)
 
 
-def sorted_batches(src, order, *, budget: Budget, tmp_dir=None, progress=None, keys: bool = True):
-    """Yield (batch, sort keys) of a source in ``order``: passed through when the source is
-    already sorted that way, otherwise through the external sort.  Bounds are checked either
-    way (an index outside the shape would pack into a wrong key).  With ``keys=False`` a
-    passed-through batch comes with None instead of keys it would not need."""
+def sorted_batches(src, order, *, budget: Budget, tmp_dir=None, progress=None, keys: bool = True,
+                   duplicates: str = "keep"):
+    """Yield (batch, sort keys) of a source in ``order``: the one way to get a source in an
+    order.  Passed through when the metadata already promises that order, otherwise through the
+    external sort; bounds are checked either way (an index outside the shape would pack into a
+    wrong key).  With ``keys=False`` a passed-through batch comes with None instead of keys it
+    would not need.  ``duplicates`` other than "keep" applies that policy to rows sharing a
+    coordinate (the canonical form with "sum"), whatever the metadata claims (a caller that
+    trusts a uniqueness claim verifies it instead); such batches hold the index and value
+    columns only, and come with keys None."""
     meta = src.meta
     if already_sorted(meta, order):
-        yield from prepared_batches(src, order, keys=keys, budget=budget, progress=progress)
+        stream = prepared_batches(src, order, keys=keys or duplicates != "keep", budget=budget, progress=progress)
+    else:
+        stream = sorted_stream(src.iter_prepared(key_preparer(meta, order), budget=budget), meta, order,
+                               keyed=True, path=src.path, budget=budget, tmp_dir=tmp_dir, progress=progress)
+    if duplicates == "keep":
+        yield from stream
         return
-    yield from sorted_stream(src.iter_prepared(key_preparer(meta, order), budget=budget), meta, order, keyed=True,
-                             path=src.path, budget=budget, tmp_dir=tmp_dir, progress=progress)
+    columns = range(meta.sparse_ndim + 1)
+    dedup = Deduplicator(duplicates, meta, meta.arrow_schema())
+    for batch, batch_keys_ in stream:
+        for out in dedup.feed(batch.select(columns), batch_keys_):
+            yield out, None
+    for out in dedup.finish():
+        yield out, None
 
 
 
@@ -89,5 +106,41 @@ def ordered_batches(src, order, *, budget: Budget, tmp_dir=None, progress=None, 
     for batch, _ in sorted_batches(src, order, budget=budget, tmp_dir=tmp_dir, progress=progress, keys=False):
         if batch.num_rows:
             yield batch_keys(batch, K), batch
+
+
+
+
+class SummedSource(TensorSource):
+    """``src`` with every coordinate once (rows sorted row-major unless already in a full order)."""
+
+    kind = "summed"
+
+    def __init__(self, src: TensorSource, *, tmp_dir: str | None = None):
+        meta = src.meta
+        K = meta.sparse_ndim
+        self.order = meta.sort_order if len(meta.sort_order) == K else tuple(range(K))
+        # Sums of different numbers of equal values differ: an iso claim does not survive.
+        super().__init__(src.path, meta.with_(sort_order=self.order, unique=True, nnz=None, iso=False), src.schema)
+        self.src = src
+        self.tmp_dir = tmp_dir
+
+    def iter_batches(self, batch_rows=None, *, budget: Budget | None = None):
+        meta = self.src.meta
+        kdtype = kernel_dtype(meta.dtype)
+        batches = ordered_batches(self.src, self.order, budget=budget_of(budget), tmp_dir=self.tmp_dir, path=self.path)
+        pairs = ((keys, as_kernel(batch_values(b, meta), keys.shape[1], kdtype)) for keys, b in batches)
+        for keys, vals in sum_duplicates(pairs, is_bool=meta.value_type == "bool"):
+            yield make_batch(keys, from_kernel(vals, meta.dtype, meta.dense_shape), self.meta, self.schema)
+
+
+def summed_if_promoted(src: TensorSource, dtype, *, tmp_dir: str | None = None) -> TensorSource:
+    """``src`` itself when accumulating its values in ``dtype`` gives the format's answer (the rows
+    are unique, or ``dtype`` is the value type and not bool); otherwise a SummedSource."""
+    meta = src.meta
+    if meta.unique or meta.value_type in ("string", "binary"):
+        return src
+    if np.dtype(dtype) == meta.dtype and meta.value_type != "bool":
+        return src
+    return SummedSource(src, tmp_dir=tmp_dir)
 
 

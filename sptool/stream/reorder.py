@@ -4,9 +4,8 @@ and the combine step of every op whose partial results meet at shared coordinate
 from __future__ import annotations
 
 from ..format import TensorMeta
-from ..io import schema_of
 from .axes import normalize_order
-from .duplicates import Deduplicator, check_policy
+from .duplicates import check_policy
 from .engine import Partwise, Plan, StreamOp
 
 
@@ -30,15 +29,12 @@ class Reorder(StreamOp, Partwise):
         self.check(meta)
         order = normalize_order(self.order, meta.sparse_ndim)
         out_meta = meta.with_(sort_order=order, unique=self.duplicates != "keep", nnz=None)
-        self.K = meta.sparse_ndim
-        self.dedup = Deduplicator(self.duplicates, out_meta, schema_of(out_meta))
-        return Plan(out_meta, order=order, unique_claim=True if self.duplicates != "keep" else None)
+        self.columns = range(meta.sparse_ndim + 1)
+        return Plan(out_meta, order=order, duplicates=self.duplicates,
+                    unique_claim=True if self.duplicates != "keep" else None)
 
     def map(self, batch, keys):
-        return self.dedup.feed(batch.select(range(self.K + 1)), keys)
-
-    def finish(self):
-        return self.dedup.finish()
+        yield batch.select(self.columns)  # without the sort's key column
 
     def partial(self, meta: TensorMeta) -> StreamOp:
         return Reorder(self.order, self.duplicates)
