@@ -31,7 +31,19 @@ def _version_text() -> str:
 
 class SptoolGroup(click.Group):
     def list_commands(self, ctx):
-        return [name for name in COMMANDS if self.get_command(ctx, name) is not None]
+        return [name for name in COMMANDS if self.get_command(ctx, name) is not None] + ["help"]
+
+    def resolve_command(self, ctx, args):
+        try:
+            return super().resolve_command(ctx, args)
+        except click.UsageError as e:
+            import difflib
+
+            name = args[0] if args else ""
+            close = difflib.get_close_matches(name, list(COMMANDS) + ["help"], n=1)
+            if close and not name.startswith("-"):
+                raise click.UsageError(f"No such command {name!r}. Did you mean {close[0]!r}?", ctx) from None
+            raise e
 
     def get_command(self, ctx, name):
         if name not in self.commands and name in COMMANDS:
@@ -110,6 +122,30 @@ def cli(ctx):
     Format spec: formats/SPEC.md (version 1.0.0).
     """
     ctx.ensure_object(dict)
+
+
+@cli.command("help")
+@click.argument("command", required=False, metavar="[COMMAND]")
+@click.pass_context
+def help_command(ctx, command):
+    """Show the help of COMMAND, or of sptool itself.
+
+    Memory: none beyond start-up; reads no tensor.
+
+    \b
+    Example:
+      sptool help reorder
+    """
+    group = ctx.parent.command
+    if command is None:
+        click.echo(group.get_help(ctx.parent))
+        return
+    found = group.get_command(ctx, command)
+    if found is None:
+        group.resolve_command(ctx, [command])  # the same "no such command" message, with a suggestion
+        ctx.fail(f"No such command {command!r}.")
+    with click.Context(found, info_name=command, parent=ctx.parent) as sub:
+        click.echo(found.get_help(sub))
 
 
 def _terminate(signum, frame):

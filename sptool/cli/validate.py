@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import click
 
+from ..errors import SptoolError
 from ..ops.validate import validate as validate_op
 from ._console import Job, out
 from ._options import common_options, settings
@@ -24,8 +25,9 @@ def validate(ctx, tensors, as_json, metadata_only, deep, strict):
     """Check tensors against every rule of the format spec.
 
     Reports each problem with a stable code and the first offending entry, e.g.
-    "indices[3] = [1,0] is out of order". Exit 0 if valid (warnings allowed unless
-    --strict), 1 if invalid, 2 if a tensor could not be read at all.
+    "indices[3] = [1,0] is out of order". Every tensor named is checked, even after one
+    fails. Exit 0 if all are valid (warnings allowed unless --strict), 1 if any is invalid,
+    2 if any could not be read at all.
 
     Memory: one streaming pass in batches within --memory (--deep holds the index
     columns in memory).
@@ -35,26 +37,38 @@ def validate(ctx, tensors, as_json, metadata_only, deep, strict):
       sptool validate sample_data/tensor3d.parquet sample_data/digits.parquet
     """
     opts = settings(ctx)
-    reports = []
+    docs, worst = [], 0
     for path in tensors:
         job = Job(f"validate {path}", quiet=opts["quiet"] or as_json)
         try:
             report = validate_op(path, metadata_only=metadata_only, deep=deep, memory=opts["memory"],
                                  progress=job)
+        except SptoolError as e:
+            # One unreadable tensor does not stop the others; its line says why, and the exit
+            # code is the worst of all.
+            # The path leads the line already; a path inside the message is another file's.
+            message = " ".join((e.message if e.path == path else str(e)).split())
+            worst = max(worst, e.exit_code)
+            docs.append({"target": path, "valid": False, "error": message, "exit_code": e.exit_code})
+            if not as_json:
+                from rich.markup import escape
+
+                out.print(f"{escape(path)}: [bold red]UNREADABLE[/] ({escape(message)})")
+            continue
         finally:
             job.stop()
-        reports.append(report)
+        worst = max(worst, 0 if report.ok(strict) else 1)
+        doc = report.as_dict()
+        doc["valid"] = report.ok(strict)
+        docs.append(doc)
         if not as_json:
             _print(report, strict)
             job.summary()
     if as_json:
         import json
 
-        docs = [r.as_dict() for r in reports]
-        for d, r in zip(docs, reports):
-            d["valid"] = r.ok(strict)
         click.echo(json.dumps(docs[0] if len(docs) == 1 else docs, indent=2))
-    ctx.exit(0 if all(r.ok(strict) for r in reports) else 1)
+    ctx.exit(worst)
 
 
 def _print(report, strict: bool):

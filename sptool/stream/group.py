@@ -79,27 +79,19 @@ def group_source(src, dims, *, sort: bool = False, budget: Budget, tmp_dir=None)
 def whole_runs(pairs: Iterable[tuple[np.ndarray, np.ndarray]], dims) -> Iterator[tuple[np.ndarray, np.ndarray]]:
     """(keys (K, n), values) batches sorted with ``dims`` leading, re-cut so that no run of rows
     sharing their coordinates on ``dims`` is split between two pieces: each batch's last run is
-    held back and joined with the rows of the next batch that continue it (only those rows are
-    copied).  A run is held whole, however long: the callers need it so (a group, a softmax
-    row, a row of a matrix product)."""
+    held back and put in front of the next batch, one piece per batch (pieces as large as the
+    batches: the callers pay a cost per piece, a matrix product's thread round trip or an
+    output batch).  A run is held whole, however long: the callers need it so (a group, a
+    softmax row, a row of a matrix product)."""
     dims = list(dims)
     carry = None
     for keys, values in pairs:
-        n = keys.shape[1]
-        if n == 0:
+        if keys.shape[1] == 0:
             continue
-        starts = runs(keys, dims)
         if carry is not None:
-            ck, cv = carry
-            if np.array_equal(ck[dims, 0], keys[dims, 0]):
-                head = int(starts[1])
-                ck, cv = np.concatenate([ck, keys[:, :head]], axis=1), np.concatenate([cv, values[:head]])
-                if head == n:
-                    carry = (ck, cv)
-                    continue
-                keys, values, starts = keys[:, head:], values[head:], starts[1:] - head
-            yield ck, cv
-        last = int(starts[-2])
+            keys = np.concatenate([carry[0], keys], axis=1)
+            values = np.concatenate([carry[1], values])
+        last = int(runs(keys, dims)[-2])
         if last:
             yield keys[:, :last], values[:last]
         carry = (keys[:, last:], values[last:])
