@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import os
+import re
 
 import numpy as np
 import pytest
@@ -693,3 +694,17 @@ def test_sample_file_converts(tmp_path):
     idx, vals, _ = _read(out)
     np.testing.assert_array_equal(idx, want[:, :3] - 1)
     np.testing.assert_array_equal(vals, want[:, 3])
+
+
+def test_a_text_file_named_npy_is_refused_in_sptools_words(tmp_path):
+    fake = tmp_path / "x.npy"
+    fake.write_text("1 2 3\n")
+    objects = tmp_path / "o.npy"
+    np.save(objects, np.array([{"a": 1}], dtype=object), allow_pickle=True)
+    for path, reason in ((fake, "not a .npy file (it has no NumPy header)"),
+                         (objects, "the .npy holds Python objects")):
+        with pytest.raises(sptool.InputError, match=re.escape(reason)):
+            convert(str(path), str(tmp_path / "out.parquet"))
+        with pytest.raises(sptool.InputError, match=re.escape(reason)):
+            sptool.mul(sptool.eye(3, 3, None), str(path), None)
+    assert not (tmp_path / "out.parquet").exists()

@@ -15,8 +15,9 @@ import mmap
 
 import numpy as np
 
-from ..errors import DataError, InputError, UsageError
+from ..errors import DataError, UsageError
 from ..format import TensorMeta, value_type_of_dtype
+from ..stream.dense import open_npy
 from .common import Options, Reader, cast_or_fail, coerce_fill
 
 # Give the pages of the memory map back every this many bytes, so that reading a file
@@ -29,14 +30,7 @@ class NpyReader(Reader):
         if path == "-":
             raise UsageError("a .npy file cannot be read from stdin (it is memory-mapped); name the file")
         self.name = path
-        try:
-            arr = np.load(path, mmap_mode="r", allow_pickle=False)
-        except FileNotFoundError:
-            raise InputError("no such file or directory", path=path) from None
-        except (ValueError, OSError) as e:
-            raise InputError(f"not a readable .npy file ({e})", path=path) from None
-        if not isinstance(arr, np.ndarray):
-            raise InputError("not a .npy array (an .npz archive? use --from npz)", path=path)
+        arr = open_npy(path)
         if arr.ndim == 0:
             raise UsageError("a 0-d array has no dimension to index; reshape it to (1,) first", path=path)
         if arr.dtype.kind not in "biufcUS":

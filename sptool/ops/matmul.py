@@ -84,9 +84,8 @@ def _check_dense(arr: np.ndarray, path: str, name: str):
 
 
 def _inner_mismatch(k1, k2, sa, sb):
-    return ShapeMismatch(f"Cannot multiply A and B because inner dimension does not match: {k1} vs. {k2}. "
-                         f"Did you forget a transpose? Dimensions of A: [{sa[0]}, {sa[1]}). "
-                         f"Dimensions of B: [{sb[0]},{sb[1]}]")
+    return ShapeMismatch(f"cannot multiply A and B: the inner dimensions do not match ({k1} vs. {k2}); A is "
+                         f"[{sa[0]}, {sa[1]}] and B is [{sb[0]}, {sb[1]}] (missing --adjoint-a or --adjoint-b?)")
 
 
 class _Scratch:

@@ -36,8 +36,9 @@ def broadcast_plan(sparse_shape: tuple, dense_shape: tuple) -> tuple:
     ok = len(dense_shape) <= rank and all(
         d == 1 or d == s for d, s in zip(dense_shape[::-1], sparse_shape[::-1]))
     if not ok:
-        raise ShapeMismatch("SparseDenseBinaryOpShared broadcasts dense to sparse only; got incompatible shapes: "
-                            f"[{','.join(map(str, sparse_shape))}] vs. [{','.join(map(str, dense_shape))}]")
+        raise ShapeMismatch(f"the dense operand's shape [{', '.join(map(str, dense_shape))}] does not broadcast to the "
+                            f"sparse shape [{', '.join(map(str, sparse_shape))}] (only the dense side broadcasts, "
+                            "NumPy-style from the last dimension)")
     return (1,) * (rank - len(dense_shape)) + tuple(dense_shape)
 
 

@@ -4,7 +4,6 @@ borrow the dense-operand helpers)."""
 
 from __future__ import annotations
 
-import os
 from contextlib import ExitStack
 
 import numpy as np
@@ -13,10 +12,10 @@ import pyarrow as pa
 from .. import _linalg
 from .._memory import Budget
 from .._messages import row_text
-from ..errors import DataError, InputError, ShapeMismatch, UsageError
+from ..errors import DataError, ShapeMismatch, UsageError
 from ..format import TensorMeta, value_type_of_dtype
 from ..io import OrderTracker, batch_keys, batch_values, known_shape, open_input, open_sink
-from .dense import is_zero, release
+from .dense import is_zero, open_npy, release
 from .order import sorted_batches
 from .sort import KeyCodec
 
@@ -28,13 +27,7 @@ def is_dense_path(path) -> bool:
 
 def open_dense(path: str) -> np.ndarray:
     """A dense operand as a read-only memory map (never loaded whole)."""
-    if not os.path.exists(path):
-        raise InputError("no such file or directory", path=path)
-    try:
-        arr = np.load(path, mmap_mode="r", allow_pickle=False)
-    except (ValueError, OSError, EOFError) as e:
-        raise InputError(f"not a readable .npy file ({str(e).strip().splitlines()[0] if str(e).strip() else e!r})",
-                         path=path) from None
+    arr = open_npy(path)
     if not isinstance(arr, np.ndarray) or arr.dtype.kind not in "biufc":
         raise UsageError(f"a dense operand must hold numbers; this .npy holds {arr.dtype}", path=path)
     value_type_of_dtype(arr.dtype.newbyteorder("="))

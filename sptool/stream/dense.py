@@ -10,9 +10,9 @@ import shutil
 import numpy as np
 
 from .. import _kernels
-from .._memory import Budget
+from .._memory import Budget, format_size
 from .._messages import out_of_bounds, out_of_order, repeated
-from ..errors import DataError, ResourceError, UsageError
+from ..errors import DataError, InputError, ResourceError, UsageError
 from ..format import INT64_MAX, TensorMeta
 from ..io import AtomicTarget, OrderTracker, batch_keys, batch_values, known_shape
 
@@ -114,6 +114,30 @@ def release(arr: np.ndarray):
             pass
 
 
+NPY_MAGIC = b"\x93NUMPY"
+
+
+def open_npy(path: str) -> np.ndarray:
+    """A .npy file as a read-only memory map (never loaded whole); a missing file, or one that
+    is not a .npy array (no NumPy header, an object array, an .npz archive), is an InputError
+    in sptool's words."""
+    if not os.path.exists(path):
+        raise InputError("no such file or directory", path=path)
+    try:
+        with open(path, "rb") as f:
+            head = f.read(len(NPY_MAGIC))
+        if head != NPY_MAGIC:
+            what = "an .npz archive" if head.startswith(b"PK") else "it has no NumPy header"
+            raise InputError(f"not a .npy file ({what})", path=path)
+        return np.load(path, mmap_mode="r", allow_pickle=False)
+    except (ValueError, OSError, EOFError) as e:
+        text = str(e).strip()
+        if "allow_pickle" in text or "Object arrays" in text or "Python objects" in text:
+            raise InputError("the .npy holds Python objects, which sptool does not read", path=path) from None
+        raise InputError(f"not a readable .npy file ({text.splitlines()[0] if text else type(e).__name__})",
+                         path=path) from None
+
+
 def check_dense_size(shape, dtype: np.dtype, where: str) -> int:
     """Bytes of a dense array of this shape, refusing sizes that overflow or exceed the disk."""
     cells = math.prod(shape)
@@ -126,7 +150,9 @@ def check_dense_size(shape, dtype: np.dtype, where: str) -> int:
     free = shutil.disk_usage(parent).free
     if nbytes > free:
         raise ResourceError(
-            f"the dense array needs {nbytes} bytes but only {free} are free on the output's disk", path=where
+            f"the dense array of shape {list(shape)} needs {format_size(nbytes)} but only {format_size(free)} "
+            "are free on the output's disk; take a part of it first (sptool slice) or reduce it (sptool reduce)",
+            path=where,
         )
     return nbytes
 
