@@ -89,6 +89,20 @@ def test_validate_checks_every_tensor_and_exits_with_the_worst(tmp_path, tensor)
     assert run("validate", path, str(bad)).exit_code == 1
 
 
+def test_help_all_prints_every_commands_help():
+    text = run("--help-all").output
+    for name in cli.list_commands(None):
+        assert f"sptool {name}\n" in text
+        assert run(name, "--help").output.strip() in text
+
+
+def test_shell_completion_lists_commands(tmp_path):
+    env = dict(os.environ, _SPTOOL_COMPLETE="bash_complete", COMP_WORDS="sptool reor", COMP_CWORD="1")
+    p = subprocess.run([os.path.join(os.path.dirname(sys.executable), "sptool")], env=env, capture_output=True,
+                       text=True, timeout=60)
+    assert "reorder" in p.stdout, (p.stdout, p.stderr)
+
+
 def test_a_mistyped_command_gets_a_suggestion_and_help_works():
     r = run("reduc")
     assert r.exit_code == 2 and "No such command 'reduc'. Did you mean 'reduce'?" in r.output

@@ -306,3 +306,21 @@ def test_read_chunks_prepares_on_the_decoding_threads(tmp_path, rng):
     assert all(p == int(b.column("a").to_numpy().sum()) for b, p in pairs)
     assert pa.Table.from_batches([b for b, _ in pairs]).column("a").equals(table.column("a"))
     assert seen and all(name.startswith("sptool-read") for name in seen)
+
+
+def test_outputs_make_missing_directories_and_a_failure_removes_them(tmp_path, rng):
+    t = random_tensor(rng, (6, 5), 12)
+    src = str(tmp_path / "t.parquet")
+    sptool.write(t, src)
+    for out in ("new/deeper/x.parquet", "new2/parts/", "new3/d.npy"):
+        target = f"{tmp_path}/{out}"  # pathlib would drop a directory's trailing slash
+        if out.endswith(".npy"):
+            sptool.todense(src, target)
+            np.testing.assert_array_equal(np.load(target), t.to_dense())
+        else:
+            sptool.reorder(src, target)
+            assert np.array_equal(sptool.read(target).indices, t.indices[np.lexsort(t.indices.T[::-1])])
+    bad = sptool.SparseTensor(np.array([[0, 0], [0, 0]]), np.array([1.0, 2.0]), (2, 2))
+    with pytest.raises(sptool.DataError):
+        sptool.reorder(bad, str(tmp_path / "gone" / "deep" / "x.parquet"), duplicates="error")
+    assert not (tmp_path / "gone").exists(), "a failed command leaves no directory behind"

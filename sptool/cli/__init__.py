@@ -92,6 +92,19 @@ def _fail(ctx: click.Context, message: str, code: int):
     ctx.exit(code)
 
 
+def _print_help_all(ctx, param, value):
+    if not value or ctx.resilient_parsing:
+        return
+    group = ctx.command
+    pages = [group.get_help(ctx)]
+    for name in group.list_commands(ctx):
+        command = group.get_command(ctx, name)
+        with click.Context(command, info_name=name, parent=ctx) as sub:
+            pages.append(f"{'=' * 100}\nsptool {name}\n\n{command.get_help(sub)}")
+    click.echo("\n\n".join(pages))
+    ctx.exit()
+
+
 def _print_version(ctx, param, value):
     # A callback, not click.version_option's message string: that would load the kernels (and
     # numpy) when this module is imported, before main() has set up the process.
@@ -103,6 +116,8 @@ def _print_version(ctx, param, value):
 @click.group(cls=SptoolGroup, context_settings=CONTEXT_SETTINGS)
 @click.option("-V", "--version", is_flag=True, expose_value=False, is_eager=True, callback=_print_version,
               help="Show the version and exit.")
+@click.option("--help-all", is_flag=True, expose_value=False, is_eager=True, callback=_print_help_all,
+              help="Show the help of every command on one page and exit.")
 @click.option("-m", "--memory", metavar="SIZE", expose_value=False, callback=_store("memory"), help=MEMORY_HELP)
 @click.option("-q", "--quiet", is_flag=True, expose_value=False, callback=_store("quiet"),
               help="No progress bars or summary lines.")

@@ -41,14 +41,22 @@ class ClosesOrAborts:
 
 
 class AtomicTarget:
-    """A temporary path to write; ``commit`` moves it over the final path, ``abort`` removes it."""
+    """A temporary path to write; ``commit`` moves it over the final path, ``abort`` removes it.
+
+    Missing parent directories are made, as ``-o dir/`` makes its directory, and removed again by
+    ``abort``: a failed command leaves nothing behind."""
 
     def __init__(self, final: str, *, is_dir: bool):
         self.final = final
         self.is_dir = is_dir
+        self.made: list[str] = []  # parent directories this target created, deepest last
         parent = os.path.dirname(os.path.abspath(final))
+        missing = []
+        while parent and not os.path.exists(parent):
+            missing.append(parent)
+            parent = os.path.dirname(parent)
         if not os.path.isdir(parent):
-            raise UsageError(f"the directory {parent} does not exist", path=final)
+            raise UsageError(f"{parent} is not a directory", path=final)
         if is_dir and os.path.isdir(final):
             check_replaceable_dir(final)
         if not is_dir and os.path.isdir(final):
@@ -56,6 +64,13 @@ class AtomicTarget:
         if os.path.exists(final) and not (os.path.isfile(final) or os.path.isdir(final)):
             # Renaming over a device or a pipe (e.g. /dev/null) would replace it with a file.
             raise UsageError("is not a regular file; name a file, or use -o - for stdout", path=final)
+        for d in reversed(missing):
+            try:
+                os.mkdir(d)
+            except OSError as e:
+                self._remove_made()
+                raise UsageError(f"cannot create the directory {d}: {e.strerror}", path=final) from None
+            self.made.append(d)
         self.tmp = _sibling(final, "tmp")
         if is_dir:
             os.mkdir(self.tmp)
@@ -74,3 +89,12 @@ class AtomicTarget:
             shutil.rmtree(self.tmp, ignore_errors=True)
         elif os.path.exists(self.tmp):
             os.remove(self.tmp)
+        self._remove_made()
+
+    def _remove_made(self):
+        for d in reversed(self.made):
+            try:
+                os.rmdir(d)  # only if still empty: something else may have written there meanwhile
+            except OSError:
+                break
+        self.made = []

@@ -145,8 +145,10 @@ def check_dense_size(shape, dtype: np.dtype, where: str) -> int:
     if cells > INT64_MAX or nbytes > INT64_MAX:
         raise ResourceError(f"a dense array of shape {list(shape)} has more than 2^63-1 elements or bytes")
     parent = os.path.dirname(os.path.abspath(where)) or "."
+    while not os.path.exists(parent):  # the output's directories are made when it is written
+        parent = os.path.dirname(parent)
     if not os.path.isdir(parent):
-        raise UsageError(f"the directory {parent} does not exist", path=where)
+        raise UsageError(f"{parent} is not a directory", path=where)
     free = shutil.disk_usage(parent).free
     if nbytes > free:
         raise ResourceError(
