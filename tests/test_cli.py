@@ -244,3 +244,35 @@ def test_stream_of_unknown_shape_is_spooled(tmp_path, command):
     for got, want in pairs:
         np.testing.assert_allclose(sptool.read(got).to_dense(), sptool.read(want).to_dense())
         assert sptool.validate(got).valid
+
+
+def _summaries(text: str) -> list[dict]:
+    return [json.loads(line) for line in text.splitlines() if line.startswith("{")]
+
+
+def test_json_summary_on_success_failure_and_every_tensor(tmp_path, tensor):
+    t, path = tensor
+    out = str(tmp_path / "o.parquet")
+    r = run("--json-summary", "-", "reorder", path, "-o", out, "--duplicates", "sum")
+    assert r.exit_code == 0, r.output
+    (doc,) = _summaries(r.output)
+    want = sptool.read(out)
+    assert doc["command"] == "reorder" and doc["ok"] is True and doc["rows_in"] == t.nnz
+    assert doc["rows_out"] == want.nnz and doc["result"]["output"] == out and doc["peak_memory_bytes"] > 0
+    assert doc["result"]["sort_order"] == list(want.sort_order)
+
+    r = run("reorder", str(tmp_path / "missing.parquet"), "-o", out, "--json-summary", "-")
+    (doc,) = _summaries(r.output)
+    assert r.exit_code == 2 and doc == {"command": "reorder", "ok": False, "exit_code": 2,
+                                        "error": f"{tmp_path / 'missing.parquet'}: no such file or directory"}
+
+    summary = tmp_path / "s.jsonl"
+    bad = tmp_path / "g.parquet"
+    bad.write_bytes(b"not parquet")
+    r = run("--json-summary", str(summary), "validate", path, str(bad))
+    docs = _summaries(summary.read_text())
+    assert r.exit_code == 1 and [d["result"]["target"] for d in docs] == [path, str(bad)]
+    assert docs[0]["result"]["valid"] is True and docs[1]["result"]["valid"] is False
+
+    r = run("--json-summary", str(summary), "info", path)
+    assert r.exit_code == 0 and _summaries(summary.read_text()) == [{"command": "info", "ok": True}]

@@ -27,6 +27,7 @@ FUNCTION_NAMES = {
 CLI_ONLY_COMMON = {
     "quiet": "hides progress bars and summary lines; the API draws none unless given progress=",
     "debug": "shows a traceback on errors; the API raises the exception itself",
+    "json_summary": "writes the summary line as JSON; the API returns that summary (or the tensor) itself",
 }
 
 # (command, click param name) -> reason: options that only shape what the command prints.

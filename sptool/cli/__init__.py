@@ -15,8 +15,8 @@ import click
 
 from .._version import FORMAT_VERSION, __version__
 from ..errors import SptoolError
-from ._console import err, stop_all_bars
-from ._options import MEMORY_HELP, _store
+from ._console import err, json_summary_written, start_json_summaries, stop_all_bars, write_json_summary
+from ._options import JSON_SUMMARY_HELP, MEMORY_HELP, _store
 
 CONTEXT_SETTINGS = {"help_option_names": ["-h", "--help"], "max_content_width": 100}
 INTERNAL_ERROR = 3
@@ -78,9 +78,19 @@ class SptoolGroup(click.Group):
         # A message printed under a live bar would be overdrawn, and a bar never stopped leaves
         # the terminal's cursor hidden: whatever ends the command, the bars go first.
         try:
-            return super().invoke(ctx)
-        finally:
+            result = super().invoke(ctx)
+        except click.exceptions.Exit as e:
             stop_all_bars()
+            if e.exit_code == 0 and not json_summary_written():
+                write_json_summary({"command": ctx.invoked_subcommand, "ok": True})
+            raise
+        except BaseException:
+            stop_all_bars()
+            raise
+        stop_all_bars()
+        if not json_summary_written():  # a command with no summary line (info, a scalar reduce)
+            write_json_summary({"command": ctx.invoked_subcommand, "ok": True})
+        return result
 
 
 def _fail(ctx: click.Context, message: str, code: int):
@@ -89,6 +99,7 @@ def _fail(ctx: click.Context, message: str, code: int):
         traceback.print_exc()
     message = " ".join(message.split())  # one line, always
     click.echo(f"Error: {message}", err=True)
+    write_json_summary({"command": ctx.invoked_subcommand, "ok": False, "error": message, "exit_code": code})
     ctx.exit(code)
 
 
@@ -123,6 +134,8 @@ def _print_version(ctx, param, value):
               help="No progress bars or summary lines.")
 @click.option("--debug", is_flag=True, expose_value=False, callback=_store("debug"),
               help="Show a traceback on errors.")
+@click.option("--json-summary", metavar="PATH", expose_value=False, callback=_store("json_summary"),
+              help=JSON_SUMMARY_HELP)
 @click.pass_context
 def cli(ctx):
     """Streaming tools for n-dimensional sparse tensors (COO) in Parquet files and Arrow streams.
@@ -137,6 +150,7 @@ def cli(ctx):
     Format spec: formats/SPEC.md (version 1.0.0).
     """
     ctx.ensure_object(dict)
+    start_json_summaries()
 
 
 @cli.command("help")

@@ -104,17 +104,71 @@ class Job:
     def __exit__(self, *exc):
         self.stop()
 
-    def summary(self, *, rows_out: int | None = None, extra: str = ""):
+    def summary(self, *, rows_out: int | None = None, extra: str = "", result: dict | None = None):
         self.stop()
+        secs = time.perf_counter() - self.start
+        write_json_summary({"command": self.name.split()[0], "ok": True, "rows_in": self.rows, "rows_out": rows_out,
+                            "seconds": round(secs, 4), "peak_memory_bytes": peak_rss(), "result": result})
         if self.quiet:
             return
-        secs = time.perf_counter() - self.start
         rate = self.rows / secs if secs > 0 else 0.0
         counts = f"{self.rows:,} rows in" + (f", {rows_out:,} out" if rows_out is not None else "")
         text = f"{self.name}: {counts}, {secs:.2f} s ({_rate(rate)} rows/s), peak memory {format_size(peak_rss())}"
         if extra:
             text += f", {extra}"
         err.print(text, highlight=False, markup=False)
+
+
+_summaries_written = 0
+
+
+def write_json_summary(doc: dict):
+    """The --json-summary object, if asked for: one line of strict JSON on stderr ('-') or in a
+    file (JSON lines: validate of several tensors writes one object each)."""
+    global _summaries_written
+    import click
+
+    ctx = click.get_current_context(silent=True)
+    target = (ctx.find_root().obj or {}).get("json_summary") if ctx is not None else None
+    if not target:
+        return
+    import json
+
+    output = ctx.params.get("output") if ctx is not None else None
+    if doc.get("ok") and isinstance(doc.get("result"), dict) and "output" not in doc["result"] and output:
+        doc["result"] = {**doc["result"], "output": output}
+    text = json.dumps(doc, default=_jsonable, allow_nan=False, separators=(", ", ": "))
+    if target == "-":
+        sys.stderr.write(text + "\n")
+        sys.stderr.flush()
+    else:
+        with open(target, "a" if _summaries_written else "w") as f:
+            f.write(text + "\n")
+    _summaries_written += 1
+
+
+def json_summary_written() -> bool:
+    return _summaries_written > 0
+
+
+def start_json_summaries():
+    """A new command line: its summary file starts empty (one process may run several, in tests)."""
+    global _summaries_written
+    _summaries_written = 0
+
+
+def _jsonable(value):
+    """NumPy scalars and arrays, tuples and NaN-free floats as JSON; anything else as its text."""
+    import numpy as np
+
+    if isinstance(value, np.generic):
+        value = value.item()
+        if isinstance(value, float) and value != value:
+            return None
+        return value
+    if isinstance(value, np.ndarray):
+        return value.tolist()
+    return str(value)
 
 
 def _rate(r: float) -> str:

@@ -6,6 +6,9 @@ import click
 
 from .._memory import budget_of
 
+JSON_SUMMARY_HELP = ("Also write what happened as one JSON object (command, ok, rows in and out, seconds, peak "
+                     "memory, and the result: output, shape, nnz...) to PATH, or - for stderr; written on "
+                     "failure too, with the error and exit code.")
 MEMORY_HELP = "Memory budget, e.g. 512MB or 2GiB [default: 1GiB, or $SPTOOL_MEMORY]."
 
 
@@ -26,6 +29,8 @@ def common_options(fn):
                      help="No progress bar or summary line."),
         click.option("--debug", is_flag=True, expose_value=False, callback=_store("debug"),
                      help="Show a traceback on errors."),
+        click.option("--json-summary", metavar="PATH", expose_value=False, callback=_store("json_summary"),
+                     help=JSON_SUMMARY_HELP),
     )):
         fn = decorator(fn)
     return fn

@@ -47,9 +47,9 @@ def add(ctx, a, b, output, thresh, prune, tmp_dir):
     finally:
         job.stop()
     if "bytes" in r:
-        job.summary(extra=f"wrote {output} ({r['dtype']}, {format_size(r['bytes'])})")
+        job.summary(result=r, extra=f"wrote {output} ({r['dtype']}, {format_size(r['bytes'])})")
     else:
-        job.summary(rows_out=r["rows_out"], extra=f"{r['dropped']:,} dropped" if r["dropped"] else "")
+        job.summary(result=r, rows_out=r["rows_out"], extra=f"{r['dropped']:,} dropped" if r["dropped"] else "")
 
 
 def register(cli):

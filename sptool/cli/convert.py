@@ -60,7 +60,7 @@ def convert(ctx, src, dst, from_format, to_format, shape, value_type, fill_value
     finally:
         job.stop()
     where = "stdout" if dst == "-" else dst
-    job.summary(rows_out=result["rows"],
+    job.summary(result=result, rows_out=result["rows"],
                 extra=f"wrote {where} ({result['to']}, shape {result['shape']}, {result['value_type']})")
 
 

@@ -48,9 +48,9 @@ def matmul(ctx, a, b, output, adjoint_a, adjoint_b, tmp_dir):
     finally:
         job.stop()
     if r["output"] == "dense":
-        job.summary(extra=f"wrote {output} ({r['dtype']}, {format_size(r['bytes'])}), shape {r['shape']}")
+        job.summary(result=r, extra=f"wrote {output} ({r['dtype']}, {format_size(r['bytes'])}), shape {r['shape']}")
     else:
-        job.summary(rows_out=r["rows_out"], extra=f"shape {r['shape']}")
+        job.summary(result=r, rows_out=r["rows_out"], extra=f"shape {r['shape']}")
 
 
 def register(cli):

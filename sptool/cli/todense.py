@@ -41,7 +41,7 @@ def todense(ctx, tensor, output, default_value, validate):
                             progress=job)
     finally:
         job.stop()
-    job.summary(extra=f"wrote {output} ({result['dtype']}, {format_size(result['bytes'])})")
+    job.summary(result=result, extra=f"wrote {output} ({result['dtype']}, {format_size(result['bytes'])})")
 
 
 def register(cli):
