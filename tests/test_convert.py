@@ -708,3 +708,61 @@ def test_a_text_file_named_npy_is_refused_in_sptools_words(tmp_path):
         with pytest.raises(sptool.InputError, match=re.escape(reason)):
             sptool.mul(sptool.eye(3, 3, None), str(path), None)
     assert not (tmp_path / "out.parquet").exists()
+
+
+def _compress(data: bytes, codec: str) -> bytes:
+    """The oracle compressors: Python's own modules, and pyarrow's zstd (a standard frame)."""
+    import bz2
+    import gzip
+    import lzma
+
+    import pyarrow as pa
+
+    return {"gz": gzip.compress, "bz2": bz2.compress, "xz": lzma.compress,
+            "zst": lambda b: pa.compress(b, codec="zstd", asbytes=True)}[codec](data)
+
+
+@pytest.mark.parametrize("codec", ["gz", "bz2", "xz", "zst"])
+def test_compressed_text_in_and_out(tmp_path, rng, codec):
+    t = random_tensor(rng, (7, 6, 5), 60)
+    lines = "".join(f"{i + 1} {j + 1} {k + 1} {float(v)!r}\n" for (i, j, k), v in zip(t.indices, t.values))
+    src = tmp_path / f"t.tns.{codec}"
+    src.write_bytes(_compress(lines.encode(), codec))
+    convert(str(src), str(tmp_path / "t.parquet"), shape=(7, 6, 5))
+    got = sptool.read(str(tmp_path / "t.parquet"))
+    np.testing.assert_array_equal(got.to_dense(), dense_oracle(t))
+    # On stdin the codec is told by the first bytes.
+    r = CliRunner().invoke(cli, ["-q", "convert", "-", "--from", "tns", "--shape", "7,6,5", "-o",
+                                 str(tmp_path / "s.parquet")], input=src.read_bytes())
+    assert r.exit_code == 0, r.output
+    np.testing.assert_array_equal(sptool.read(str(tmp_path / "s.parquet")).to_dense(), dense_oracle(t))
+    # Written compressed when the output's name says so: the same text once decompressed.
+    convert(str(tmp_path / "t.parquet"), str(tmp_path / "plain.tns"))
+    convert(str(tmp_path / "t.parquet"), str(tmp_path / f"out.tns.{codec}"))
+    import bz2
+    import gzip
+    import lzma
+
+    import pyarrow as pa
+
+    packed = (tmp_path / f"out.tns.{codec}").read_bytes()
+    unpacked = {"gz": gzip.decompress, "bz2": bz2.decompress, "xz": lzma.decompress,
+                "zst": lambda b: pa.CompressedInputStream(pa.BufferReader(b), "zstd").read()}[codec](packed)
+    assert unpacked == (tmp_path / "plain.tns").read_bytes()
+
+
+def test_a_truncated_compressed_input_is_an_input_error(tmp_path, rng):
+    t = random_tensor(rng, (7, 6), 40)
+    lines = "".join(f"{i + 1} {j + 1} {float(v)!r}\n" for (i, j), v in zip(t.indices, t.values))
+    data = _compress(lines.encode(), "gz")
+    (tmp_path / "cut.tns.gz").write_bytes(data[: len(data) // 2])
+    r = CliRunner().invoke(cli, ["convert", str(tmp_path / "cut.tns.gz"), "-o", str(tmp_path / "o.parquet")])
+    assert r.exit_code == 2 and "cannot decompress (gzip)" in r.output and "Traceback" not in r.output
+    assert not (tmp_path / "o.parquet").exists()
+
+
+def test_compression_is_for_text_formats_only(tmp_path):
+    for dst in ("d.npz.gz", "d.parquet.gz", "d.npy.xz"):
+        r = CliRunner().invoke(cli, ["convert", "sample_data/digits.parquet", "-o", str(tmp_path / dst)])
+        assert r.exit_code == 2 and "only text formats (tns, mtx, csv, tsv)" in r.output, r.output
+    assert list(tmp_path.iterdir()) == []

@@ -15,6 +15,7 @@ from functools import partial
 from ..errors import InputError, UsageError
 from ..io import PARQUET_MAGIC, STREAM_MAGIC
 from .common import Options, Reader
+from .compression import codec_of_name, without_codec
 from .delimited import DelimitedReader, DelimitedWriter
 from .mtx import MtxReader, MtxWriter
 from .native import SptoolReader, SptoolWriter
@@ -79,16 +80,24 @@ def _by_name(path: str) -> str | None:
     """The format a path names: '-' and directories are sptool, else its extension (or None)."""
     if path == "-" or path.endswith(("/", os.sep)) or os.path.isdir(path):
         return "sptool"
-    return EXTENSIONS.get(os.path.splitext(path)[1].lower())
+    return EXTENSIONS.get(os.path.splitext(without_codec(path))[1].lower())
+
+
+def _compressible(fmt: str, path: str) -> str:
+    """``fmt``, unless ``path`` names a compressed file of a format that is not text."""
+    if codec_of_name(path) and fmt not in TEXT_FORMATS:
+        raise UsageError(f"only text formats ({', '.join(TEXT_FORMATS)}) are read and written compressed, "
+                         f"not {fmt}", path=path)
+    return fmt
 
 
 def input_format(src: str, given: str | None = None) -> str:
     """The format of an input: --from, else its name, else its first bytes."""
     if given:
-        return _check_format(given, "--from")
+        return _compressible(_check_format(given, "--from"), src)
     named = _by_name(src)
     if named:
-        return named
+        return _compressible(named, src)
     if not os.path.exists(src):
         raise InputError("no such file or directory", path=src)
     try:
@@ -106,10 +115,10 @@ def input_format(src: str, given: str | None = None) -> str:
 def output_format(dst: str, given: str | None = None) -> str:
     """The format of an output: --to, else its name ('-' and directories are sptool)."""
     if given:
-        return _check_format(given, "--to")
+        return _compressible(_check_format(given, "--to"), dst)
     named = _by_name(dst)
     if named:
-        return named
+        return _compressible(named, dst)
     raise UsageError(f"cannot tell the output format from the name; use an extension ({', '.join(EXTENSIONS)}), "
                      "a directory ending in /, - for stdout, or --to", path=dst)
 

@@ -29,6 +29,7 @@ from ..errors import DataError, InputError, UsageError
 from ..format import VALUE_TYPES, TensorMeta
 from ..io import AtomicTarget, arrow_of
 from .common import Options, Reader, cast_or_fail, coerce_fill
+from .compression import reading, writing
 
 # Chunk size: a block in flight holds its text plus at most about 4x as many bytes of parsed
 # arrays (8 bytes per field of a line of >= 2 bytes per field), and up to workers + 2 blocks
@@ -90,14 +91,15 @@ class OpenedText:
         if path == "-":
             if sys.stdin.isatty():
                 raise InputError("stdin is a terminal; pipe the text into sptool or name a file", path=self.name)
-            self.f = sys.stdin.buffer
+            self._raw = sys.stdin.buffer
             self._owned = False
         else:
             try:
-                self.f = open(path, "rb")  # noqa: SIM115 (closed by close())
+                self._raw = open(path, "rb")  # noqa: SIM115 (closed by close())
             except OSError as e:
                 raise InputError(f"cannot open: {e.strerror}", path=path) from None
             self._owned = True
+        self.f = reading(self._raw, path, self.name)
         self.pending = b""  # read but not yet consumed
         self.line = 1  # 1-based number of the first line in ``pending``
         self.eof = False
@@ -207,8 +209,10 @@ class OpenedText:
                 return
 
     def close(self):
-        if self._owned:
+        if self.f is not self._raw:
             self.f.close()
+        if self._owned:
+            self._raw.close()
 
 
 @dataclass
@@ -334,14 +338,15 @@ class TextWriter:
         self._target = None
         self.header = header
         if dst == "-":
-            self.f = sys.stdout.buffer
+            self._raw = sys.stdout.buffer
         elif _is_special(dst):
             # A device or pipe (/dev/null, a FIFO) is written in place: renaming a
             # temporary file over it would replace the device node.
-            self.f = open(dst, "wb")  # noqa: SIM115 (closed in close/abort)
+            self._raw = open(dst, "wb")  # noqa: SIM115 (closed in close/abort)
         else:
             self._target = AtomicTarget(dst, is_dir=False)
-            self.f = open(self._target.tmp, "wb")  # noqa: SIM115 (closed in close/abort)
+            self._raw = open(self._target.tmp, "wb")  # noqa: SIM115 (closed in close/abort)
+        self.f = writing(self._raw, dst)
         self._writer = None
         self._options = pacsv.WriteOptions(include_header=False, delimiter=delimiter, quoting_style="none",
                                            batch_size=1 << 16)
@@ -372,21 +377,25 @@ class TextWriter:
             self.header = None
         if self._writer is not None:
             self._writer.close()
-        self.f.flush()
-        if self.f is not sys.stdout.buffer:
-            self.f.close()
+        if self.f is not self._raw:
+            self.f.close()  # the compressor's last frame
+        self._raw.flush()
+        if self._raw is not sys.stdout.buffer:
+            self._raw.close()
         if self._target is not None:
             self._target.commit()
 
     def abort(self):
-        if self.f is sys.stdout.buffer:
+        if self._raw is sys.stdout.buffer:
             return
         try:
             if self._writer is not None:
                 self._writer.close()
+            if self.f is not self._raw:
+                self.f.close()
         except Exception:  # noqa: BLE001 - the partial output is being removed anyway
             pass
-        self.f.close()
+        self._raw.close()
         if self._target is not None:
             self._target.abort()
 

@@ -1,0 +1,150 @@
+"""Compressed text: .gz, .bz2, .xz and .zst inputs read as a stream, told by the name or, on
+stdin and for unnamed files, by their first bytes; outputs whose name ends so are written
+compressed.  The Python standard library does gzip, bz2 and xz; zstd comes from pyarrow, a
+dependency already (no zstandard package needed)."""
+
+from __future__ import annotations
+
+import bz2
+import gzip
+import lzma
+import os
+
+from ..errors import InputError
+
+CODECS = {".gz": "gzip", ".bz2": "bz2", ".xz": "xz", ".zst": "zstd"}
+MAGIC = ((b"\x1f\x8b", "gzip"), (b"BZh", "bz2"), (b"\xfd7zXZ\x00", "xz"), (b"\x28\xb5\x2f\xfd", "zstd"))
+HEAD = max(len(m) for m, _ in MAGIC)
+# What a corrupt or truncated compressed stream raises, by codec library.
+_ERRORS = (OSError, EOFError, lzma.LZMAError, ValueError)
+
+
+def codec_of_name(path: str) -> str | None:
+    return CODECS.get(os.path.splitext(path)[1].lower()) if path != "-" else None
+
+
+def without_codec(path: str) -> str:
+    """The name with its compression suffix removed ("t.tns.gz" -> "t.tns"), for telling the format."""
+    return os.path.splitext(path)[0] if codec_of_name(path) else path
+
+
+def codec_of_bytes(head: bytes) -> str | None:
+    return next((codec for magic, codec in MAGIC if head.startswith(magic)), None)
+
+
+class _Decompressing:
+    """A readable binary file over a compressed one; a corrupt stream is an InputError naming it."""
+
+    def __init__(self, raw, codec: str, name: str):
+        self.name = name
+        if codec == "gzip":
+            self.f = gzip.GzipFile(fileobj=raw, mode="rb")
+        elif codec == "bz2":
+            self.f = bz2.BZ2File(raw, mode="rb")
+        elif codec == "xz":
+            self.f = lzma.LZMAFile(raw, mode="rb")
+        else:
+            import pyarrow as pa
+
+            self.f = pa.CompressedInputStream(pa.PythonFile(raw, mode="r"), "zstd")
+        self.codec = codec
+
+    def _guard(self, fn, *args):
+        try:
+            return fn(*args)
+        except _ERRORS as e:
+            raise InputError(f"cannot decompress ({self.codec}): {e}", path=self.name) from None
+        except Exception as e:  # pyarrow's errors for a broken zstd frame
+            if type(e).__module__.startswith("pyarrow"):
+                raise InputError(f"cannot decompress ({self.codec}): {e}", path=self.name) from None
+            raise
+
+    def read(self, n: int = -1) -> bytes:
+        return self._guard(self.f.read, n)
+
+    def readinto(self, view) -> int:
+        return self._guard(self.f.readinto, view)
+
+    def close(self):
+        self.f.close()
+
+
+def reading(raw, path: str, name: str):
+    """``raw`` (a buffered binary file, or stdin) decompressed when ``path`` or its first bytes
+    say it is compressed; otherwise ``raw`` itself."""
+    codec = codec_of_name(path)
+    if codec is None:
+        if hasattr(raw, "peek"):
+            codec = codec_of_bytes(raw.peek(HEAD)[:HEAD])
+        else:  # a stream that cannot look ahead: read the first bytes and put them back in front
+            head = raw.read(HEAD)
+            codec = codec_of_bytes(head)
+            raw = _Prefixed(head, raw)
+    return raw if codec is None else _Decompressing(raw, codec, name)
+
+
+class _Prefixed:
+    """``head`` followed by the rest of ``raw``, read as one file (closing it leaves ``raw`` to its owner)."""
+
+    closed = False
+
+    def __init__(self, head: bytes, raw):
+        self.head, self.raw = head, raw
+
+    def readable(self) -> bool:
+        return True
+
+    def read(self, n: int = -1) -> bytes:
+        if not self.head:
+            return self.raw.read(n)
+        if n is None or n < 0:
+            data, self.head = self.head + self.raw.read(), b""
+            return data
+        data, self.head = self.head[:n], self.head[n:]
+        return data if len(data) == n else data + self.raw.read(n - len(data))
+
+    def readinto(self, view) -> int:
+        data = self.read(len(view))
+        view[: len(data)] = data
+        return len(data)
+
+    def close(self):
+        pass
+
+
+def writing(raw, path: str):
+    """``raw`` wrapped in a compressor when ``path``'s name asks for one, else ``raw``; the
+    caller closes the wrapper, then ``raw``."""
+    codec = codec_of_name(path)
+    if codec == "gzip":
+        return gzip.GzipFile(fileobj=raw, mode="wb")
+    if codec == "bz2":
+        return bz2.BZ2File(raw, mode="wb")
+    if codec == "xz":
+        return lzma.LZMAFile(raw, mode="wb")
+    if codec == "zstd":
+        import pyarrow as pa
+
+        return pa.CompressedOutputStream(pa.PythonFile(_KeepOpen(raw), mode="w"), "zstd")
+    return raw
+
+
+class _KeepOpen:
+    """``raw`` for pyarrow's compressor, which closes what it writes to: closing this only flushes,
+    so the caller still owns ``raw`` (stdout must stay open)."""
+
+    def __init__(self, raw):
+        self.raw, self.closed = raw, False
+
+    def write(self, data) -> int:
+        return self.raw.write(data)
+
+    def flush(self):
+        self.raw.flush()
+
+    def writable(self) -> bool:
+        return True
+
+    def close(self):
+        self.raw.flush()
+        self.closed = True
