@@ -582,3 +582,14 @@ def check_schema(schema: pa.Schema, meta: TensorMeta) -> list[Problem]:
     if nullable:
         problems.append(Problem("W_NULLABLE_COLUMN", f"column(s) declared nullable: {', '.join(nullable)}"))
     return problems
+
+
+def number_of_text(text: str):
+    """The number a piece of text spells, as int, float or complex in that order of preference
+    ("3", "2.5", "1e-3", "2+1j"); None when it spells none."""
+    for convert in (int, float, complex):
+        try:
+            return convert(text)
+        except ValueError:
+            continue
+    return None

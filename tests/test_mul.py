@@ -115,3 +115,20 @@ def test_errors_write_nothing(tmp_path, rng):
     assert not os.path.exists(out)
     r = runner.invoke(cli, ["-q", "div", t, _npy(tmp_path, "two.npy", np.full((1, 5), 2.0)), "-o", out])
     assert r.exit_code == 0 and sptool.validate(out).valid
+
+
+@pytest.mark.parametrize("dtype,number", [("float32", 2.5), ("int32", 3), ("int32", 0.5), ("float64", "-1e-3")])
+def test_by_a_number(tmp_path, rng, dtype, number):
+    t = random_tensor(rng, (6, 5), 20, dtype=dtype)
+    path = str(tmp_path / "t.parquet")
+    sptool.write(t, path)
+    value = float(number) if isinstance(number, str) else number
+    want = t.values * np.asarray(value) if isinstance(number, str) else t.values * number  # NumPy's promotion
+    got = sptool.mul(path, number, None)
+    assert got.values.dtype == want.dtype
+    np.testing.assert_allclose(got.values, want[np.lexsort(t.indices.T[::-1])] if got.sort_order else want)
+    # "--" ends the options, so that a negative number is not read as one.
+    r = CliRunner().invoke(cli, ["-q", "div", "-o", str(tmp_path / "d.parquet"), path, "--", str(number)])
+    assert r.exit_code == 0, r.output
+    quotient = sptool.read(str(tmp_path / "d.parquet"))
+    np.testing.assert_allclose(quotient.to_dense(), t.to_dense() / value, rtol=1e-6)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import click
 
 from .._memory import budget_of
+from ..format import number_of_text
 
 JSON_SUMMARY_HELP = ("Also write what happened as one JSON object (command, ok, rows in and out, seconds, peak "
                      "memory, and the result: output, shape, nnz...) to PATH, or - for stderr; written on "
@@ -86,9 +87,5 @@ def parse_scalar(text):
     low = text.strip().lower()
     if low in ("true", "false"):
         return low == "true"
-    for conv in (int, float, complex):
-        try:
-            return conv(text)
-        except ValueError:
-            continue
-    return text
+    number = number_of_text(text)
+    return text if number is None else number

@@ -22,12 +22,13 @@ def _run(ctx, name, op, tensor, dense, output):
 
 @click.command("mul")
 @input_argument()
-@click.argument("dense", metavar="D.npy")
+@click.argument("dense", metavar="D.npy|NUMBER")
 @output_option()
 @common_options
 @click.pass_context
 def mul(ctx, tensor, dense, output):
-    """Multiply a sparse tensor by a dense .npy broadcast to its shape (TensorFlow's sp * dense).
+    """Multiply a sparse tensor by a dense .npy broadcast to its shape (TensorFlow's sp * dense),
+    or by a number (sptool mul T.parquet 2.5; a negative one after --: sptool mul T.parquet -- -1).
 
     D broadcasts by NumPy's rules to the sparse shape only (each dimension of D, aligned on the
     right, equals the tensor's or is 1: a (1, n) or (n,) array scales the columns); the tensor
@@ -46,12 +47,13 @@ def mul(ctx, tensor, dense, output):
 
 @click.command("div")
 @input_argument()
-@click.argument("dense", metavar="D.npy")
+@click.argument("dense", metavar="D.npy|NUMBER")
 @output_option()
 @common_options
 @click.pass_context
 def div(ctx, tensor, dense, output):
-    """Divide a sparse tensor by a dense .npy broadcast to its shape (TensorFlow's sp / dense).
+    """Divide a sparse tensor by a dense .npy broadcast to its shape (TensorFlow's sp / dense),
+    or by a number.
 
     Broadcasting and output as for mul. Types follow TensorFlow's true division: (u)int8/16
     give float32, (u)int32/64 give float64, floats stay. Division by zero gives inf or nan

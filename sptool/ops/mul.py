@@ -10,7 +10,7 @@ from .. import _kernels
 from .._memory import budget_of
 from .._messages import out_of_bounds
 from ..errors import DataError, ShapeMismatch, UsageError
-from ..format import value_type_of_dtype
+from ..format import number_of_text, value_type_of_dtype
 from ..io import batch_keys, batch_values, known_shape, open_input, schema_of, values_array
 from ..stream.binary import check_inputs, is_dense_path, numeric_dtype, open_dense, promote, require_zero_fill, scalar
 from ..stream.engine import Plan, StreamOp, run
@@ -54,17 +54,24 @@ def _cwise(op: str, t: str, d: str, output, *, memory=None, progress=None) -> di
     check_inputs([t, d])
     if is_dense_path(t):
         raise UsageError(f"{op} takes the sparse tensor first and the dense .npy second", path=t)
-    if not is_dense_path(d):
-        raise UsageError(f"the second operand of {op} must be a dense .npy file (the sparse side never broadcasts)",
-                         path=d)
-    dense = open_dense(d)
+    number = _number(d)
+    if number is not None:
+        dense = np.asarray(number)  # a scalar: a 0-d operand, which broadcasts to every entry
+    elif isinstance(d, np.ndarray):
+        dense = d
+    elif not is_dense_path(d):
+        raise UsageError(f"the second operand of {op} must be a number or a dense .npy file (the sparse side "
+                         "never broadcasts)", path=str(d))
+    else:
+        dense = open_dense(d)
     with open_input(t) as opened, known_shape(opened) as src:
         meta = src.meta
         numeric_dtype(meta, t, op)
         require_zero_fill(meta, t, op)
         full = broadcast_plan(meta.shape, dense.shape)
         dview = dense.reshape(full)
-        dtype = promote(meta.dtype, dense.dtype)
+        # A number promotes as NumPy's Python scalars do (float32 * 2.5 stays float32).
+        dtype = promote(meta.dtype, dense.dtype) if number is None else np.result_type(meta.dtype, number)
         if op == "div":
             dtype = truediv_dtype(dtype)
         src = summed_if_promoted(src, dtype)  # duplicates sum in the value type, before the cast
@@ -74,6 +81,17 @@ def _cwise(op: str, t: str, d: str, output, *, memory=None, progress=None) -> di
         final = sink.final_meta
     return {"rows": final.nnz, "shape": list(final.shape), "value_type": final.value_type,
             "broadcast_shape": list(full)}
+
+
+def _number(value):
+    """A scalar operand (a Python or NumPy number, or its text: "2.5", "-3", "1e-3", "2+1j"), else None."""
+    if isinstance(value, (bool, np.bool_)):
+        return None
+    if isinstance(value, (int, float, complex, np.number)):
+        return value
+    if isinstance(value, str) and not value.lower().endswith(".npy"):
+        return number_of_text(value)
+    return None
 
 
 class Cwise(StreamOp):
@@ -109,7 +127,8 @@ class Cwise(StreamOp):
 
 
 def mul(t: str, d: str, output: str | None, *, memory=None, progress=None) -> dict:
-    """A sparse tensor times a dense .npy broadcast to its shape (TensorFlow's ``sp * dense``).
+    """A sparse tensor times a dense .npy broadcast to its shape (TensorFlow's ``sp * dense``), or
+    times a number (``d`` = 2.5, or its text).
 
     The dense operand broadcasts by NumPy's rules, to the sparse shape only: D's shape, aligned
     on the right, must have each dimension equal to T's or 1 (so (n,) and (1, n) both scale the
@@ -131,7 +150,8 @@ def mul(t: str, d: str, output: str | None, *, memory=None, progress=None) -> di
 
 
 def div(t: str, d: str, output: str | None, *, memory=None, progress=None) -> dict:
-    """A sparse tensor over a dense .npy broadcast to its shape (TensorFlow's ``sp / dense``).
+    """A sparse tensor over a dense .npy broadcast to its shape (TensorFlow's ``sp / dense``), or
+    over a number.
 
     As ``mul``, with ``values / D[index]`` and TensorFlow's true-division types: (u)int8/16 (and
     bool) give float32, (u)int32/64 give float64, floating and complex types stay (after NumPy
