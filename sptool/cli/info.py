@@ -20,22 +20,26 @@ from ._options import common_options, input_argument, settings
 @click.option("--json", "as_json", is_flag=True, help="Print the summary as JSON.")
 @click.option("--scan", is_flag=True, help="Read the index columns to get exact per-dimension ranges "
               "(otherwise they come from row-group statistics).")
+@click.option("--histogram", "histogram", type=int, default=None, metavar="AXIS",
+              help="Also draw the distribution of stored entries per index of a sparse AXIS (nnz per row for 0), "
+                   "counted in the same one pass.")
 @common_options
 @click.pass_context
-def info(ctx, tensor, as_json, scan):
+def info(ctx, tensor, as_json, scan, histogram):
     """Summarise a tensor: shape, nnz, density, types, order flags, index ranges, storage.
 
-    Memory: reads only the Parquet footers (a stream, or --scan, is read once in
-    batches within --memory).
+    Memory: reads only the Parquet footers (a stream, --scan or --histogram is read
+    once in batches within --memory; --histogram adds 8 bytes per index of its axis).
 
     \b
     Example:
       sptool info sample_data/digits.parquet
+      sptool info --histogram 0 sample_data/digits.parquet
     """
     opts = settings(ctx)
-    job = Job("info", quiet=opts["quiet"] or not scan)
+    job = Job("info", quiet=opts["quiet"] or not (scan or histogram is not None))
     try:
-        d = info_op(tensor, scan=scan, memory=opts["memory"], progress=job)
+        d = info_op(tensor, scan=scan, histogram=histogram, memory=opts["memory"], progress=job)
     finally:
         job.stop()
     if as_json:
@@ -65,6 +69,28 @@ def info(ctx, tensor, as_json, scan):
     rows.append(("format", f"{d['version']}, written by {d['created_by']}"))
     for k, v in rows:
         table.add_row(k, v)
+    out.print(table)
+    if "histogram" in d:
+        _print_histogram(d["histogram"])
+
+
+def _print_histogram(h: dict):
+    from rich.markup import escape
+    from rich.table import Table
+
+    label = f"indices_{h['axis']}" + (f" ({escape(h['name'])})" if h["name"] else "")
+    out.print(f"\n[bold]entries per index of {label}[/]: {h['indices']:,} indices, min {h['min']:,}, "
+              f"mean {h['mean']:.3g}, max {h['max']:,}")
+    table = Table(box=None, pad_edge=False, show_header=True, header_style="bold")
+    table.add_column("entries", justify="right")
+    table.add_column("indices", justify="right")
+    table.add_column("")
+    most = max(b["indices"] for b in h["bins"])
+    for b in h["bins"]:
+        span = str(b["entries_from"]) if b["entries_from"] == b["entries_to"] else \
+            f"{b['entries_from']:,}-{b['entries_to']:,}"
+        bar = "█" * max(1, round(40 * b["indices"] / most))
+        table.add_row(span, f"{b['indices']:,}", f"[cyan]{bar}[/]")
     out.print(table)
 
 

@@ -8,14 +8,22 @@ import os
 import numpy as np
 
 from .. import _kernels
-from .._memory import budget_of
+from .._memory import budget_of, format_size
+from ..errors import DataError, UsageError
 from ..format import encode_fill, index_column
 from ..io import ParquetSource, open_input
+from ..stream.axes import normalize_axes
 
 
-def info(path: str, *, scan: bool = False, memory=None, progress=None) -> dict:
+def info(path: str, *, scan: bool = False, histogram: int | None = None, memory=None, progress=None) -> dict:
     """Summary of a tensor: shape, nnz, density, types, order flags, per-dimension ranges and
     storage.  Reads only footers unless ``scan`` (which reads the index columns once).
+
+    ``histogram``: a sparse axis whose distribution of stored entries per index (nnz per row
+    for axis 0) is counted in the same one pass: ``out["histogram"]`` has the number of
+    indices, the least, mean and most entries per index, and the indices in power-of-two bins
+    of entry counts (0, 1, 2-3, 4-7, ...).  Duplicates count as stored.  It holds one counter
+    per index of the axis, refused when over ``memory``.
 
     Examples
     --------
@@ -67,7 +75,15 @@ def info(path: str, *, scan: bool = False, memory=None, progress=None) -> dict:
             out["parts"] = len(src.parts)
             out["row_groups"] = src.num_row_groups
             out["bytes"] = sum(os.path.getsize(p.path) for p in src.parts)
-        if scan or src.kind == "stream":
+        counts = None
+        if histogram is not None:
+            (axis,) = normalize_axes([histogram], K, "--histogram axis")
+            extent = meta.shape[axis]
+            if extent is None or extent * 8 > budget.usable:
+                raise UsageError(f"--histogram {histogram} counts entries for each of the {extent} indices of that "
+                                 f"axis ({format_size((extent or 0) * 8)}), over --memory; raise --memory")
+            counts = np.zeros(extent, dtype=np.int64)
+        if scan or src.kind == "stream" or counts is not None:
             mins, maxs = [None] * K, [None] * K
             rows = 0
             if progress:
@@ -80,6 +96,12 @@ def info(path: str, *, scan: bool = False, memory=None, progress=None) -> dict:
                     lo, hi = _kernels.column_minmax(keys[k])
                     mins[k] = lo if mins[k] is None else min(mins[k], lo)
                     maxs[k] = hi if maxs[k] is None else max(maxs[k], hi)
+                if counts is not None:
+                    if mins[axis] < 0 or maxs[axis] >= len(counts):
+                        bad = mins[axis] if mins[axis] < 0 else maxs[axis]
+                        raise DataError(f"an index {bad} on dimension {axis} is outside the shape {list(meta.shape)}",
+                                        path=src.path)
+                    counts += np.bincount(keys[axis], minlength=len(counts))
                 if progress:
                     progress.advance(keys.shape[1])
             meta = src.meta  # a stream knows its final nnz and shape only now
@@ -91,7 +113,23 @@ def info(path: str, *, scan: bool = False, memory=None, progress=None) -> dict:
         out["max_index"] = maxs
         if out.get("bytes") is not None:
             out["bytes_per_entry"] = out["bytes"] / meta.nnz if meta.nnz else None
+        if counts is not None:
+            out["histogram"] = _histogram(counts, axis, meta.dimension_names)
         return out
+
+
+def _histogram(counts: np.ndarray, axis: int, names) -> dict:
+    """Indices binned by their entry count: 0, then [2^(b-1), 2^b - 1] for b = 1, 2, ..."""
+    bins = np.zeros(len(counts), dtype=np.int64)
+    nonzero = counts > 0
+    bins[nonzero] = np.floor(np.log2(counts[nonzero])).astype(np.int64) + 1
+    per_bin = np.bincount(bins, minlength=1)
+    table = [{"entries_from": 0 if b == 0 else 1 << (b - 1), "entries_to": 0 if b == 0 else (1 << b) - 1,
+              "indices": int(n)} for b, n in enumerate(per_bin) if n]
+    return {"axis": axis, "name": names[axis] if names else None, "indices": int(len(counts)),
+            "entries": int(counts.sum()), "min": int(counts.min()) if len(counts) else 0,
+            "max": int(counts.max()) if len(counts) else 0,
+            "mean": float(counts.mean()) if len(counts) else 0.0, "bins": table}
 
 
 def head(path: str, n: int = 10, *, memory=None) -> tuple[np.ndarray, np.ndarray, object]:
