@@ -1,5 +1,5 @@
 """--memory as a user sees it: a child process's peak RSS (ru_maxrss) stays below the budget
-plus the fixed 200 MiB that --help states, at three budgets, on an input larger than the
+plus the fixed 256 MiB that --help states, at three budgets, on an input larger than the
 smallest of them."""
 
 from __future__ import annotations
@@ -14,7 +14,10 @@ import pytest
 
 import sptool
 
-OVERHEAD = 200 << 20  # what --help and the README promise beyond --memory
+# What --help and the README promise beyond --memory.  Measured at 16 MiB on this input: reorder
+# 160-181 MiB, reduce 164-172, add 166-245 (two operands decoded side by side; the spread is the
+# threads' timing and the allocators' retention).
+OVERHEAD = 256 << 20
 
 # Runs the command as a child and reports the child's own peak RSS (a child of the test process
 # would inherit the test's peak, as Linux carries ru_maxrss across fork and exec).
@@ -55,4 +58,4 @@ def peak_rss(args, cwd) -> int:
 def test_peak_rss_within_the_stated_figure(big, tmp_path, budget, command):
     args = ["--memory", str(budget)] + [a.format(big=big) for a in command]
     rss = peak_rss(args, tmp_path)
-    assert rss <= budget + OVERHEAD, f"peak RSS {rss >> 20} MiB over --memory {budget >> 20} MiB + 200 MiB"
+    assert rss <= budget + OVERHEAD, f"peak RSS {rss >> 20} MiB over --memory {budget >> 20} MiB + 256 MiB"

@@ -11,7 +11,7 @@ JSON_SUMMARY_HELP = ("Also write what happened as one JSON object (command, ok, 
                      "memory, and the result: output, shape, nnz...) to PATH, or - for stderr; written on "
                      "failure too, with the error and exit code.")
 MEMORY_HELP = ("Memory budget for the data, e.g. 512MB or 2GiB [default: 1GiB, or $SPTOOL_MEMORY]; the process "
-               "peaks below this plus 200 MiB (Python, NumPy, pyarrow and their buffers).")
+               "peaks below this plus 256 MiB (Python, NumPy, pyarrow and their buffers).")
 
 
 def _store(key):
