@@ -124,7 +124,7 @@ class SparseTensor:
 
     def as_source(self):
         """This tensor as a streaming source, so that every op takes it where it takes a path."""
-        return MemorySource(self.meta, np.ascontiguousarray(self.keys), self.values)
+        return MemorySource(self.meta, self.keys, self.values)  # a view: batches copy their slices
 
     @property
     def keys(self) -> np.ndarray:

@@ -82,14 +82,10 @@ class Terminal:
     def finish(self, timeout: float = 120) -> int:
         """Read to the end; the exit code."""
         end = time.monotonic() + timeout
-        while time.monotonic() < end:
-            if not self._read_some(0.05) and self.proc.poll() is not None:
-                break
-            if self.proc.poll() is not None:
-                # Drain what is left once the process has gone.
-                while self._read_some(0.05) and time.monotonic() < end:
-                    if not select.select([self.master], [], [], 0)[0]:
-                        break
+        # Until the terminal's last writer closes it (EIO), or the process is gone and nothing
+        # is left to read.
+        while time.monotonic() < end and self._read_some(0.05):
+            if self.proc.poll() is not None and not select.select([self.master], [], [], 0)[0]:
                 break
         code = self.proc.wait(timeout=max(1.0, end - time.monotonic()))
         os.close(self.master)

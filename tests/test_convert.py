@@ -751,13 +751,14 @@ def test_compressed_text_in_and_out(tmp_path, rng, codec):
     assert unpacked == (tmp_path / "plain.tns").read_bytes()
 
 
-def test_a_truncated_compressed_input_is_an_input_error(tmp_path, rng):
+@pytest.mark.parametrize("codec,name", [("gz", "gzip"), ("bz2", "bz2"), ("xz", "xz"), ("zst", "zstd")])
+def test_a_truncated_compressed_input_is_an_input_error(tmp_path, rng, codec, name):
     t = random_tensor(rng, (7, 6), 40)
     lines = "".join(f"{i + 1} {j + 1} {float(v)!r}\n" for (i, j), v in zip(t.indices, t.values))
-    data = _compress(lines.encode(), "gz")
-    (tmp_path / "cut.tns.gz").write_bytes(data[: len(data) // 2])
-    r = CliRunner().invoke(cli, ["convert", str(tmp_path / "cut.tns.gz"), "-o", str(tmp_path / "o.parquet")])
-    assert r.exit_code == 2 and "cannot decompress (gzip)" in r.output and "Traceback" not in r.output
+    data = _compress(lines.encode(), codec)
+    (tmp_path / f"cut.tns.{codec}").write_bytes(data[: len(data) // 2])
+    r = CliRunner().invoke(cli, ["convert", str(tmp_path / f"cut.tns.{codec}"), "-o", str(tmp_path / "o.parquet")])
+    assert r.exit_code == 2 and f"cannot decompress ({name})" in r.output and "Traceback" not in r.output
     assert not (tmp_path / "o.parquet").exists()
 
 

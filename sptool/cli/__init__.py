@@ -77,20 +77,18 @@ class SptoolGroup(click.Group):
     def _invoke_clearing_bars(self, ctx: click.Context):
         # A message printed under a live bar would be overdrawn, and a bar never stopped leaves
         # the terminal's cursor hidden: whatever ends the command, the bars go first.
+        succeeded = False
         try:
             result = super().invoke(ctx)
+            succeeded = True
+            return result
         except click.exceptions.Exit as e:
+            succeeded = e.exit_code == 0
+            raise
+        finally:
             stop_all_bars()
-            if e.exit_code == 0 and not json_summary_written():
+            if succeeded and not json_summary_written():  # no summary line (info, a scalar reduce)
                 write_json_summary({"command": ctx.invoked_subcommand, "ok": True})
-            raise
-        except BaseException:
-            stop_all_bars()
-            raise
-        stop_all_bars()
-        if not json_summary_written():  # a command with no summary line (info, a scalar reduce)
-            write_json_summary({"command": ctx.invoked_subcommand, "ok": True})
-        return result
 
 
 def _fail(ctx: click.Context, message: str, code: int):

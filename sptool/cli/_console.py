@@ -177,6 +177,3 @@ def _rate(r: float) -> str:
             return f"{r / scale:.1f}{unit}"
     return f"{r:.0f}"
 
-
-def stdout_is_terminal() -> bool:
-    return sys.stdout.isatty()

@@ -63,7 +63,7 @@ def validate(ctx, tensors, as_json, metadata_only, deep, strict):
         docs.append(doc)
         if not as_json:
             _print(report, strict)
-            job.summary(result=report.as_dict())
+            job.summary(result=doc)
     if as_json:
         import json
 

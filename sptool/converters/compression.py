@@ -52,12 +52,8 @@ class _Decompressing:
     def _guard(self, fn, *args):
         try:
             return fn(*args)
-        except _ERRORS as e:
+        except _ERRORS as e:  # pyarrow's zstd errors are OSError / ValueError too
             raise InputError(f"cannot decompress ({self.codec}): {e}", path=self.name) from None
-        except Exception as e:  # pyarrow's errors for a broken zstd frame
-            if type(e).__module__.startswith("pyarrow"):
-                raise InputError(f"cannot decompress ({self.codec}): {e}", path=self.name) from None
-            raise
 
     def read(self, n: int = -1) -> bytes:
         return self._guard(self.f.read, n)

@@ -18,7 +18,7 @@ from .._memory import ROW_GROUP_ROWS, Budget, budget_of
 from .._messages import out_of_bounds, out_of_order, repeated
 from ..errors import DataError, ResourceError, UsageError
 from ..format import INT64_MAX, METADATA_KEY, TRAILER_KEY, TensorMeta, index_column
-from ._arrays import batch_keys, batch_values, make_batch
+from ._arrays import batch_values, make_batch
 from ._atomic import AtomicTarget, ClosesOrAborts
 from .source import row_bytes
 
@@ -392,8 +392,10 @@ class TensorSink(ClosesOrAborts):
             batch = _copied(pa.Table.from_batches(self._batches, schema=self.schema))
         else:
             batch = pa.RecordBatch.from_arrays([pa.array([], type=f.type) for f in self.schema], schema=self.schema)
-        keys = batch_keys(batch, self.K)
-        return np.ascontiguousarray(keys.T), batch_values(batch, self.final_meta), self.final_meta
+        indices = np.empty((batch.num_rows, self.K), dtype=np.int64)  # (n, K) filled once, no transposed copy
+        for k in range(self.K):
+            indices[:, k] = batch.column(k).to_numpy()
+        return indices, batch_values(batch, self.final_meta), self.final_meta
 
     def abort(self):
         if self.kind == "memory":

@@ -92,16 +92,18 @@ def info(path: str, *, scan: bool = False, histogram: int | None = None, memory=
                 if keys.shape[1] == 0:
                     continue
                 rows += keys.shape[1]
-                for k in range(K):
-                    lo, hi = _kernels.column_minmax(keys[k])
+                ranges = [_kernels.column_minmax(keys[k]) for k in range(K)]
+                for k, (lo, hi) in enumerate(ranges):
                     mins[k] = lo if mins[k] is None else min(mins[k], lo)
                     maxs[k] = hi if maxs[k] is None else max(maxs[k], hi)
                 if counts is not None:
-                    if mins[axis] < 0 or maxs[axis] >= len(counts):
-                        bad = mins[axis] if mins[axis] < 0 else maxs[axis]
-                        raise DataError(f"an index {bad} on dimension {axis} is outside the shape {list(meta.shape)}",
-                                        path=src.path)
-                    counts += np.bincount(keys[axis], minlength=len(counts))
+                    lo, hi = ranges[axis]
+                    if lo < 0 or hi >= len(counts):
+                        raise DataError(f"an index {lo if lo < 0 else hi} on dimension {axis} is outside the shape "
+                                        f"{list(meta.shape)}", path=src.path)
+                    # Only the batch's own index range: a whole-axis bincount per batch would cost
+                    # the axis's length every batch.
+                    counts[lo:hi + 1] += np.bincount(keys[axis] - lo, minlength=hi - lo + 1)
                 if progress:
                     progress.advance(keys.shape[1])
             meta = src.meta  # a stream knows its final nnz and shape only now

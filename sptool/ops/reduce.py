@@ -303,11 +303,6 @@ class Plan:
         self.names = None if names is None else tuple(n for d, n in enumerate(names) if keepdims or d not in axes)
 
 
-def _scalar_of(value, dtype: np.dtype):
-    v = np.asarray(value).astype(dtype).reshape(()).item()
-    return v
-
-
 def empty_value_for(empty_value, op, meta, dtype: np.dtype):
     """The value of result cells that no stored entry reaches, in the result type."""
     if empty_value is None:
@@ -418,14 +413,12 @@ class Reduce(Partwise):
     logical tensor (duplicates summed first), which needs each coordinate's rows on one part: a
     shuffle by coordinate before the map, left to the distributed driver."""
 
-    COMBINE = {"sum": "sum"}
-
     def __init__(self, op: str, axis=None, keepdims: bool = False, empty_value=None):
         self.op, self.axis, self.keepdims, self.empty_value = op, axis, keepdims, empty_value
 
     def check(self, meta) -> None:
         check_op(self.op, meta)
-        if self.op not in self.COMBINE:
+        if self.op != "sum":
             raise UsageError(f"reduce --op {self.op} does not run part by part: it needs each coordinate's "
                              "duplicates on one part (only sum adds up across parts)")
         plan = Plan(meta, self.op, self.axis, self.keepdims)
@@ -437,7 +430,7 @@ class Reduce(Partwise):
                        empty_value=self.empty_value, budget=budget, tmp_dir=tmp_dir, progress=None)
 
     def combine(self, meta) -> Reorder:
-        return Reorder(None, self.COMBINE[self.op])
+        return Reorder(None, "sum")
 
 
 def _run(src, path, meta, plan, op, dtype, writer, budget: Budget, tmp_dir, progress) -> int:

@@ -8,9 +8,10 @@ import numpy as np
 import pyarrow as pa
 
 from .._memory import budget_of
-from ..errors import InputError, UsageError
+from ..errors import UsageError
 from ..format import TensorMeta
 from ..io import batch_keys, batch_values, open_input, schema_of
+from ..stream.dense import open_npy
 from ..stream.engine import Plan, StreamOp, run
 from ..stream.where import compile_where
 from ..tensor import SparseTensor
@@ -21,18 +22,7 @@ def load_mask(mask, nnz: int | None):
     name = "--mask"
     if isinstance(mask, (str, os.PathLike)):
         name = f"--mask {os.fspath(mask)}"
-        if not os.path.isfile(mask):
-            raise InputError("no such file", path=os.fspath(mask))
-        try:
-            arr = np.load(mask, mmap_mode="r", allow_pickle=False)
-        except ValueError as e:
-            if "empty" not in str(e) and "mmap" not in str(e):
-                raise UsageError(f"{name} is not a readable .npy array ({e})") from None
-            arr = np.load(mask, allow_pickle=False)  # a zero-length array cannot be memory-mapped
-        except (OSError, EOFError) as e:
-            raise UsageError(f"{name} is not a readable .npy file ({e})") from None
-        if not isinstance(arr, np.ndarray):
-            raise UsageError(f"{name} holds several arrays; give a single .npy array")
+        arr = open_npy(os.fspath(mask))
     else:
         arr = np.asarray(mask)
     if arr.dtype != np.bool_:

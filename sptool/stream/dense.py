@@ -129,7 +129,12 @@ def open_npy(path: str) -> np.ndarray:
         if head != NPY_MAGIC:
             what = "an .npz archive" if head.startswith(b"PK") else "it has no NumPy header"
             raise InputError(f"not a .npy file ({what})", path=path)
-        return np.load(path, mmap_mode="r", allow_pickle=False)
+        try:
+            return np.load(path, mmap_mode="r", allow_pickle=False)
+        except ValueError as e:
+            if "empty" not in str(e) and "mmap" not in str(e):
+                raise
+            return np.load(path, allow_pickle=False)  # NumPy before 2 cannot map a zero-length array
     except (ValueError, OSError, EOFError) as e:
         text = str(e).strip()
         if "allow_pickle" in text or "Object arrays" in text or "Python objects" in text:

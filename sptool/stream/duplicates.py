@@ -5,7 +5,8 @@ The format says repeated coordinates mean their sum *in the value type* (logical
 wrap-around for integers).  An op that converts values to a wider type (mul by a float .npy,
 the mean of integers, a bool matrix times floats) and then lets duplicates accumulate would add
 them in the wider type instead: True + True = 2, not True.  Such ops read through
-``summed_if_promoted``, which sums duplicates in the value type first when that can differ.
+``summed_if_promoted`` (stream/order.py), which sums duplicates in the value type first when that
+can differ.
 """
 
 from __future__ import annotations
