@@ -73,7 +73,8 @@ class ParallelBuildExt(build_ext):
 
     def _built_in_place(self, ext):
         """The in-place kernel of an earlier editable build, if it is still good for ``ext``."""
-        if not (self.inplace or self.editable_mode) or self.force or not _stamp_matches(COMPILED, {"args": compile_args}):
+        editable = self.inplace or self.editable_mode
+        if not editable or self.force or not _stamp_matches(COMPILED, {"args": compile_args}):
             return None
         in_place = os.path.join(*ext.name.split(".")[:-1], os.path.basename(self.get_ext_filename(ext.name)))
         if not os.path.exists(in_place):
