@@ -5,7 +5,8 @@
 - ``split_rows``: a stable two-way partition of COO entries by row, so that two threads can work on
   disjoint output rows;
 - ``spmm_coo``: out[row] += value * dense[col] for COO entries (sparse x dense matmul);
-- ``spgemm_rows``: sparse x sparse products of row-grouped COO entries times a CSR matrix.
+- ``spgemm_rows``: sparse x sparse products of row-grouped COO entries times a CSR matrix;
+- ``sampled_dot``: the dot products of chosen rows of two row-major matrices (sampled matmul, SDDMM).
 
 The callers check bounds and shapes; the kernels trust their inputs.  sptool/_linalg_reference.py holds
 the NumPy equivalent of each function, used as the test oracle (tests/test_linalg_kernels.py).
@@ -14,6 +15,10 @@ the NumPy equivalent of each function, used as the test oracle (tests/test_linal
 from libc.stdint cimport int32_t, int64_t, uint8_t, uint64_t
 from libc.stdlib cimport qsort
 from libc.string cimport memcmp
+
+ctypedef fused real_t:
+    float
+    double
 
 ctypedef fused value_t:
     int32_t
@@ -273,3 +278,37 @@ def spgemm_rows(const int64_t[::1] a_rows, const int64_t[::1] a_cols, const valu
                     out_vals[t] = acc[j]
                     t += 1
     return t
+
+
+# ---------------------------------------------------------------------------------------------
+# sampled dense x dense (SDDMM)
+
+def sampled_dot(const int64_t[::1] rows, const int64_t[::1] cols, const real_t[:, ::1] a,
+                const real_t[:, ::1] bt, real_t[::1] out):
+    """out[e] = sum over t of a[rows[e], t] * bt[cols[e], t]: entry e of A @ B with bt = B^T.
+
+    The caller guarantees 0 <= rows < a.shape[0] and 0 <= cols < bt.shape[0].
+    """
+    cdef Py_ssize_t n = rows.shape[0], k = a.shape[1], e, t
+    cdef const real_t* x
+    cdef const real_t* y
+    cdef real_t s0, s1, s2, s3
+    if cols.shape[0] != n or out.shape[0] != n or bt.shape[1] != k:
+        raise ValueError("shape mismatch in sampled_dot")
+    with nogil:
+        for e in range(n):
+            x = &a[rows[e], 0] if k else NULL
+            y = &bt[cols[e], 0] if k else NULL
+            # Four partial sums: independent chains the CPU overlaps (one chain waits on each add).
+            s0 = s1 = s2 = s3 = 0
+            t = 0
+            while t + 4 <= k:
+                s0 = s0 + x[t] * y[t]
+                s1 = s1 + x[t + 1] * y[t + 1]
+                s2 = s2 + x[t + 2] * y[t + 2]
+                s3 = s3 + x[t + 3] * y[t + 3]
+                t += 4
+            while t < k:
+                s0 = s0 + x[t] * y[t]
+                t += 1
+            out[e] = (s0 + s1) + (s2 + s3)

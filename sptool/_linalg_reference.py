@@ -89,3 +89,7 @@ def spgemm_rows(a_rows, a_cols, a_vals, b_indptr, b_cols, b_vals, acc, mark, tou
     out_cols[:n] = c[start]
     out_vals[:n] = np.add.reduceat(v, start)
     return n
+
+
+def sampled_dot(rows, cols, a, bt, out) -> None:
+    out[:] = np.einsum("ij,ij->i", a[rows], bt[cols])

@@ -15,6 +15,7 @@ import sptool
 from sptool.cli import cli
 from sptool.errors import ShapeMismatch, UsageError
 from sptool.ops.mul import div, mul, truediv_dtype
+from sptool.tensor import SparseTensor
 
 
 def _expected(t, d, op, dtype):
@@ -43,6 +44,28 @@ def test_broadcasting_keeps_rows(tmp_path, rng, tiny_batches, op, dshape):
     if op == "mul":
         np.testing.assert_allclose(s.to_dense(), dense_want)  # distributes over duplicates
     assert r["rows"] == t.nnz
+
+
+@pytest.mark.parametrize("op", ["mul", "div"])
+def test_a_changed_type_sums_repeats_first(tmp_path, rng, tiny_batches, op):
+    """Where the value type changes (int8 over a dense array, int8 times a float one), rows sharing
+    a coordinate are summed in int8 first (wrapping as int8 does), so the output is canonical:
+    what div --help and mul --help state."""
+    idx = np.array([[2, 1], [0, 3], [2, 1], [1, 0], [0, 3]])
+    vals = np.array([100, 7, 100, -5, 9], np.int8)  # 100 + 100 wraps to -56 in int8
+    t = SparseTensor(idx, vals, (3, 4))
+    d = rng.standard_normal((3, 4)) + 3.0
+    out = str(tmp_path / "o.parquet")
+    (mul if op == "mul" else div)(_write(tmp_path, "t.parquet", t), _npy(tmp_path, "d.npy", d), out)
+    s = sptool.read(out)
+    coords, inverse = np.unique(idx, axis=0, return_inverse=True)
+    summed = np.zeros(len(coords), np.int8)
+    np.add.at(summed, inverse.ravel(), vals)
+    with np.errstate(all="ignore"):
+        want = summed * d[tuple(coords.T)] if op == "mul" else summed / d[tuple(coords.T)]
+    np.testing.assert_array_equal(s.indices, coords)
+    np.testing.assert_allclose(s.values, want)
+    assert s.canonical and summed[np.flatnonzero((coords == [2, 1]).all(1))[0]] == -56
 
 
 def test_3d_hybrid_and_sorted(tmp_path, rng, tiny_batches):

@@ -29,6 +29,12 @@ def matmul(ctx, a, b, output, adjoint_a, adjoint_b, tmp_dir):
     may be in any order; duplicates accumulate; an index outside the shape is an error naming
     the entry. Value types follow NumPy promotion.
 
+    inf and nan: implicit zeros of a sparse operand take no part in any product; its stored
+    values and every element of a dense operand do. So a stored inf times a dense 0 is nan
+    (as in NumPy and TensorFlow's sparse_dense_matmul), while an inf facing an implicit zero
+    contributes nothing, in sparse x sparse as in sparse x dense (a dense product of the two
+    would give nan there).
+
     Memory: the sparse operand streams through in batches, on two threads; dense operands
     and the dense output are memory maps. Sparse x sparse sorts A by rows within --memory
     (spilling to --tmp-dir) and holds B in memory when it fits in half of --memory; a bigger B

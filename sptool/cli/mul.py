@@ -35,6 +35,12 @@ def mul(ctx, tensor, dense, output):
     never broadcasts. The output keeps the tensor's indices, order and uniqueness; implicit
     zeros stay implicit. Value types follow NumPy promotion.
 
+    When the value type changes (an int8 tensor times a float D) and the tensor does not
+    promise unique coordinates, rows sharing a coordinate are first summed in the tensor's
+    own type (the format's rule: they mean their sum, wrapping as that type does), so the
+    output is canonical (row-major, unique) rather than in the input's order. TensorFlow
+    multiplies each stored row instead.
+
     Memory: the tensor streams through in batches; D is read through a memory map, one
     gathered value per row.
 
@@ -58,6 +64,12 @@ def div(ctx, tensor, dense, output):
     Broadcasting and output as for mul. Types follow TensorFlow's true division: (u)int8/16
     give float32, (u)int32/64 give float64, floats stay. Division by zero gives inf or nan
     (IEEE), silently.
+
+    An integer tensor changes type, so when it does not promise unique coordinates, rows
+    sharing a coordinate are first summed in its own type (they mean their sum; summing
+    after division would round each part), and the output is canonical (row-major, unique)
+    rather than in the input's order. TensorFlow divides each stored row instead; the dense
+    results agree except where the integer sum wraps.
 
     Memory: the tensor streams through in batches; D is read through a memory map.
 
