@@ -39,6 +39,18 @@ def is_zero(value) -> bool:
         return False
 
 
+def cell_offsets(keys: np.ndarray, meta: TensorMeta, seen: int) -> np.ndarray:
+    """The row-major cell of each row's sparse coordinate; an index outside the shape is an
+    error naming the row (``seen`` rows came before this batch)."""
+    shape = np.asarray(meta.shape[: meta.sparse_ndim], dtype=np.int64)
+    row, _ = _kernels.first_out_of_bounds(keys, shape)
+    if row >= 0:
+        raise DataError(out_of_bounds(seen + row, keys, row, meta.shape[: meta.sparse_ndim]))
+    offsets = np.empty(keys.shape[1], dtype=np.int64)
+    _kernels.linear_offsets(keys, row_major_strides(meta.shape[: meta.sparse_ndim]), offsets)
+    return offsets
+
+
 class DenseScatter:
     """Accumulates batches of rows into ``out`` (shaped like the tensor), by the format's rules.
 
@@ -58,8 +70,6 @@ class DenseScatter:
         self.touched = touched
         if self.needs_fill and self.touched is None:
             self.touched = np.zeros(self.flat.shape[0], dtype=bool)
-        self.strides = row_major_strides(meta.shape[: meta.sparse_ndim])
-        self.shape_arr = np.asarray(meta.shape[: meta.sparse_ndim], dtype=np.int64)
         self.rows = 0
         # For outputs bigger than the memory budget: write dirty pages back and drop them
         # from RSS every so often, so a memory-mapped output does not count against --memory.
@@ -70,11 +80,7 @@ class DenseScatter:
         n = keys.shape[1]
         if n == 0:
             return
-        row, dim = _kernels.first_out_of_bounds(keys, self.shape_arr)
-        if row >= 0:
-            raise DataError(out_of_bounds(self.rows + row, keys, row, self.meta.shape[: self.meta.sparse_ndim]))
-        offsets = np.empty(n, dtype=np.int64)
-        _kernels.linear_offsets(keys, self.strides, offsets)
+        offsets = cell_offsets(keys, self.meta, self.rows)
         vals = np.ascontiguousarray(values).reshape(n, -1)
         if self.touched is not None:
             self.touched[offsets] = True
@@ -102,6 +108,91 @@ class DenseScatter:
         if self.release_bytes:
             release(self.out)
         return self.out
+
+
+class BlockScatter:
+    """DenseScatter for rows that arrive in row-major order into a zero-filled output: the cells
+    are gathered in a block buffer and written with one ``pwrite`` a block, front to back, so the
+    output is never memory-mapped (no page fault per page, no dirty-page writeback of a mapped
+    file); a block no row reaches is never written and stays a hole of the pre-sized file.  A row
+    that comes back to an already written block (the input was not in order after all: possible
+    only when its claims are not verified) is added onto the file through a memory map."""
+
+    def __init__(self, path: str, offset: int, meta: TensorMeta, dtype: np.dtype, budget: Budget):
+        self.meta, self.path, self.offset = meta, path, offset
+        self.m = max(meta.block_size, 1)
+        self.cells = math.prod(meta.shape[: meta.sparse_ndim])
+        self.dtype = np.dtype(dtype)
+        row_bytes = self.m * self.dtype.itemsize
+        # A few MiB a write is all the kernel needs to stream; more would only add to RSS.
+        block_bytes = min(max(1 << 20, budget.total // 8), 32 << 20)
+        self.block = int(max(1, min(self.cells, block_bytes // max(row_bytes, 1))))
+        self.buf = np.zeros((self.block, self.m), dtype=self.dtype)
+        self.start = 0  # first cell of the buffer
+        self.span = None  # [first, last] cell of the buffer that rows reached
+        self.rows = 0
+        self.fd = os.open(path, os.O_RDWR)
+
+    def add(self, keys: np.ndarray, values: np.ndarray):
+        n = keys.shape[1]
+        if n == 0:
+            return
+        offsets = cell_offsets(keys, self.meta, self.rows)
+        vals = np.ascontiguousarray(values).reshape(n, -1).astype(self.dtype, copy=False)
+        self.rows += n
+        if offsets[0] < self.start or (n > 1 and not (offsets[1:] >= offsets[:-1]).all()):
+            self._add_behind(offsets, vals)
+            return
+        lo = 0
+        while lo < n:
+            if offsets[lo] >= self.start + self.block:
+                self._flush()
+                self.start = int(offsets[lo]) // self.block * self.block
+            end = self.start + self.block
+            hi = n if offsets[n - 1] < end else int(np.searchsorted(offsets, end, side="left"))
+            _scatter_into(self.buf, offsets[lo:hi] - self.start, vals[lo:hi])
+            first, last = int(offsets[lo]) - self.start, int(offsets[hi - 1]) - self.start
+            self.span = (first, last) if self.span is None else (self.span[0], last)
+            lo = hi
+
+    def _flush(self):
+        """Write the part of the buffer rows reached (the rest of the file stays as it is: zeros,
+        or holes), and zero it for the next block."""
+        if self.span is not None:
+            first, last = self.span
+            view = memoryview(self.buf[first:last + 1]).cast("B")
+            at = self.offset + (self.start + first) * self.m * self.dtype.itemsize
+            while len(view):
+                done = os.pwrite(self.fd, view, at)
+                view, at = view[done:], at + done
+            self.buf[first:last + 1] = 0
+            self.span = None
+
+    def _add_behind(self, offsets: np.ndarray, vals: np.ndarray):
+        self._flush()
+        out = np.memmap(self.path, dtype=self.dtype, mode="r+", offset=self.offset, shape=(self.cells, self.m))
+        _scatter_into(out, offsets, vals)
+        out.flush()
+        del out
+
+    def finish(self):
+        self._flush()
+
+    def close(self):
+        if self.fd is not None:
+            os.close(self.fd)
+            self.fd = None
+
+
+def _scatter_into(flat: np.ndarray, offsets: np.ndarray, vals: np.ndarray):
+    """flat[offsets] += vals (OR for bool), duplicates accumulating."""
+    dt = flat.dtype
+    if dt == np.bool_:
+        _kernels.scatter_or(offsets, vals.view(np.uint8), flat.view(np.uint8))
+    elif dt in _COMPILED:
+        _kernels.scatter_add(offsets, vals, flat)
+    else:
+        np.add.at(flat, offsets, vals)
 
 
 def release(arr: np.ndarray):
@@ -201,7 +292,7 @@ class DenseSink:
     its touched-cell marks in a temporary file, not in memory."""
 
     def __init__(self, output: str, meta: TensorMeta, *, fill, budget: Budget, dtype: np.dtype | None = None,
-                 initial: np.ndarray | None = None, claims: TensorMeta | None = None):
+                 initial: np.ndarray | None = None, claims: TensorMeta | None = None, in_order: bool = False):
         dtype = np.dtype(meta.dtype if dtype is None else dtype)
         self.meta = meta
         # The input's order and uniqueness claims, verified as rows pass (as a tensor sink does).
@@ -214,6 +305,12 @@ class DenseSink:
         self.rows = 0
         try:
             self.out = np.lib.format.open_memmap(self.target.tmp, mode="w+", dtype=dtype, shape=tuple(meta.shape))
+            if in_order and initial is None and is_zero(fill) and (dtype in _COMPILED or dtype == np.bool_):
+                # Rows in row-major order into a zeroed output: written block by block instead.
+                offset = self.out.offset
+                self.out = None
+                self.scatter = BlockScatter(self.target.tmp, offset, meta, dtype, budget)
+                return
             if initial is not None:
                 copy_slabs(initial, self.out, budget)
             release_bytes = budget.total // 4 if self.nbytes > budget.total // 2 else None
@@ -237,15 +334,21 @@ class DenseSink:
 
     def close(self):
         self.scatter.finish()
-        self.out.flush()
-        self.out = self.scatter = None  # unmapped before the rename
+        if self.out is not None:
+            self.out.flush()
+        self._let_go()  # unmapped (or its descriptor closed) before the rename
         self._drop_marks()
         self.target.commit()
 
     def abort(self):
-        self.out = self.scatter = None
+        self._let_go()
         self._drop_marks()
         self.target.abort()
+
+    def _let_go(self):
+        if isinstance(getattr(self, "scatter", None), BlockScatter):
+            self.scatter.close()
+        self.out = self.scatter = None
 
     def _drop_marks(self):
         if os.path.exists(self.marks):
@@ -299,6 +402,7 @@ class Densify(StreamOp):
     def plan(self, meta: TensorMeta) -> Plan:
         self.claims = meta
         sort = self.nbytes > self.budget.total // 2 and not meta.row_major
+        self.in_order = sort or meta.row_major
         if sort:
             # Sorted rows are checked for the uniqueness claim in their new (row-major) order.
             self.claims = meta.with_(sort_order=tuple(range(meta.sparse_ndim)))
@@ -309,7 +413,7 @@ class Densify(StreamOp):
 
     def open_output(self, output, plan: Plan, *, budget: Budget):
         return DenseSink(output, plan.meta, fill=self.fill, dtype=self.dtype, budget=budget,
-                         claims=self.claims if self.validate else None)
+                         claims=self.claims if self.validate else None, in_order=self.in_order)
 
 
 def write_dense(src, output: str, *, default_value=None, validate: bool = True, budget: Budget,
