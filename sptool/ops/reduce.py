@@ -29,7 +29,7 @@ from ..stream.duplicates import sum_duplicates
 from ..stream.engine import Partwise
 from ..stream.group_reduce import GroupReducer
 from ..stream.order import checked_batches, ordered_batches, projected_batches
-from ..stream.reorder import Reorder
+from ..stream.reorder import Combine
 from ..stream.values import _UFUNC, as_kernel, from_kernel, kernel_dtype, values_of_array
 from ..tensor import SparseTensor
 
@@ -210,19 +210,23 @@ def _reduce_source(src, output, dense_out: bool, *, op, axis, keepdims, empty_va
 
 class Reduce(Partwise):
     """reduce part by part, to a sparse result: each part is reduced on its own, then the
-    partials' entries at one kept coordinate are summed through the engine's sort.
+    partials' entries at one kept coordinate are combined through the engine's sort: summed for
+    sum and count, and by the op itself for max, min and prod.
 
-    Only sum splits this way for any parts: it is linear in the entries, so a coordinate whose
-    duplicates lie on several parts still adds up.  max, min, prod, mean and count see the
-    logical tensor (duplicates summed first), which needs each coordinate's rows on one part: a
-    shuffle by coordinate before the map, left to the distributed driver."""
+    sum splits this way for any parts: it is linear in the entries, so a coordinate whose
+    duplicates lie on several parts still adds up.  max, min, prod and count see the logical
+    tensor (duplicates summed first), which needs each coordinate's rows on one part: they split
+    when the caller promises the dataset's rows are unique (``unique``: known from how the
+    dataset was made, or from validate --deep; a part's own claim covers that part only).  A mean of partial means
+    is not the mean: reduce sum and count part by part and divide."""
 
-    def __init__(self, op: str, axis=None, keepdims: bool = False, empty_value=None):
+    def __init__(self, op: str, axis=None, keepdims: bool = False, empty_value=None, *, unique: bool = False):
         self.op, self.axis, self.keepdims, self.empty_value = op, axis, keepdims, empty_value
+        self.unique = unique
 
     def check(self, meta) -> None:
         check_op(self.op, meta)
-        if self.op != "sum":
+        if self.op == "mean" or (self.op != "sum" and not self.unique):
             raise UsageError(f"reduce --op {self.op} does not run part by part: it needs each coordinate's "
                              "duplicates on one part (only sum adds up across parts)")
         plan = Plan(meta, self.op, self.axis, self.keepdims)
@@ -233,8 +237,8 @@ class Reduce(Partwise):
         _reduce_source(src, output, False, op=self.op, axis=self.axis, keepdims=self.keepdims,
                        empty_value=self.empty_value, budget=budget, tmp_dir=tmp_dir, progress=None)
 
-    def combine(self, meta) -> Reorder:
-        return Reorder(None, "sum")
+    def combine(self, meta) -> Combine:
+        return Combine("sum" if self.op in ("sum", "count") else self.op)
 
 
 def _run(src, path, meta, plan, op, dtype, writer, budget: Budget, tmp_dir, progress) -> int:
