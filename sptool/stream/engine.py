@@ -131,7 +131,7 @@ class Partwise:
     dataset, or of any operand) to a partial result; ``combine(meta)`` is the StreamOp that turns
     the partials, read together as one dataset, into the result; ``check(meta)`` refuses an input
     the op cannot take, before any part is mapped.  An op whose per-part work is not a single
-    StreamOp (reduce's accumulators) overrides ``map_part`` instead."""
+    StreamOp overrides ``map_part`` instead."""
 
     def check(self, meta: TensorMeta) -> None:
         pass
