@@ -95,13 +95,15 @@ def input_batches(src, plan: Plan, *, budget: Budget, tmp_dir=None, progress=Non
 
 
 def run(op: StreamOp, src, output, *, budget: Budget, tmp_dir=None, progress=None):
-    """Drive ``op`` over an opened source (or a list of them, for an op of several operands) into
+    """Drive ``op`` over an opened source (or a list of them, for an op of several operands, or of
+    none, for one that makes its rows) into
     ``output`` (a path, a directory, '-' for stdout, or None to keep the result in memory:
     ``sink.result()``); the closed sink, whose ``final_meta`` describes what was written."""
     srcs = list(src) if isinstance(src, (list, tuple)) else [src]
     plan = op.plan(*(s.meta for s in srcs))
     if progress:
-        counts = [s.meta.nnz for s in srcs]
+        # An op that reads nothing (eye) makes its plan's rows.
+        counts = [s.meta.nnz for s in srcs] if srcs else [plan.meta.nnz]
         progress.set_total(None if None in counts else sum(counts))
     sink = op.open_output(output, plan, budget=budget)
     method = "write" if plan.pieces else "write_batch"
