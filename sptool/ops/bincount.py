@@ -117,6 +117,9 @@ class Bincount(StreamOp):
     def map(self, out, keys):
         yield out  # a (keys, counts) piece for axis -1, a batch of (id, count) for axis 0
 
+    def progress_total(self, metas, plan: Plan):
+        return sum(m.nnz or 0 for m in metas)
+
     def output_shape(self, *shapes):
         n = self.maxlength if self.maxlength > 0 else max(self.counted.largest + 1, self.minlength)
         return (shapes[0][0], n) if self.axis == -1 else (n,)

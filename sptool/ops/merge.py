@@ -119,6 +119,9 @@ class Merge(StreamOp):
         for piece in whole_runs(moved, range(plan.meta.sparse_ndim - 1)):
             yield piece, None
 
+    def progress_total(self, metas, plan: Plan):
+        return metas[0].nnz  # the ids' entries, each counted as it is moved
+
     def map(self, piece, keys):
         keys, vals = piece
         order = np.lexsort(keys[::-1])  # stable: repeated ids keep their order
@@ -155,5 +158,5 @@ def _moved(pairs, mi: TensorMeta, vocab_size: int, path, progress):
         keys[K - 1] = new
         at += len(new)
         if progress:
-            progress.advance(2 * len(new))  # an entry of each operand
+            progress.advance(len(new))
         yield keys, vals

@@ -70,11 +70,18 @@ class StreamOp:
         """Output held back across batches (a run of equal keys that the next batch could continue)."""
         return ()
 
-    def output_shape(self, input_shape: tuple) -> tuple | None:
-        """The output's shape from the input's, once a stream's trailer has told the extents its
-        header left open (the plan's shape has None there); None lets the sink take each open
-        extent from the largest index written."""
-        return input_shape
+    def progress_total(self, metas: list, plan: Plan) -> int | None:
+        """The rows the progress bar counts to: the inputs' (None when one is unknown); for an op
+        that reads nothing (eye), the rows its plan makes."""
+        counts = [m.nnz for m in metas] if metas else [plan.meta.nnz]
+        return None if None in counts else sum(counts)
+
+    def output_shape(self, *input_shapes: tuple) -> tuple | None:
+        """The output's shape from the input's (one shape an operand), once a stream's trailer
+        has told the extents its header left open (the plan's shape has None there); None lets
+        the sink take each open extent from the largest index written, as it does by default for
+        an op of several operands."""
+        return input_shapes[0] if len(input_shapes) == 1 else None
 
 
 def input_batches(src, plan: Plan, *, budget: Budget, tmp_dir=None, progress=None):
@@ -102,9 +109,7 @@ def run(op: StreamOp, src, output, *, budget: Budget, tmp_dir=None, progress=Non
     srcs = list(src) if isinstance(src, (list, tuple)) else [src]
     plan = op.plan(*(s.meta for s in srcs))
     if progress:
-        # An op that reads nothing (eye) makes its plan's rows.
-        counts = [s.meta.nnz for s in srcs] if srcs else [plan.meta.nnz]
-        progress.set_total(None if None in counts else sum(counts))
+        progress.set_total(op.progress_total([s.meta for s in srcs], plan))
     sink = op.open_output(output, plan, budget=budget)
     method = "write" if plan.pieces else "write_batch"
     writer = Background(sink, method) if plan.background else sink
