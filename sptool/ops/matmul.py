@@ -22,6 +22,9 @@ A B = (B^H A^H)^H with the adjoint flags).
 Kernel value types are float32/64, int32/64 and complex64/128; other types are computed in a
 wider one and cast back at the end (integer results then wrap exactly as in their own type;
 float16 accumulates in float32; bool is OR of ANDs).
+
+A driver, not a StreamOp: a dense product accumulates into a memory map on two threads, and a
+sparse one reads A once per slab of B, so neither is one pass of plan / map / finish.
 """
 
 from __future__ import annotations
