@@ -253,8 +253,8 @@ class Reduce(Partwise):
     duplicates lie on several parts still adds up.  max, min, prod and count see the logical
     tensor (duplicates summed first), which needs each coordinate's rows on one part: they split
     when the caller promises the dataset's rows are unique (``unique``: known from how the
-    dataset was made, or from validate --deep; a part's own claim covers that part only).  A mean of partial means
-    is not the mean: reduce sum and count part by part and divide."""
+    dataset was made, or from validate --deep; a part's own claim covers that part only).  A
+    mean of partial means is not the mean: reduce sum and count part by part and divide."""
 
     def __init__(self, op: str, axis=None, keepdims: bool = False, empty_value=None, *, unique: bool = False):
         self.op, self.axis, self.keepdims, self.empty_value = op, axis, keepdims, empty_value
