@@ -25,6 +25,7 @@ import pyarrow.json as pajson
 
 from ..errors import DataError, UsageError
 from ..format import VALUE_TYPES, TensorMeta
+from ..io import SideOutputs
 from ..stream.dense import GrowingNpy
 from .common import Options, Reader, cast_or_fail, coerce_fill
 from .rows import RowLinesWriter, data_line, example_options, sorted_and_summed
@@ -80,12 +81,13 @@ class JsonlReader(Reader):
         self.rows = 0
         self.max_col = -1
         self.label_out = None
+        self.sides = SideOutputs()
 
     def batches(self):
         ex = self.ex
         dtype = VALUE_TYPES[self.meta.value_type]
         if ex.labels is not None:
-            self.label_out = GrowingNpy(ex.labels, np.float64)
+            self.label_out = self.sides.add(GrowingNpy(ex.labels, np.float64))
         parse = lambda d: _parse(d, self.schema)  # noqa: E731
         for data, table in parsed_blocks(self.text, self.block, parse, self.opts.budget.workers):
             first = self.text.line
@@ -168,14 +170,10 @@ class JsonlReader(Reader):
         return f"lines {first}-{last}: {error}"
 
     def commit(self):
-        if self.label_out is not None:
-            self.label_out.commit()
-            self.label_out = None
+        self.sides.commit()
 
     def close(self):
-        if self.label_out is not None:
-            self.label_out.abort()
-            self.label_out = None
+        self.sides.abort()
         self.text.close()
 
 

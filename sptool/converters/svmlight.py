@@ -33,7 +33,7 @@ import pyarrow.compute as pc
 from .. import _textparse as tp
 from ..errors import DataError, UsageError
 from ..format import VALUE_TYPES, TensorMeta
-from ..io import TensorSink, open_sink
+from ..io import SideOutputs, TensorSink, open_sink
 from ..stream.dense import GrowingNpy
 from .common import Options, Reader, cast_or_fail, coerce_fill
 from .rows import ExampleOptions, RowLinesWriter, data_line, example_options, sorted_and_summed
@@ -119,7 +119,7 @@ class SvmlightReader(Reader):
         self.max_col = -1
         self.base = None if svm.zero_based is None else (0 if svm.zero_based else 1)
         self.base_note = "given"
-        self.sidecars: list = []
+        self.sidecars = SideOutputs()
         self.n_labels = 0  # multilabel: the largest label + 1
         self.notes: list[str] = []
 
@@ -147,10 +147,15 @@ class SvmlightReader(Reader):
                 meta = TensorMeta(shape=(None,), sparse_ndim=1, value_type="float64", fill_value=0.0,
                                   sort_order=(0,), unique=True)
                 self.label_out = open_sink(svm.labels, meta, unique_claim=True, budget=self.opts.budget)
-            self.sidecars.append(self.label_out)
+            commit = self._commit_labels if isinstance(self.label_out, TensorSink) else None
+            self.sidecars.add(self.label_out, commit)
         if svm.query_id is not None:
-            self.qid_out = GrowingNpy(svm.query_id, np.int64)
-            self.sidecars.append(self.qid_out)
+            self.qid_out = self.sidecars.add(GrowingNpy(svm.query_id, np.int64))
+
+    def _commit_labels(self):
+        out = self.label_out
+        out.resolve_shape((self.rows,) if out.meta.sparse_ndim == 1 else (self.rows, self.n_labels))
+        out.close()
 
     # -- parsing ------------------------------------------------------------------------------
 
@@ -297,18 +302,10 @@ class SvmlightReader(Reader):
 
     def commit(self):
         """The labels and qids are moved into place once the tensor is."""
-        for out in self.sidecars:
-            if isinstance(out, TensorSink):
-                out.resolve_shape((self.rows,) if out.meta.sparse_ndim == 1 else (self.rows, self.n_labels))
-                out.close()
-            else:
-                out.commit()
-        self.sidecars = []
+        self.sidecars.commit()
 
     def close(self):
-        for out in self.sidecars:
-            out.abort()
-        self.sidecars = []
+        self.sidecars.abort()
         self.text.close()
 
 

@@ -32,7 +32,7 @@ import pyarrow as pa
 from .. import _tfrecord as tfr
 from ..errors import DataError, InputError, UsageError
 from ..format import TensorMeta, default_fill
-from ..io import AtomicTarget
+from ..io import AtomicTarget, SideOutputs
 from ..stream.dense import GrowingNpy, open_npy
 from . import text
 from .common import Options, Reader, cast_or_fail, check_not_hybrid, check_zero_fill
@@ -245,6 +245,7 @@ class TFRecordReader(Reader):
         self.max_len = 0
         self.n_records = 0
         self._labels_out: GrowingNpy | None = None
+        self._sides = SideOutputs()
         self._labels_path = t.labels
         self._blocks = self.records.blocks()
         # The value type must be known before the first row is written: decode ahead until a
@@ -300,7 +301,7 @@ class TFRecordReader(Reader):
             if self.label is not None and self._labels_out is None:
                 self._open_labels(tfr.K_INT64)  # no records: an empty int64 label array
         except BaseException:
-            self._abort_labels()
+            self._sides.abort()
             raise
 
     def _emit(self, item):
@@ -393,7 +394,8 @@ class TFRecordReader(Reader):
         return self._read(data, col.kind, firsts[:, f], lasts[:, f], len(count))
 
     def _open_labels(self, kind: int):
-        self._labels_out = GrowingNpy(self._labels_path, np.int64 if kind == tfr.K_INT64 else np.float32)
+        self._labels_out = self._sides.add(GrowingNpy(self._labels_path,
+                                                      np.int64 if kind == tfr.K_INT64 else np.float32))
 
     def _fail(self, record: int, offset, why: str):
         # ``offset`` is where the record's data starts in its block; the block starts at records.offset.
@@ -403,17 +405,10 @@ class TFRecordReader(Reader):
 
     def commit(self):
         """Move the labels file into place, once the tensor is."""
-        if self._labels_out is not None:
-            self._labels_out.commit()
-            self._labels_out = None
-
-    def _abort_labels(self):
-        if self._labels_out is not None:
-            self._labels_out.abort()
-            self._labels_out = None
+        self._sides.commit()
 
     def close(self):
-        self._abort_labels()
+        self._sides.abort()
         self.records.close()
 
 

@@ -98,3 +98,26 @@ class AtomicTarget:
             except OSError:
                 break
         self.made = []
+
+
+class SideOutputs:
+    """Files written beside an output (a converter's labels and query ids): each moved into place
+    by ``commit`` once the output itself is, and removed by ``abort`` otherwise.  ``add`` takes
+    the writer and, when committing it is more than its ``commit()``, the callable that does it."""
+
+    def __init__(self):
+        self.pending: list = []
+
+    def add(self, out, commit=None):
+        self.pending.append((out, commit or out.commit))
+        return out
+
+    def commit(self):
+        while self.pending:
+            _, commit = self.pending.pop(0)
+            commit()
+
+    def abort(self):
+        pending, self.pending = self.pending, []
+        for out, _ in pending:
+            out.abort()

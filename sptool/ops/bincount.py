@@ -7,12 +7,13 @@ import contextlib
 
 import numpy as np
 
-from .._memory import budget_of
+from .._memory import Budget, budget_of
 from .._messages import row_text
 from ..errors import DataError, ShapeMismatch, UsageError
 from ..format import TensorMeta, value_type_of_dtype
-from ..io import batch_values, check_inputs, known_shape, make_batch, open_input, open_sink
+from ..io import batch_values, check_inputs, known_shape, make_batch, open_input, schema_of
 from ..stream.duplicates import combine_runs, deduplicated
+from ..stream.engine import Plan, StreamOp, run
 from ..stream.order import SummedSource, checked_batches
 from ..stream.rows import aligned_rows, feature_rows
 from ..stream.sort import sorted_stream
@@ -60,47 +61,68 @@ def bincount(path, output: str | None = None, *, weights=None, minlength: int | 
         raise UsageError("binary_output and weights are mutually exclusive.")
     check_inputs([p for p in (path, weights) if isinstance(p, str)])
     with contextlib.ExitStack() as stack:
-        src = stack.enter_context(known_shape(stack.enter_context(open_input(path)), tmp_dir))
-        meta = src.meta
-        if meta.hybrid or meta.dtype.kind not in "iu" or meta.value_type == "bool":
-            raise UsageError(f"bincount counts integer ids; the values are {meta.value_type}"
-                             + (f" with dense dimensions {list(meta.dense_shape)}" if meta.hybrid else ""),
-                             path=src.path)
-        if axis == -1 and meta.ndim != 2:
-            raise UsageError(f"axis -1 counts per row of a 2-D tensor; this one has shape {list(meta.shape)}",
-                             path=src.path)
-        wsrc = None
-        if weights is not None:
-            wsrc = stack.enter_context(known_shape(stack.enter_context(open_input(weights)), tmp_dir))
-            if tuple(wsrc.meta.shape) != tuple(meta.shape):
-                raise ShapeMismatch(f"'weights' and 'values' must have the same dense shape: {list(wsrc.meta.shape)} "
-                                    f"and {list(meta.shape)}", path=wsrc.path)
-            if wsrc.meta.dtype.kind not in "iuf" or wsrc.meta.value_type == "bool":
-                raise UsageError(f"weights must be integers or floats, not {wsrc.meta.value_type}", path=wsrc.path)
-        out_dtype = _output_dtype(meta, wsrc)
-        if progress:
-            progress.set_total((meta.nnz or 0) + (wsrc.meta.nnz if wsrc is not None and wsrc.meta.nnz else 0))
-        pieces = _pieces(src, wsrc, out_dtype, budget, tmp_dir, progress, whole_rows=axis == -1)
-        counted = _Counted(maxlength, src.path)
-        pieces = counted.filter(pieces)
-        K = 2 if axis == -1 else 1
-        out_meta = TensorMeta(shape=(meta.shape[0], None) if K == 2 else (None,), sparse_ndim=K,
-                              value_type=value_type_of_dtype(out_dtype), sort_order=tuple(range(K)), unique=True)
-        sink = open_sink(output, out_meta, unique_claim=True, budget=budget)
-        with sink:
-            if axis == -1:
-                for keys, vals in pieces:
-                    out_keys, out_vals = _per_row(keys, vals, binary_output)
-                    sink.write(out_keys, out_vals)
-            else:
-                _over_all(pieces, sink, out_meta, binary_output, budget, tmp_dir)
-            n = maxlength if maxlength > 0 else max(counted.largest + 1, minlength)
-            sink.resolve_shape(out_meta.shape[:-1] + (n,))
+        srcs = [stack.enter_context(known_shape(stack.enter_context(open_input(p)), tmp_dir))
+                for p in ([path] if weights is None else [path, weights])]
+        op = Bincount(axis, minlength, maxlength, binary_output, [s.path for s in srcs])
+        sink = run(op, srcs, output, budget=budget, tmp_dir=tmp_dir, progress=progress)
         if output is None:
             return SparseTensor.from_sink(sink)
         final = sink.final_meta
-    return {"rows_in": meta.nnz, "rows_out": final.nnz, "shape": list(final.shape),
+    return {"rows_in": srcs[0].meta.nnz, "rows_out": final.nnz, "shape": list(final.shape),
             "value_type": final.value_type, "output": output}
+
+
+class Bincount(StreamOp):
+    """Counts (or weight sums) of the ids: per piece of whole rows for axis -1, written as they
+    come; over all values for axis 0, each piece's (id, count) pairs merged by the external sort.
+    The last extent is known at the end: the largest id counted + 1 (or maxlength)."""
+
+    def __init__(self, axis: int, minlength: int, maxlength: int, binary_output: bool, paths: list):
+        self.axis, self.minlength, self.maxlength, self.binary_output = axis, minlength, maxlength, binary_output
+        self.paths = paths
+
+    def plan(self, meta: TensorMeta, wmeta: TensorMeta | None = None) -> Plan:
+        path = self.paths[0]
+        if meta.hybrid or meta.dtype.kind not in "iu" or meta.value_type == "bool":
+            raise UsageError(f"bincount counts integer ids; the values are {meta.value_type}"
+                             + (f" with dense dimensions {list(meta.dense_shape)}" if meta.hybrid else ""),
+                             path=path)
+        if self.axis == -1 and meta.ndim != 2:
+            raise UsageError(f"axis -1 counts per row of a 2-D tensor; this one has shape {list(meta.shape)}",
+                             path=path)
+        if wmeta is not None:
+            if tuple(wmeta.shape) != tuple(meta.shape):
+                raise ShapeMismatch(f"'weights' and 'values' must have the same dense shape: {list(wmeta.shape)} "
+                                    f"and {list(meta.shape)}", path=self.paths[1])
+            if wmeta.dtype.kind not in "iuf" or wmeta.value_type == "bool":
+                raise UsageError(f"weights must be integers or floats, not {wmeta.value_type}", path=self.paths[1])
+        self.out_dtype = _output_dtype(meta, wmeta)
+        K = 2 if self.axis == -1 else 1
+        out_meta = TensorMeta(shape=(meta.shape[0], None) if K == 2 else (None,), sparse_ndim=K,
+                              value_type=value_type_of_dtype(self.out_dtype), sort_order=tuple(range(K)), unique=True)
+        return Plan(out_meta, unique_claim=True, pieces=self.axis == -1)
+
+    def read(self, srcs, plan: Plan, *, budget: Budget, tmp_dir=None, progress=None):
+        src, wsrc = srcs[0], (srcs[1] if len(srcs) > 1 else None)
+        self.counted = _Counted(self.maxlength, src.path)
+        pieces = self.counted.filter(_pieces(src, wsrc, self.out_dtype, budget, tmp_dir, progress,
+                                             whole_rows=self.axis == -1))
+        if self.axis == -1:
+            for keys, vals in pieces:
+                yield _per_row(keys, vals, self.binary_output), None
+        else:
+            for batch in _over_all(pieces, plan.meta, self.binary_output, budget, tmp_dir):
+                yield batch, None
+
+    def map(self, out, keys):
+        yield out  # a (keys, counts) piece for axis -1, a batch of (id, count) for axis 0
+
+    def progress_total(self, metas, plan: Plan):
+        return sum(m.nnz or 0 for m in metas)
+
+    def output_shape(self, *shapes):
+        n = self.maxlength if self.maxlength > 0 else max(self.counted.largest + 1, self.minlength)
+        return (shapes[0][0], n) if self.axis == -1 else (n,)
 
 
 def _length(value, name: str) -> int:
@@ -115,9 +137,9 @@ def _length(value, name: str) -> int:
     return n
 
 
-def _output_dtype(meta, wsrc) -> np.dtype:
-    if wsrc is not None:
-        return wsrc.meta.dtype
+def _output_dtype(meta, wmeta) -> np.dtype:
+    if wmeta is not None:
+        return wmeta.dtype
     # TensorFlow counts in the values' own type (its empty weights take that type).
     return meta.dtype if meta.dtype in (np.dtype(np.int32), np.dtype(np.int64)) else np.dtype(np.int64)
 
@@ -215,7 +237,7 @@ def _per_row(keys, vals, binary_output):
     return out_keys, combine_runs("sum", weights[order], bounds)
 
 
-def _over_all(pieces, sink, out_meta, binary_output, budget, tmp_dir):
+def _over_all(pieces, out_meta, binary_output, budget, tmp_dir):
     """Counts over every value: (id, count) pairs of each piece, merged by the external sort with
     equal ids summed."""
     sort_meta = out_meta.with_(shape=(INT64_MAX,), unique=False)
@@ -227,5 +249,4 @@ def _over_all(pieces, sink, out_meta, binary_output, budget, tmp_dir):
             yield make_batch(ids[1:], counts.astype(out_meta.dtype, copy=False), sort_meta, schema)
 
     stream = sorted_stream(batches(), sort_meta, (0,), budget=budget, tmp_dir=tmp_dir)
-    for out in deduplicated(stream, "first" if binary_output else "sum", sort_meta, sink.schema):
-        sink.write_batch(out)
+    return deduplicated(stream, "first" if binary_output else "sum", sort_meta, schema_of(out_meta))

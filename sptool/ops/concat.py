@@ -19,13 +19,14 @@ import numpy as np
 import pyarrow as pa
 
 from .. import _kernels
-from .._memory import budget_of
+from .._memory import Budget, budget_of
 from .._messages import out_of_bounds
 from ..errors import DataError, UsageError
 from ..format import TensorMeta
-from ..io import arrow_of, batch_keys, open_operands, open_sink, row_bytes
+from ..io import arrow_of, batch_keys, open_operands, row_bytes
 from ..stream import sort as _sort
 from ..stream.axes import normalize_axes
+from ..stream.engine import Plan, StreamOp, run
 from ..stream.order import already_sorted
 from ..tensor import SparseTensor
 
@@ -144,33 +145,45 @@ def concat(paths, output: str | None, *, axis: int, expand_nonconcat: bool = Fal
         raise UsageError("concat needs at least one input tensor")
     budget = budget_of(memory)
     with open_operands(paths, tmp_dir) as srcs:
-        metas = [s.meta for s in srcs]
-        out_meta, axis, offsets = plan_concat(metas, axis, expand_nonconcat)
-        K = out_meta.sparse_ndim
-        order = tuple(range(K))
-        n_in = sum(m.nnz for m in metas) if all(m.nnz is not None for m in metas) else None
-        if progress:
-            progress.set_total(n_in)
-        shifters = [_Shifter(m, axis, off, s.path) for m, off, s in zip(metas, offsets, srcs)]
-        rb = row_bytes(out_meta)
-        codec = _sort.KeyCodec(out_meta.shape, order, out_meta.sparse_ndim)
-        sorted_in = [already_sorted(m, order) for m in metas]
-        if len(srcs) == 1 or axis == 0:
-            strategy = "append"
-            stream = _append(srcs, shifters, sorted_in, out_meta, budget, tmp_dir, progress)
-        else:
-            strategy = "merge"
-            stream = _merge(srcs, shifters, sorted_in, out_meta, codec, budget, rb, tmp_dir, progress)
-        claim = True if out_meta.unique else None
-        with open_sink(output, out_meta, unique_claim=claim, budget=budget) as sink:
-            for batch in stream:
-                sink.write_batch(batch)
+        op = Concat(axis, expand_nonconcat)
+        sink = run(op, srcs, output, budget=budget, tmp_dir=tmp_dir, progress=progress)
         if output is None:
             return SparseTensor.from_sink(sink)
         final = sink.final_meta
-    return {"inputs": len(paths), "rows_in": sum(s.rows for s in shifters), "rows_out": final.nnz,
-            "shape": list(final.shape), "strategy": strategy, "sorted_inputs": sum(sorted_in),
+    return {"inputs": len(paths), "rows_in": sum(s.rows for s in op.shifters), "rows_out": final.nnz,
+            "shape": list(final.shape), "strategy": op.strategy, "sorted_inputs": sum(op.sorted_in),
             "sort_order": list(final.sort_order), "unique": final.unique, "canonical": final.canonical}
+
+
+class Concat(StreamOp):
+    """The inputs, shifted to their ranges of the axis, in one row-major stream: appended along
+    axis 0 (or for one input), merged along any other."""
+
+    def __init__(self, axis: int, expand_nonconcat: bool = False):
+        self.axis, self.expand_nonconcat = axis, expand_nonconcat
+
+    def plan(self, *metas: TensorMeta) -> Plan:
+        self.out_meta, self.axis, self.offsets = plan_concat(list(metas), self.axis, self.expand_nonconcat)
+        order = tuple(range(self.out_meta.sparse_ndim))
+        self.sorted_in = [already_sorted(m, order) for m in metas]
+        return Plan(self.out_meta, unique_claim=True if self.out_meta.unique else None)
+
+    def read(self, srcs, plan: Plan, *, budget: Budget, tmp_dir=None, progress=None):
+        out_meta = self.out_meta
+        self.shifters = [_Shifter(s.meta, self.axis, off, s.path) for off, s in zip(self.offsets, srcs)]
+        if len(srcs) == 1 or self.axis == 0:
+            self.strategy = "append"
+            stream = _append(srcs, self.shifters, self.sorted_in, out_meta, budget, tmp_dir, progress)
+        else:
+            self.strategy = "merge"
+            codec = _sort.KeyCodec(out_meta.shape, tuple(range(out_meta.sparse_ndim)), out_meta.sparse_ndim)
+            stream = _merge(srcs, self.shifters, self.sorted_in, out_meta, codec, budget, row_bytes(out_meta),
+                            tmp_dir, progress)
+        for batch in stream:
+            yield batch, None
+
+    def map(self, batch, keys):
+        yield batch
 
 
 def _append(srcs, shifters, sorted_in, out_meta, budget, tmp_dir, progress):

@@ -1,7 +1,10 @@
 """convert: move a tensor between sptool and the interchange formats, streaming where the
 format allows.  Formats are told from names (or content) by the registry in sptool.converters,
 readers check their input before any output exists, and every output appears whole or not at
-all."""
+all.
+
+A driver, not a StreamOp: it moves rows from a converter's Reader (a foreign format, not a
+TensorSource) to a format's writer through _Pump; sptool to .npy runs the engine's Densify."""
 
 from __future__ import annotations
 

@@ -9,11 +9,12 @@ import numpy as np
 import pyarrow as pa
 
 from .. import _cross
-from .._memory import budget_of
+from .._memory import Budget, budget_of
 from ..errors import DataError, ShapeMismatch, UsageError
 from ..format import TensorMeta
-from ..io import batch_values, check_inputs, known_shape, open_input, open_sink
+from ..io import batch_values, check_inputs, known_shape, open_input
 from ..stream.dense import open_npy
+from ..stream.engine import Plan, StreamOp, run
 from ..stream.rows import aligned_rows, feature_rows
 from ..stream.values import runs
 from ..tensor import SparseTensor
@@ -252,7 +253,6 @@ def _run(inputs, output, crosser, memory, tmp_dir, progress):
     if not inputs:
         raise UsageError("cross needs at least one input")
     check_inputs([p for p in inputs if isinstance(p, str)])
-    share = budget.share(len(inputs))
     with contextlib.ExitStack() as stack:
         sparse, dense = [], []
         for i, item in enumerate(inputs):
@@ -262,26 +262,47 @@ def _run(inputs, output, crosser, memory, tmp_dir, progress):
             else:
                 opened = stack.enter_context(open_input(item))
                 sparse.append(_Sparse(stack.enter_context(known_shape(opened, tmp_dir)), i))
-        columns = sparse + dense  # TensorFlow's order: the sparse inputs, then the dense ones
+        op = Cross(crosser, sparse, dense)
+        sink = run(op, [c.src for c in sparse], output, budget=budget, tmp_dir=tmp_dir, progress=progress)
+        if output is None:
+            return SparseTensor.from_sink(sink)
+        final = sink.final_meta
+    return {"rows_in": sum(c.src.meta.nnz or 0 for c in sparse), "rows_out": final.nnz, "shape": list(final.shape),
+            "value_type": op.value_type, "output": output}
+
+
+class Cross(StreamOp):
+    """The crosses of pieces of rows, every input's features of those rows side by side (the
+    sparse inputs read together in row-major order, the dense ones sliced to match)."""
+
+    def __init__(self, crosser, sparse: list, dense: list):
+        self.crosser, self.sparse, self.dense = crosser, sparse, dense
+        self.columns = sparse + dense  # TensorFlow's order: the sparse inputs, then the dense ones
+
+    def plan(self, *metas: TensorMeta) -> Plan:
+        columns = self.columns
         batch = columns[0].batch
         for c in columns[1:]:
             if c.batch != batch:
                 raise ShapeMismatch(f"input {c.position} has {c.batch} rows, input {columns[0].position} has {batch}: "
                                     f"TensorFlow's \"Expected batch size {batch} got {c.batch}\"", path=c.path)
-        value_type = crosser.output_type({c.kind for c in columns})
-        meta = TensorMeta(shape=(batch, None), sparse_ndim=2, value_type=value_type, sort_order=(0, 1), unique=True)
-        if progress:
-            progress.set_total(sum(c.src.meta.nnz or 0 for c in sparse) or batch)
-        sink = open_sink(output, meta, unique_claim=True, budget=budget)
-        with sink:
-            slice_rows = budget.rows(crosser.entry_bytes * max(len(columns), 1))
-            for rows, feats, ptr in _pieces(sparse, dense, crosser, share, tmp_dir, progress, budget):
-                _write_piece(sink, crosser, rows, feats, ptr, slice_rows, columns)
-        if output is None:
-            return SparseTensor.from_sink(sink)
-        final = sink.final_meta
-    return {"rows_in": sum(c.src.meta.nnz or 0 for c in sparse), "rows_out": final.nnz, "shape": list(final.shape),
-            "value_type": value_type, "output": output}
+        self.value_type = self.crosser.output_type({c.kind for c in columns})
+        meta = TensorMeta(shape=(batch, None), sparse_ndim=2, value_type=self.value_type, sort_order=(0, 1),
+                          unique=True)
+        return Plan(meta, unique_claim=True, pieces=True)
+
+    def progress_total(self, metas, plan: Plan):
+        return sum(m.nnz or 0 for m in metas) or self.columns[0].batch
+
+    def read(self, srcs, plan: Plan, *, budget: Budget, tmp_dir=None, progress=None):
+        self.slice_rows = budget.rows(self.crosser.entry_bytes * max(len(self.columns), 1))
+        share = budget.share(len(self.columns))
+        for piece in _pieces(self.sparse, self.dense, self.crosser, share, tmp_dir, progress, budget):
+            yield piece, None
+
+    def map(self, piece, keys):
+        rows, feats, ptr = piece
+        return _crossed(self.crosser, rows, feats, ptr, self.slice_rows, self.columns)
 
 
 def _pieces(sparse, dense, crosser, share, tmp_dir, progress, budget):
@@ -363,7 +384,8 @@ def _ptr(counts: list, dense, n: int) -> np.ndarray:
     return ptr
 
 
-def _write_piece(sink, crosser, rows, feats, ptr, slice_rows, columns):
+def _crossed(crosser, rows, feats, ptr, slice_rows, columns):
+    """(keys, values) of the crosses of one piece of rows, in slices of ``slice_rows`` entries."""
     counts = np.empty(len(rows), dtype=np.int64)
     bad = _cross.cross_counts(ptr, counts)
     if bad >= 0:
@@ -376,4 +398,4 @@ def _write_piece(sink, crosser, rows, feats, ptr, slice_rows, columns):
     for g0 in range(0, total, slice_rows):
         g1 = min(g0 + slice_rows, total)
         local, cols, values = crosser.join(feats, ptr, offsets, g0, g1)
-        sink.write(np.stack([rows[local], cols]), values)
+        yield np.stack([rows[local], cols]), values

@@ -1,4 +1,7 @@
-"""info and head: what a tensor holds, from its footers (or a short read)."""
+"""info and head: what a tensor holds, from its footers (or a short read).
+
+A driver, not a StreamOp: both are reports read from metadata and footer statistics (or the
+first n rows), with no tensor output for the engine to write."""
 
 from __future__ import annotations
 

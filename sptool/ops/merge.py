@@ -2,14 +2,13 @@
 
 from __future__ import annotations
 
-from contextlib import ExitStack
-
 import numpy as np
 
-from .._memory import budget_of
+from .._memory import Budget, budget_of
 from ..errors import DataError, ShapeMismatch, UsageError
 from ..format import TensorMeta
-from ..io import batch_keys, batch_values, open_operands, open_sink
+from ..io import batch_keys, batch_values, open_operands
+from ..stream.engine import Plan, StreamOp, run
 from ..stream.order import sorted_batches
 from ..stream.runs import whole_runs
 from ..tensor import SparseTensor
@@ -76,66 +75,88 @@ def merge(ids, values, output: str | None = None, *, vocab_size: int, memory=Non
         raise UsageError("--vocab-size must be a non-negative integer")
     vocab_size = int(vocab_size)
     budget = budget_of(memory)
-    half = budget.share(2)
-    with ExitStack() as stack:
-        si, sv = stack.enter_context(open_operands([ids, values], tmp_dir))
-        mi, mv = si.meta, sv.meta
+    with open_operands([ids, values], tmp_dir) as srcs:
+        sink = run(Merge(vocab_size, srcs[0].path), srcs, output, budget=budget, tmp_dir=tmp_dir, progress=progress)
+        if output is None:
+            return SparseTensor.from_sink(sink)
+        final = sink.final_meta
+        mi, mv = (s.meta for s in srcs)
+    return {"rows_in": (mi.nnz or 0) + (mv.nnz or 0), "rows_out": final.nnz, "shape": list(final.shape),
+            "value_type": final.value_type, "canonical": final.canonical}
+
+
+class Merge(StreamOp):
+    """Each (id, value) entry moved to column ``id`` of its row; the rows of both operands read
+    side by side in row-major order, each output row sorted whole (its entries' ids in any order)."""
+
+    def __init__(self, vocab_size: int, ids_path: str | None):
+        self.vocab_size, self.ids_path = vocab_size, ids_path
+
+    def plan(self, mi: TensorMeta, mv: TensorMeta) -> Plan:
+        path = self.ids_path
         if mi.hybrid or mv.hybrid:
             raise UsageError("merge takes tensors with one value per coordinate (no dense dimensions)")
         if mi.dtype.kind not in "iu":
             raise UsageError(f"the ids must be integers (TensorFlow casts them to int64); this tensor holds "
-                             f"{mi.value_type}", path=si.path)
+                             f"{mi.value_type}", path=path)
         if mi.ndim < 2:
             raise UsageError(f"the ids tensor must have rank 2 or more ([batch..., position]); its shape is "
-                             f"{list(mi.shape)}", path=si.path)
+                             f"{list(mi.shape)}", path=path)
         if tuple(mi.shape) != tuple(mv.shape):
             raise ShapeMismatch(f"ids has shape {list(mi.shape)} but values has {list(mv.shape)}; sparse_merge "
                                 "needs the same sparsity pattern")
         K = mi.sparse_ndim
-        out_meta = TensorMeta(shape=tuple(mi.shape[:-1]) + (vocab_size,), sparse_ndim=K, value_type=mv.value_type,
-                              fill_value=mv.fill_value, sort_order=tuple(range(K)), unique=False,
-                              dimension_names=None)
-        if progress:
-            progress.set_total(mi.nnz)
-        state = {"at": 0}
+        out_meta = TensorMeta(shape=tuple(mi.shape[:-1]) + (self.vocab_size,), sparse_ndim=K,
+                              value_type=mv.value_type, fill_value=mv.fill_value, sort_order=tuple(range(K)),
+                              unique=False, dimension_names=None)
+        return Plan(out_meta, pieces=True)
+
+    def read(self, srcs, plan: Plan, *, budget: Budget, tmp_dir=None, progress=None):
+        si, sv = srcs
+        half = budget.share(2)
         pairs = _paired(_entries(si, half, tmp_dir), _entries(sv, half, tmp_dir))
+        moved = _moved(pairs, si.meta, self.vocab_size, si.path, progress)
+        for piece in whole_runs(moved, range(plan.meta.sparse_ndim - 1)):
+            yield piece, None
 
-        def moved():
-            while True:
-                try:
-                    ka, ids_, kb, vals = next(pairs)
-                except StopIteration as stop:
-                    na, nb = stop.value
-                    if na != nb:
-                        raise DataError(f"ids has {na} entries but values has {nb} (TensorFlow: Dimensions {na} and "
-                                        f"{nb} are not compatible); sparse_merge needs one value per id") from None
-                    return
-                differ = (ka != kb).any(axis=0)
-                if differ.any():
-                    i = int(np.argmax(differ))
-                    raise DataError(f"entry {state['at'] + i} (row-major): ids is at {ka[:, i].tolist()} but values at "
-                                    f"{kb[:, i].tolist()}; sparse_merge needs the same sparsity pattern")
-                new = np.asarray(ids_).astype(np.int64, copy=False)
-                outside = (new < 0) | (new >= vocab_size)
-                if mi.dtype == np.uint64:
-                    outside |= np.asarray(ids_) > np.iinfo(np.int64).max
-                if outside.any():
-                    i = int(np.argmax(outside))
-                    raise DataError(f"entry {state['at'] + i} at {ka[:, i].tolist()}: id {np.asarray(ids_)[i]} is "
-                                    f"outside [0, {vocab_size})", path=si.path)
-                keys = ka.copy()
-                keys[K - 1] = new
-                state["at"] += len(new)
-                if progress:
-                    progress.advance(len(new))
-                yield keys, vals
+    def progress_total(self, metas, plan: Plan):
+        return metas[0].nnz  # the ids' entries, each counted as it is moved
 
-        with open_sink(output, out_meta, unique_claim=None, budget=budget) as sink:
-            for keys, vals in whole_runs(moved(), range(K - 1)):
-                order = np.lexsort(keys[::-1])  # stable: repeated ids keep their order
-                sink.write(keys[:, order], vals[order])
-        if output is None:
-            return SparseTensor.from_sink(sink)
-        final = sink.final_meta
-    return {"rows_in": (mi.nnz or 0) + (mv.nnz or 0), "rows_out": final.nnz, "shape": list(final.shape),
-            "value_type": final.value_type, "canonical": final.canonical}
+    def map(self, piece, keys):
+        keys, vals = piece
+        order = np.lexsort(keys[::-1])  # stable: repeated ids keep their order
+        yield keys[:, order], vals[order]
+
+
+def _moved(pairs, mi: TensorMeta, vocab_size: int, path, progress):
+    """(keys, values) with each entry's last index replaced by its id, checked entry by entry."""
+    K = mi.sparse_ndim
+    at = 0
+    while True:
+        try:
+            ka, ids_, kb, vals = next(pairs)
+        except StopIteration as stop:
+            na, nb = stop.value
+            if na != nb:
+                raise DataError(f"ids has {na} entries but values has {nb} (TensorFlow: Dimensions {na} and "
+                                f"{nb} are not compatible); sparse_merge needs one value per id") from None
+            return
+        differ = (ka != kb).any(axis=0)
+        if differ.any():
+            i = int(np.argmax(differ))
+            raise DataError(f"entry {at + i} (row-major): ids is at {ka[:, i].tolist()} but values at "
+                            f"{kb[:, i].tolist()}; sparse_merge needs the same sparsity pattern")
+        new = np.asarray(ids_).astype(np.int64, copy=False)
+        outside = (new < 0) | (new >= vocab_size)
+        if mi.dtype == np.uint64:
+            outside |= np.asarray(ids_) > np.iinfo(np.int64).max
+        if outside.any():
+            i = int(np.argmax(outside))
+            raise DataError(f"entry {at + i} at {ka[:, i].tolist()}: id {np.asarray(ids_)[i]} is "
+                            f"outside [0, {vocab_size})", path=path)
+        keys = ka.copy()
+        keys[K - 1] = new
+        at += len(new)
+        if progress:
+            progress.advance(len(new))
+        yield keys, vals

@@ -22,14 +22,14 @@ from .._memory import Budget, budget_of
 from .._messages import out_of_bounds
 from ..errors import DataError, UsageError
 from ..format import value_type_of_dtype
-from ..io import Background, batch_keys, known_shape, open_input, open_sink, output_kind
+from ..io import ClosesOrAborts, batch_keys, known_shape, open_input, open_sink, output_kind
 from ..stream.axes import normalize_axes
 from ..stream.dense import DenseSink
 from ..stream.duplicates import sum_duplicates
-from ..stream.engine import Partwise
+from ..stream.engine import Partwise, Plan, StreamOp, run
 from ..stream.group_reduce import GroupReducer
 from ..stream.order import checked_batches, ordered_batches, projected_batches
-from ..stream.reorder import Reorder
+from ..stream.reorder import Combine
 from ..stream.values import _UFUNC, as_kernel, from_kernel, kernel_dtype, values_of_array
 from ..tensor import SparseTensor
 
@@ -73,7 +73,9 @@ def result_dtype(meta, op: str) -> np.dtype:
     return meta.dtype
 
 
-class Plan:
+class Axes:
+    """The axes reduced and kept, and the result's shape, from the input's metadata."""
+
     def __init__(self, meta, op, axis, keepdims):
         N, K = meta.ndim, meta.sparse_ndim
         if axis is None:
@@ -173,73 +175,112 @@ def reduce(path: str, output: str | None = None, *, op: str, axis=None, keepdims
 
 def _reduce_source(src, output, dense_out: bool, *, op, axis, keepdims, empty_value, budget: Budget, tmp_dir,
                    progress):
-    path = src.path
-    meta = src.meta
-    check_op(op, meta)
-    if op == "mean" and kernel_dtype(meta.dtype, op) != kernel_dtype(meta.dtype):
+    check_op(op, src.meta)
+    if op == "mean" and kernel_dtype(src.meta.dtype, op) != kernel_dtype(src.meta.dtype):
         # The mean of integers is taken in float64: sum their duplicates in the value type first.
         from ..stream.order import summed_if_promoted
 
-        src = summed_if_promoted(src, kernel_dtype(meta.dtype, op), tmp_dir=tmp_dir)
-        meta = src.meta
-    plan = Plan(meta, op, axis, keepdims)
-    dtype = result_dtype(meta, op)
-    empty = empty_value_for(empty_value, op, meta, dtype)
-    if plan.scalar and output is not None and not dense_out:
-        raise UsageError("reducing every dimension gives a scalar, which is printed (or returned); "
-                         "omit -o, write a .npy, or pass --keepdims")
-    if not plan.scalar and plan.K_out == 0 and not dense_out:
-        raise UsageError("reducing every sparse dimension leaves no sparse dimension for a sparse result; "
-                         "write a .npy or pass --keepdims")
-    if progress:
-        progress.set_total(meta.nnz)
-    writer = _writer(output, dense_out, plan, meta, dtype, empty, budget)
-    try:
-        rows_out = _run(src, path, meta, plan, op, dtype, writer, budget, tmp_dir, progress)
-        result = writer.close()
-    except BaseException:
-        writer.abort()
-        raise
-    if plan.scalar and not dense_out:
-        return result
+        src = summed_if_promoted(src, kernel_dtype(src.meta.dtype, op), tmp_dir=tmp_dir)
+    step = Reduction(op, axis, keepdims, empty_value, dense_out, output is not None)
+    sink = run(step, src, output, budget=budget, tmp_dir=tmp_dir, progress=progress)
+    axes = step.axes
+    if axes.scalar and not dense_out:
+        return sink.value
     if output is None:
-        return SparseTensor.from_sink(writer.inner)
-    return {"op": op, "axes": plan.axes, "rows_in": meta.nnz, "rows_out": rows_out, "shape": list(plan.shape),
-            "value_type": value_type_of_dtype(dtype), "output": output}
+        return SparseTensor.from_sink(sink)
+    return {"op": op, "axes": axes.axes, "rows_in": src.meta.nnz, "rows_out": step.rows_out,
+            "shape": list(axes.shape), "value_type": value_type_of_dtype(step.dtype), "output": output}
+
+
+class Reduction(StreamOp):
+    """reduce as the engine runs it: the plan picks the axes, the result type and the output;
+    the read feeds the rows to a GroupReducer (in one streaming pass, or through the external
+    sort first: see the module docstring); each reduced piece is mapped to output entries."""
+
+    def __init__(self, op: str, axis, keepdims: bool, empty_value, dense_out: bool, writes: bool):
+        self.op, self.axis, self.keepdims, self.empty_value, self.dense_out = op, axis, keepdims, empty_value, dense_out
+        self.writes = writes  # to an output (not returned): a scalar cannot be
+        self.rows_out = 0
+
+    def plan(self, meta) -> Plan:
+        op = self.op
+        self.axes = axes = Axes(meta, op, self.axis, self.keepdims)
+        self.dtype = dtype = result_dtype(meta, op)
+        self.kdtype = kernel_dtype(meta.dtype, op) if op != "count" else np.dtype(np.uint8)
+        self.empty = empty = empty_value_for(self.empty_value, op, meta, dtype)
+        if axes.scalar and not self.dense_out and self.writes:
+            raise UsageError("reducing every dimension gives a scalar, which is printed (or returned); "
+                             "omit -o, write a .npy, or pass --keepdims")
+        if not axes.scalar and axes.K_out == 0 and not self.dense_out:
+            raise UsageError("reducing every sparse dimension leaves no sparse dimension for a sparse result; "
+                             "write a .npy or pass --keepdims")
+        out_meta = meta.with_(shape=axes.shape, sparse_ndim=axes.K_out, value_type=value_type_of_dtype(dtype),
+                              fill_value=empty, nnz=None, sort_order=tuple(range(axes.K_out)), unique=True,
+                              iso=False, dimension_names=axes.names, created_by=None)
+        scalar = axes.scalar and not self.dense_out
+        return Plan(out_meta, unique_claim=True, pieces=True, background=not scalar)
+
+    def open_output(self, output, plan: Plan, *, budget: Budget):
+        if self.axes.scalar and not self.dense_out:
+            return _ScalarWriter(self.empty)
+        if self.dense_out:
+            return DenseSink(output, plan.meta.with_(dimension_names=None), fill=self.empty, budget=budget)
+        return open_sink(output, plan.meta, unique_claim=True, budget=budget)
+
+    def read(self, src, plan: Plan, *, budget: Budget, tmp_dir=None, progress=None):
+        for piece in _reduced(src, self, budget, tmp_dir, progress):
+            yield piece, None
+
+    def map(self, piece, keys):
+        yield self._entries(piece)
+
+    def finish(self):
+        for piece in self.reducer.finish():
+            yield self._entries(piece)
+
+    def _entries(self, piece):
+        keys, vals = _finish_piece(piece, self.op, self.axes, self.dtype, self.kdtype)
+        self.rows_out += keys.shape[1]
+        return keys, vals
 
 
 class Reduce(Partwise):
     """reduce part by part, to a sparse result: each part is reduced on its own, then the
-    partials' entries at one kept coordinate are summed through the engine's sort.
+    partials' entries at one kept coordinate are combined through the engine's sort: summed for
+    sum and count, and by the op itself for max, min and prod.
 
-    Only sum splits this way for any parts: it is linear in the entries, so a coordinate whose
-    duplicates lie on several parts still adds up.  max, min, prod, mean and count see the
-    logical tensor (duplicates summed first), which needs each coordinate's rows on one part: a
-    shuffle by coordinate before the map, left to the distributed driver."""
+    sum splits this way for any parts: it is linear in the entries, so a coordinate whose
+    duplicates lie on several parts still adds up.  max, min, prod and count see the logical
+    tensor (duplicates summed first), which needs each coordinate's rows on one part: they split
+    when the caller promises the dataset's rows are unique (``unique``: known from how the
+    dataset was made, or from validate --deep; a part's own claim covers that part only).  A
+    mean of partial means is not the mean: reduce sum and count part by part and divide."""
 
-    def __init__(self, op: str, axis=None, keepdims: bool = False, empty_value=None):
+    def __init__(self, op: str, axis=None, keepdims: bool = False, empty_value=None, *, unique: bool = False):
         self.op, self.axis, self.keepdims, self.empty_value = op, axis, keepdims, empty_value
+        self.unique = unique
 
     def check(self, meta) -> None:
         check_op(self.op, meta)
-        if self.op != "sum":
+        if self.op == "mean" or (self.op != "sum" and not self.unique):
             raise UsageError(f"reduce --op {self.op} does not run part by part: it needs each coordinate's "
                              "duplicates on one part (only sum adds up across parts)")
-        plan = Plan(meta, self.op, self.axis, self.keepdims)
+        plan = Axes(meta, self.op, self.axis, self.keepdims)
         if plan.scalar or plan.K_out == 0:
             raise UsageError("part by part, reduce writes a sparse result: keep a sparse dimension or pass --keepdims")
 
-    def map_part(self, src, output, *, budget: Budget, tmp_dir=None):
-        _reduce_source(src, output, False, op=self.op, axis=self.axis, keepdims=self.keepdims,
-                       empty_value=self.empty_value, budget=budget, tmp_dir=tmp_dir, progress=None)
+    def partial(self, meta) -> Reduction:
+        return Reduction(self.op, self.axis, self.keepdims, self.empty_value, dense_out=False, writes=True)
 
-    def combine(self, meta) -> Reorder:
-        return Reorder(None, "sum")
+    def combine(self, meta) -> Combine:
+        return Combine("sum" if self.op in ("sum", "count") else self.op)
 
 
-def _run(src, path, meta, plan, op, dtype, writer, budget: Budget, tmp_dir, progress) -> int:
+def _reduced(src, step: Reduction, budget: Budget, tmp_dir, progress):
+    """The GroupReducer's pieces for every row of ``src`` (``step.reducer``, whose ``finish``
+    gives the rest): in one pass when the order allows, else through the external sort."""
+    path, meta, plan, op, kdtype = src.path, src.meta, step.axes, step.op, step.kdtype
     K = meta.sparse_ndim
-    kdtype = kernel_dtype(meta.dtype, op) if op != "count" else np.dtype(np.uint8)
     m = 0 if op == "count" else max(meta.block_size, 1) if meta.hybrid else 1
     kept = plan.kept
     order = tuple(meta.sort_order)
@@ -256,7 +297,7 @@ def _run(src, path, meta, plan, op, dtype, writer, budget: Budget, tmp_dir, prog
         prefix, rest = kept, []
     dims = list(prefix) + list(rest)
     bounds = [int(meta.shape[d]) for d in dims]
-    reducer = GroupReducer(op, len(prefix), [meta.shape[d] for d in rest], m, kdtype)
+    reducer = step.reducer = GroupReducer(op, len(prefix), [meta.shape[d] for d in rest], m, kdtype)
     is_bool = meta.value_type == "bool"
 
     def values_of(batch, n, column=K):
@@ -317,12 +358,7 @@ def _run(src, path, meta, plan, op, dtype, writer, budget: Budget, tmp_dir, prog
         for keys, vals in pairs:
             yield from reducer.feed([np.ascontiguousarray(keys[d]) for d in dims], vals, bounds)
 
-    rows = 0
-    for piece in feed_all():
-        rows += writer.write(*_finish_piece(piece, op, plan, dtype, kdtype))
-    for piece in reducer.finish():
-        rows += writer.write(*_finish_piece(piece, op, plan, dtype, kdtype))
-    return rows
+    return feed_all()
 
 
 def _finish_piece(piece, op, plan, dtype, kdtype):
@@ -359,7 +395,7 @@ def _finish_piece(piece, op, plan, dtype, kdtype):
 # ---------------------------------------------------------------------------------------------
 # the output: a sparse tensor, a dense .npy, or the scalar
 
-class _ScalarWriter:
+class _ScalarWriter(ClosesOrAborts):
     def __init__(self, empty):
         self.value = empty
 
@@ -373,14 +409,3 @@ class _ScalarWriter:
 
     def abort(self):
         pass
-
-
-def _writer(output, dense_out, plan, meta, dtype, empty, budget):
-    if plan.scalar and not dense_out:
-        return _ScalarWriter(empty)
-    out_meta = meta.with_(shape=plan.shape, sparse_ndim=plan.K_out, value_type=value_type_of_dtype(dtype),
-                          fill_value=empty, nnz=None, sort_order=tuple(range(plan.K_out)), unique=True,
-                          iso=False, dimension_names=plan.names, created_by=None)
-    if dense_out:
-        return Background(DenseSink(output, out_meta.with_(dimension_names=None), fill=empty, budget=budget))
-    return Background(open_sink(output, out_meta, unique_claim=True, budget=budget))

@@ -1,6 +1,8 @@
 """segment_sum, segment_mean, segment_sqrt_n: rows of a dense array picked by ``indices`` and
 combined by sorted ``segment_ids`` (TensorFlow's sparse segment reductions, the embedding lookup
-and combine step), streamed over the (index, segment) pairs into a memory-mapped .npy."""
+and combine step), streamed over the (index, segment) pairs into a memory-mapped .npy.
+
+A driver, not a StreamOp: its operands are dense .npy arrays and id vectors, not tensors."""
 
 from __future__ import annotations
 

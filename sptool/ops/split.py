@@ -10,10 +10,11 @@ import shutil
 import numpy as np
 import pyarrow as pa
 
-from .._memory import budget_of, format_size
+from .._memory import Budget, budget_of, format_size
 from ..errors import ResourceError, UsageError
 from ..format import TensorMeta
 from ..io import (
+    ClosesOrAborts,
     arrow_of,
     batch_keys,
     batch_values,
@@ -25,6 +26,7 @@ from ..io import (
     row_bytes,
 )
 from ..stream.axes import normalize_axes
+from ..stream.engine import Plan, StreamOp, run
 
 _PLACEHOLDER = re.compile(r"\{i(:[^{}]*)?\}")
 
@@ -91,19 +93,34 @@ def split(path: str, pattern: str, *, axis: int, num: int, memory=None, progress
     """
     budget = budget_of(memory)
     with open_input(path) as opened, known_shape(opened) as src:
-        meta = src.meta
+        op = Split(pattern, axis, num, budget)
+        pieces = run(op, src, None, budget=budget, progress=progress)
+    finals = [s.final_meta for s in pieces.sinks]
+    return {"outputs": op.paths, "rows_in": pieces.rows_in, "rows": [f.nnz for f in finals],
+            "shapes": [list(f.shape) for f in finals], "sort_order": list(finals[0].sort_order),
+            "unique": all(f.unique for f in finals)}
+
+
+class Split(StreamOp):
+    """Every batch routed, in stored order, to the pieces its rows belong to (_Pieces, the
+    output: one sink a piece)."""
+
+    def __init__(self, pattern: str, axis: int, num: int, budget: Budget):
+        self.pattern, self.axis, self.num, self.budget = pattern, axis, num, budget
+
+    def plan(self, meta: TensorMeta) -> Plan:
         rank = len(meta.shape)
         try:
-            (axis,) = normalize_axes([axis], rank)
+            (axis,) = normalize_axes([self.axis], rank)
         except UsageError:
             raise UsageError(f"Input split_dim should be between {-rank} and {rank - 1} (the rank is {rank}), "
-                             f"got {axis}") from None
+                             f"got {self.axis}") from None
         extent = meta.shape[axis]
-        num = int(num)
+        num = int(self.num)
         if not 1 <= num <= extent:
             raise UsageError(f"Input num_split should be between 1 and the splitting dimension size ({extent}), "
                              f"got {num}")
-        paths = piece_paths(pattern, num)
+        self.paths = piece_paths(self.pattern, num)
         sizes = piece_sizes(extent, num)
         starts = np.concatenate([[0], np.cumsum(sizes)]).astype(np.int64)
         metas = [meta.with_(shape=meta.shape[:axis] + (s,) + meta.shape[axis + 1:], nnz=None, created_by=None)
@@ -111,44 +128,62 @@ def split(path: str, pattern: str, *, axis: int, num: int, memory=None, progress
         _check_open_files(num)
         # Each open Parquet writer costs about this much beyond its buffered rows (encoders,
         # compression contexts, the page index; measured 5 MiB a piece), whatever its row groups.
-        if num * WRITER_OVERHEAD > budget.total // 2:
+        if num * WRITER_OVERHEAD > self.budget.total // 2:
             need = format_size(2 * num * WRITER_OVERHEAD)
             raise UsageError(f"splitting into {num} pieces keeps {num} writers open (about "
                              f"{format_size(WRITER_OVERHEAD)} each): raise --memory to at least {need}")
-        if progress:
-            progress.set_total(meta.nnz)
-        claim = True if meta.unique else None
-        sinks, done = [], []
+        self.pieces = (meta, axis, starts, metas)
+        return Plan(meta, unique_claim=True if meta.unique else None)
+
+    def open_output(self, output, plan: Plan, *, budget: Budget):
+        return _Pieces(self.paths, *self.pieces, unique_claim=plan.unique_claim, budget=budget)
+
+    def map(self, batch, keys):
+        yield batch
+
+
+class _Pieces(ClosesOrAborts):
+    """The pieces' sinks, written together and committed all or none: a batch's rows go to
+    the pieces holding them; if anything fails, no piece is left behind."""
+
+    def __init__(self, paths, meta: TensorMeta, axis: int, starts: np.ndarray, metas, *, unique_claim, budget):
+        self.meta, self.axis, self.starts, self.metas = meta, axis, starts, metas
+        self.router = _route_dense if axis >= meta.sparse_ndim else _route_sparse
+        self.rows_in = 0
+        self.sinks, self.done = [], []
+        num = len(paths)
         try:
             for p, m in zip(paths, metas):
-                sink = open_sink(p, m, unique_claim=claim, budget=budget)
+                sink = open_sink(p, m, unique_claim=unique_claim, budget=budget)
                 # N sinks each buffer up to a row group before writing it; the budget's half
                 # (the other is for the batch being routed and the one prefetched) is shared
                 # by them, so smaller row groups when there are many pieces.
                 per_sink = budget.total // (2 * num * 3)  # the pending batches, their concatenation, the encoder
                 sink.row_group_rows = max(1, min(sink.row_group_rows, per_sink // row_bytes(m)))
-                sinks.append(sink)
-            router = _route_dense if axis >= meta.sparse_ndim else _route_sparse
-            rows_in = 0
-            for batch in src.iter_batches(budget=budget):
-                rows_in += batch.num_rows
-                if progress:
-                    progress.advance(batch.num_rows)
-                router(batch, meta, axis, starts, sinks, metas)
-            for sink in sinks:
-                sink.close()
-                done.append(sink)
+                self.sinks.append(sink)
         except BaseException:
-            for sink in sinks:
-                if sink not in done:
-                    sink.abort()
-            for sink in done:
-                _remove(sink.dst)
+            self.abort()
             raise
-    finals = [s.final_meta for s in sinks]
-    return {"outputs": paths, "rows_in": rows_in, "rows": [f.nnz for f in finals],
-            "shapes": [list(f.shape) for f in finals], "sort_order": list(finals[0].sort_order),
-            "unique": all(f.unique for f in finals)}
+
+    def write_batch(self, batch: pa.RecordBatch):
+        self.rows_in += batch.num_rows
+        self.router(batch, self.meta, self.axis, self.starts, self.sinks, self.metas)
+
+    def close(self):
+        try:
+            for sink in self.sinks:
+                sink.close()
+                self.done.append(sink)
+        except BaseException:
+            self.abort()
+            raise
+
+    def abort(self):
+        for sink in self.sinks:
+            if sink not in self.done:
+                sink.abort()
+        for sink in self.done:
+            _remove(sink.dst)
 
 
 def _route_sparse(batch: pa.RecordBatch, meta: TensorMeta, axis: int, starts: np.ndarray, sinks, metas):

@@ -16,11 +16,11 @@ import re
 import numpy as np
 
 from .. import _kernels
-from .._memory import budget_of, format_size
+from .._memory import Budget, budget_of, format_size
 from ..errors import UsageError
-from ..io import AtomicTarget, known_shape, open_input
+from ..io import AtomicTarget, ClosesOrAborts, known_shape, open_input
 from ..stream.axes import normalize_axes
-from ..stream.order import checked_batches
+from ..stream.engine import Plan, StreamOp, run
 
 IMAGE_SIZE = (512, 512)  # (width, height) of an image when --size is not given
 TEXT_SIZE = (64, 32)  # a terminal cell is about twice as tall as wide: a square tensor looks square
@@ -169,34 +169,10 @@ def spy(path, output: str | None = None, *, axes=None, size=None, ascii_: bool =
         pillow_image(output)
     budget = budget_of(memory)
     with open_input(path) as opened, known_shape(opened) as src:
+        op = Spy(axes, size, image=output is not None, ascii_=ascii_, budget=budget, path=src.path)
+        run(op, src, None, budget=budget, progress=progress)
         meta = src.meta
-        K = meta.sparse_ndim
-        if K < 2:
-            raise UsageError(f"spy draws two sparse axes; this tensor has {K}", path=src.path)
-        chosen = normalize_axes(axes if axes is not None else (0, 1), K, "--axes")
-        if len(chosen) != 2 or chosen[0] == chosen[1]:
-            raise UsageError(f"--axes needs two different sparse axes, e.g. 0,1 (got {list(axes)})")
-        r, c = chosen
-        extent = (int(meta.shape[r]), int(meta.shape[c]))
-        grids = []
-        if output is not None:
-            grids.append(DensityGrid(extent, parse_size(size, IMAGE_SIZE)))
-        if ascii_:
-            text_size = parse_size(size, TEXT_SIZE) if output is None else TEXT_SIZE
-            grids.append(DensityGrid(extent, text_size))
-        cost = sum(g.nbytes for g in grids)
-        if cost > budget.total // 2:
-            raise UsageError(f"a picture of {grids[0].size[0]}x{grids[0].size[1]} needs {format_size(cost)}, over "
-                             "half of --memory; give a smaller --size or raise --memory")
-        budget = budget.with_total(budget.total - cost)  # the batches get the rest
-        if progress:
-            progress.set_total(meta.nnz)
-        rows_seen = 0
-        for keys, _ in checked_batches(src, budget=budget, progress=progress, path=src.path):
-            for grid in grids:
-                grid.add(keys[r], keys[c])
-            rows_seen += keys.shape[1]
-        meta = src.meta
+    grids, (r, c), extent, rows_seen = op.grids, op.axes, op.extent, op.out.rows
     main = grids[0]
     result = {"path": src.path, "axes": [r, c], "extent": list(extent), "nnz": rows_seen,
               "grid": main.grid(), "max_count": int(main.counts.max()) if main.counts.size else 0,
@@ -211,6 +187,68 @@ def spy(path, output: str | None = None, *, axes=None, size=None, ascii_: bool =
                    f"{rows_seen:,} entries, up to {int(text.counts.max()) if text.counts.size else 0:,} in a cell")
         result["ascii"] = [caption, *text_picture(text)]
     return result
+
+
+class Spy(StreamOp):
+    """Each batch's entries counted into the density grids (one for the image, one for the
+    text): the grids are the output, written (keys (K, n),) pieces."""
+
+    def __init__(self, axes, size, *, image: bool, ascii_: bool, budget: Budget, path):
+        self.chosen, self.size, self.image, self.ascii_ = axes, size, image, ascii_
+        self.budget, self.path = budget, path
+
+    def plan(self, meta) -> Plan:
+        K = meta.sparse_ndim
+        if K < 2:
+            raise UsageError(f"spy draws two sparse axes; this tensor has {K}", path=self.path)
+        axes = self.chosen
+        chosen = normalize_axes(axes if axes is not None else (0, 1), K, "--axes")
+        if len(chosen) != 2 or chosen[0] == chosen[1]:
+            raise UsageError(f"--axes needs two different sparse axes, e.g. 0,1 (got {list(axes)})")
+        self.axes = r, c = chosen
+        self.extent = extent = (int(meta.shape[r]), int(meta.shape[c]))
+        self.grids = grids = []
+        if self.image:
+            grids.append(DensityGrid(extent, parse_size(self.size, IMAGE_SIZE)))
+        if self.ascii_:
+            text_size = parse_size(self.size, TEXT_SIZE) if not self.image else TEXT_SIZE
+            grids.append(DensityGrid(extent, text_size))
+        self.cost = cost = sum(g.nbytes for g in grids)
+        if cost > self.budget.total // 2:
+            raise UsageError(f"a picture of {grids[0].size[0]}x{grids[0].size[1]} needs {format_size(cost)}, over "
+                             "half of --memory; give a smaller --size or raise --memory")
+        return Plan(meta, bounds_checked=True, pieces=True)
+
+    def open_output(self, output, plan: Plan, *, budget: Budget):
+        self.out = _Grids(self.grids, self.axes)
+        return self.out
+
+    def read(self, src, plan: Plan, *, budget: Budget, tmp_dir=None, progress=None):
+        # The grids hold their share of the budget; the batches get the rest.
+        return super().read(src, plan, budget=budget.with_total(budget.total - self.cost), progress=progress)
+
+    def map(self, batch, keys):
+        yield (keys,)
+
+
+class _Grids(ClosesOrAborts):
+    """The grids as the output: each piece's entries counted on the two axes."""
+
+    def __init__(self, grids: list[DensityGrid], axes):
+        self.grids, self.axes = grids, axes
+        self.rows = 0
+
+    def write(self, keys):
+        r, c = self.axes
+        for grid in self.grids:
+            grid.add(keys[r], keys[c])
+        self.rows += keys.shape[1]
+
+    def close(self):
+        pass
+
+    def abort(self):
+        pass
 
 
 def _name(meta, axis: int) -> str:

@@ -4,12 +4,13 @@ from __future__ import annotations
 
 import numpy as np
 
-from .._memory import budget_of
+from .._memory import Budget, budget_of
 from .._messages import row_text, tuple_text
 from ..errors import DataError, UsageError
-from ..io import batch_values, known_shape, make_batch, open_input, open_sink
+from ..io import batch_values, known_shape, make_batch, open_input
 from ..stream.dense import DenseSink
 from ..stream.duplicates import deduplicated, sum_duplicates
+from ..stream.engine import Plan, StreamOp, run
 from ..stream.order import checked_batches, ordered_batches
 from ..stream.sort import sorted_stream
 from ..stream.values import as_kernel, kernel_dtype
@@ -47,32 +48,52 @@ def to_indicator(path: str, output: str | None = None, *, vocab_size: int, memor
         raise UsageError(f"--vocab-size must be >= 0, not {V}")
     dense_out = output is not None and output.endswith(".npy")
     with open_input(path) as opened, known_shape(opened, tmp_dir) as src:
+        op = ToIndicator(V, dense_out)
+        sink = run(op, src, output, budget=budget, tmp_dir=tmp_dir, progress=progress)
+        if output is None:
+            return SparseTensor.from_sink(sink)
+        rows_out = None if dense_out else sink.final_meta.nnz
         meta = src.meta
+    return {"rows_in": meta.nnz, "rows_out": rows_out, "shape": list(op.shape), "output": output}
+
+
+class ToIndicator(StreamOp):
+    """Each entry's id moved into the last index, the value True: into a DenseSink as the
+    entries come, or sorted (external sort, repeats once) for a sparse output."""
+
+    def __init__(self, vocab_size: int, dense_out: bool):
+        self.V, self.dense_out = vocab_size, dense_out
+
+    def plan(self, meta) -> Plan:
         K = meta.sparse_ndim
         if meta.hybrid:
             raise UsageError(f"to-indicator needs one id per entry; the tensor has dense dimensions "
                              f"{list(meta.dense_shape)}")
         if meta.dtype.kind not in "iu" or meta.value_type == "bool":
             raise UsageError(f"to-indicator needs integer ids, but the values are {meta.value_type}")
-        shape = tuple(meta.shape[: K - 1]) + (V,)
-        if progress:
-            progress.set_total(meta.nnz)
-        out_meta = meta.with_(shape=shape, value_type="bool", fill_value=False, nnz=None, sort_order=tuple(range(K)),
-                              unique=True, iso=False, created_by=None,
+        self.shape = tuple(meta.shape[: K - 1]) + (self.V,)
+        out_meta = meta.with_(shape=self.shape, value_type="bool", fill_value=False, nnz=None,
+                              sort_order=tuple(range(K)), unique=True, iso=False, created_by=None,
                               dimension_names=None if meta.dimension_names is None
                               else tuple(meta.dimension_names[: K - 1]) + (None,))
-        entries = _entries(src, meta, V, budget, tmp_dir, progress, path)
-        if dense_out:
-            with DenseSink(output, out_meta.with_(dimension_names=None), fill=False, budget=budget) as sink:
-                for keys, ids in entries:
-                    sink.write(_new_keys(keys, ids), np.ones(len(ids), dtype=bool))
-            rows_out = None
-        else:
-            sink = _write_sparse(entries, output, out_meta, budget, tmp_dir)
-            if output is None:
-                return SparseTensor.from_sink(sink)
-            rows_out = sink.final_meta.nnz
-    return {"rows_in": meta.nnz, "rows_out": rows_out, "shape": list(shape), "output": output}
+        return Plan(out_meta, unique_claim=True, pieces=self.dense_out)
+
+    def open_output(self, output, plan: Plan, *, budget: Budget):
+        if self.dense_out:
+            return DenseSink(output, plan.meta.with_(dimension_names=None), fill=False, budget=budget)
+        return super().open_output(output, plan, budget=budget)
+
+    def read(self, src, plan: Plan, *, budget: Budget, tmp_dir=None, progress=None):
+        entries = _entries(src, src.meta, self.V, budget, tmp_dir, progress, src.path)
+        if self.dense_out:
+            for keys, ids in entries:
+                yield (_new_keys(keys, ids), np.ones(len(ids), dtype=bool)), None
+            return
+        for batch in _sorted_once(entries, plan.meta, budget, tmp_dir):
+            yield batch, None
+
+    def map(self, out, keys):
+        yield out  # a batch, or a (keys, values) piece for the dense output
 
 
 def _entries(src, meta, V, budget, tmp_dir, progress, path):
@@ -112,7 +133,7 @@ def _new_keys(keys, ids):
     return np.concatenate([keys[:-1], ids.astype(np.int64).reshape(1, -1)])
 
 
-def _write_sparse(entries, output, out_meta, budget, tmp_dir):
+def _sorted_once(entries, out_meta, budget, tmp_dir):
     schema = out_meta.arrow_schema()
     K = out_meta.sparse_ndim
 
@@ -122,9 +143,5 @@ def _write_sparse(entries, output, out_meta, budget, tmp_dir):
             if n:
                 yield make_batch(_new_keys(keys, ids), np.ones(n, dtype=bool), out_meta, schema)
 
-    with open_sink(output, out_meta, unique_claim=True, budget=budget) as sink:
-        stream = sorted_stream(batches(), out_meta, tuple(range(K)), budget=budget, tmp_dir=tmp_dir)
-        for out in deduplicated(stream, "first", out_meta, sink.schema):
-            sink.write_batch(out)
-    return sink
-
+    stream = sorted_stream(batches(), out_meta, tuple(range(K)), budget=budget, tmp_dir=tmp_dir)
+    return deduplicated(stream, "first", out_meta, schema)

@@ -1,4 +1,7 @@
-"""validate: every rule of formats/SPEC.md, as a report (never an exception for bad data)."""
+"""validate: every rule of formats/SPEC.md, as a report (never an exception for bad data).
+
+A driver, not a StreamOp: it reads raw Parquet footers, row groups and stream frames itself,
+since a TensorSource would refuse the broken files it has to describe."""
 
 from __future__ import annotations
 

@@ -9,10 +9,9 @@ import pyarrow as pa
 
 from .. import _linalg
 from .._memory import Budget
-from .._messages import row_text
-from ..errors import DataError, ShapeMismatch, UsageError
+from ..errors import ShapeMismatch, UsageError
 from ..format import TensorMeta, value_type_of_dtype
-from ..io import OrderTracker, batch_keys, batch_values, open_sink
+from ..io import batch_keys, batch_values, open_sink
 from .dense import is_zero, open_npy
 from .order import sorted_batches
 from .sort import KeyCodec
@@ -103,11 +102,11 @@ class _Side:
         self.codec = codec
         self.K = meta.sparse_ndim
         order = tuple(range(self.K))
-        # A unique operand is trusted, and its claim verified by _check_order as the join reads it.
+        # A unique operand is trusted, and its claim verified as the join reads it.
         self._stream = sorted_batches(src, order, budget=budget, tmp_dir=tmp_dir, progress=progress,
-                                      duplicates="keep" if meta.unique else "sum")
+                                      duplicates="keep" if meta.unique else "sum",
+                                      verify="unique" if meta.unique else "order")
         self._chunks = self._generate()
-        self._order = OrderTracker(tuple(range(src.meta.sparse_ndim)), src.meta.sparse_ndim, check_repeats=True)
 
     def _generate(self):
         for batch, codes in self._stream:
@@ -119,21 +118,7 @@ class _Side:
         if codes is None or len(codes) != batch.num_rows:
             codes = self.codec.encode_table(pa.Table.from_batches([batch]))
         keys = None if self.codec.unpackable else batch_keys(batch, self.K)
-        self._check_order(codes, keys)
         return _Chunk(codes, keys, batch_values(batch, self.meta))
-
-    def _check_order(self, codes, keys):
-        """The join needs strictly increasing keys: a file whose sort claim is false is an error."""
-        if codes.dtype != np.uint64 or not len(codes):
-            return
-        seen = self._order.offset
-        at, _ = self._order.check_codes(codes)
-        if at >= 0:
-            local = at - seen
-            keys = self.codec.decode(codes[local:local + 1]) if keys is None else keys[:, local:local + 1]
-            raise DataError(f"indices[{at}] = {row_text(keys, 0)} is out of order or repeated, "
-                            f"although the metadata says sort_order {list(self.meta.sort_order)}, unique "
-                            f"{str(self.meta.unique).lower()}", path=self.path)
 
     def next(self) -> _Chunk | None:
         for chunk in self._chunks:

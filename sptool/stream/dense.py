@@ -13,11 +13,12 @@ import numpy as np
 
 from .. import _kernels
 from .._memory import Budget, format_size
-from .._messages import out_of_bounds, out_of_order, repeated
+from .._messages import out_of_bounds
 from ..errors import DataError, InputError, ResourceError, UsageError
 from ..format import INT64_MAX, TensorMeta, value_type_of_dtype
-from ..io import AtomicTarget, OrderTracker, batch_keys, batch_values, known_shape
+from ..io import AtomicTarget, batch_keys, batch_values, known_shape
 from .engine import Plan, StreamOp, run
+from .order import ClaimCheck
 
 _COMPILED = {np.dtype(t) for t in (
     np.int8, np.int16, np.int32, np.int64, np.uint8, np.uint16, np.uint32, np.uint64,
@@ -292,13 +293,11 @@ class DenseSink:
     its touched-cell marks in a temporary file, not in memory."""
 
     def __init__(self, output: str, meta: TensorMeta, *, fill, budget: Budget, dtype: np.dtype | None = None,
-                 initial: np.ndarray | None = None, claims: TensorMeta | None = None, in_order: bool = False):
+                 initial: np.ndarray | None = None, claims: ClaimCheck | None = None, in_order: bool = False):
         dtype = np.dtype(meta.dtype if dtype is None else dtype)
         self.meta = meta
         # The input's order and uniqueness claims, verified as rows pass (as a tensor sink does).
         self.claims = claims
-        self.tracker = None if claims is None else OrderTracker(claims.sort_order, claims.sparse_ndim,
-                                                                check_repeats=claims.unique)
         self.nbytes = check_dense_size(meta.shape, dtype, output)
         self.target = AtomicTarget(output, is_dir=False)
         self.marks = self.target.tmp + ".touched"
@@ -325,8 +324,8 @@ class DenseSink:
 
     def write(self, keys: np.ndarray, values: np.ndarray):
         self.scatter.add(keys, values)
-        if self.tracker is not None:
-            _check_claims(self.tracker, keys, self.claims)
+        if self.claims is not None:
+            self.claims.check(keys)
         self.rows += keys.shape[1]
 
     def write_batch(self, batch):
@@ -396,8 +395,9 @@ class Densify(StreamOp):
     bigger than half the budget, so that it is written front to back (random rows would touch,
     flush and re-read every page of the memory map in each batch)."""
 
-    def __init__(self, fill, dtype: np.dtype, *, nbytes: int, budget: Budget, validate: bool):
+    def __init__(self, fill, dtype: np.dtype, *, nbytes: int, budget: Budget, validate: bool, path=None):
         self.fill, self.dtype, self.nbytes, self.budget, self.validate = fill, dtype, nbytes, budget, validate
+        self.path = path
 
     def plan(self, meta: TensorMeta) -> Plan:
         self.claims = meta
@@ -412,8 +412,11 @@ class Densify(StreamOp):
         yield batch
 
     def open_output(self, output, plan: Plan, *, budget: Budget):
+        claims = self.claims
+        check = ClaimCheck(claims, claims.sort_order, claims.unique, path=self.path,
+                           note=" (use --no-validate to densify anyway; duplicates are summed)")
         return DenseSink(output, plan.meta, fill=self.fill, dtype=self.dtype, budget=budget,
-                         claims=self.claims if self.validate else None, in_order=self.in_order)
+                         claims=check if self.validate else None, in_order=self.in_order)
 
 
 def write_dense(src, output: str, *, default_value=None, validate: bool = True, budget: Budget,
@@ -435,22 +438,9 @@ def write_dense(src, output: str, *, default_value=None, validate: bool = True, 
             width = max(width, len(fill))
         dtype = dense_dtype(meta, width)
         nbytes = check_dense_size(meta.shape, dtype, output)
-        op = Densify(fill, dtype, nbytes=nbytes, budget=budget, validate=validate)
+        op = Densify(fill, dtype, nbytes=nbytes, budget=budget, validate=validate, path=src.path)
         run(op, src, output, budget=budget, progress=progress)
     return {"rows": meta.nnz, "shape": list(meta.shape), "dtype": str(dtype), "bytes": nbytes}
-
-
-def _check_claims(tracker: OrderTracker, keys: np.ndarray, meta):
-    at, kind = tracker.check(keys)
-    if at < 0:
-        return
-    local = at - (tracker.offset - keys.shape[1])
-    what = out_of_order if kind == _kernels.OUT_OF_ORDER else repeated
-    raise DataError(
-        f"{what(at, keys, local)}, although the metadata says sort_order "
-        f"{list(meta.sort_order)}, unique {str(meta.unique).lower()} (use --no-validate to densify anyway; "
-        "duplicates are summed)"
-    )
 
 
 

@@ -22,11 +22,14 @@ from .runs import whole_key_runs, whole_runs
 from .values import _UFUNC, runs, segment
 
 POLICIES = ("keep", "sum", "min", "max", "first", "last", "error")
+# Partial products meeting at one coordinate (reduce --op prod part by part) multiply: a policy
+# the engine combines with, not one --duplicates offers.
+COMBINING = POLICIES + ("prod",)
 
 
-def check_policy(policy: str, meta: TensorMeta):
-    if policy not in POLICIES:
-        raise UsageError(f"--duplicates must be one of {', '.join(POLICIES)}, not {policy!r}")
+def check_policy(policy: str, meta: TensorMeta, allowed: tuple = POLICIES):
+    if policy not in allowed:
+        raise UsageError(f"--duplicates must be one of {', '.join(allowed)}, not {policy!r}")
     vt = meta.value_type
     if policy == "sum" and vt in ("string", "binary"):
         raise UsageError(f"duplicates of a {vt} tensor cannot be summed; use first, last or error")
@@ -45,7 +48,7 @@ def run_picks(policy: str, bounds: np.ndarray) -> np.ndarray:
 
 def combine_runs(policy: str, values: np.ndarray, bounds: np.ndarray, *, kernel: bool = False) -> np.ndarray:
     """One value per run of rows sharing a coordinate (``bounds``: the run offsets, then n), by a
-    duplicates policy: sum (logical OR for bool), min, max, first or last.  The one place
+    duplicates policy: sum (logical OR for bool), min, max, prod, first or last.  The one place
     duplicates are combined: ``kernel=True`` for values laid out for the compiled kernels ((n, m)
     in values.kernel_dtype, bool as uint8), which reduce there; other layouts with NumPy."""
     if policy in ("first", "last"):
@@ -61,7 +64,7 @@ def deduplicated(pairs, policy: str, meta: TensorMeta, schema: pa.Schema | None 
     """Batches of a stream of (batch, sort keys) pairs in key order with ``policy`` applied to
     the rows sharing a coordinate, every coordinate decided once (runs carried whole across
     batches)."""
-    check_policy(policy, meta)
+    check_policy(policy, meta, COMBINING)
     if policy == "keep":
         for batch, _ in pairs:
             yield batch

@@ -41,10 +41,12 @@ class Plan:
     unique_claim: bool | None = None  # True: the sink verifies the output has no repeated coordinate
     bounds_checked: bool = False  # stored order: check every index against the shape, keys as (K, n)
     background: bool = False  # encode and write the output on a second thread (map is heavy enough to pay)
+    pieces: bool = False  # map yields (keys (K, n), values) pairs for the sink's write(), not record batches
 
 
 class StreamOp:
-    """One op's per-batch work; ``run`` drives it."""
+    """One op's per-batch work; ``run`` drives it.  An op of several operands takes their
+    metadata in order (``plan(*metas)``) and reads them in its own ``read`` (given the list)."""
 
     def plan(self, meta: TensorMeta) -> Plan:
         raise NotImplementedError
@@ -68,11 +70,18 @@ class StreamOp:
         """Output held back across batches (a run of equal keys that the next batch could continue)."""
         return ()
 
-    def output_shape(self, input_shape: tuple) -> tuple | None:
-        """The output's shape from the input's, once a stream's trailer has told the extents its
-        header left open (the plan's shape has None there); None lets the sink take each open
-        extent from the largest index written."""
-        return input_shape
+    def progress_total(self, metas: list, plan: Plan) -> int | None:
+        """The rows the progress bar counts to: the inputs' (None when one is unknown); for an op
+        that reads nothing (eye), the rows its plan makes."""
+        counts = [m.nnz for m in metas] if metas else [plan.meta.nnz]
+        return None if None in counts else sum(counts)
+
+    def output_shape(self, *input_shapes: tuple) -> tuple | None:
+        """The output's shape from the input's (one shape an operand), once a stream's trailer
+        has told the extents its header left open (the plan's shape has None there); None lets
+        the sink take each open extent from the largest index written, as it does by default for
+        an op of several operands."""
+        return input_shapes[0] if len(input_shapes) == 1 else None
 
 
 def input_batches(src, plan: Plan, *, budget: Budget, tmp_dir=None, progress=None):
@@ -93,24 +102,34 @@ def input_batches(src, plan: Plan, *, budget: Budget, tmp_dir=None, progress=Non
 
 
 def run(op: StreamOp, src, output, *, budget: Budget, tmp_dir=None, progress=None):
-    """Drive ``op`` over an opened source into ``output`` (a path, a directory, '-' for stdout,
-    or None to keep the result in memory: ``sink.result()``); the closed sink, whose
-    ``final_meta`` describes what was written."""
-    plan = op.plan(src.meta)
+    """Drive ``op`` over an opened source (or a list of them, for an op of several operands, or of
+    none, for one that makes its rows) into
+    ``output`` (a path, a directory, '-' for stdout, or None to keep the result in memory:
+    ``sink.result()``); the closed sink, whose ``final_meta`` describes what was written."""
+    srcs = list(src) if isinstance(src, (list, tuple)) else [src]
+    plan = op.plan(*(s.meta for s in srcs))
     if progress:
-        progress.set_total(src.meta.nnz)
+        progress.set_total(op.progress_total([s.meta for s in srcs], plan))
     sink = op.open_output(output, plan, budget=budget)
-    writer = Background(sink, "write_batch") if plan.background else sink
-    put = writer.write if plan.background else sink.write_batch
+    method = "write" if plan.pieces else "write_batch"
+    writer = Background(sink, method) if plan.background else sink
+    put = writer.write if plan.background else getattr(sink, method)
+
+    def emit(outs):
+        for out in outs:
+            if plan.pieces:
+                put(*out)
+            else:
+                put(out)
+
     with writer:
         for batch, keys in op.read(src, plan, budget=budget, tmp_dir=tmp_dir, progress=progress):
-            for out in op.map(batch, keys):
-                put(out)
-        for out in op.finish():
-            put(out)
-        shape = op.output_shape(src.meta.shape) if any(s is None for s in plan.meta.shape) else None
-        if shape is not None:
-            sink.resolve_shape(shape)
+            emit(op.map(batch, keys))
+        emit(op.finish())
+        if any(s is None for s in plan.meta.shape):
+            shape = op.output_shape(*(s.meta.shape for s in srcs))
+            if shape is not None:
+                sink.resolve_shape(shape)
     return sink
 
 
@@ -119,7 +138,7 @@ class Partwise:
     dataset, or of any operand) to a partial result; ``combine(meta)`` is the StreamOp that turns
     the partials, read together as one dataset, into the result; ``check(meta)`` refuses an input
     the op cannot take, before any part is mapped.  An op whose per-part work is not a single
-    StreamOp (reduce's accumulators) overrides ``map_part`` instead."""
+    StreamOp overrides ``map_part`` instead."""
 
     def check(self, meta: TensorMeta) -> None:
         pass

@@ -6,9 +6,11 @@ from __future__ import annotations
 
 import numpy as np
 
+from .. import _kernels
 from .._memory import Budget, budget_of
+from .._messages import out_of_order, repeated
 from ..errors import DataError
-from ..io import TensorSource, batch_keys, batch_values, make_batch
+from ..io import OrderTracker, TensorSource, batch_keys, batch_values, make_batch
 from .bounds import checked
 from .duplicates import deduplicated, sum_duplicates
 from .sort import key_preparer, prepared_batches, sorted_stream
@@ -19,8 +21,49 @@ def already_sorted(meta, order) -> bool:
     return tuple(meta.sort_order[: len(order)]) == tuple(order) and len(meta.sort_order) >= len(order)
 
 
+class ClaimCheck:
+    """The one check that a source's claimed order (strictly increasing when ``unique``) holds as
+    its rows pass: the first row that breaks it is an error naming the row and what the metadata
+    says, then ``note`` (what the caller offers instead)."""
+
+    def __init__(self, meta, order, unique: bool, *, path=None, note: str = ""):
+        self.meta, self.path, self.note = meta, path, note
+        self.tracker = OrderTracker(tuple(order), meta.sparse_ndim, check_repeats=unique)
+
+    def check(self, keys) -> None:
+        """``keys``: the K index columns of a batch (a (K, n) array or a list of int64 columns)."""
+        seen = self.tracker.offset
+        at, kind = self.tracker.check(keys)
+        if at >= 0:
+            self._fail(at, kind, keys, at - seen)
+
+    def check_batch(self, batch, codes=None) -> None:
+        """A batch's rows, by their packed sort codes in the tracker's full order when given (one
+        vectorised comparison), else by its index columns."""
+        K = self.meta.sparse_ndim
+        if codes is None or codes.dtype != np.uint64 or not self.tracker.full:
+            self.check([batch.column(k).to_numpy() for k in range(K)])
+            return
+        seen = self.tracker.offset
+        at, kind = self.tracker.check_codes(codes)
+        if at >= 0:
+            self._fail(at, kind, batch_keys(batch.slice(at - seen, 1), K), 0)
+
+    def _fail(self, at: int, kind: int, keys, i: int):
+        what = repeated if kind == _kernels.REPEATED else out_of_order
+        meta = self.meta
+        raise DataError(f"{what(at, keys, i)}, although the metadata says sort_order {list(meta.sort_order)}, "
+                        f"unique {str(bool(meta.unique)).lower()}{self.note}", path=self.path)
+
+
+def _claim_checked(stream, check: ClaimCheck):
+    for batch, keys in stream:
+        check.check_batch(batch, keys)
+        yield batch, keys
+
+
 def sorted_batches(src, order, *, budget: Budget, tmp_dir=None, progress=None, keys: bool = True,
-                   duplicates: str = "keep"):
+                   duplicates: str = "keep", verify: str | None = None):
     """Yield (batch, sort keys) of a source in ``order``: the one way to get a source in an
     order.  Passed through when the metadata already promises that order, otherwise through the
     external sort; bounds are checked either way (an index outside the shape would pack into a
@@ -28,13 +71,21 @@ def sorted_batches(src, order, *, budget: Budget, tmp_dir=None, progress=None, k
     would not need.  ``duplicates`` other than "keep" applies that policy to rows sharing a
     coordinate (the canonical form with "sum"), whatever the metadata claims (a caller that
     trusts a uniqueness claim verifies it instead); such batches hold the index and value
-    columns only, and come with keys None."""
+    columns only, and come with keys None.
+
+    ``verify`` checks what the caller trusts as the rows pass (ClaimCheck): "order", that a
+    passed-through source really is in the order its metadata promises; "unique", that as well
+    as no coordinate repeated (sorted or passed through: a sort keeps repeats adjacent)."""
     meta = src.meta
+    check = None if verify is None else ClaimCheck(meta, order, verify == "unique", path=src.path)
     if already_sorted(meta, order):
         stream = prepared_batches(src, order, keys=keys or duplicates != "keep", budget=budget, progress=progress)
     else:
         stream = sorted_stream(src.iter_prepared(key_preparer(meta, order), budget=budget), meta, order,
                                keyed=True, path=src.path, budget=budget, tmp_dir=tmp_dir, progress=progress)
+        check = check if verify == "unique" else None
+    if check is not None:
+        stream = _claim_checked(stream, check)
     if duplicates == "keep":
         yield from stream
         return

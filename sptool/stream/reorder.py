@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from ..format import TensorMeta
 from .axes import normalize_order
-from .duplicates import check_policy
+from .duplicates import COMBINING, check_policy
 from .engine import Partwise, Plan, StreamOp
 
 
@@ -41,3 +41,14 @@ class Reorder(StreamOp, Partwise):
 
     def combine(self, meta: TensorMeta) -> StreamOp:
         return Reorder(self.order, self.duplicates)
+
+
+class Combine(Reorder):
+    """Partial results meeting at one coordinate combined by ``how`` (sum, max, min or prod), in
+    row-major order: the combine step of an op whose partials are reductions (reduce)."""
+
+    def __init__(self, how: str):
+        super().__init__(None, how)
+
+    def check(self, meta: TensorMeta) -> None:
+        check_policy(self.duplicates, meta, COMBINING)

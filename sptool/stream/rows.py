@@ -13,11 +13,8 @@ from collections.abc import Callable, Iterable, Iterator
 
 import numpy as np
 
-from .. import _kernels
 from .._memory import Budget
-from .._messages import out_of_order, repeated
-from ..errors import DataError
-from ..io import OrderTracker, batch_keys
+from ..io import batch_keys
 from .order import sorted_batches
 from .runs import whole_runs
 
@@ -32,22 +29,13 @@ def feature_rows(src, prepare: Callable, *, budget: Budget, tmp_dir=None, progre
     # Strings cannot be summed: the format makes their tensors unique (checked here as well).
     unique = bool(meta.unique) or meta.value_type in ("string", "binary")
     K = meta.sparse_ndim
-    order = tuple(range(K))
-    tracker = OrderTracker(order, K, check_repeats=unique)
 
     def pairs():
-        for batch, _ in sorted_batches(src, order, budget=budget, tmp_dir=tmp_dir, progress=progress,
-                                       keys=False, duplicates="keep" if unique else "sum"):
-            if not batch.num_rows:
-                continue
-            keys = batch_keys(batch, K)
-            seen = tracker.offset
-            at, kind = tracker.check(keys)
-            if at >= 0:
-                what = repeated if kind == _kernels.REPEATED else out_of_order
-                raise DataError(f"{what(at, keys, at - seen)}, although the metadata says sort_order "
-                                f"{list(meta.sort_order)}, unique {str(bool(meta.unique)).lower()}", path=src.path)
-            yield keys, prepare(batch)
+        for batch, _ in sorted_batches(src, tuple(range(K)), budget=budget, tmp_dir=tmp_dir, progress=progress,
+                                       keys=False, duplicates="keep" if unique else "sum",
+                                       verify="unique" if unique else "order"):
+            if batch.num_rows:
+                yield batch_keys(batch, K), prepare(batch)
 
     return whole_runs(pairs(), [0])
 
