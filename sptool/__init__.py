@@ -44,6 +44,7 @@ _API = {
     "merge": "ops.merge",
     "cross": "ops.cross", "cross_hashed": "ops.cross", "bincount": "ops.bincount",
     "segment_sum": "ops.segment", "segment_mean": "ops.segment", "segment_sqrt_n": "ops.segment",
+    "apply": "ops.apply",
 }
 
 __all__ = [

@@ -227,6 +227,7 @@ COMMANDS = {
     "merge": "merge",
     "cross": "cross", "cross-hashed": "cross", "bincount": "bincount",
     "segment-sum": "segment", "segment-mean": "segment", "segment-sqrt-n": "segment",
+    "apply": "apply",
 }
 
 
