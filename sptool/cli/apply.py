@@ -84,8 +84,8 @@ def apply(ctx, table, gradients, optimizer, lr, state, initial_accumulator, eps,
         extra = ("no interrupted apply found" if r["recovered"] is None
                  else f"rolled back an interrupted apply ({r['recovered']:,} rows)")
     else:
-        extra = (f"updated {r['rows']:,} rows of {table} ({r['optimizer']}, {r['gradients']} gradient(s), "
-                 f"step {r['step']}){note}")
+        step = "" if r["step"] is None else f", step {r['step']}"
+        extra = f"updated {r['rows']:,} rows of {table} ({r['optimizer']}, {r['gradients']} gradient(s){step}){note}"
     job.summary(result=r, rows_out=r["rows"], extra=extra)
 
 

@@ -297,7 +297,7 @@ def _transaction(table, arr, sources, st: _State, params, budget, tmp_dir, progr
         journal.rollback()
         raise
     return {"table": table, "optimizer": params["optimizer"], "gradients": len(sources), "rows": touched,
-            "rows_in": sum(src.meta.nnz or 0 for src in sources), "step": st.step + len(sources),
+            "rows_in": sum(src.meta.nnz or 0 for src in sources), "step": st.step + len(sources) if st.dir else None,
             "state": st.dir, "recovered": recovered}
 
 
