@@ -328,3 +328,37 @@ def test_apply_progress_in_a_terminal(tmp_path):
     assert code == 0, text
     assert BAR_GLYPH in output and cursor_restored(output), text
     assert f"updated {len(np.unique(rows))} rows of t.npy (sgd, 1 gradient(s))" in text
+
+
+def test_journal_cut_at_every_byte_rolls_back_exactly_the_whole_blocks(tmp_path):
+    from sptool.stream.journal import RowJournal, recover_journal
+
+    rng = np.random.default_rng(8)
+    original = rng.standard_normal((20, 3))
+    np.save(tmp_path / "a.npy", original)
+    arr = np.load(tmp_path / "a.npy", mmap_mode="r+")
+    path = str(tmp_path / "j")
+    j = RowJournal(path, {"a": (str(tmp_path / "a.npy"), arr)}, {})
+    header_end = os.path.getsize(path)
+    j.record(np.array([2, 5, 7]))
+    arr[[2, 5, 7]] = 99.0  # block 1 applied
+    block_end = os.path.getsize(path)
+    j.record(np.array([1, 5]))  # block 2 journaled; its rows are changed only in the full case below
+    os.close(j.fd)
+    full = open(path, "rb").read()
+    changed = np.array(arr)
+    del arr
+    for cut in range(header_end, len(full) + 1):
+        np.save(tmp_path / "a.npy", changed)
+        if cut == len(full):
+            a = np.load(tmp_path / "a.npy", mmap_mode="r+")
+            a[[1, 5]] = -7.0
+            a.flush()
+            del a
+        with open(path, "wb") as f:
+            f.write(full[:cut])
+        restored = recover_journal(path)
+        assert restored == (5 if cut == len(full) else 3 if cut >= block_end else 0), cut
+        want = original if cut >= block_end else changed
+        assert np.array_equal(np.load(tmp_path / "a.npy"), want), cut
+        assert not os.path.exists(path)

@@ -14,6 +14,7 @@ import contextlib
 import fcntl
 import json
 import math
+import mmap
 import os
 import time
 
@@ -269,7 +270,9 @@ def _transaction(table, arr, sources, st: _State, params, budget, tmp_dir, progr
     state_rows = [as_rows(a) for _, a in st.arrays.values()]
     journal = RowJournal(journal_path(table), arrays, files)
     touched = 0
-    release_every = max(budget.usable // 2, 1 << 20)
+    # A touched row costs at least a page of each map in RSS: give them back every so often.
+    release_every = max(budget.usable // 8, 1 << 20)
+    row_cost = max(rows_of.shape[1] * arr.dtype.itemsize, mmap.PAGESIZE) * (1 + len(state_rows))
     since = 0
     try:
         for i, src in enumerate(sources):
@@ -287,7 +290,7 @@ def _transaction(table, arr, sources, st: _State, params, budget, tmp_dir, progr
                 kernel(rows_of, *state_rows, rows, grad, *args)
                 _pause("written")
                 touched += len(rows)
-                since += len(rows) * rows_of.shape[1] * arr.dtype.itemsize * (2 + len(state_rows))
+                since += len(rows) * row_cost
                 if since > release_every:  # the maps' pages would otherwise stay in RSS
                     for a in (arr, *state_rows):
                         release(a)

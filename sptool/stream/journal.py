@@ -17,7 +17,9 @@ header order, [n, m] in its dtype), u32 CRC.
 
 from __future__ import annotations
 
+import itertools
 import json
+import mmap
 import os
 import struct
 import zlib
@@ -99,12 +101,15 @@ class RowJournal:
 
     def record(self, rows: np.ndarray):
         """Append the current contents of ``rows`` (int64, within every array) and fsync."""
-        parts = [np.ascontiguousarray(rows, dtype=np.int64).tobytes()]
-        parts += [np.ascontiguousarray(a[rows]).tobytes() for _, a in self.arrays.values()]
-        payload = b"".join(parts)
-        os.write(self.fd, BLOCK + _U64.pack(len(rows)) + _U64.pack(len(payload)))
-        os.write(self.fd, payload)
-        os.write(self.fd, _U32.pack(zlib.crc32(payload)))
+        rows = np.ascontiguousarray(rows, dtype=np.int64)
+        size = rows.nbytes + sum(len(rows) * a.shape[1] * a.dtype.itemsize for _, a in self.arrays.values())
+        os.write(self.fd, BLOCK + _U64.pack(len(rows)) + _U64.pack(size))
+        crc = 0
+        # One array's rows at a time: the block is never held whole.
+        for part in itertools.chain((rows,), (a[rows] for _, a in self.arrays.values())):
+            crc = zlib.crc32(part, crc)
+            _write_all(self.fd, memoryview(part).cast("B"))
+        os.write(self.fd, _U32.pack(crc))
         os.fsync(self.fd)
         self.rows += len(rows)
 
@@ -126,6 +131,11 @@ class RowJournal:
             os.close(self.fd)
             self.fd = None
         recover_journal(self.path)
+
+
+def _write_all(fd: int, data: memoryview):
+    while len(data):
+        data = data[os.write(fd, data):]
 
 
 def _blocks(data: memoryview, start: int, widths: list[int]):
@@ -155,7 +165,19 @@ def recover_journal(path: str) -> int | None:
     if not os.path.exists(path):
         return None
     with open(path, "rb") as f:
-        raw = f.read()
+        # Mapped, not read: a journal can be larger than --memory.
+        raw = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) if os.fstat(f.fileno()).st_size else b""
+    try:
+        return _roll_back(path, raw)
+    finally:
+        if isinstance(raw, mmap.mmap):
+            try:
+                raw.close()
+            except BufferError:  # a view still held by a traceback: the collector unmaps it
+                pass
+
+
+def _roll_back(path: str, raw) -> int:
     data = memoryview(raw)
     if len(raw) < len(MAGIC) + _U64.size or raw[:len(MAGIC)] != MAGIC:
         if len(raw) < len(MAGIC) + _U64.size and MAGIC.startswith(raw[:len(MAGIC)]):
@@ -193,7 +215,8 @@ def recover_journal(path: str) -> int | None:
         restored += n
     for a in arrays:
         flush_array(a)
-    del arrays, data
+    rows = None
+    del arrays
     for p, text in header["files"].items():
         if text is None:
             if os.path.exists(p):
