@@ -362,3 +362,20 @@ def test_journal_cut_at_every_byte_rolls_back_exactly_the_whole_blocks(tmp_path)
         want = original if cut >= block_end else changed
         assert np.array_equal(np.load(tmp_path / "a.npy"), want), cut
         assert not os.path.exists(path)
+
+
+def test_readme_row_sparse_tour(tmp_path):
+    from command_examples import ROOT, in_workdir, readme_blocks
+
+    (block,) = [b for b in readme_blocks() if "sptool apply" in b]
+    p = subprocess.run(["bash", "-e", "-o", "pipefail", "-c", in_workdir(block, tmp_path)], cwd=tmp_path,
+                       env=env_with_sptool(), capture_output=True, text=True, timeout=300)
+    assert p.returncode == 0, p.stderr
+    rows, vals = np.load(ROOT / "sample_data/grad_rows.npy"), np.load(ROOT / "sample_data/grad_values.npy")
+    distinct = len(np.unique(rows))
+    assert f"row-sparse  200 rows of [16]; {distinct} distinct, {distinct / 1000:.3g} of the height" in p.stdout
+    assert f"# row-sparse: 200 rows of [16]; {distinct} distinct, {distinct / 1000:.3g}" in block  # the comment holds
+    want, _ = numpy_optimizer(np.load(ROOT / "sample_data/embeddings.npy"), [(rows, vals)] * 3, "adam", 0.01,
+                              eps=1e-8)
+    np.testing.assert_allclose(np.load(tmp_path / "emb.npy"), want, **tolerance(np.float32))
+    assert json.load(open(tmp_path / "emb-adam" / "state.json"))["step"] == 3

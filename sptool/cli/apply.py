@@ -68,8 +68,10 @@ def apply(ctx, table, gradients, optimizer, lr, state, initial_accumulator, eps,
 
     \b
     Example:
-      cp sample_data/embeddings.npy /tmp/emb.npy
+      sptool convert sample_data/embeddings.npy -o /tmp/emb.parquet
+      sptool todense /tmp/emb.parquet -o /tmp/emb.npy
       sptool apply /tmp/emb.npy sample_data/grad.parquet --optimizer adam --lr 0.01 --state /tmp/emb-adam
+      sptool apply /tmp/emb.npy sample_data/grad.parquet --optimizer sgd --lr 0.1
     """
     opts = settings(ctx)
     job = Job("apply", quiet=opts["quiet"])
