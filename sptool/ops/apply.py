@@ -14,7 +14,6 @@ import contextlib
 import fcntl
 import json
 import math
-import mmap
 import os
 import time
 
@@ -25,7 +24,15 @@ from .._memory import budget_of
 from ..errors import DataError, InputError, ShapeMismatch, UsageError
 from ..io import batch_keys, batch_values, open_input
 from ..stream.dense import open_npy, release
-from ..stream.journal import RowJournal, as_rows, journal_path, recover_journal, write_durably
+from ..stream.journal import (
+    FAULT_AROUND,
+    RowJournal,
+    as_rows,
+    journal_path,
+    recover_journal,
+    release_rows,
+    write_durably,
+)
 from ..stream.order import sorted_batches
 
 OPTIMIZERS = ("sgd", "adagrad", "adam")
@@ -270,31 +277,34 @@ def _transaction(table, arr, sources, st: _State, params, budget, tmp_dir, progr
     state_rows = [as_rows(a) for _, a in st.arrays.values()]
     journal = RowJournal(journal_path(table), arrays, files)
     touched = 0
-    # A touched row costs at least a page of each map in RSS: give them back every so often.
-    release_every = max(budget.usable // 8, 1 << 20)
-    row_cost = max(rows_of.shape[1] * arr.dtype.itemsize, mmap.PAGESIZE) * (1 + len(state_rows))
-    since = 0
+    maps = [rows_of, *state_rows]
+    width = rows_of.shape[1] * arr.dtype.itemsize
+    # Rows are journaled (one fsync) a chunk at a time and then updated, and the maps' pages are
+    # given back a piece at a time: a row read through a map holds up to FAULT_AROUND of it.
+    piece = max(256, budget.usable // 16 // (len(maps) * max(width, FAULT_AROUND)))
+    chunk = max(piece, budget.usable // 4 // (8 + len(maps) * width))
     try:
         for i, src in enumerate(sources):
-            t = st.step + i + 1
-            args = _scalars(params, t)
+            args = _scalars(params, st.step + i + 1)
             for batch, _ in sorted_batches(src, (0,), budget=budget, tmp_dir=tmp_dir, progress=progress,
                                            duplicates="sum"):
-                if not batch.num_rows:
-                    continue
-                rows = np.ascontiguousarray(batch_keys(batch, 1)[0], dtype=np.int64)
-                grad = batch_values(batch, src.meta).reshape(len(rows), rows_of.shape[1])
-                grad = np.ascontiguousarray(grad, dtype=arr.dtype)
-                journal.record(rows)
-                _pause("journaled")
-                kernel(rows_of, *state_rows, rows, grad, *args)
-                _pause("written")
-                touched += len(rows)
-                since += len(rows) * row_cost
-                if since > release_every:  # the maps' pages would otherwise stay in RSS
-                    for a in (arr, *state_rows):
-                        release(a)
-                    since = 0
+                ids = np.ascontiguousarray(batch_keys(batch, 1)[0], dtype=np.int64)
+                grads = batch_values(batch, src.meta).reshape(len(ids), rows_of.shape[1])
+                for lo in range(0, len(ids), chunk):
+                    pieces = range(lo, min(lo + chunk, len(ids)), piece)
+                    for p in pieces:
+                        journal.append(ids[p:min(p + piece, lo + chunk)])
+                    journal.sync()
+                    _pause("journaled")
+                    for p in pieces:
+                        rows = ids[p:min(p + piece, lo + chunk)]
+                        kernel(rows_of, *state_rows, rows, np.ascontiguousarray(grads[p:p + len(rows)],
+                                                                                dtype=arr.dtype), *args)
+                        # Dropped, not synced: a shared map's dirty pages stay dirty in the page
+                        # cache, written back by the one fsync of the commit.
+                        release_rows(maps, rows, flush=False)
+                        touched += len(rows)
+                    _pause("written")
         journal.commit(pause=_pause)
     except BaseException:
         journal.rollback()

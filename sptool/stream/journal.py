@@ -75,6 +75,38 @@ def flush_array(arr: np.ndarray):
             os.close(fd)
 
 
+# A page fault on a file map also maps the neighbouring cached pages (Linux's fault-around,
+# 64 KiB by default), so a row read through a map holds up to this much of it in RSS.
+FAULT_AROUND = 64 << 10
+
+
+def release_rows(arrays, rows: np.ndarray, *, flush: bool = True):
+    """Give back the pages of the (N, m) memory maps ``arrays`` that hold rows rows[0] ..
+    rows[-1] (sorted): only that range of each map.  Dirty pages of a shared file map stay
+    dirty in the page cache when dropped (the kernel moves the dirty bit to the page), so
+    ``flush`` (write them to the file now, and wait) is needed only for durability."""
+    if not len(rows):
+        return
+    for arr in arrays:
+        base = arr
+        while base is not None and not isinstance(base, np.memmap):
+            base = base.base
+        if base is None or getattr(base, "_mmap", None) is None:
+            continue
+        width = arr.shape[1] * arr.dtype.itemsize
+        start = base.offset % mmap.ALLOCATIONGRANULARITY  # where the array begins in the map
+        lo = start + int(rows[0]) * width
+        hi = start + (int(rows[-1]) + 1) * width
+        lo -= lo % mmap.PAGESIZE
+        hi = min(-(-hi // mmap.PAGESIZE) * mmap.PAGESIZE, len(base._mmap))
+        if flush:
+            base._mmap.flush(lo, hi - lo)
+        try:
+            base._mmap.madvise(mmap.MADV_DONTNEED, lo, hi - lo)
+        except (AttributeError, OSError, ValueError):
+            pass
+
+
 def as_rows(arr: np.ndarray) -> np.ndarray:
     """An (N, m) view of an array of N rows (m = 1 for a vector)."""
     return arr.reshape(arr.shape[0], -1) if arr.ndim != 1 else arr.reshape(-1, 1)
@@ -100,7 +132,16 @@ class RowJournal:
         self.rows = 0
 
     def record(self, rows: np.ndarray):
-        """Append the current contents of ``rows`` (int64, within every array) and fsync."""
+        """Append the current contents of ``rows`` and fsync: the rows may change now."""
+        self.append(rows)
+        self.sync()
+
+    def sync(self):
+        os.fsync(self.fd)
+
+    def append(self, rows: np.ndarray):
+        """Append the current contents of ``rows`` (int64, within every array), not yet fsynced:
+        ``sync()`` before any of them changes."""
         rows = np.ascontiguousarray(rows, dtype=np.int64)
         size = rows.nbytes + sum(len(rows) * a.shape[1] * a.dtype.itemsize for _, a in self.arrays.values())
         os.write(self.fd, BLOCK + _U64.pack(len(rows)) + _U64.pack(size))
@@ -110,8 +151,8 @@ class RowJournal:
             crc = zlib.crc32(part, crc)
             _write_all(self.fd, memoryview(part).cast("B"))
         os.write(self.fd, _U32.pack(crc))
-        os.fsync(self.fd)
         self.rows += len(rows)
+        release_rows([a for _, a in self.arrays.values()], rows, flush=False)
 
     def commit(self, pause=None):
         """Make the new contents durable, write the new files, then delete the journal."""
