@@ -9,22 +9,22 @@ from __future__ import annotations
 import numpy as np
 
 
-def sgd_rows(table, rows, grad, lr):
+def sgd_rows(table, rows, grad, old, lr):
     t = table.dtype.type
-    table[rows] = table[rows] - t(lr) * grad
+    table[rows] = old - t(lr) * grad
 
 
-def adagrad_rows(table, acc, rows, grad, lr, eps):
+def adagrad_rows(table, acc, rows, grad, old, old_acc, lr, eps):
     t = table.dtype.type
-    s = acc[rows] + grad * grad
+    s = old_acc + grad * grad
     acc[rows] = s
-    table[rows] = table[rows] - t(lr) * grad / (np.sqrt(s) + t(eps))
+    table[rows] = old - t(lr) * grad / (np.sqrt(s) + t(eps))
 
 
-def adam_rows(table, m1, m2, rows, grad, step_size, beta1, beta2, eps):
+def adam_rows(table, m1, m2, rows, grad, old, old_m1, old_m2, step_size, beta1, beta2, eps):
     t = table.dtype.type
-    u = t(beta1) * m1[rows] + t(1.0 - beta1) * grad
-    v = t(beta2) * m2[rows] + t(1.0 - beta2) * grad * grad
+    u = t(beta1) * old_m1 + t(1.0 - beta1) * grad
+    v = t(beta2) * old_m2 + t(1.0 - beta2) * grad * grad
     m1[rows] = u
     m2[rows] = v
-    table[rows] = table[rows] - t(step_size) * u / (np.sqrt(v) + t(eps))
+    table[rows] = old - t(step_size) * u / (np.sqrt(v) + t(eps))

@@ -139,13 +139,16 @@ def test_kernels_match_their_numpy_reference(dtype):
     for name, n_state, scalars in cases:
         a = [base.copy()] + [state.copy() for _ in range(n_state)]
         b = [x.copy() for x in a]
-        getattr(_optim, name)(*a, rows, grad, *scalars)
-        getattr(_optim_reference, name)(*b, rows, grad, *scalars)
+        old = [x[rows] for x in a]
+        getattr(_optim, name)(*a, rows, grad, *old, *scalars)
+        getattr(_optim_reference, name)(*b, rows, grad, *old, *scalars)
         for x, y in zip(a, b):
             np.testing.assert_allclose(x, y, rtol=1e-6 if dtype == np.float32 else 1e-14, err_msg=name)
         assert not np.array_equal(a[0], base), name
     with pytest.raises(ValueError, match="outside"):
-        _optim.sgd_rows(base, np.array([N], np.int64), grad[:1], 0.1)
+        _optim.sgd_rows(base, np.array([N], np.int64), grad[:1], grad[:1], 0.1)
+    with pytest.raises(ValueError, match="must be"):
+        _optim.sgd_rows(base, rows, grad, grad[:-1], 0.1)
 
 
 def _crafted(tmp_path, height, block, bad):

@@ -55,8 +55,8 @@ def apply(ctx, table, gradients, optimizer, lr, state, initial_accumulator, eps,
 
     All or nothing: before a block of rows changes, its old contents (table and
     state) are written to a journal beside TABLE (.TABLE.npy.journal) and fsynced;
-    the command commits by deleting it. A crash, SIGKILL or Ctrl-C leaves TABLE and
-    its state entirely old or entirely new: the next apply on TABLE rolls an
+    the command commits by fsyncing TABLE and the state, then deleting the journal.
+    A crash, SIGKILL or Ctrl-C leaves TABLE and its state entirely old or entirely new: the next apply on TABLE rolls an
     interrupted one back first (so does --recover alone). Bad input (block shape,
     height, a row id outside the table, a value type that would lose precision such
     as float64 onto float32, a state of another table) is an error, exit 1, and
@@ -64,7 +64,8 @@ def apply(ctx, table, gradients, optimizer, lr, state, initial_accumulator, eps,
 
     Memory: TABLE and the state are memory maps; only the touched rows are read and
     written, in blocks within --memory (a 1% gradient costs about 1% of the table
-    in I/O, plus the journal); an unsorted gradient is first sorted within --memory.
+    in I/O, plus the journal: on disk, the touched rows' old contents, table and
+    state); an unsorted gradient is first sorted within --memory.
 
     \b
     Example:

@@ -292,14 +292,13 @@ def _transaction(table, arr, sources, st: _State, params, budget, tmp_dir, progr
                 grads = batch_values(batch, src.meta).reshape(len(ids), rows_of.shape[1])
                 for lo in range(0, len(ids), chunk):
                     pieces = range(lo, min(lo + chunk, len(ids)), piece)
-                    for p in pieces:
-                        journal.append(ids[p:min(p + piece, lo + chunk)])
+                    olds = [journal.append(ids[p:min(p + piece, lo + chunk)]) for p in pieces]
                     journal.sync()
                     _pause("journaled")
-                    for p in pieces:
+                    for p, old in zip(pieces, olds):
                         rows = ids[p:min(p + piece, lo + chunk)]
-                        kernel(rows_of, *state_rows, rows, np.ascontiguousarray(grads[p:p + len(rows)],
-                                                                                dtype=arr.dtype), *args)
+                        grad = np.ascontiguousarray(grads[p:p + len(rows)], dtype=arr.dtype)
+                        kernel(rows_of, *state_rows, rows, grad, *old, *args)
                         # Dropped, not synced: a shared map's dirty pages stay dirty in the page
                         # cache, written back by the one fsync of the commit.
                         release_rows(maps, rows, flush=False)

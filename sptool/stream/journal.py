@@ -17,7 +17,6 @@ header order, [n, m] in its dtype), u32 CRC.
 
 from __future__ import annotations
 
-import itertools
 import json
 import mmap
 import os
@@ -131,28 +130,30 @@ class RowJournal:
         fsync_dir(path)
         self.rows = 0
 
-    def record(self, rows: np.ndarray):
+    def record(self, rows: np.ndarray) -> list[np.ndarray]:
         """Append the current contents of ``rows`` and fsync: the rows may change now."""
-        self.append(rows)
+        old = self.append(rows)
         self.sync()
+        return old
 
     def sync(self):
         os.fsync(self.fd)
 
-    def append(self, rows: np.ndarray):
+    def append(self, rows: np.ndarray) -> list[np.ndarray]:
         """Append the current contents of ``rows`` (int64, within every array), not yet fsynced:
-        ``sync()`` before any of them changes."""
+        ``sync()`` before any of them changes.  Returns those contents, (n, m) per array."""
         rows = np.ascontiguousarray(rows, dtype=np.int64)
         size = rows.nbytes + sum(len(rows) * a.shape[1] * a.dtype.itemsize for _, a in self.arrays.values())
         os.write(self.fd, BLOCK + _U64.pack(len(rows)) + _U64.pack(size))
+        old = [a[rows] for _, a in self.arrays.values()]
         crc = 0
-        # One array's rows at a time: the block is never held whole.
-        for part in itertools.chain((rows,), (a[rows] for _, a in self.arrays.values())):
+        for part in (rows, *old):
             crc = zlib.crc32(part, crc)
             _write_all(self.fd, memoryview(part).cast("B"))
         os.write(self.fd, _U32.pack(crc))
         self.rows += len(rows)
         release_rows([a for _, a in self.arrays.values()], rows, flush=False)
+        return old
 
     def commit(self, pause=None):
         """Make the new contents durable, write the new files, then delete the journal."""
