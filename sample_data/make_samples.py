@@ -33,6 +33,9 @@ SEED_MATRIX_B = 20240305
 SEED_DENSE_B = 20240306
 SEED_IDS = 20240314
 SEED_SEGMENTS = 20240316
+SEED_EMBEDDINGS = 20240317
+EMBEDDINGS_SHAPE = (1000, 16)
+GRAD_ROWS = 200
 
 TENSOR3D_SHAPE = (40, 30, 20)
 TENSOR3D_NNZ = 1000
@@ -110,6 +113,17 @@ def rowsparse() -> SparseTensor:
     values = rng.standard_normal((40, 8)).astype(np.float32)
     return SparseTensor(rows.reshape(-1, 1), values, (100, 8), sort_order=(0,), unique=False,
                         dimension_names=("row", "embedding"))
+
+
+def embeddings() -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """A 1000 x 16 float32 embedding table and a row-sparse gradient of it for `sptool apply`:
+    200 row ids in random order (some repeated, as a batch's lookups repeat) and their rows."""
+    rng = np.random.default_rng(SEED_EMBEDDINGS)
+    table = (rng.standard_normal(EMBEDDINGS_SHAPE) * 0.1).astype(np.float32)
+    rows = rng.integers(0, EMBEDDINGS_SHAPE[0], size=GRAD_ROWS).astype(np.int64)
+    assert len(np.unique(rows)) < len(rows), "the sample should repeat some row ids"
+    values = rng.standard_normal((GRAD_ROWS, EMBEDDINGS_SHAPE[1])).astype(np.float32)
+    return table, rows, values
 
 
 def matrix(seed: int) -> SparseTensor:
@@ -215,6 +229,14 @@ def make_all(out: str) -> list[tuple[str, str]]:
     done.append(("segment_indices.npy", "40 row indices into dense_b.npy, for segment-sum"))
     done.append(("segment_ids.npy", "their 40 sorted segment ids in [0, 10)"))
     done.append(("dense_b.npy", f"dense {list(DENSE_B_SHAPE)} float64"))
+    table, rows, values = embeddings()
+    np.save(os.path.join(out, "embeddings.npy"), table)
+    np.save(os.path.join(out, "grad_rows.npy"), rows)
+    np.save(os.path.join(out, "grad_values.npy"), values)
+    done.append(("embeddings.npy", f"dense {list(EMBEDDINGS_SHAPE)} float32 embedding table, for apply"))
+    done.append(("grad_rows.npy", f"{GRAD_ROWS} row ids of a gradient of embeddings.npy, unsorted, some repeated"))
+    done.append(("grad_values.npy", f"their rows, [{GRAD_ROWS}, {EMBEDDINGS_SHAPE[1]}] float32"))
+    put("grad.parquet", SparseTensor(rows.reshape(-1, 1), values, EMBEDDINGS_SHAPE, sort_order=(), unique=False))
     write_invalid(os.path.join(out, "invalid.parquet"))
     done.append(("invalid.parquet", "4 x 4, claims canonical; row 3 out of order, row 7 out of bounds"))
     return done

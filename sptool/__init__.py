@@ -45,6 +45,7 @@ _API = {
     "cross": "ops.cross", "cross_hashed": "ops.cross", "bincount": "ops.bincount",
     "segment_sum": "ops.segment", "segment_mean": "ops.segment", "segment_sqrt_n": "ops.segment",
     "sampled_matmul": "ops.sampled_matmul",
+    "apply": "ops.apply",
 }
 
 __all__ = [

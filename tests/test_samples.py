@@ -17,7 +17,7 @@ import sptool
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 SAMPLES = os.path.join(ROOT, "sample_data")
 VALID = ["digits.parquet", "tensor3d.parquet", "unsorted.parquet", "rowsparse.parquet",
-         "matrix_a.parquet", "matrix_b.parquet", "ids_words.parquet", "ids_numbers.parquet"]
+         "matrix_a.parquet", "matrix_b.parquet", "ids_words.parquet", "ids_numbers.parquet", "grad.parquet"]
 INVALID_CODES = {"E_NOT_SORTED", "E_INDEX_OUT_OF_BOUNDS", "E_STATS_OUT_OF_BOUNDS"}
 
 
@@ -62,6 +62,17 @@ def test_sample_claims():
     a, b = sptool.read(sample("matrix_a.parquet")), sptool.read(sample("matrix_b.parquet"))
     assert a.shape == b.shape
     assert np.load(sample("dense_b.npy")).shape == (a.shape[1], 16)
+
+
+def test_apply_samples_are_a_table_and_its_gradient():
+    table = np.load(sample("embeddings.npy"))
+    rows, values = np.load(sample("grad_rows.npy")), np.load(sample("grad_values.npy"))
+    assert table.shape == (1000, 16) and table.dtype == np.float32 and values.shape == (len(rows), 16)
+    assert len(np.unique(rows)) < len(rows), "the gradient should repeat some rows"
+    dense = np.zeros_like(table)
+    np.add.at(dense, rows, values)
+    g = sptool.read(sample("grad.parquet"))
+    assert g.sparse_ndim == 1 and np.array_equal(g.indices[:, 0], rows) and np.array_equal(g.to_dense(), dense)
 
 
 def test_digits_is_sklearn_load_digits():

@@ -228,6 +228,7 @@ COMMANDS = {
     "cross": "cross", "cross-hashed": "cross", "bincount": "bincount",
     "segment-sum": "segment", "segment-mean": "segment", "segment-sqrt-n": "segment",
     "sampled-matmul": "sampled_matmul",
+    "apply": "apply",
 }
 
 

@@ -12,7 +12,7 @@ from ._tfrecord_options import tfrecord_options
 
 
 @click.command("convert")
-@click.argument("src", metavar="SRC", type=str)
+@click.argument("src", metavar="SRC", type=str, required=False)
 @click.option("-o", "--output", "dst", metavar="DST", default="-", show_default=True,
               help="Output: a .parquet file, a directory (ending in /), a .arrows stream, - for stdout "
               "(an Arrow stream, or text with --to), or a .tns/.mtx/.npz/.npy/.csv/.tsv/.tfrecord file.")
@@ -54,12 +54,17 @@ from ._tfrecord_options import tfrecord_options
               help="With --plain: the names of the index columns [default: the tensor's, else indices_0...].")
 @click.option("--label-key", metavar="KEY", default=None,
               help="JSON lines: the key of each line's label, with --labels [default: label].")
+@click.option("--rows", metavar="R.npy", default=None,
+              help="A row-sparse input instead of SRC: int row ids [n], with --values V.npy (their blocks, "
+              "[n, d1, ...]) and --height H (the table's rows).")
+@click.option("--height", type=click.IntRange(min=0), metavar="H", default=None,
+              help="With --rows: the height of the row-sparse tensor (its first extent).")
 @tfrecord_options
 @common_options
 @click.pass_context
 def convert(ctx, src, dst, from_format, to_format, shape, value_type, fill_value, index_base, zero_based,
             n_features, labels, multilabel, query_id, strict, index_columns, values_column, plain, dimension_names,
-            label_key, **tfrecord):
+            label_key, rows, height, **tfrecord):
     """Convert a tensor between sptool and FROSTT .tns, Matrix Market .mtx, scipy .npz,
     dense .npy, CSV/TSV coordinate text, svmlight/libsvm (.svm, .svmlight, .libsvm), JSON lines
     ({"ids": [...], "values": [...], "label": ...} per line: .jsonl, .ndjson) and TFRecord files
@@ -96,6 +101,13 @@ def convert(ctx, src, dst, from_format, to_format, shape, value_type, fill_value
     --values-column, streaming (shape from the largest indices unless --shape); --plain
     writes one back with no tensor metadata.
 
+    Row-sparse tensors (Paddle's SelectedRows, TensorFlow's IndexedSlices): --rows R.npy
+    --values V.npy --height H builds the [H, d1, ...] tensor with one sparse dimension
+    from row ids and their dense blocks (memory-mapped, streamed; repeated rows are kept,
+    and mean their sum); an .npz holding rows/values/height, or TensorFlow's
+    indices/values/dense_shape, is read as one; --to rows writes such an .npz back; a
+    sparse COO tensor saved with torch.save (.pt) is read when PyTorch is installed.
+
     \b
     Example:
       sptool convert sample_data/tensor3d.tns -o /tmp/tensor3d.parquet
@@ -107,6 +119,7 @@ def convert(ctx, src, dst, from_format, to_format, shape, value_type, fill_value
       sptool convert sample_data/digits.parquet --plain --dimension-names image,pixel -o /tmp/digits-table.parquet
       sptool convert /tmp/digits-table.parquet --index-columns image,pixel --values-column values -o /tmp/adopt.parquet
       sptool convert /tmp/digits.parquet -o /tmp/digits.jsonl --labels /tmp/labels.npy
+      sptool convert sample_data/rowsparse.parquet -o /tmp/grad.npz --to rows
     """
     opts = settings(ctx)
     job = Job("convert", quiet=opts["quiet"])
@@ -117,7 +130,8 @@ def convert(ctx, src, dst, from_format, to_format, shape, value_type, fill_value
                             zero_based=zero_based, n_features=n_features, labels=labels, multilabel=multilabel,
                             query_id=query_id, strict=strict, index_columns=index_columns,
                             values_column=values_column, plain=plain, dimension_names=dimension_names,
-                            label_key=label_key, memory=opts["memory"], progress=job, **tfrecord)
+                            label_key=label_key, rows=rows, height=height, memory=opts["memory"], progress=job,
+                            **tfrecord)
     finally:
         job.stop()
     where = "stdout" if dst == "-" else dst

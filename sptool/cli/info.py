@@ -28,8 +28,13 @@ from ._options import common_options, input_argument, settings
 def info(ctx, tensor, as_json, scan, histogram):
     """Summarise a tensor: shape, nnz, density, types, order flags, index ranges, storage.
 
+    A row-sparse tensor (one sparse dimension with dense rows, Paddle's SelectedRows)
+    shows "row-sparse: n rows of [d1, ...]" and the fraction of its height touched.
+
     Memory: reads only the Parquet footers (a stream, --scan or --histogram is read
-    once in batches within --memory; --histogram adds 8 bytes per index of its axis).
+    once in batches within --memory; --histogram adds 8 bytes per index of its axis;
+    a row-sparse tensor whose rows may repeat is read once too, one byte per row of
+    its height).
 
     \b
     Example:
@@ -58,6 +63,11 @@ def info(ctx, tensor, as_json, scan, histogram):
         ("value type", f"{d['value_type']}, fill value {d['fill_value']!r}" + (", iso" if d["iso"] else "")),
         ("order", f"sort_order {d['sort_order']}, unique {d['unique']}, canonical {d['canonical']}"),
     ]
+    if "row_sparse" in d:
+        rs = d["row_sparse"]
+        touched = "unknown (over --memory)" if rs["distinct_rows"] is None else \
+            f"{rs['distinct_rows']:,} distinct, {rs['touched']:.3g} of the height {rs['height']:,} touched"
+        rows.append(("row-sparse", f"{rs['rows']:,} rows of {rs['block']}; {touched}"))
     for k in range(d["sparse_ndim"]):
         name = (d["dimension_names"] or [None] * len(d["shape"]))[k]
         label = index_column(k) + (f" ({name})" if name else "")
@@ -104,6 +114,9 @@ def _print_histogram(h: dict):
 def head(ctx, tensor, n, as_json):
     """Show the first stored entries, in file order.
 
+    A dense block (a row of a row-sparse tensor) shows its first PREVIEW elements and
+    its shape; --json prints every element.
+
     Memory: reads only the first batch.
 
     \b
@@ -125,8 +138,23 @@ def head(ctx, tensor, n, as_json):
     table.add_column("values")
     for i in range(len(idx)):
         v = vals[i]
-        table.add_row(str(i), *[str(int(x)) for x in idx[i]], str(v.tolist() if hasattr(v, "tolist") else v))
+        table.add_row(str(i), *[str(int(x)) for x in idx[i]], _preview(v))
     out.print(table)
+
+
+PREVIEW = 6
+
+
+def _preview(v) -> str:
+    """A value, or the first PREVIEW elements of a dense block and its shape."""
+    if not hasattr(v, "ndim") or v.ndim == 0:
+        return str(v.tolist() if hasattr(v, "tolist") else v)
+    flat = v.reshape(-1)
+    if len(flat) <= PREVIEW and v.ndim == 1:
+        return str(flat.tolist())
+    shown = ", ".join(f"{x:.4g}" if isinstance(x, float) else str(x) for x in flat[:PREVIEW].tolist())
+    shown += ", ..." if len(flat) > PREVIEW else ""
+    return f"[{shown}] (block {list(v.shape)})"
 
 
 def _jsonable(v):

@@ -24,6 +24,7 @@ class Options:
     examples: object = None  # rows.ExampleOptions: the options of svmlight and JSON lines
     tfrecord: object = None  # converters.tfrecord.TFRecordOptions, for TFRecord input or output
     table: object = None  # converters.table.TableOptions: plain-table columns and output
+    rows: object = None  # converters.rowsparse.RowsOptions: a row-sparse input from two .npy files
 
 
 def parse_shape(shape) -> tuple | None:

@@ -33,7 +33,7 @@ REQUIRED = {"coo": ("shape", "data"), "csr": ("shape", "data", "indices", "indpt
             "csc": ("shape", "data", "indices", "indptr")}
 
 
-def _member_headers(path: str) -> dict:
+def member_headers(path: str) -> dict:
     """{key: (shape, dtype)} of every array in the archive, read from the .npy headers only."""
     out = {}
     try:
@@ -67,7 +67,7 @@ class NpzReader(Reader):
         self.name = path
         if not os.path.exists(path):
             raise InputError("no such file or directory", path=path)
-        headers = _member_headers(path)
+        headers = member_headers(path)
         if "format" not in headers:
             raise DataError("missing key 'format': not a scipy.sparse .npz file", path=path)
         nbytes = sum(int(np.prod(s)) * d.itemsize for s, d in headers.values())
@@ -166,10 +166,13 @@ def _compressed(arrays: dict, fmt: str, shape: tuple, nnz: int, path: str):
 class NpzWriter:
     """Gathers the rows (checked against --memory as they come) and writes one coo archive."""
 
+    hybrid_ok = False  # scipy.sparse holds one scalar per coordinate
+
     def __init__(self, dst: str, meta: TensorMeta, opts: Options, unique_claim=None):
         if dst == "-":
             raise UsageError("a .npz archive cannot be written to stdout; name the output file")
-        check_not_hybrid(meta, "npz")
+        if not self.hybrid_ok:
+            check_not_hybrid(meta, "npz")
         check_zero_fill(meta, "npz")
         if meta.value_type in ("string", "binary"):
             raise UsageError(f"scipy.sparse cannot hold {meta.value_type} values")

@@ -21,7 +21,8 @@ from .jsonl import JsonlReader, JsonlWriter
 from .mtx import MtxReader, MtxWriter
 from .native import SptoolReader, SptoolWriter
 from .npy import NpyReader
-from .npz import NpzReader, NpzWriter
+from .npz import NpzWriter
+from .rowsparse import RowsWriter, npz_reader, rows_reader, torch_reader
 from .svmlight import SvmlightReader, SvmlightWriter
 from .table import PlainTableWriter, arrow_reader, table_reader, table_writer
 from .tfrecord import TFRecordReader, TFRecordWriter
@@ -59,7 +60,7 @@ TABLE: tuple[Format, ...] = (
            streaming=True),
     Format("tns", (".tns",), (), TnsReader, TnsWriter, streaming=True, text=True),
     Format("mtx", (".mtx",), (b"%%MatrixMarket",), MtxReader, MtxWriter, streaming=True, text=True),
-    Format("npz", (".npz",), (b"PK\x03\x04",), NpzReader, NpzWriter, streaming=False),
+    Format("npz", (".npz",), (b"PK\x03\x04",), npz_reader, NpzWriter, streaming=False),
     Format("npy", (".npy",), (b"\x93NUMPY",), NpyReader, None, streaming=False),
     Format("csv", (".csv",), (), partial(DelimitedReader, fmt="csv"), partial(DelimitedWriter, fmt="csv"),
            streaming=True, text=True),
@@ -72,6 +73,8 @@ TABLE: tuple[Format, ...] = (
     Format("arrow", (".arrow", ".feather"), (b"ARROW1",), arrow_reader, partial(PlainTableWriter, fmt="arrow"),
            streaming=False),
     Format("jsonl", (".jsonl", ".ndjson"), (), JsonlReader, JsonlWriter, streaming=True, text=True),
+    Format("rows", (), (), rows_reader, RowsWriter, streaming=False),
+    Format("torch", (".pt", ".pth"), (), torch_reader, None, streaming=False),
 )
 
 BY_NAME = {f.name: f for f in TABLE}

@@ -36,6 +36,7 @@ from ..converters import (
 from ..converters.mtx import check_matrix
 from ..converters.registry import BY_NAME
 from ..converters.rows import OPTION_NAMES, ExampleOptions
+from ..converters.rowsparse import RowsOptions
 from ..converters.svmlight import IndexBaseRestart
 from ..converters.table import table_options
 from ..converters.tfrecord import tfrecord_options
@@ -109,7 +110,7 @@ def _remove(path: str | None):
         os.remove(path)
 
 
-def convert(src: str, dst: str, *, from_format: str | None = None, to_format: str | None = None,
+def convert(src: str | None, dst: str, *, from_format: str | None = None, to_format: str | None = None,
             shape=None, value_type: str | None = None, fill_value=None, index_base: int | None = None,
             zero_based: bool | None = None, n_features: int | None = None, labels: str | None = None,
             multilabel: bool = False, query_id: str | None = None, strict: bool = False,
@@ -117,7 +118,7 @@ def convert(src: str, dst: str, *, from_format: str | None = None, to_format: st
             label_key: str | None = None, feature: str | None = None, label_feature: str | None = None,
             compression: str | None = None,
             index_columns=None, values_column: str | None = None, plain: bool = False, dimension_names=None,
-            memory=None, progress=None) -> dict:
+            rows: str | None = None, height: int | None = None, memory=None, progress=None) -> dict:
     """Convert a tensor between sptool and .tns, .mtx, .npz, .npy, .csv, .tsv, svmlight JSON lines or
     .tfrecord, or adopt a plain table (Parquet, Arrow .arrow/.feather, CSV/TSV with a header) as one.
 
@@ -185,6 +186,12 @@ def convert(src: str, dst: str, *, from_format: str | None = None, to_format: st
         Write ``dst`` (.parquet, .arrow, .feather) as a plain table without sptool metadata, its
         index columns named ``dimension_names`` (default: the tensor's dimension names, else
         indices_k) and its values column ``values_column`` (default "values").
+    rows, values, height : optional
+        A row-sparse input (Paddle's SelectedRows) from two .npy files instead of ``src``
+        (None): ``rows`` int [n] row ids in [0, height), ``values`` [n, d1, ...] their dense
+        blocks, giving the [height, d1, ...] tensor with one sparse dimension.  An .npz holding
+        ``rows``/``values``/``height`` or TensorFlow's ``indices``/``values``/``dense_shape``
+        is read as one too, and ``to_format="rows"`` writes the first kind.
     memory : str or int, optional
         The memory budget (default 1GiB or $SPTOOL_MEMORY).
 
@@ -198,6 +205,9 @@ def convert(src: str, dst: str, *, from_format: str | None = None, to_format: st
     >>> convert("sample_data/tensor3d.tns", out)["to"]
     'sptool'
     """
+    row_sparse = _row_sparse_input(src, rows, values, height)
+    if row_sparse is not None:
+        src, from_format, values = row_sparse.values, "rows", None
     src_fmt = input_format(src, from_format)
     dst_fmt = output_format(dst, to_format)
     if index_base is not None:
@@ -226,7 +236,7 @@ def convert(src: str, dst: str, *, from_format: str | None = None, to_format: st
                                 label_feature=label_feature, compression=compression)
     opts = Options(shape=parse_shape(shape), value_type=check_value_type(value_type), fill_value=fill_value,
                    index_base=index_base, budget=budget, examples=ex, tfrecord=tfrecord,
-                   table=table_options(index_columns, values_column, plain, dimension_names))
+                   table=table_options(index_columns, values_column, plain, dimension_names), rows=row_sparse)
     to = _to_npy if dst_fmt == "npy" else _convert
     try:
         return to(src, dst, src_fmt, dst_fmt, opts, progress)
@@ -236,6 +246,21 @@ def convert(src: str, dst: str, *, from_format: str | None = None, to_format: st
             progress.restart()
         opts = replace(opts, examples=replace(ex, zero_based=True))
         return to(src, dst, src_fmt, dst_fmt, opts, progress, note="detected: an id 0 late in the file; read twice")
+
+
+def _row_sparse_input(src, rows, values, height) -> RowsOptions | None:
+    """The --rows/--values/--height input, checked; None when SRC is given instead."""
+    if rows is None and height is None:
+        if src is None:
+            raise UsageError("give an input: SRC, or --rows R.npy --values V.npy --height H")
+        return None
+    if src is not None:
+        raise UsageError("give either SRC or --rows/--values/--height, not both")
+    if rows is None or values is None or height is None:
+        raise UsageError("a row-sparse input needs all of --rows R.npy, --values V.npy and --height H")
+    if not isinstance(height, (int, np.integer)) or height < 0:
+        raise UsageError(f"--height must be a whole number >= 0, not {height!r}")
+    return RowsOptions(rows, values, int(height))
 
 
 def _convert(src: str, dst: str, src_fmt: str, dst_fmt: str, opts: Options, progress, note=None) -> dict:

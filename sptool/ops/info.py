@@ -28,6 +28,11 @@ def info(path: str, *, scan: bool = False, histogram: int | None = None, memory=
     of entry counts (0, 1, 2-3, 4-7, ...).  Duplicates count as stored.  It holds one counter
     per index of the axis, refused when over ``memory``.
 
+    A row-sparse tensor (one sparse dimension, dense rows: SelectedRows) also gets
+    ``out["row_sparse"]``: its stored rows, the block shape, the height, the distinct row ids
+    and the fraction of the height they touch (repeated rows are counted once: a pass over the
+    row ids, one byte per row of the height, unless the metadata says the rows are unique).
+
     Examples
     --------
     >>> info("sample_data/tensor3d.parquet")["shape"]
@@ -86,7 +91,13 @@ def info(path: str, *, scan: bool = False, histogram: int | None = None, memory=
                 raise UsageError(f"--histogram {histogram} counts entries for each of the {extent} indices of that "
                                  f"axis ({format_size((extent or 0) * 8)}), over --memory; raise --memory")
             counts = np.zeros(extent, dtype=np.int64)
-        if scan or src.kind == "stream" or counts is not None:
+        # A row-sparse tensor with repeated rows: which of the height's rows it touches, one
+        # byte per row (left unknown when that is over --memory).
+        height = meta.shape[0] if K == 1 and meta.hybrid else None
+        touched = None
+        if height is not None and not meta.unique and height <= budget.usable // 2:
+            touched = np.zeros(height, dtype=np.bool_)
+        if scan or src.kind == "stream" or counts is not None or touched is not None:
             mins, maxs = [None] * K, [None] * K
             rows = 0
             if progress:
@@ -107,6 +118,12 @@ def info(path: str, *, scan: bool = False, histogram: int | None = None, memory=
                     # Only the batch's own index range: a whole-axis bincount per batch would cost
                     # the axis's length every batch.
                     counts[lo:hi + 1] += np.bincount(keys[axis] - lo, minlength=hi - lo + 1)
+                if touched is not None:
+                    lo, hi = ranges[0]
+                    if lo < 0 or hi >= height:
+                        raise DataError(f"a row id {lo if lo < 0 else hi} is outside the height {height}",
+                                        path=src.path)
+                    touched[keys[0]] = True
                 if progress:
                     progress.advance(keys.shape[1])
             meta = src.meta  # a stream knows its final nnz and shape only now
@@ -118,6 +135,12 @@ def info(path: str, *, scan: bool = False, histogram: int | None = None, memory=
         out["max_index"] = maxs
         if out.get("bytes") is not None:
             out["bytes_per_entry"] = out["bytes"] / meta.nnz if meta.nnz else None
+        if height is not None:
+            distinct = meta.nnz if meta.unique else (int(touched.sum()) if touched is not None else None)
+            out["row_sparse"] = {"rows": meta.nnz, "block": list(meta.dense_shape), "height": meta.shape[0],
+                                 "distinct_rows": distinct,
+                                 "touched": distinct / meta.shape[0] if distinct is not None and meta.shape[0]
+                                 else (0.0 if distinct is not None else None)}
         if counts is not None:
             out["histogram"] = _histogram(counts, axis, meta.dimension_names)
         return out

@@ -19,7 +19,7 @@ from ..errors import DataError, UsageError
 from ..format import TensorMeta
 from ..io import arrow_of, batch_keys, batch_values, make_batch
 from .runs import whole_key_runs, whole_runs
-from .values import _UFUNC, runs, segment
+from .values import _UFUNC, as_kernel, from_kernel, kernel_dtype, runs, segment
 
 POLICIES = ("keep", "sum", "min", "max", "first", "last", "error")
 # Partial products meeting at one coordinate (reduce --op prod part by part) multiply: a policy
@@ -88,7 +88,14 @@ def _apply(policy: str, batch: pa.RecordBatch, keys: np.ndarray, meta: TensorMet
     if policy in ("first", "last"):
         return batch.take(arrow_of(run_picks(policy, bounds)))  # whole rows, any value type
     keys_arr = batch_keys(batch, meta.sparse_ndim)[:, starts]
-    reduced = combine_runs(policy, batch_values(batch, meta), bounds)
+    values = batch_values(batch, meta)
+    if meta.hybrid and values.dtype.kind in "iuf" and kernel_dtype(values.dtype) == values.dtype:
+        # Dense blocks through the compiled segment reduction: ufunc.reduceat along the rows of a
+        # 2-D array took 0.33 s for 100k rows of 64 float32 (a row-sparse gradient), measured.
+        flat = combine_runs(policy, as_kernel(values, n, values.dtype), bounds, kernel=True)
+        reduced = from_kernel(flat, values.dtype, meta.dense_shape)
+    else:
+        reduced = combine_runs(policy, values, bounds)
     return make_batch(keys_arr, reduced, meta, schema)
 
 

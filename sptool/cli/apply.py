@@ -1,0 +1,96 @@
+"""sptool apply."""
+
+from __future__ import annotations
+
+import click
+
+from ..ops import apply as ops
+from ._console import Job
+from ._options import common_options, settings, tmp_dir_option
+
+
+@click.command("apply")
+@click.argument("table", metavar="TABLE.npy")
+@click.argument("gradients", metavar="[GRAD...]", nargs=-1)
+@click.option("--optimizer", type=click.Choice(ops.OPTIMIZERS), default="sgd", show_default=True,
+              help="The update rule (formulas above).")
+@click.option("--lr", type=float, default=None, metavar="LR", help="The learning rate (required).")
+@click.option("--state", metavar="DIR", default=None,
+              help="The optimizer's state directory, created on first use (required by adagrad and adam).")
+@click.option("--initial-accumulator", type=float, default=0.1, show_default=True, metavar="A",
+              help="adagrad: the accumulator's starting value, when --state is created.")
+@click.option("--eps", type=float, default=None, metavar="EPS",
+              help="adagrad and adam: added to the square root [default: 1e-7 adagrad, 1e-8 adam].")
+@click.option("--beta1", type=float, default=0.9, show_default=True, help="adam: decay of the first moment.")
+@click.option("--beta2", type=float, default=0.999, show_default=True, help="adam: decay of the second moment.")
+@click.option("--recover", is_flag=True, help="Only roll back an interrupted apply on TABLE (no gradients).")
+@tmp_dir_option
+@common_options
+@click.pass_context
+def apply(ctx, table, gradients, optimizer, lr, state, initial_accumulator, eps, beta1, beta2, recover, tmp_dir):
+    """Apply row-sparse gradients, in order, to a dense table .npy in place (sparse SGD, Adagrad, lazy Adam).
+
+    TABLE is a float32 or float64 .npy of shape [N, d1, ...]; each GRAD a row-sparse
+    tensor of shape [N, d1, ...] (one sparse dimension: Paddle's SelectedRows,
+    TensorFlow's IndexedSlices; build one with `sptool convert --rows`). Rows repeated
+    in a gradient are summed first (Paddle's MergeAdd; PyTorch's SparseAdam and Keras
+    do the same). With g a touched row's summed gradient and p its row of TABLE:
+
+    \b
+      sgd      p -= lr * g                                  (Paddle sgd)
+      adagrad  acc += g*g; p -= lr * g / (sqrt(acc) + eps)  (Keras Adagrad: acc
+               starts at --initial-accumulator 0.1, eps 1e-7; Paddle's adagrad
+               has the same formula with eps 1e-6, PyTorch's acc 0, eps 1e-10)
+      adam     m = b1*m + (1-b1)*g; v = b2*v + (1-b2)*g*g;
+               p -= lr * sqrt(1-b2^t)/(1-b1^t) * m / (sqrt(v) + eps)
+
+    adam is lazy (Paddle's lazy_mode, tfa's LazyAdam, PyTorch's SparseAdam): only
+    touched rows update their moments; t, the step count, advances once per gradient.
+    eps is added to sqrt(v) as PyTorch's SparseAdam and Keras do (Kingma and Ba's
+    "epsilon hat"); Paddle adds eps * sqrt(1-b2^t) instead, the same as eps on the
+    bias-corrected v: to match Paddle, pass --eps EPS*sqrt(1-b2^t). Arithmetic is in
+    the table's type. The state (accumulator.npy, or m.npy and v.npy, beside
+    state.json with the step count) lives in --state DIR, created on first use and
+    refused if it belongs to another table, optimizer, shape or type.
+
+    All or nothing: before a block of rows changes, its old contents (table and
+    state) are written to a journal beside TABLE (.TABLE.npy.journal) and fsynced;
+    the command commits by fsyncing TABLE and the state, then deleting the journal.
+    A crash, SIGKILL or Ctrl-C leaves TABLE and its state entirely old or entirely new: the next apply on TABLE rolls an
+    interrupted one back first (so does --recover alone). Bad input (block shape,
+    height, a row id outside the table, a value type that would lose precision such
+    as float64 onto float32, a state of another table) is an error, exit 1, and
+    TABLE is left untouched. One apply at a time per table (a lock).
+
+    Memory: TABLE and the state are memory maps; only the touched rows are read and
+    written, in blocks within --memory (a 1% gradient costs about 1% of the table
+    in I/O, plus the journal: on disk, the touched rows' old contents, table and
+    state); an unsorted gradient is first sorted within --memory.
+
+    \b
+    Example:
+      sptool convert sample_data/embeddings.npy -o /tmp/emb.parquet
+      sptool todense /tmp/emb.parquet -o /tmp/emb.npy
+      sptool apply /tmp/emb.npy sample_data/grad.parquet --optimizer adam --lr 0.01 --state /tmp/emb-adam
+      sptool apply /tmp/emb.npy sample_data/grad.parquet --optimizer sgd --lr 0.1
+    """
+    opts = settings(ctx)
+    job = Job("apply", quiet=opts["quiet"])
+    try:
+        r = ops.apply(table, list(gradients), optimizer=optimizer, lr=lr, state=state,
+                      initial_accumulator=initial_accumulator, eps=eps, beta1=beta1, beta2=beta2, recover=recover,
+                      tmp_dir=tmp_dir, memory=opts["memory"], progress=job)
+    finally:
+        job.stop()
+    note = "" if not r["recovered"] else f"; rolled back an interrupted apply first ({r['recovered']:,} rows)"
+    if recover:
+        extra = ("no interrupted apply found" if r["recovered"] is None
+                 else f"rolled back an interrupted apply ({r['recovered']:,} rows)")
+    else:
+        step = "" if r["step"] is None else f", step {r['step']}"
+        extra = f"updated {r['rows']:,} rows of {table} ({r['optimizer']}, {r['gradients']} gradient(s){step}){note}"
+    job.summary(result=r, rows_out=r["rows"], extra=extra)
+
+
+def register(cli):
+    cli.add_command(apply)

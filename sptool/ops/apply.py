@@ -1,0 +1,325 @@
+"""apply: sparse optimizer steps (SGD, Adagrad, lazy Adam) from row-sparse gradients onto a dense
+parameter table stored as .npy, in place through a memory map, all or nothing.
+
+Each gradient's rows are summed per row id first (sorted_batches with duplicates="sum", the
+engine's MergeAdd), then applied in blocks: the old contents of the block's rows (table and
+optimizer state) go to an undo journal (stream/journal.py), fsynced, before the compiled kernel
+(sptool/_optim.pyx) updates them in place.  The command commits by deleting the journal; a
+journal left by a crash is rolled back by the next apply on the table, or by ``recover=True``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import json
+import math
+import os
+import time
+
+import numpy as np
+
+from .. import _optim
+from .._memory import budget_of
+from ..errors import DataError, InputError, ShapeMismatch, UsageError
+from ..io import batch_keys, batch_values, open_input
+from ..stream.dense import open_npy, release
+from ..stream.journal import (
+    FAULT_AROUND,
+    RowJournal,
+    as_rows,
+    journal_path,
+    recover_journal,
+    release_rows,
+    write_durably,
+)
+from ..stream.order import sorted_batches
+
+OPTIMIZERS = ("sgd", "adagrad", "adam")
+STATE_ARRAYS = {"sgd": (), "adagrad": ("accumulator",), "adam": ("m", "v")}
+DEFAULT_EPS = {"adagrad": 1e-7, "adam": 1e-8}
+STATE_FORMAT = "sptool.apply-state"
+STATE_FILE = "state.json"
+# Seconds to sleep at each step of a transaction (after a journal block, after its rows are
+# written, before the commit): a test hook, so that the crash tests can kill a process at
+# every step of a small job.
+PAUSE_ENV = "SPTOOL_APPLY_PAUSE"
+
+
+def apply(table: str, gradients=(), *, optimizer: str = "sgd", lr: float | None = None, state: str | None = None,
+          initial_accumulator: float = 0.1, eps: float | None = None, beta1: float = 0.9, beta2: float = 0.999,
+          recover: bool = False, tmp_dir: str | None = None, memory=None, progress=None) -> dict:
+    """Apply row-sparse gradients, in order, to the dense table ``table`` (a float32 or float64
+    .npy of shape [N, d1, ...]) in place, with Paddle's sparse SGD, Adagrad or lazy Adam.
+
+    Each gradient is a row-sparse tensor (path, stream or SparseTensor) of shape [N, d1, ...]
+    with one sparse dimension; rows repeated in it are summed first.  With g a touched row's
+    summed gradient (untouched rows, and their state, are left alone):
+
+    - ``sgd``: p -= lr * g.
+    - ``adagrad``: acc += g*g; p -= lr * g / (sqrt(acc) + eps); acc starts at
+      ``initial_accumulator`` (0.1), eps defaults to 1e-7 (Keras's values).
+    - ``adam`` (lazy: Paddle's lazy_mode, tfa's LazyAdam, PyTorch's SparseAdam): m = b1 m +
+      (1-b1) g; v = b2 v + (1-b2) g*g; p -= lr * sqrt(1-b2^t)/(1-b1^t) * m / (sqrt(v) + eps),
+      t the step count, advanced once per gradient; eps (1e-8) is added to sqrt(v), as PyTorch
+      and Keras do (Paddle adds eps * sqrt(1-b2^t), i.e. eps on the bias-corrected v).
+
+    ``state``: a directory holding the optimizer's state (``accumulator.npy`` or ``m.npy`` and
+    ``v.npy``, the table's shape and type, and ``state.json`` with the step count), created on
+    first use; refused if it belongs to another table, optimizer, shape or type.  Required by
+    adagrad and adam; with sgd it keeps the step count.
+
+    All or nothing: the rows' old contents are journaled (fsynced) before they change, and an
+    interrupted apply (crash, SIGKILL, Ctrl-C, bad input found midway) is rolled back, at once
+    or by the next apply on the table; ``recover=True`` only rolls back.
+
+    Memory: the table and state are memory maps; only touched rows are read and written, in
+    blocks within ``memory``; an unsorted gradient is sorted within ``memory`` (spilling to
+    ``tmp_dir``).  Returns a summary dict.
+
+    Examples
+    --------
+    >>> import tempfile, shutil, os
+    >>> d = tempfile.mkdtemp(); table = os.path.join(d, "emb.npy")
+    >>> _ = shutil.copy("sample_data/embeddings.npy", table)
+    >>> apply(table, ["sample_data/grad.parquet"], optimizer="adam", lr=0.01, state=os.path.join(d, "st"))["step"]
+    1
+    """
+    budget = budget_of(memory)
+    table = os.fspath(table)
+    if isinstance(gradients, (str, os.PathLike)):
+        gradients = [gradients]
+    gradients = list(gradients)
+    with _locked(table):
+        recovered = recover_journal(journal_path(table))
+        if recover:
+            if gradients:
+                raise UsageError("--recover only rolls back an interrupted apply; give no gradients with it")
+            return {"table": table, "recovered": recovered, "rows": 0, "rows_in": 0, "step": None}
+        if not gradients:
+            raise UsageError("give one or more gradients to apply (or --recover)")
+        params = _params(optimizer, lr, eps, beta1, beta2, initial_accumulator)
+        arr = np.load(table, mmap_mode="r+")
+        with contextlib.ExitStack() as stack:
+            sources = [stack.enter_context(open_input(g)) for g in gradients]
+            for g, src in zip(gradients, sources):
+                _check_gradient(src.meta, arr, g if isinstance(g, str) else src.path)
+            if progress:
+                progress.set_total(sum(src.meta.nnz or 0 for src in sources) or None)
+            st = _open_state(state, optimizer, table, arr, initial_accumulator)
+            return _transaction(table, arr, sources, st, params, budget, tmp_dir, progress, recovered)
+
+
+def _params(optimizer, lr, eps, beta1, beta2, initial_accumulator) -> dict:
+    if optimizer not in OPTIMIZERS:
+        raise UsageError(f"--optimizer must be one of {', '.join(OPTIMIZERS)}, not {optimizer!r}")
+    if lr is None:
+        raise UsageError("--lr is required")
+    eps = DEFAULT_EPS.get(optimizer) if eps is None else eps
+    checks = {"--lr": lr, "--eps": eps, "--beta1": beta1, "--beta2": beta2,
+              "--initial-accumulator": initial_accumulator}
+    for name, value in checks.items():
+        if value is not None and not math.isfinite(value):
+            raise UsageError(f"{name} must be a finite number, not {value!r}")
+    if not (0 <= beta1 < 1 and 0 <= beta2 < 1):
+        raise UsageError(f"--beta1 and --beta2 must lie in [0, 1), not {beta1} and {beta2}")
+    if eps is not None and eps < 0 or initial_accumulator < 0:
+        raise UsageError("--eps and --initial-accumulator must be >= 0")
+    return {"optimizer": optimizer, "lr": float(lr), "eps": eps, "beta1": beta1, "beta2": beta2}
+
+
+class _locked:
+    """An exclusive lock on the table for the whole command (a second apply on it is refused),
+    after checking that it is a plain float32/float64 .npy."""
+
+    def __init__(self, table: str):
+        try:
+            arr = open_npy(table)
+        except InputError as e:
+            if not os.path.exists(table):
+                raise
+            raise DataError(f"the table is not a plain .npy array: {e.message}", path=table) from None
+        if arr.dtype not in (np.float32, np.float64) or not arr.dtype.isnative:
+            raise DataError(f"the table must be float32 or float64 in native byte order, not {arr.dtype.str}",
+                            path=table)
+        if arr.ndim < 1 or (arr.ndim > 1 and not arr.flags.c_contiguous):
+            raise DataError("the table must be a C-ordered array with at least one dimension", path=table)
+        self.table = table
+
+    def __enter__(self):
+        self.fd = os.open(self.table, os.O_RDONLY)
+        try:
+            fcntl.flock(self.fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            os.close(self.fd)
+            raise UsageError("another sptool apply is updating this table", path=self.table) from None
+
+    def __exit__(self, *exc):
+        os.close(self.fd)  # releases the lock
+        return False
+
+
+def _check_gradient(meta, arr: np.ndarray, where):
+    rows_shape = list(arr.shape[1:])
+    if meta.sparse_ndim != 1:
+        raise ShapeMismatch(f"a gradient must be row-sparse (one sparse dimension), not {meta.sparse_ndim} of "
+                            f"shape {list(meta.shape)}", path=where)
+    if list(meta.dense_shape) != rows_shape:
+        raise ShapeMismatch(f"the gradient's rows are {list(meta.dense_shape)} but the table's rows are "
+                            f"{rows_shape}", path=where)
+    if meta.shape[0] is not None and meta.shape[0] != arr.shape[0]:
+        raise ShapeMismatch(f"the gradient's height {meta.shape[0]} is not the table's {arr.shape[0]} rows",
+                            path=where)
+    if meta.value_type in ("string", "binary") or not np.can_cast(meta.dtype, arr.dtype, "safe"):
+        raise DataError(f"{meta.value_type} gradient values would lose precision in a {arr.dtype} table",
+                        path=where)
+    if meta.fill_value not in (0, False):
+        raise DataError(f"the gradient's fill value is {meta.fill_value!r}: it would update every row; "
+                        "a row-sparse gradient has fill value 0", path=where)
+
+
+class _State:
+    """The optimizer state: its arrays (name -> (path, memory map)), its JSON (with the step
+    count) and the path of that JSON, or no directory at all (sgd without --state)."""
+
+    def __init__(self, directory, doc, arrays):
+        self.dir = directory
+        self.doc = doc
+        self.arrays = arrays
+
+    @property
+    def step(self) -> int:
+        return self.doc["step"] if self.doc else 0
+
+    def json_after(self, steps: int) -> str:
+        return json.dumps({**self.doc, "step": self.doc["step"] + steps}, indent=1) + "\n"
+
+
+def _open_state(directory, optimizer, table, arr, initial):
+    names = STATE_ARRAYS[optimizer]
+    if directory is None:
+        if names:
+            raise UsageError(f"--optimizer {optimizer} keeps state between steps; give --state DIR")
+        return _State(None, None, {})
+    directory = os.fspath(directory)
+    doc_path = os.path.join(directory, STATE_FILE)
+    ident = {"table": os.path.realpath(table), "shape": list(arr.shape), "dtype": arr.dtype.name}
+    if not os.path.exists(doc_path):
+        if os.path.exists(directory) and not os.path.isdir(directory):
+            raise UsageError("--state must be a directory", path=directory)
+        os.makedirs(directory, exist_ok=True)
+        for name in names:  # the arrays first: the JSON's presence says the state is whole
+            _create_array(os.path.join(directory, f"{name}.npy"), arr, initial if name == "accumulator" else 0.0)
+        doc = {"format": STATE_FORMAT, "version": 1, "optimizer": optimizer, **ident, "step": 0,
+               "arrays": list(names)}
+        if optimizer == "adagrad":
+            doc["initial_accumulator"] = initial
+        write_durably(doc_path, (json.dumps(doc, indent=1) + "\n").encode())
+    try:
+        with open(doc_path, encoding="utf-8") as f:
+            doc = json.load(f)
+    except (OSError, ValueError) as e:
+        raise DataError(f"cannot read the state ({e})", path=doc_path) from None
+    if not isinstance(doc, dict) or doc.get("format") != STATE_FORMAT:
+        raise DataError("not an sptool apply state", path=doc_path)
+    if doc.get("optimizer") != optimizer:
+        raise DataError(f"the state belongs to --optimizer {doc.get('optimizer')}, not {optimizer}", path=directory)
+    for key, want in ident.items():
+        if doc.get(key) != want:
+            raise DataError(f"the state belongs to another table: its {key} is {doc.get(key)}, this table's is "
+                            f"{want}", path=directory)
+    arrays = {}
+    for name in names:
+        path = os.path.join(directory, f"{name}.npy")
+        try:
+            a = np.load(path, mmap_mode="r+")
+        except (OSError, ValueError) as e:
+            raise DataError(f"cannot open the state array ({e})", path=path) from None
+        if a.shape != arr.shape or a.dtype != arr.dtype:
+            raise DataError(f"the state array has shape {list(a.shape)} {a.dtype}, the table "
+                            f"{list(arr.shape)} {arr.dtype}", path=path)
+        arrays[name] = (path, a)
+    return _State(directory, doc, arrays)
+
+
+def _create_array(path: str, like: np.ndarray, value: float):
+    """A new .npy of ``like``'s shape and type, every element ``value``, written whole before it
+    takes its name."""
+    tmp = f"{path}.tmp-{os.getpid()}"
+    out = np.lib.format.open_memmap(tmp, mode="w+", dtype=like.dtype, shape=like.shape)
+    if value:
+        flat = as_rows(out)
+        step = max(1, (64 << 20) // max(flat.shape[1] * flat.dtype.itemsize, 1))
+        for lo in range(0, flat.shape[0], step):
+            flat[lo:lo + step] = value
+            release(out)
+    out.flush()
+    del out
+    fd = os.open(tmp, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+    os.replace(tmp, path)
+
+
+def _pause(where: str):
+    delay = os.environ.get(PAUSE_ENV)
+    if delay:
+        time.sleep(float(delay))
+
+
+def _transaction(table, arr, sources, st: _State, params, budget, tmp_dir, progress, recovered) -> dict:
+    rows_of = as_rows(arr)
+    arrays = {"table": (table, arr), **st.arrays}
+    files = {os.path.join(st.dir, STATE_FILE): st.json_after(len(sources))} if st.dir else {}
+    kernel = getattr(_optim, f"{params['optimizer']}_rows")
+    state_rows = [as_rows(a) for _, a in st.arrays.values()]
+    journal = RowJournal(journal_path(table), arrays, files)
+    touched = 0
+    maps = [rows_of, *state_rows]
+    width = rows_of.shape[1] * arr.dtype.itemsize
+    # Rows are journaled (one fsync) a chunk at a time and then updated, and the maps' pages are
+    # given back a piece at a time: a row read through a map holds up to FAULT_AROUND of it.
+    piece = max(256, budget.usable // 16 // (len(maps) * max(width, FAULT_AROUND)))
+    chunk = max(piece, budget.usable // 4 // (8 + len(maps) * width))
+    try:
+        for i, src in enumerate(sources):
+            args = _scalars(params, st.step + i + 1)
+            for batch, _ in sorted_batches(src, (0,), budget=budget, tmp_dir=tmp_dir, progress=progress,
+                                           duplicates="sum"):
+                ids = np.ascontiguousarray(batch_keys(batch, 1)[0], dtype=np.int64)
+                grads = batch_values(batch, src.meta).reshape(len(ids), rows_of.shape[1])
+                for lo in range(0, len(ids), chunk):
+                    pieces = range(lo, min(lo + chunk, len(ids)), piece)
+                    olds = [journal.append(ids[p:min(p + piece, lo + chunk)]) for p in pieces]
+                    journal.sync()
+                    _pause("journaled")
+                    for p, old in zip(pieces, olds):
+                        rows = ids[p:min(p + piece, lo + chunk)]
+                        grad = np.ascontiguousarray(grads[p:p + len(rows)], dtype=arr.dtype)
+                        kernel(rows_of, *state_rows, rows, grad, *old, *args)
+                        # Dropped, not synced: a shared map's dirty pages stay dirty in the page
+                        # cache, written back by the one fsync of the commit.
+                        release_rows(maps, rows, flush=False)
+                        touched += len(rows)
+                    _pause("written")
+        journal.commit(pause=_pause)
+    except BaseException:
+        journal.rollback()
+        raise
+    return {"table": table, "optimizer": params["optimizer"], "gradients": len(sources), "rows": touched,
+            "rows_in": sum(src.meta.nnz or 0 for src in sources), "step": st.step + len(sources) if st.dir else None,
+            "state": st.dir, "recovered": recovered}
+
+
+def _scalars(params: dict, t: int) -> tuple:
+    """The kernel's scalar arguments at step ``t``."""
+    lr = params["lr"]
+    if params["optimizer"] == "sgd":
+        return (lr,)
+    if params["optimizer"] == "adagrad":
+        return (lr, params["eps"])
+    b1, b2 = params["beta1"], params["beta2"]
+    step_size = lr * math.sqrt(1.0 - b2 ** t) / (1.0 - b1 ** t)
+    return (step_size, b1, b2, params["eps"])

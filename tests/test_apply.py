@@ -1,0 +1,386 @@
+"""sptool apply: every optimizer against a plain NumPy implementation over several steps (rows
+repeated within a gradient, float32 and float64, multi-dimensional row blocks), the compiled
+kernels against their NumPy reference, bad inputs leaving the table untouched, and real
+processes killed with SIGKILL at many points leaving the table and its state entirely old or
+entirely new."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+from click.testing import CliRunner
+from command_examples import env_with_sptool
+from pty_terminal import BAR_GLYPH, cursor_restored, run_in_terminal
+
+import sptool
+from sptool import SparseTensor, _optim, _optim_reference
+from sptool.cli import cli
+
+LR, EPS = {"sgd": 0.1, "adagrad": 0.05, "adam": 0.01}, {"adagrad": 1e-7, "adam": 1e-8}
+B1, B2, ACC0 = 0.9, 0.999, 0.1
+STATE_NAMES = {"sgd": (), "adagrad": ("accumulator",), "adam": ("m", "v")}
+
+
+def numpy_optimizer(p0, grads, optimizer, lr, *, eps=None, beta1=B1, beta2=B2, acc0=ACC0, t0=0, state=None):
+    """The oracle: the optimizers written out in float64 NumPy on whole arrays, as PyTorch's
+    SparseAdam / Keras's Adagrad describe them: duplicates summed (np.add.at), then only the
+    touched rows (and their state) change; t advances once per gradient."""
+    p = p0.astype(np.float64)
+    st = {k: v.astype(np.float64) for k, v in (state or {}).items()}
+    if optimizer == "adagrad" and not st:
+        st = {"accumulator": np.full_like(p, acc0)}
+    if optimizer == "adam" and not st:
+        st = {"m": np.zeros_like(p), "v": np.zeros_like(p)}
+    for t, (rows, vals) in enumerate(grads, t0 + 1):
+        g = np.zeros(p.shape, vals.dtype)  # repeated rows mean their sum in the value type (SPEC section 5)
+        np.add.at(g, rows, vals)
+        g = g.astype(np.float64)
+        hit = np.unique(rows)
+        gt = g[hit]
+        if optimizer == "sgd":
+            p[hit] -= lr * gt
+        elif optimizer == "adagrad":
+            st["accumulator"][hit] += gt * gt
+            p[hit] -= lr * gt / (np.sqrt(st["accumulator"][hit]) + eps)
+        else:
+            st["m"][hit] = beta1 * st["m"][hit] + (1 - beta1) * gt
+            st["v"][hit] = beta2 * st["v"][hit] + (1 - beta2) * gt * gt
+            p[hit] -= lr * np.sqrt(1 - beta2 ** t) / (1 - beta1 ** t) * st["m"][hit] / (np.sqrt(st["v"][hit]) + eps)
+    return p, st
+
+
+def gradient(rng, height, block, n, dtype, *, sort=False):
+    rows = rng.integers(0, height, size=n)
+    rows[: n // 4] = rows[n // 4: 2 * (n // 4)]  # a quarter of the rows repeated
+    if sort:
+        rows = np.sort(rows)
+    else:
+        rows = rows[rng.permutation(n)]
+    vals = rng.standard_normal((n,) + tuple(block)).astype(dtype)
+    return rows.astype(np.int64), vals
+
+
+def write_gradient(path, rows, vals, height, *, sort_order=()):
+    shape = (height,) + vals.shape[1:]
+    sptool.write(SparseTensor(rows.reshape(-1, 1), vals, shape, sort_order=sort_order, unique=False), str(path))
+    return str(path)
+
+
+def tolerance(dtype):
+    return {"rtol": 2e-4, "atol": 2e-6} if np.dtype(dtype) == np.float32 else {"rtol": 1e-10, "atol": 1e-12}
+
+
+def digest(path) -> str:
+    return hashlib.sha256(open(path, "rb").read()).hexdigest()
+
+
+@pytest.mark.parametrize("optimizer", ["sgd", "adagrad", "adam"])
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+@pytest.mark.parametrize("block", [(6,), (3, 4)])
+def test_optimizer_matches_numpy_over_several_steps(tmp_path, monkeypatch, optimizer, dtype, block):
+    monkeypatch.setenv("SPTOOL_BATCH_ROWS", "7")  # many blocks and sorted runs on small data
+    rng = np.random.default_rng(hash((optimizer, dtype, block)) % 2**32)
+    height = 50
+    p0 = rng.standard_normal((height,) + block).astype(dtype)
+    table = tmp_path / "table.npy"
+    np.save(table, p0)
+    grads = [gradient(rng, height, block, 30, dtype, sort=(i == 1)) for i in range(3)]
+    paths = [write_gradient(tmp_path / f"g{i}.parquet", r, v, height, sort_order=(0,) if i == 1 else ())
+             for i, (r, v) in enumerate(grads)]
+    state = str(tmp_path / "state") if optimizer != "sgd" else None
+    kw = {"optimizer": optimizer, "lr": LR[optimizer], "state": state}
+    r1 = sptool.apply(str(table), paths[:2], **kw)  # two steps in one call
+    r2 = sptool.apply(str(table), paths[2:], **kw)  # and one more, from the saved state
+    assert (r1["step"], r2["step"]) == ((2, 3) if state else (None, None))
+    want, want_state = numpy_optimizer(p0, grads, optimizer, LR[optimizer], eps=EPS.get(optimizer))
+    got = np.load(table)
+    assert got.dtype == np.dtype(dtype) and got.shape == p0.shape
+    np.testing.assert_allclose(got, want, **tolerance(dtype))
+    for name in STATE_NAMES[optimizer]:
+        np.testing.assert_allclose(np.load(os.path.join(state, f"{name}.npy")), want_state[name], **tolerance(dtype))
+    untouched = np.setdiff1d(np.arange(height), np.concatenate([r for r, _ in grads]))
+    assert np.array_equal(got[untouched], p0[untouched]), "untouched rows are never rewritten"
+    assert r1["rows"] == len(np.unique(grads[0][0])) + len(np.unique(grads[1][0]))
+    if state:
+        assert json.load(open(os.path.join(state, "state.json")))["step"] == 3
+
+
+def test_float32_gradient_onto_float64_table_and_vector_table(tmp_path):
+    rng = np.random.default_rng(3)
+    p0 = rng.standard_normal(40)  # a 1-D table: scalar "rows"
+    np.save(tmp_path / "t.npy", p0)
+    rows, vals = gradient(rng, 40, (), 25, np.float32)
+    path = write_gradient(tmp_path / "g.parquet", rows, vals, 40)
+    sptool.apply(str(tmp_path / "t.npy"), [path], optimizer="adagrad", lr=0.3, state=str(tmp_path / "s"),
+                 initial_accumulator=0.5, eps=1e-3)
+    want, _ = numpy_optimizer(p0, [(rows, vals)], "adagrad", 0.3, eps=1e-3, acc0=0.5)
+    np.testing.assert_allclose(np.load(tmp_path / "t.npy"), want, rtol=1e-9)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_kernels_match_their_numpy_reference(dtype):
+    rng = np.random.default_rng(11)
+    N, m, n = 64, 5, 20
+    rows = np.sort(rng.choice(N, n, replace=False)).astype(np.int64)
+    grad = rng.standard_normal((n, m)).astype(dtype)
+    base = rng.standard_normal((N, m)).astype(dtype)
+    state = (rng.random((N, m)) + 0.1).astype(dtype)
+    cases = [("sgd_rows", 0, (0.1,)), ("adagrad_rows", 1, (0.05, 1e-7)), ("adam_rows", 2, (0.003, 0.9, 0.999, 1e-8))]
+    for name, n_state, scalars in cases:
+        a = [base.copy()] + [state.copy() for _ in range(n_state)]
+        b = [x.copy() for x in a]
+        old = [x[rows] for x in a]
+        getattr(_optim, name)(*a, rows, grad, *old, *scalars)
+        getattr(_optim_reference, name)(*b, rows, grad, *old, *scalars)
+        for x, y in zip(a, b):
+            np.testing.assert_allclose(x, y, rtol=1e-6 if dtype == np.float32 else 1e-14, err_msg=name)
+        assert not np.array_equal(a[0], base), name
+    with pytest.raises(ValueError, match="outside"):
+        _optim.sgd_rows(base, np.array([N], np.int64), grad[:1], grad[:1], 0.1)
+    with pytest.raises(ValueError, match="must be"):
+        _optim.sgd_rows(base, rows, grad, grad[:-1], 0.1)
+
+
+def _crafted(tmp_path, height, block, bad):
+    """A gradient file claiming sorted rows whose first (bad < 0) or last row id is outside
+    [0, height): written with pyarrow over a valid file's metadata, as no sptool writer would."""
+    rng = np.random.default_rng(5)
+    rows = np.sort(rng.integers(0, height, 40))
+    vals = rng.standard_normal((40,) + block).astype(np.float32)
+    good = write_gradient(tmp_path / "good.parquet", rows, vals, height, sort_order=(0,))
+    t = pq.read_table(good)
+    ids = t.column("indices_0").to_numpy().copy()
+    ids[0 if bad < 0 else -1] = bad
+    meta = pq.read_metadata(good).metadata[b"sptool"]
+    t = t.set_column(0, "indices_0", pa.array(ids)).replace_schema_metadata({b"sptool": meta})
+    path = str(tmp_path / f"bad{bad}.parquet")
+    pq.write_table(t, path, row_group_size=8)
+    return path
+
+
+def _bad_cases(tmp_path):
+    rng = np.random.default_rng(9)
+    np.save(tmp_path / "t.npy", rng.standard_normal((30, 4)).astype(np.float32))
+    r, v = gradient(rng, 30, (4,), 12, np.float32)
+    ok = write_gradient(tmp_path / "ok.parquet", r, v, 30)
+    wide = write_gradient(tmp_path / "wide.parquet", r, rng.standard_normal((12, 5)).astype(np.float32), 30)
+    f64 = write_gradient(tmp_path / "f64.parquet", r, v.astype(np.float64), 30)
+    tall = write_gradient(tmp_path / "tall.parquet", r, v, 31)
+    (tmp_path / "text.npy").write_text("not an array\n")
+    np.save(tmp_path / "int.npy", np.zeros((30, 4), np.int64))
+    np.save(tmp_path / "other.npy", np.zeros((20, 4), np.float32))
+    sptool.apply(str(tmp_path / "other.npy"), [write_gradient(tmp_path / "o.parquet", r % 20, v, 20)],
+                 optimizer="adam", lr=0.1, state=str(tmp_path / "other-state"))
+    t = str(tmp_path / "t.npy")
+    return {
+        "block shape": ([t, wide, "--lr", "0.1"], "rows are [5] but the table's rows are [4]"),
+        "height": ([t, tall, "--lr", "0.1"], "height 31 is not the table's 30 rows"),
+        "precision": ([t, f64, "--lr", "0.1"], "float64 gradient values would lose precision in a float32 table"),
+        "not npy": ([str(tmp_path / "text.npy"), ok, "--lr", "0.1"], "not a plain .npy"),
+        "int table": ([str(tmp_path / "int.npy"), ok, "--lr", "0.1"], "float32 or float64"),
+        "state of another table": ([t, ok, "--lr", "0.1", "--optimizer", "adam", "--state",
+                                    str(tmp_path / "other-state")], "belongs to another table"),
+        "row id past the height": ([t, ok, _crafted(tmp_path, 30, (4,), 30), "--lr", "0.1"],
+                                   "indices[39] = [30] is out of bounds"),
+        "negative row id": ([t, ok, _crafted(tmp_path, 30, (4,), -1), "--lr", "0.1"],
+                            "indices[0] = [-1] is out of bounds"),
+    }
+
+
+@pytest.mark.parametrize("case", ["block shape", "height", "precision", "not npy", "int table",
+                                  "state of another table", "row id past the height", "negative row id"])
+def test_bad_input_leaves_the_table_untouched(tmp_path, monkeypatch, case):
+    monkeypatch.setenv("SPTOOL_BATCH_ROWS", "4")  # the crafted rows fail after earlier blocks were applied
+    args, message = _bad_cases(tmp_path)[case]
+    before = {p: digest(p) for p in (args[0], str(tmp_path / "other-state" / "m.npy"))}
+    r = CliRunner().invoke(cli, ["-q", "apply", *args])
+    assert r.exit_code == 1, r.output
+    assert message in r.output and "Traceback" not in r.output
+    assert len(r.output.strip().splitlines()) == 1
+    assert {p: digest(p) for p in before} == before
+    assert not [n for n in os.listdir(tmp_path) if n.endswith(".journal") or ".tmp-" in n]
+
+
+def test_other_optimizer_state_is_refused(tmp_path):
+    np.save(tmp_path / "t.npy", np.ones((10, 2), np.float32))
+    g = write_gradient(tmp_path / "g.parquet", np.array([1, 1, 3]), np.ones((3, 2), np.float32), 10)
+    sptool.apply(str(tmp_path / "t.npy"), [g], optimizer="adagrad", lr=0.1, state=str(tmp_path / "s"))
+    r = CliRunner().invoke(cli, ["-q", "apply", str(tmp_path / "t.npy"), g, "--optimizer", "adam", "--lr", "0.1",
+                                 "--state", str(tmp_path / "s")])
+    assert r.exit_code == 1 and "belongs to --optimizer adagrad, not adam" in r.output
+
+
+def test_adam_needs_a_state_and_lr_is_required(tmp_path):
+    np.save(tmp_path / "t.npy", np.ones((10, 2), np.float32))
+    g = write_gradient(tmp_path / "g.parquet", np.array([1]), np.ones((1, 2), np.float32), 10)
+    r = CliRunner().invoke(cli, ["apply", str(tmp_path / "t.npy"), g, "--optimizer", "adam", "--lr", "1"])
+    assert r.exit_code == 2 and "--state" in r.output
+    r = CliRunner().invoke(cli, ["apply", str(tmp_path / "t.npy"), g])
+    assert r.exit_code == 2 and "--lr is required" in r.output
+    assert np.array_equal(np.load(tmp_path / "t.npy"), np.ones((10, 2), np.float32))
+
+
+# --- crash safety: real processes killed with SIGKILL -------------------------------------
+
+def _crash_setup(tmp_path, optimizer):
+    rng = np.random.default_rng(21)
+    height, block = 400, (8,)
+    p0 = rng.standard_normal((height,) + block).astype(np.float32)
+    np.save(tmp_path / "t.npy", p0)
+    grads = [gradient(rng, height, block, 120, np.float32) for _ in range(2)]
+    paths = [write_gradient(tmp_path / f"g{i}.parquet", r, v, height) for i, (r, v) in enumerate(grads)]
+    state = str(tmp_path / "state")
+    # One step first, so that the state holds something the crash could tear.
+    first = write_gradient(tmp_path / "first.parquet", *gradient(rng, height, block, 60, np.float32), height)
+    sptool.apply(str(tmp_path / "t.npy"), [first], optimizer=optimizer, lr=0.01, state=state)
+    old_state = {n: np.load(os.path.join(state, f"{n}.npy")) for n in STATE_NAMES[optimizer]}
+    old = (np.load(tmp_path / "t.npy"), old_state, 1)
+    p_new, s_new = numpy_optimizer(old[0], grads, optimizer, 0.01, eps=EPS.get(optimizer), t0=1, state=old_state)
+    return paths, state, old, (p_new, s_new, 3)
+
+
+def _outcome(tmp_path, state, optimizer, old, new):
+    """'old' or 'new', asserting the table, state arrays and step are wholly one of them."""
+    table = np.load(tmp_path / "t.npy")
+    arrays = {n: np.load(os.path.join(state, f"{n}.npy")) for n in STATE_NAMES[optimizer]}
+    step = json.load(open(os.path.join(state, "state.json")))["step"]
+    if step == old[2]:
+        assert np.array_equal(table, old[0])
+        for n in arrays:
+            assert np.array_equal(arrays[n], old[1][n]), n
+        return "old"
+    assert step == new[2]
+    np.testing.assert_allclose(table, new[0], **tolerance(np.float32))
+    for n in arrays:
+        np.testing.assert_allclose(arrays[n], new[1][n], **tolerance(np.float32))
+    return "new"
+
+
+@pytest.mark.parametrize("optimizer", ["adam", "adagrad"])
+def test_sigkill_at_many_points_leaves_all_old_or_all_new(tmp_path, optimizer):
+    seen = []
+    rng = np.random.default_rng(99)
+    env = env_with_sptool()
+    env.update(SPTOOL_BATCH_ROWS="16", SPTOOL_APPLY_PAUSE="0.02")  # ~16 blocks, a pause at every step
+    for trial in range(8):
+        work = tmp_path / f"trial{trial}"
+        work.mkdir()
+        paths, state, old, new = _crash_setup(work, optimizer)
+        journal = work / ".t.npy.journal"
+        cmd = [os.path.join(os.path.dirname(sys.executable), "sptool"), "-q", "apply", str(work / "t.npy"), *paths,
+               "--optimizer", optimizer, "--lr", "0.01", "--state", state]
+        proc = subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        deadline = time.monotonic() + 60
+        while not journal.exists() and proc.poll() is None and time.monotonic() < deadline:
+            time.sleep(0.002)
+        # Kill at a point spread over the whole transaction (16 blocks x 2 pauses + the commit).
+        time.sleep(rng.uniform(0, 0.8) if trial < 7 else 5.0)
+        proc.send_signal(signal.SIGKILL)
+        proc.wait()
+        if trial == 7:
+            assert proc.returncode == 0, proc.stderr.read()  # it finished before the kill
+        r = CliRunner().invoke(cli, ["-q", "apply", str(work / "t.npy"), "--recover"])
+        assert r.exit_code == 0, r.output
+        assert not journal.exists()
+        seen.append(_outcome(work, state, optimizer, old, new))
+    assert "old" in seen and "new" in seen, seen
+
+
+def test_next_apply_rolls_back_an_interrupted_one_first(tmp_path):
+    paths, state, old, _ = _crash_setup(tmp_path, "adam")
+    env = env_with_sptool()
+    env.update(SPTOOL_BATCH_ROWS="16", SPTOOL_APPLY_PAUSE="0.05")
+    journal = tmp_path / ".t.npy.journal"
+    cmd = [os.path.join(os.path.dirname(sys.executable), "sptool"), "apply", str(tmp_path / "t.npy"), *paths,
+           "--optimizer", "adam", "--lr", "0.01", "--state", state]
+    proc = subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    sizes = set()
+    while len(sizes) < 3 and proc.poll() is None:  # the header and two blocks: the first is written
+        if journal.exists():
+            sizes.add(journal.stat().st_size)
+        time.sleep(0.002)
+    proc.send_signal(signal.SIGKILL)
+    proc.wait()
+    assert journal.exists() and not np.array_equal(np.load(tmp_path / "t.npy"), old[0])
+    r = CliRunner().invoke(cli, ["apply", str(tmp_path / "t.npy"), paths[0], "--optimizer", "adam", "--lr", "0.01",
+                                 "--state", state])
+    assert r.exit_code == 0 and "rolled back an interrupted apply" in r.output
+    g = sptool.read(paths[0])
+    grads = [(g.indices[:, 0], g.values)]
+    want, _ = numpy_optimizer(old[0], grads, "adam", 0.01, eps=1e-8, t0=1, state=old[1])
+    np.testing.assert_allclose(np.load(tmp_path / "t.npy"), want, **tolerance(np.float32))
+    assert json.load(open(os.path.join(state, "state.json")))["step"] == 2
+
+
+def test_apply_progress_in_a_terminal(tmp_path):
+    rng = np.random.default_rng(4)
+    np.save(tmp_path / "t.npy", rng.standard_normal((300, 8)).astype(np.float32))
+    rows, vals = gradient(rng, 300, (8,), 200, np.float32)
+    write_gradient(tmp_path / "g.parquet", rows, vals, 300)
+    env_line = "SPTOOL_BATCH_ROWS=20 SPTOOL_APPLY_PAUSE=0.05"
+    code, output = run_in_terminal(["bash", "-c", f"{env_line} sptool apply t.npy g.parquet --lr 0.1"], cwd=tmp_path)
+    text = output.decode("utf-8", "replace")
+    assert code == 0, text
+    assert BAR_GLYPH in output and cursor_restored(output), text
+    assert f"updated {len(np.unique(rows))} rows of t.npy (sgd, 1 gradient(s))" in text
+
+
+def test_journal_cut_at_every_byte_rolls_back_exactly_the_whole_blocks(tmp_path):
+    from sptool.stream.journal import RowJournal, recover_journal
+
+    rng = np.random.default_rng(8)
+    original = rng.standard_normal((20, 3))
+    np.save(tmp_path / "a.npy", original)
+    arr = np.load(tmp_path / "a.npy", mmap_mode="r+")
+    path = str(tmp_path / "j")
+    j = RowJournal(path, {"a": (str(tmp_path / "a.npy"), arr)}, {})
+    header_end = os.path.getsize(path)
+    j.record(np.array([2, 5, 7]))
+    arr[[2, 5, 7]] = 99.0  # block 1 applied
+    block_end = os.path.getsize(path)
+    j.record(np.array([1, 5]))  # block 2 journaled; its rows are changed only in the full case below
+    os.close(j.fd)
+    full = open(path, "rb").read()
+    changed = np.array(arr)
+    del arr
+    for cut in range(header_end, len(full) + 1):
+        np.save(tmp_path / "a.npy", changed)
+        if cut == len(full):
+            a = np.load(tmp_path / "a.npy", mmap_mode="r+")
+            a[[1, 5]] = -7.0
+            a.flush()
+            del a
+        with open(path, "wb") as f:
+            f.write(full[:cut])
+        restored = recover_journal(path)
+        assert restored == (5 if cut == len(full) else 3 if cut >= block_end else 0), cut
+        want = original if cut >= block_end else changed
+        assert np.array_equal(np.load(tmp_path / "a.npy"), want), cut
+        assert not os.path.exists(path)
+
+
+def test_readme_row_sparse_tour(tmp_path):
+    from command_examples import ROOT, in_workdir, readme_blocks
+
+    (block,) = [b for b in readme_blocks() if "sptool apply" in b]
+    p = subprocess.run(["bash", "-e", "-o", "pipefail", "-c", in_workdir(block, tmp_path)], cwd=tmp_path,
+                       env=env_with_sptool(), capture_output=True, text=True, timeout=300)
+    assert p.returncode == 0, p.stderr
+    rows, vals = np.load(ROOT / "sample_data/grad_rows.npy"), np.load(ROOT / "sample_data/grad_values.npy")
+    distinct = len(np.unique(rows))
+    assert f"row-sparse  200 rows of [16]; {distinct} distinct, {distinct / 1000:.3g} of the height" in p.stdout
+    assert f"# row-sparse: 200 rows of [16]; {distinct} distinct, {distinct / 1000:.3g}" in block  # the comment holds
+    want, _ = numpy_optimizer(np.load(ROOT / "sample_data/embeddings.npy"), [(rows, vals)] * 3, "adam", 0.01,
+                              eps=1e-8)
+    np.testing.assert_allclose(np.load(tmp_path / "emb.npy"), want, **tolerance(np.float32))
+    assert json.load(open(tmp_path / "emb-adam" / "state.json"))["step"] == 3
