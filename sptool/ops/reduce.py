@@ -131,7 +131,7 @@ def empty_value_for(empty_value, op, meta, dtype: np.dtype):
 # ---------------------------------------------------------------------------------------------
 
 def reduce(path: str, output: str | None = None, *, op: str, axis=None, keepdims: bool = False,
-           empty_value=None, memory=None, tmp_dir: str | None = None, progress=None):
+           empty_value=None, memory=None, tmp_dir: str | None = None, progress=None, client=None):
     """Reduce a tensor over ``axis`` (an int or a list; None: all axes) with ``op``: sum, max,
     min, prod, mean or count (TensorFlow's reduce_sum / reduce_max, plus the others).
 
@@ -160,7 +160,15 @@ def reduce(path: str, output: str | None = None, *, op: str, axis=None, keepdims
     >>> out = os.path.join(tempfile.mkdtemp(), "r.parquet")
     >>> reduce("sample_data/tensor3d.parquet", out, op="max", axis=[0, -1])["shape"]
     [30]
+
+    With ``client`` (a ``distributed.Client``) a sum runs on that Dask cluster and writes a part
+    directory (see ``sptool.distributed.reduce``).
     """
+    if client is not None:
+        from ..distributed.reduce import reduce as on_cluster
+
+        return on_cluster(path, output, client=client, op=op, axis=axis, keepdims=keepdims, empty_value=empty_value,
+                          memory=memory, tmp_dir=tmp_dir, progress=progress)
     dense_out = output is not None and output.endswith(".npy")
     if output == "-" and (axis is None and not keepdims):
         output = None  # a scalar result goes to stdout as text

@@ -1,0 +1,51 @@
+"""Inputs cut into pieces a worker reads on its own: each part of a directory, and a single file's
+row groups in runs.  A piece is a path on storage every worker sees plus row-group numbers, so a
+task carries a few bytes, never data."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from ..errors import UsageError
+from ..io import ParquetSource, locate, open_source
+
+# A single file is cut into at least this many pieces per worker (when it has the row groups),
+# so a worker that finishes early takes more.
+PIECES_PER_WORKER = 2
+
+
+@dataclass(frozen=True)
+class Piece:
+    path: str  # a Parquet file
+    groups: tuple[int, ...] | None  # its row groups in this piece; None: all of them
+    rows: int
+
+
+def pieces_of(path: str, workers: int) -> list[Piece]:
+    """The pieces of a tensor path: a directory's parts, or a file's row groups in runs."""
+    kind = locate(path)
+    if kind in ("stdin", "stream"):
+        raise UsageError("on a cluster the inputs are Parquet files or part directories on storage every worker "
+                         "sees; write the stream to a file first (sptool convert)", path=path)
+    with open_source(path) as src:
+        if src.kind == "dir":
+            return [Piece(p.path, None, p.meta.nnz) for p in src.parts]
+        md = src.parts[0].file.metadata
+        counts = [md.row_group(g).num_rows for g in range(md.num_row_groups)]
+    n = max(1, min(len(counts), workers * PIECES_PER_WORKER))
+    bounds = [round(i * len(counts) / n) for i in range(n + 1)]
+    return [Piece(path, tuple(range(a, b)), sum(counts[a:b])) for a, b in zip(bounds, bounds[1:]) if b > a] or \
+        [Piece(path, None, 0)]
+
+
+class PieceSource(ParquetSource):
+    """One piece opened as a source (on a worker): the file's rows in the piece's row groups."""
+
+    def __init__(self, piece: Piece):
+        whole = open_source(piece.path)
+        meta = whole.meta if piece.groups is None else whole.meta.with_(nnz=piece.rows)
+        super().__init__(piece.path, whole.parts, meta, "file")
+        self.groups = piece.groups
+
+    def part_batches(self, part, batch_rows, *, groups=None, **kw):
+        return super().part_batches(part, batch_rows, groups=self.groups if groups is None else groups, **kw)

@@ -1,0 +1,305 @@
+"""sptool on a Dask cluster (sptool.distributed): a 2-worker LocalCluster, tiny parts and runs,
+so every op spans many pieces and key ranges.  The oracle is NumPy (a stable lexsort, sums
+with np.add.at), and each result is also compared with the single-machine command's, entry by
+entry and in order; the metadata compared is what the formats define for a directory."""
+
+from __future__ import annotations
+
+import logging
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+from click.testing import CliRunner
+from command_examples import env_with_sptool
+
+import sptool
+from sptool.cli import cli
+
+distributed = pytest.importorskip("distributed")
+
+SHAPE = (50, 40, 30)
+TINY = {"SPTOOL_BATCH_ROWS": "97", "SPTOOL_RUN_ROWS": "211", "SPTOOL_MERGE_ROWS": "64", "SPTOOL_ROW_GROUP_ROWS": "150",
+        "SPTOOL_KEEP_BYTES": "0", "SPTOOL_FAN_IN": "3"}
+
+
+@pytest.fixture(scope="module")
+def client():
+    cluster = distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None,
+                                       silence_logs=logging.ERROR)
+    with cluster, distributed.Client(cluster) as c:
+        yield c
+
+
+@pytest.fixture
+def tiny(monkeypatch):
+    """Tiny batches, runs, merge slices and row groups: read by budget_of on the driver, and
+    carried to the workers in the Budget each task gets."""
+    for var, value in TINY.items():
+        monkeypatch.setenv(var, value)
+    return "16MiB"
+
+
+def _rows(rng, n, *, skew: float = 0.0, dup_pool: int | None = None):
+    idx = np.stack([rng.integers(0, s, n) for s in SHAPE], axis=1)
+    if dup_pool is not None:  # coordinates drawn from a small pool: many duplicates
+        idx = idx[rng.integers(0, dup_pool, n)]
+    if skew:
+        idx[rng.random(n) < skew] = (7, 3, 11)  # one coordinate (one key range) holds most rows
+    return idx
+
+
+def _write_parts(path, pieces_idx, pieces_val):
+    """A part directory, one part per piece (an empty piece makes an empty part)."""
+    os.makedirs(path)
+    for i, (idx, val) in enumerate(zip(pieces_idx, pieces_val)):
+        sptool.write(sptool.SparseTensor(idx.reshape(-1, 3), val, SHAPE), os.path.join(path, f"part-{i:06d}.parquet"))
+    return str(path) + "/"
+
+
+def _dataset(tmp_path, rng, *, n=3000, parts=6, values="int", **kw):
+    idx = _rows(rng, n, **kw)
+    val = rng.integers(-50, 50, n).astype(np.int64) if values == "int" else rng.standard_normal(n)
+    cuts = np.sort(rng.integers(0, n, parts - 2))
+    cuts = np.r_[cuts[: parts // 2], cuts[parts // 2 - 1], cuts[parts // 2:]]  # two equal cuts: an empty part
+    return _write_parts(tmp_path / "in", np.split(idx, cuts), np.split(val, cuts)), idx, val
+
+
+def _read_all(path):
+    """(indices, values) of a tensor as one stream, in stored order (pyarrow, not sptool)."""
+    if os.path.isdir(path):
+        files = sorted(os.path.join(path, n) for n in os.listdir(path) if n.endswith(".parquet"))
+        table = pa.concat_tables([pq.read_table(f) for f in files])
+    else:
+        table = pq.read_table(path)
+    idx = np.stack([table.column(f"indices_{k}").to_numpy() for k in range(len(SHAPE))], axis=1)
+    return idx.reshape(-1, len(SHAPE)), table.column("values").to_numpy()
+
+
+def _oracle_sorted(idx, val, order):
+    perm = np.lexsort([idx[:, d] for d in reversed(order)])  # stable: equal rows keep input order
+    return idx[perm], val[perm]
+
+
+def _oracle_summed(idx, val):
+    keys, inverse = np.unique(idx, axis=0, return_inverse=True)
+    sums = np.zeros(len(keys), dtype=val.dtype)
+    np.add.at(sums, inverse.ravel(), val)
+    return keys, sums
+
+
+def _part_metas(path):
+    return [sptool.open(os.path.join(path, n)).meta for n in sorted(os.listdir(path))]
+
+
+def _no_leftovers(parent, keep):
+    assert sorted(os.listdir(parent)) == sorted(keep), os.listdir(parent)
+
+
+def _same_as_local(tmp_path, dist_out, local_out):
+    """The distributed directory and the single-machine output hold the same rows in the same
+    order, with the same dataset metadata."""
+    di, dv = _read_all(dist_out)
+    li, lv = _read_all(local_out)
+    assert np.array_equal(di, li) and np.array_equal(dv, lv)
+    dmeta, lmeta = sptool.open(dist_out).meta, sptool.open(local_out).meta
+    for key in ("shape", "sparse_ndim", "value_type", "fill_value", "iso", "dimension_names", "nnz"):
+        assert getattr(dmeta, key) == getattr(lmeta, key), key
+
+
+@pytest.mark.parametrize("order", [None, (2, 0, 1)])
+@pytest.mark.parametrize("kind", ["uniform", "skewed"])
+def test_reorder_keep_matches_numpy_and_one_machine(client, tiny, tmp_path, rng, order, kind):
+    src, idx, val = _dataset(tmp_path, rng, skew=0.8 if kind == "skewed" else 0.0)
+    out = str(tmp_path / "out") + "/"
+    r = sptool.reorder(src, out, order=order, memory=tiny, client=client)
+    want_order = order or (0, 1, 2)
+    oi, ov = _oracle_sorted(idx, val, want_order)
+    gi, gv = _read_all(out)
+    assert np.array_equal(gi, oi) and np.array_equal(gv, ov)
+    local = str(tmp_path / "local.parquet")
+    sptool.reorder(src, local, order=order, memory=tiny)
+    _same_as_local(tmp_path, out, local)
+    metas = _part_metas(out)
+    assert r["parts"] == len(metas) > 1 and r["rows_out"] == len(idx) and r["workers"] == 2
+    assert all(m.sort_order == want_order for m in metas)
+    assert r["sort_order"] == list(want_order) and not r["unique"]  # the data holds repeats
+    _no_leftovers(tmp_path, ["in", "out", "local.parquet"])
+
+
+@pytest.mark.parametrize("policy", ["sum", "first", "last", "max"])
+def test_reorder_duplicates_matches_one_machine(client, tiny, tmp_path, rng, policy):
+    src, idx, val = _dataset(tmp_path, rng, dup_pool=300, skew=0.3)
+    out = str(tmp_path / "out") + "/"
+    r = sptool.reorder(src, out, duplicates=policy, memory=tiny, client=client)
+    local = str(tmp_path / "local.parquet")
+    sptool.reorder(src, local, duplicates=policy, memory=tiny)
+    _same_as_local(tmp_path, out, local)
+    gi, gv = _read_all(out)
+    keys, sums = _oracle_summed(idx, val)
+    assert np.array_equal(gi, keys)
+    if policy == "sum":
+        assert np.array_equal(gv, sums)
+    elif policy in ("first", "last"):
+        si, sv = _oracle_sorted(idx, val, (0, 1, 2))
+        starts = np.r_[0, np.flatnonzero(np.any(np.diff(si, axis=0), axis=1)) + 1]
+        ends = np.r_[starts[1:], len(si)] - 1
+        assert np.array_equal(gv, sv[starts] if policy == "first" else sv[ends])
+    assert r["canonical"] and all(m.unique and m.canonical for m in _part_metas(out))
+
+
+def test_reorder_of_one_file_split_by_row_group(client, tiny, tmp_path, rng):
+    idx = _rows(rng, 2500)
+    val = rng.standard_normal(2500)
+    src = str(tmp_path / "one.parquet")
+    sptool.write(sptool.SparseTensor(idx, val, SHAPE), src, batch_rows=100)
+    assert pq.ParquetFile(src).metadata.num_row_groups > 4
+    out = str(tmp_path / "out") + "/"
+    r = sptool.reorder(src, out, order=(1, 2, 0), memory=tiny, client=client)
+    oi, ov = _oracle_sorted(idx, val, (1, 2, 0))
+    gi, gv = _read_all(out)
+    assert np.array_equal(gi, oi) and np.array_equal(gv, ov)
+    assert r["parts"] > 1
+
+
+def test_reorder_of_an_empty_tensor(client, tiny, tmp_path):
+    src = _write_parts(tmp_path / "in", [np.empty((0, 3), np.int64)] * 2, [np.empty(0)] * 2)
+    out = str(tmp_path / "out") + "/"
+    r = sptool.reorder(src, out, memory=tiny, client=client)
+    assert r["rows_out"] == 0 and os.listdir(out) == ["part-000000.parquet"]
+    assert sptool.open(out).meta.shape == SHAPE and sptool.open(out).meta.nnz == 0
+
+
+def test_bad_part_fails_and_leaves_nothing(client, tiny, tmp_path, rng):
+    src, idx, val = _dataset(tmp_path, rng)
+    bad = os.path.join(src, "part-000001.parquet")
+    table = pq.read_table(bad)
+    cols = table.column("indices_1").to_numpy().copy()
+    cols[5] = SHAPE[1] + 4  # outside the shape
+    pq.write_table(table.set_column(1, "indices_1", pa.array(cols)), bad)
+    out = str(tmp_path / "out") + "/"
+    with pytest.raises(sptool.DataError, match="part-000001.parquet"):
+        sptool.reorder(src, out, memory=tiny, client=client)
+    _no_leftovers(tmp_path, ["in"])
+
+
+def test_worker_killed_during_reorder(client, tiny, tmp_path, rng):
+    src, idx, val = _dataset(tmp_path, rng, n=40_000, parts=8, dup_pool=5000)
+    out = str(tmp_path / "out") + "/"
+    pids = list(client.run(os.getpid).values())
+    result, error = {}, []
+
+    def job():
+        try:
+            result.update(sptool.reorder(src, out, duplicates="sum", memory=tiny, client=client))
+        except BaseException as e:  # noqa: BLE001 - reported by the assertion below
+            error.append(e)
+
+    thread = threading.Thread(target=job)
+    thread.start()
+    deadline = time.monotonic() + 60
+    while not any(client.processing().values()) and time.monotonic() < deadline:
+        time.sleep(0.01)
+    time.sleep(0.3)
+    assert thread.is_alive(), "the job ended before the worker could be killed"
+    os.kill(pids[0], signal.SIGKILL)
+    thread.join(180)
+    assert not error, error
+    keys, sums = _oracle_summed(idx, val)
+    gi, gv = _read_all(out)
+    assert np.array_equal(gi, keys) and np.array_equal(gv, sums)
+    _no_leftovers(tmp_path, ["in", "out"])
+    client.wait_for_workers(2, timeout=60)  # the nanny restarts the killed worker for later tests
+
+
+# -- the command line ---------------------------------------------------------------------------
+
+def test_cli_reorder_on_the_scheduler(client, tiny, tmp_path, rng):
+    src, idx, val = _dataset(tmp_path, rng)
+    out = str(tmp_path / "out") + "/"
+    res = CliRunner().invoke(cli, ["--scheduler", client.scheduler.address, "reorder", src, "-o", out,
+                                   "--duplicates", "sum", "--memory", tiny])
+    assert res.exit_code == 0, res.output
+    assert "2 workers" in res.output and "peak worker memory" in res.output
+    keys, sums = _oracle_summed(idx, val)
+    gi, gv = _read_all(out)
+    assert np.array_equal(gi, keys) and np.array_equal(gv, sums)
+
+
+def test_cli_scheduler_from_the_environment(client, tiny, tmp_path, rng, monkeypatch):
+    src, idx, val = _dataset(tmp_path, rng)
+    monkeypatch.setenv("SPTOOL_SCHEDULER", client.scheduler.address)
+    res = CliRunner().invoke(cli, ["reorder", src, "-o", str(tmp_path / "out") + "/", "-m", tiny])
+    assert res.exit_code == 0, res.output
+    assert np.array_equal(_read_all(str(tmp_path / "out"))[0], _oracle_sorted(idx, val, (0, 1, 2))[0])
+
+
+def test_cli_refusals(client, tmp_path):
+    res = CliRunner().invoke(cli, ["--scheduler", client.scheduler.address, "transpose",
+                                   "sample_data/tensor3d.parquet", "-o", str(tmp_path / "t.parquet")])
+    assert res.exit_code == 2 and "does not run on a cluster" in res.output
+    assert not os.path.exists(tmp_path / "t.parquet")
+    res = CliRunner().invoke(cli, ["--scheduler", client.scheduler.address, "reorder",
+                                   "sample_data/unsorted.parquet", "-o", str(tmp_path / "t.parquet")])
+    assert res.exit_code == 2 and "directory of parts" in res.output
+    res = CliRunner().invoke(cli, ["--scheduler", "nonsense", "reorder", "sample_data/unsorted.parquet", "-o",
+                                   str(tmp_path / "d/")])
+    assert res.exit_code == 2 and "tcp://HOST:PORT" in res.output
+    assert "Cluster: runs on one machine only" in CliRunner().invoke(cli, ["transpose", "--help"]).output
+    assert "Cluster: given --scheduler" in CliRunner().invoke(cli, ["reorder", "--help"]).output
+
+
+def test_cli_local_cluster_started_and_stopped(tmp_path):
+    out = str(tmp_path / "out") + "/"
+    res = subprocess.run([sys.executable, "-m", "sptool", "--scheduler", "local:2", "reorder",
+                          "sample_data/unsorted.parquet", "--duplicates", "sum", "-o", out],
+                         capture_output=True, text=True, env=env_with_sptool(), timeout=120)
+    assert res.returncode == 0, res.stderr
+    assert "2 workers" in res.stderr
+    table = sptool.read("sample_data/unsorted.parquet")
+    keys, sums = _oracle_summed(table.indices, table.values)
+    gi, gv = sptool.read(out).indices, sptool.read(out).values
+    assert np.array_equal(gi, keys) and np.allclose(gv, sums, rtol=0, atol=0)
+
+
+# -- Dask stays out unless asked for ---------------------------------------------------------------
+
+NO_DASK = """
+import sys
+import sptool
+from sptool.cli import cli
+out = sys.argv[1]
+sptool.reorder("sample_data/unsorted.parquet", out + "/a.parquet")
+for args in (["reorder", "sample_data/unsorted.parquet", "-o", out + "/b.parquet"], ["info", out + "/b.parquet"],
+             ["--help"]):
+    try:
+        cli.main(args, standalone_mode=False)
+    except SystemExit:
+        pass
+loaded = sorted(m for m in sys.modules if m.split(".")[0] in ("dask", "distributed"))
+assert not loaded, loaded
+"""
+
+
+def test_no_dask_import_without_a_scheduler(tmp_path):
+    res = subprocess.run([sys.executable, "-c", NO_DASK, str(tmp_path)], capture_output=True, text=True,
+                         env=env_with_sptool(), timeout=120)
+    assert res.returncode == 0, res.stderr
+
+
+def test_scheduler_without_distributed_says_how_to_install(tmp_path):
+    blocked = ("import sys; sys.modules['distributed'] = None\n"
+               "from sptool.cli import main; main(sys.argv[1:])")
+    res = subprocess.run([sys.executable, "-c", blocked, "--scheduler", "local:2", "reorder",
+                          "sample_data/unsorted.parquet", "-o", str(tmp_path / "o/")],
+                         capture_output=True, text=True, env=env_with_sptool(), timeout=120)
+    assert res.returncode == 2
+    assert 'pip install "sptool[dask]"' in res.stderr
+    assert not os.path.exists(tmp_path / "o")
