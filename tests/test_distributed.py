@@ -58,7 +58,7 @@ def _rows(rng, n, *, skew: float = 0.0, dup_pool: int | None = None):
 
 def _write_parts(path, pieces_idx, pieces_val):
     """A part directory, one part per piece (an empty piece makes an empty part)."""
-    os.makedirs(path)
+    os.makedirs(path, exist_ok=True)
     for i, (idx, val) in enumerate(zip(pieces_idx, pieces_val)):
         sptool.write(sptool.SparseTensor(idx.reshape(-1, 3), val, SHAPE), os.path.join(path, f"part-{i:06d}.parquet"))
     return str(path) + "/"
@@ -73,14 +73,8 @@ def _dataset(tmp_path, rng, *, n=3000, parts=6, values="int", **kw):
 
 
 def _read_all(path):
-    """(indices, values) of a tensor as one stream, in stored order (pyarrow, not sptool)."""
-    if os.path.isdir(path):
-        files = sorted(os.path.join(path, n) for n in os.listdir(path) if n.endswith(".parquet"))
-        table = pa.concat_tables([pq.read_table(f) for f in files])
-    else:
-        table = pq.read_table(path)
-    idx = np.stack([table.column(f"indices_{k}").to_numpy() for k in range(len(SHAPE))], axis=1)
-    return idx.reshape(-1, len(SHAPE)), table.column("values").to_numpy()
+    """(indices, values) of a 3-D tensor as one stream, in stored order (pyarrow, not sptool)."""
+    return _read_all_k(path, len(SHAPE))
 
 
 def _oracle_sorted(idx, val, order):
@@ -217,6 +211,72 @@ def test_worker_killed_during_reorder(client, tiny, tmp_path, rng):
     assert np.array_equal(gi, keys) and np.array_equal(gv, sums)
     _no_leftovers(tmp_path, ["in", "out"])
     client.wait_for_workers(2, timeout=60)  # the nanny restarts the killed worker for later tests
+
+
+@pytest.mark.parametrize("axis,keepdims", [(1, False), ([0, 2], True), (2, False)])
+def test_reduce_sum_matches_numpy_and_one_machine(client, tiny, tmp_path, rng, axis, keepdims):
+    src, idx, val = _dataset(tmp_path, rng, skew=0.4)
+    out = str(tmp_path / "out") + "/"
+    r = sptool.reduce(src, out, op="sum", axis=axis, keepdims=keepdims, memory=tiny, client=client)
+    local = str(tmp_path / "local.parquet")
+    sptool.reduce(src, local, op="sum", axis=axis, keepdims=keepdims, memory=tiny)
+    axes = [axis] if isinstance(axis, int) else axis
+    kept = [d for d in range(3) if d not in axes]
+    reduced = idx.copy()
+    reduced[:, axes] = 0
+    keys, sums = _oracle_summed(reduced if keepdims else idx[:, kept], val)
+    di, dv = _read_all(out) if keepdims else _read_all_k(out, len(kept))
+    assert np.array_equal(di, keys) and np.array_equal(dv, sums)
+    li, lv = _read_all(local) if keepdims else _read_all_k(local, len(kept))
+    assert np.array_equal(di, li) and np.array_equal(dv, lv)
+    assert r["rows_out"] == len(keys) and r["axes"] == sorted(axes) and r["parts"] >= 1
+    assert sptool.open(out).meta.shape == sptool.open(local).meta.shape
+
+
+def test_reduce_other_than_sum_is_refused_on_a_cluster(client, tmp_path, rng):
+    src, _, _ = _dataset(tmp_path, rng)
+    with pytest.raises(sptool.UsageError, match="does not run part by part"):
+        sptool.reduce(src, str(tmp_path / "out") + "/", op="max", axis=1, client=client)
+    _no_leftovers(tmp_path, ["in"])
+
+
+@pytest.mark.parametrize("values", ["int", "float"])
+def test_add_matches_numpy_and_one_machine(client, tiny, tmp_path, rng, values):
+    a, ia, va = _dataset(tmp_path / "a", rng, values=values, dup_pool=None if values == "float" else 400)
+    b, ib, vb = _dataset(tmp_path / "b", rng, n=2000, parts=4, values=values, skew=0.5)
+    if values == "float":  # unique operands: float sums then agree to the bit whatever the grouping
+        a, ia, va = _unique_copy(tmp_path / "ua", ia, va)
+        b, ib, vb = _unique_copy(tmp_path / "ub", ib, vb)
+    out = str(tmp_path / "out") + "/"
+    r = sptool.add(a, b, out, memory=tiny, client=client)
+    local = str(tmp_path / "local.parquet")
+    sptool.add(a, b, local, memory=tiny)
+    keys, sums = _oracle_summed(np.concatenate([ia, ib]), np.concatenate([va, vb]))
+    di, dv = _read_all(out)
+    assert np.array_equal(di, keys) and np.array_equal(dv, sums)
+    _same_as_local(tmp_path, out, local)
+    assert r["rows_out"] == len(keys) and r["parts"] > 1
+
+
+def test_add_refuses_what_does_not_split(client, tmp_path, rng):
+    a, _, _ = _dataset(tmp_path, rng)
+    with pytest.raises(sptool.UsageError, match="on a cluster, add"):
+        sptool.add(a, a, str(tmp_path / "out") + "/", thresh=0.5, client=client)
+
+
+def _unique_copy(path, idx, val):
+    """The first row of each coordinate, as a one-part tensor."""
+    _, first = np.unique(idx, axis=0, return_index=True)
+    first = np.sort(first)
+    return _write_parts(path, [idx[first]], [val[first]]), idx[first], val[first]
+
+
+def _read_all_k(path, K):
+    files = sorted(os.path.join(path, n) for n in os.listdir(path) if n.endswith(".parquet")) \
+        if os.path.isdir(path) else [path]
+    table = pa.concat_tables([pq.read_table(f) for f in files])
+    return (np.stack([table.column(f"indices_{k}").to_numpy() for k in range(K)], axis=1).reshape(-1, K),
+            table.column("values").to_numpy())
 
 
 # -- the command line ---------------------------------------------------------------------------

@@ -7,11 +7,14 @@ from __future__ import annotations
 
 import os
 
-from .._memory import Budget, peak_rss
+from .._memory import Budget, budget_of, peak_rss
 from ..errors import UsageError
+from ..format import value_type_of_dtype
 from ..io import open_source, part_name
 from ..stream.engine import Partwise
 from ..stream.reorder import Reorder
+from .cluster import worker_count
+from .partdir import PartDirectory, check_output
 from .pieces import Piece, PieceSource, pieces_of
 from .progress import follow
 from .rangesort import Outcome, range_sort
@@ -47,3 +50,24 @@ def run_partwise(client, op: Partwise, pieces: list[Piece], metas, out, *, budge
     done.rows_in = sum(p.rows for p in pieces)
     done.peak_worker_memory = max(done.peak_worker_memory, outcome.peak_worker_memory)
     return done
+
+
+def on_cluster(client, op: Partwise, paths: list[str], output: str, *, memory=None, tmp_dir=None,
+               progress=None) -> dict:
+    """An op's whole job on the cluster of ``client``: the pieces of every operand in ``paths``
+    mapped through ``op`` and combined into the part directory ``output``.  What the op passes
+    through here (its ``client=``): reduce --op sum, sparse + sparse add."""
+    check_output(output)
+    metas = []
+    for path in paths:
+        with open_source(path) as src:
+            metas.append(src.meta)
+    workers = worker_count(client)
+    pieces = [piece for path in paths for piece in pieces_of(path, workers)]
+    with PartDirectory(output) as out:
+        outcome = run_partwise(client, op, pieces, metas, out, budget=budget_of(memory), tmp_dir=tmp_dir,
+                               progress=progress)
+    first = outcome.part_metas[0]
+    return {"rows_in": outcome.rows_in, "rows_out": outcome.rows_out, "shape": list(first.shape),
+            "value_type": value_type_of_dtype(first.dtype), "output": output, "parts": outcome.parts,
+            "workers": outcome.workers, "peak_worker_memory": outcome.peak_worker_memory}

@@ -168,7 +168,7 @@ def _add_scalar(t, b, output, given, thresholded: bool, *, memory, tmp_dir=None,
 # the command
 
 def add(a: str, b: str | None = None, output: str | None = None, *, scalar=None, thresh=0, prune: bool = False,
-        memory=None, tmp_dir: str | None = None, progress=None) -> dict:
+        memory=None, tmp_dir: str | None = None, progress=None, client=None) -> dict:
     """Add two tensors (TensorFlow's sparse.add).
 
     sparse + sparse → sparse, canonical (row-major sorted, unique): a streaming merge join of the
@@ -205,8 +205,21 @@ def add(a: str, b: str | None = None, output: str | None = None, *, scalar=None,
     True
     >>> add("sample_data/matrix_a.parquet", scalar=0.5).nnz
     600
+
+    With ``client`` (a ``distributed.Client``) sparse + sparse (zero fills, no threshold) runs on
+    that Dask cluster and writes a part directory whose parts are key ranges.
     """
     budget = budget_of(memory)
+    if client is not None:
+        from ..distributed.partwise import on_cluster
+
+        if scalar is not None or b is None or is_dense_path(a) or is_dense_path(b) or thresh or prune:
+            raise UsageError("on a cluster, add sums two sparse tensors (no --scalar, dense operand, --thresh or "
+                             "--prune)")
+        with open_operands([a, b], tmp_dir) as (sa, sb):
+            part = Add(sa.meta, sb.meta)
+        return {"dropped": 0, **on_cluster(client, part, [a, b], output, memory=budget, tmp_dir=tmp_dir,
+                                           progress=progress)}
     if scalar is not None or b is None:
         return _add_scalar(a, b, output, scalar, thresh or prune, memory=budget, tmp_dir=tmp_dir, progress=progress)
     check_inputs([a, b])

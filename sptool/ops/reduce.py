@@ -162,13 +162,16 @@ def reduce(path: str, output: str | None = None, *, op: str, axis=None, keepdims
     [30]
 
     With ``client`` (a ``distributed.Client``) a sum runs on that Dask cluster and writes a part
-    directory (see ``sptool.distributed.reduce``).
+    directory whose parts are key ranges (only sum splits into parts: it is linear in the entries).
     """
     if client is not None:
-        from ..distributed.reduce import reduce as on_cluster
+        from ..distributed.partwise import on_cluster
 
-        return on_cluster(path, output, client=client, op=op, axis=axis, keepdims=keepdims, empty_value=empty_value,
-                          memory=memory, tmp_dir=tmp_dir, progress=progress)
+        with open_input(path) as src:
+            axes = Plan(src.meta, op, axis, keepdims).axes
+        r = on_cluster(client, Reduce(op, axis, keepdims, empty_value), [path], output, memory=memory,
+                       tmp_dir=tmp_dir, progress=progress)
+        return {"op": op, "axes": axes, **r}
     dense_out = output is not None and output.endswith(".npy")
     if output == "-" and (axis is None and not keepdims):
         output = None  # a scalar result goes to stdout as text
