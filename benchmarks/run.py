@@ -1589,6 +1589,13 @@ register(Benchmark(
 ))
 
 
+# The Dask benchmarks (issue 16): benchmarks/cluster.py.
+sys.path.insert(0, HERE)
+import cluster  # noqa: E402
+
+cluster.add_to(sys.modules[__name__])
+
+
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(description="Time sptool's commands against the tools a user would otherwise use.")
     p.add_argument("--size", choices=list(SIZES), default="medium")

@@ -213,55 +213,87 @@ def test_worker_killed_during_reorder(client, tiny, tmp_path, rng):
     client.wait_for_workers(2, timeout=60)  # the nanny restarts the killed worker for later tests
 
 
-@pytest.mark.parametrize("axis,keepdims", [(1, False), ([0, 2], True), (2, False)])
-def test_reduce_sum_matches_numpy_and_one_machine(client, tiny, tmp_path, rng, axis, keepdims):
-    src, idx, val = _dataset(tmp_path, rng, skew=0.4)
-    out = str(tmp_path / "out") + "/"
-    r = sptool.reduce(src, out, op="sum", axis=axis, keepdims=keepdims, memory=tiny, client=client)
-    local = str(tmp_path / "local.parquet")
-    sptool.reduce(src, local, op="sum", axis=axis, keepdims=keepdims, memory=tiny)
-    axes = [axis] if isinstance(axis, int) else axis
+def _oracle_reduced(idx, val, axes, keepdims, fn):
+    """NumPy: duplicates summed first (the format's logical tensor), then ``fn`` (a ufunc) over
+    ``axes`` per kept coordinate, in input order within each group."""
+    keys, vals = _oracle_summed(idx, val)
     kept = [d for d in range(3) if d not in axes]
-    reduced = idx.copy()
-    reduced[:, axes] = 0
-    keys, sums = _oracle_summed(reduced if keepdims else idx[:, kept], val)
-    di, dv = _read_all(out) if keepdims else _read_all_k(out, len(kept))
-    assert np.array_equal(di, keys) and np.array_equal(dv, sums)
-    li, lv = _read_all(local) if keepdims else _read_all_k(local, len(kept))
-    assert np.array_equal(di, li) and np.array_equal(dv, lv)
-    assert r["rows_out"] == len(keys) and r["axes"] == sorted(axes) and r["parts"] >= 1
-    assert sptool.open(out).meta.shape == sptool.open(local).meta.shape
+    groups = keys.copy()
+    groups[:, axes] = 0
+    groups = groups if keepdims else keys[:, kept]
+    out_keys, inverse = np.unique(groups, axis=0, return_inverse=True)
+    out = np.full(len(out_keys), fn.identity if fn.identity is not None else np.nan, dtype=vals.dtype)
+    if fn.identity is None:
+        out = np.array([fn.reduce(vals[inverse.ravel() == g]) for g in range(len(out_keys))], dtype=vals.dtype)
+    else:
+        fn.at(out, inverse.ravel(), vals)
+    return out_keys, out
 
 
-def test_reduce_other_than_sum_is_refused_on_a_cluster(client, tmp_path, rng):
+@pytest.mark.parametrize("op,axis,keepdims,values", [
+    ("sum", 1, False, "int"), ("sum", [0, 2], True, "float"), ("sum", 2, False, "float"), ("max", 1, False, "float"),
+    ("count", [0, 1], False, "int"),
+])
+def test_reduce_matches_numpy_and_one_machine(client, tiny, tmp_path, rng, op, axis, keepdims, values):
+    src, idx, val = _dataset(tmp_path, rng, skew=0.4, values=values, dup_pool=800)
+    out = str(tmp_path / "out") + "/"
+    r = sptool.reduce(src, out, op=op, axis=axis, keepdims=keepdims, memory=tiny, client=client)
+    local = str(tmp_path / "local.parquet")
+    sptool.reduce(src, local, op=op, axis=axis, keepdims=keepdims, memory=tiny)
+    axes = [axis] if isinstance(axis, int) else axis
+    K = 3 if keepdims else 3 - len(axes)
+    di, dv = _read_all_k(out, K)
+    li, lv = _read_all_k(local, K)
+    assert np.array_equal(di, li) and np.array_equal(dv, lv)  # floats too: the same sums in the same order
+    if op == "count":
+        keys, _ = _oracle_summed(idx, val)
+        kept = [d for d in range(3) if d not in axes]
+        want_keys, want = np.unique(keys[:, kept], axis=0, return_counts=True)
+    else:
+        want_keys, want = _oracle_reduced(idx, val, axes, keepdims, np.add if op == "sum" else np.maximum)
+    assert np.array_equal(di, want_keys)
+    assert np.array_equal(dv, want) if values == "int" else np.allclose(dv, want, rtol=1e-12, atol=1e-12)
+    assert r["rows_out"] == len(want_keys) and r["axes"] == sorted(axes) and r["parts"] > 1
+    dmeta, lmeta = sptool.open(out).meta, sptool.open(local).meta
+    assert (dmeta.shape, dmeta.value_type, dmeta.fill_value) == (lmeta.shape, lmeta.value_type, lmeta.fill_value)
+
+
+def test_reduce_to_a_scalar_is_refused_on_a_cluster(client, tmp_path, rng):
     src, _, _ = _dataset(tmp_path, rng)
-    with pytest.raises(sptool.UsageError, match="does not run part by part"):
-        sptool.reduce(src, str(tmp_path / "out") + "/", op="max", axis=1, client=client)
+    with pytest.raises(sptool.UsageError, match="keep a sparse dimension"):
+        sptool.reduce(src, str(tmp_path / "out") + "/", op="sum", axis=[0, 1, 2], client=client)
     _no_leftovers(tmp_path, ["in"])
 
 
-@pytest.mark.parametrize("values", ["int", "float"])
-def test_add_matches_numpy_and_one_machine(client, tiny, tmp_path, rng, values):
-    a, ia, va = _dataset(tmp_path / "a", rng, values=values, dup_pool=None if values == "float" else 400)
+@pytest.mark.parametrize("values,thresh", [("int", 0), ("float", 0), ("float", 0.8)])
+def test_add_matches_numpy_and_one_machine(client, tiny, tmp_path, rng, values, thresh):
+    a, ia, va = _dataset(tmp_path / "a", rng, values=values, dup_pool=400)
     b, ib, vb = _dataset(tmp_path / "b", rng, n=2000, parts=4, values=values, skew=0.5)
-    if values == "float":  # unique operands: float sums then agree to the bit whatever the grouping
-        a, ia, va = _unique_copy(tmp_path / "ua", ia, va)
-        b, ib, vb = _unique_copy(tmp_path / "ub", ib, vb)
     out = str(tmp_path / "out") + "/"
-    r = sptool.add(a, b, out, memory=tiny, client=client)
+    r = sptool.add(a, b, out, thresh=thresh, memory=tiny, client=client)
     local = str(tmp_path / "local.parquet")
-    sptool.add(a, b, local, memory=tiny)
-    keys, sums = _oracle_summed(np.concatenate([ia, ib]), np.concatenate([va, vb]))
-    di, dv = _read_all(out)
-    assert np.array_equal(di, keys) and np.array_equal(dv, sums)
+    sptool.add(a, b, local, thresh=thresh, memory=tiny)
     _same_as_local(tmp_path, out, local)
-    assert r["rows_out"] == len(keys) and r["parts"] > 1
+    ka, sa = _oracle_summed(ia, va)
+    kb, sb = _oracle_summed(ib, vb)
+    keys, sums = _oracle_summed(np.concatenate([ka, kb]), np.concatenate([sa, sb]))  # A's sum + B's sum
+    both = np.isin(_flat(keys), _flat(ka)) & np.isin(_flat(keys), _flat(kb))
+    kept = ~(both & (np.abs(sums) < thresh))  # TensorFlow's thresh: two-sided sums only
+    di, dv = _read_all(out)
+    assert np.array_equal(di, keys[kept])
+    # Exactly the single-machine sums (above); NumPy may group a float sum of duplicates differently.
+    assert np.array_equal(dv, sums[kept]) if values == "int" else np.allclose(dv, sums[kept], rtol=1e-12, atol=0)
+    assert r["rows_out"] == kept.sum() and r["dropped"] == (~kept).sum() and r["parts"] > 1
+
+
+def _flat(keys):
+    return np.ravel_multi_index(keys.T, SHAPE)
 
 
 def test_add_refuses_what_does_not_split(client, tmp_path, rng):
     a, _, _ = _dataset(tmp_path, rng)
     with pytest.raises(sptool.UsageError, match="on a cluster, add"):
-        sptool.add(a, a, str(tmp_path / "out") + "/", thresh=0.5, client=client)
+        sptool.add(a, scalar=2, output=str(tmp_path / "out") + "/", client=client)
 
 
 def _unique_copy(path, idx, val):

@@ -7,7 +7,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ..errors import UsageError
-from ..io import ParquetSource, locate, open_source
+from ..format import TensorMeta
+from ..io import ParquetSource, TensorSource, locate, open_source
 
 # A single file is cut into at least this many pieces per worker (when it has the row groups),
 # so a worker that finishes early takes more.
@@ -49,3 +50,19 @@ class PieceSource(ParquetSource):
 
     def part_batches(self, part, batch_rows, *, groups=None, **kw):
         return super().part_batches(part, batch_rows, groups=self.groups if groups is None else groups, **kw)
+
+
+class ShuffledSource(TensorSource):
+    """Arrow IPC files (the shuffled pieces of one key range) read one after another as one
+    tensor of ``meta``: in name order, which is input order."""
+
+    kind = "shuffled"
+
+    def __init__(self, paths: list[str], meta: TensorMeta):
+        super().__init__(paths[0] if paths else "<empty>", meta, meta.arrow_schema())
+        self.paths = paths
+
+    def iter_batches(self, batch_rows=None, *, budget=None):
+        for path in self.paths:
+            with open_source(path) as src:
+                yield from src.iter_batches(batch_rows, budget=budget)

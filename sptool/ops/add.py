@@ -8,6 +8,8 @@ TensorFlow instead requires equal types; promotion gives the same answer wheneve
 
 from __future__ import annotations
 
+from functools import partial
+
 import numpy as np
 
 from .. import _linalg
@@ -206,20 +208,21 @@ def add(a: str, b: str | None = None, output: str | None = None, *, scalar=None,
     >>> add("sample_data/matrix_a.parquet", scalar=0.5).nnz
     600
 
-    With ``client`` (a ``distributed.Client``) sparse + sparse (zero fills, no threshold) runs on
-    that Dask cluster and writes a part directory whose parts are key ranges.
+    With ``client`` (a ``distributed.Client``) sparse + sparse runs on that Dask cluster: both
+    operands are shuffled into the same key ranges and each range is added as here, into a part
+    directory whose parts are key ranges.
     """
     budget = budget_of(memory)
     if client is not None:
-        from ..distributed.partwise import on_cluster
+        from ..distributed.ranges import on_ranges
 
-        if scalar is not None or b is None or is_dense_path(a) or is_dense_path(b) or thresh or prune:
-            raise UsageError("on a cluster, add sums two sparse tensors (no --scalar, dense operand, --thresh or "
-                             "--prune)")
-        with open_operands([a, b], tmp_dir) as (sa, sb):
-            part = Add(sa.meta, sb.meta)
-        return {"dropped": 0, **on_cluster(client, part, [a, b], output, memory=budget, tmp_dir=tmp_dir,
-                                           progress=progress)}
+        if scalar is not None or b is None or is_dense_path(a) or is_dense_path(b):
+            raise UsageError("on a cluster, add sums two sparse tensors (no --scalar or dense operand)")
+        with open_input(a) as src:
+            order = range(src.meta.sparse_ndim)
+        r = on_ranges(client, partial(add, thresh=thresh, prune=prune, memory=budget, tmp_dir=tmp_dir), [a, b],
+                      output, order=order, memory=budget, progress=progress)
+        return {**r, "dropped": sum(part["dropped"] for part in r.pop("results"))}
     if scalar is not None or b is None:
         return _add_scalar(a, b, output, scalar, thresh or prune, memory=budget, tmp_dir=tmp_dir, progress=progress)
     check_inputs([a, b])

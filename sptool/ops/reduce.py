@@ -15,6 +15,7 @@ count once, with their sum as the value.
 from __future__ import annotations
 
 import math
+from functools import partial
 
 import numpy as np
 
@@ -161,17 +162,25 @@ def reduce(path: str, output: str | None = None, *, op: str, axis=None, keepdims
     >>> reduce("sample_data/tensor3d.parquet", out, op="max", axis=[0, -1])["shape"]
     [30]
 
-    With ``client`` (a ``distributed.Client``) a sum runs on that Dask cluster and writes a part
-    directory whose parts are key ranges (only sum splits into parts: it is linear in the entries).
+    With ``client`` (a ``distributed.Client``) the reduction runs on that Dask cluster, to a sparse
+    part directory: the rows are shuffled into ranges of the kept dimensions, and each range is
+    reduced as here, so every op gives the single-machine result (float sums included).
     """
     if client is not None:
-        from ..distributed.partwise import on_cluster
+        from ..distributed.ranges import on_ranges
 
         with open_input(path) as src:
-            axes = Plan(src.meta, op, axis, keepdims).axes
-        r = on_cluster(client, Reduce(op, axis, keepdims, empty_value), [path], output, memory=memory,
-                       tmp_dir=tmp_dir, progress=progress)
-        return {"op": op, "axes": axes, **r}
+            check_op(op, src.meta)
+            plan = Plan(src.meta, op, axis, keepdims)
+        kept = [d for d in range(src.meta.sparse_ndim) if d not in plan.axes]
+        if plan.scalar or plan.K_out == 0:
+            raise UsageError("on a cluster, reduce writes a sparse part directory: keep a sparse dimension or pass "
+                             "--keepdims")
+        fn = partial(reduce, op=op, axis=axis, keepdims=keepdims, empty_value=empty_value, memory=memory,
+                     tmp_dir=tmp_dir)
+        r = on_ranges(client, fn, [path], output, order=kept, memory=memory, progress=progress)
+        del r["results"]
+        return {"op": op, "axes": plan.axes, **r}
     dense_out = output is not None and output.endswith(".npy")
     if output == "-" and (axis is None and not keepdims):
         output = None  # a scalar result goes to stdout as text
