@@ -35,7 +35,7 @@ def scheduler(name: str) -> str:
         import distributed
 
         cluster = distributed.LocalCluster(n_workers=WORKERS, threads_per_worker=1, memory_limit="2GiB",
-                                           processes=True, dashboard_address=None, silence_logs=logging.ERROR)
+                                           processes=True, dashboard_address=":0", silence_logs=logging.ERROR)
         _clusters[name] = cluster
         atexit.register(cluster.close)
         with distributed.Client(cluster) as client:

@@ -18,13 +18,15 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 from click.testing import CliRunner
-from command_examples import env_with_sptool
+from command_examples import ROOT, env_with_sptool
+from pty_terminal import cursor_restored, run_in_terminal
 
 import sptool
 from sptool.cli import cli
 
 distributed = pytest.importorskip("distributed")
 
+SAMPLES = str(ROOT / "sample_data")
 SHAPE = (50, 40, 30)
 TINY = {"SPTOOL_BATCH_ROWS": "97", "SPTOOL_RUN_ROWS": "211", "SPTOOL_MERGE_ROWS": "64", "SPTOOL_ROW_GROUP_ROWS": "150",
         "SPTOOL_KEEP_BYTES": "0", "SPTOOL_FAN_IN": "3"}
@@ -32,7 +34,7 @@ TINY = {"SPTOOL_BATCH_ROWS": "97", "SPTOOL_RUN_ROWS": "211", "SPTOOL_MERGE_ROWS"
 
 @pytest.fixture(scope="module")
 def client():
-    cluster = distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None,
+    cluster = distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=":0",
                                        silence_logs=logging.ERROR)
     with cluster, distributed.Client(cluster) as c:
         yield c
@@ -335,30 +337,34 @@ def test_cli_scheduler_from_the_environment(client, tiny, tmp_path, rng, monkeyp
 
 def test_cli_refusals(client, tmp_path):
     res = CliRunner().invoke(cli, ["--scheduler", client.scheduler.address, "transpose",
-                                   "sample_data/tensor3d.parquet", "-o", str(tmp_path / "t.parquet")])
+                                   f"{SAMPLES}/tensor3d.parquet", "-o", str(tmp_path / "t.parquet")])
     assert res.exit_code == 2 and "does not run on a cluster" in res.output
     assert not os.path.exists(tmp_path / "t.parquet")
     res = CliRunner().invoke(cli, ["--scheduler", client.scheduler.address, "reorder",
-                                   "sample_data/unsorted.parquet", "-o", str(tmp_path / "t.parquet")])
+                                   f"{SAMPLES}/unsorted.parquet", "-o", str(tmp_path / "t.parquet")])
     assert res.exit_code == 2 and "directory of parts" in res.output
-    res = CliRunner().invoke(cli, ["--scheduler", "nonsense", "reorder", "sample_data/unsorted.parquet", "-o",
+    res = CliRunner().invoke(cli, ["--scheduler", "nonsense", "reorder", f"{SAMPLES}/unsorted.parquet", "-o",
                                    str(tmp_path / "d/")])
     assert res.exit_code == 2 and "tcp://HOST:PORT" in res.output
     assert "Cluster: runs on one machine only" in CliRunner().invoke(cli, ["transpose", "--help"]).output
     assert "Cluster: given --scheduler" in CliRunner().invoke(cli, ["reorder", "--help"]).output
 
 
-def test_cli_local_cluster_started_and_stopped(tmp_path):
+def test_cli_local_cluster_in_a_terminal(tmp_path):
+    """--scheduler local:2 starts and stops its own cluster; under a pseudo-terminal the bar is
+    drawn and taken down, the dashboard link and the summary line are printed."""
     out = str(tmp_path / "out") + "/"
-    res = subprocess.run([sys.executable, "-m", "sptool", "--scheduler", "local:2", "reorder",
-                          "sample_data/unsorted.parquet", "--duplicates", "sum", "-o", out],
-                         capture_output=True, text=True, env=env_with_sptool(), timeout=120)
-    assert res.returncode == 0, res.stderr
-    assert "2 workers" in res.stderr
-    table = sptool.read("sample_data/unsorted.parquet")
+    code, output = run_in_terminal(["sptool", "--scheduler", "local:2", "reorder", f"{SAMPLES}/unsorted.parquet",
+                                    "--duplicates", "sum", "-o", out], cwd=ROOT, timeout=120)
+    text = output.decode("utf-8", "replace")
+    assert code == 0, text
+    assert cursor_restored(output), text
+    assert "Dask dashboard: http" in text and "2 workers" in text and "peak worker memory" in text, text
+    assert "Traceback" not in text and "Error" not in text and "Warning" not in text, text
+    table = sptool.read(f"{SAMPLES}/unsorted.parquet")
     keys, sums = _oracle_summed(table.indices, table.values)
-    gi, gv = sptool.read(out).indices, sptool.read(out).values
-    assert np.array_equal(gi, keys) and np.allclose(gv, sums, rtol=0, atol=0)
+    got = sptool.read(out)
+    assert np.array_equal(got.indices, keys) and np.allclose(got.values, sums, rtol=1e-12, atol=0)
 
 
 # -- Dask stays out unless asked for ---------------------------------------------------------------
@@ -382,7 +388,7 @@ assert not loaded, loaded
 
 def test_no_dask_import_without_a_scheduler(tmp_path):
     res = subprocess.run([sys.executable, "-c", NO_DASK, str(tmp_path)], capture_output=True, text=True,
-                         env=env_with_sptool(), timeout=120)
+                         env=env_with_sptool(), cwd=ROOT, timeout=120)
     assert res.returncode == 0, res.stderr
 
 
@@ -390,8 +396,8 @@ def test_scheduler_without_distributed_says_how_to_install(tmp_path):
     blocked = ("import sys; sys.modules['distributed'] = None\n"
                "from sptool.cli import main; main(sys.argv[1:])")
     res = subprocess.run([sys.executable, "-c", blocked, "--scheduler", "local:2", "reorder",
-                          "sample_data/unsorted.parquet", "-o", str(tmp_path / "o/")],
-                         capture_output=True, text=True, env=env_with_sptool(), timeout=120)
+                          f"{SAMPLES}/unsorted.parquet", "-o", str(tmp_path / "o/")],
+                         capture_output=True, text=True, env=env_with_sptool(), cwd=ROOT, timeout=120)
     assert res.returncode == 2
     assert 'pip install "sptool[dask]"' in res.stderr
     assert not os.path.exists(tmp_path / "o")

@@ -58,16 +58,10 @@ def connect(spec: str):
         raise UsageError("--scheduler local:N needs N >= 1 worker processes")
     # One thread per worker: sptool's kernels use their own threads within a task's --memory.
     cluster = distributed.LocalCluster(n_workers=workers, threads_per_worker=1, processes=True,
-                                       dashboard_address=":0" if _has_dashboard() else None,
+                                       dashboard_address=":0",
                                        silence_logs=logging.ERROR)
     with cluster, distributed.Client(cluster) as client:
         yield client
-
-
-def _has_dashboard() -> bool:
-    import importlib.util
-
-    return importlib.util.find_spec("bokeh") is not None
 
 
 def dashboard_link(client) -> str | None:
