@@ -22,24 +22,25 @@ _clusters: dict = {}
 
 
 # What each cluster's workers import before timing (a cluster in use has its libraries loaded).
-WARM = {"sptool": ["sptool.distributed.rangesort", "sptool.ops.reduce", "sptool.ops.add"],
+WARM = {"sptool": ["sptool.distributed.reorder", "sptool.ops.reduce", "sptool.ops.add"],
         "dask": ["dask.dataframe", "pandas", "pyarrow.parquet"]}
 
 
-def scheduler(name: str) -> str:
-    """The address of the LocalCluster ``name`` (started on first use, stopped at exit)."""
+def scheduler(name: str, workers: int = WORKERS) -> str:
+    """The address of the LocalCluster ``name`` of ``workers`` workers (started on first use,
+    stopped at exit)."""
     if name not in _clusters:
         import importlib
         import logging
 
         import distributed
 
-        cluster = distributed.LocalCluster(n_workers=WORKERS, threads_per_worker=1, memory_limit="2GiB",
+        cluster = distributed.LocalCluster(n_workers=workers, threads_per_worker=1, memory_limit="2GiB",
                                            processes=True, dashboard_address=":0", silence_logs=logging.ERROR)
         _clusters[name] = cluster
         atexit.register(cluster.close)
         with distributed.Client(cluster) as client:
-            for module in WARM[name]:
+            for module in WARM[name.split("-")[0]]:
                 client.run(importlib.import_module, module)
     return _clusters[name].scheduler_address
 
@@ -179,6 +180,27 @@ def add_to(run):
         _in_parts(run._prepare_reorder, "unsorted"), tools_reorder, skip=_missing, check=_check("reorder"),
     ))
 
+    # -- weak scaling: 1, 2 and 4 workers, entries per worker fixed --------------------------------
+    def prepare_weak(data, params):
+        return _weak(data, _in_parts(run._prepare_reorder, "unsorted")(data, params))
+
+    def tools_weak(paths, out):
+        tools = []
+        for workers in (1, 2, 4):
+            o = _out(out, "weak", f"{workers}w")
+            tool = run.sptool_tool("--scheduler", scheduler(f"sptool-{workers}w", workers), "reorder",
+                                   paths[f"weak_{workers}"], "-o", o, outputs=[o])
+            tools.append(_named(tool, f"{workers} worker{'s' if workers > 1 else ''}, "
+                                      f"{paths['rows'] * workers // 2:,} entries"))
+        return tools
+
+    run.register(run.Benchmark(
+        "dask-weak-scaling", f"reorder on 1, 2 and 4 workers with {PARTS // 2} parts per worker (weak scaling; "
+        "2 cores, so 4 workers share them)",
+        "time per entry within 1.3x of 1 worker's (time ratio <= 1.3 at 2x and 4x the entries)", prepare_weak,
+        tools_weak, skip=_missing,
+    ))
+
     # -- add ----------------------------------------------------------------------------------
     def tools_add(paths, out):
         a, b = paths["a_parts"], paths["b_parts"]
@@ -219,6 +241,23 @@ def _check(name: str):
         problem = _check_same_stream(_out(out, name, "sptool"), _out(out, name, "single"), name)
         return problem, _summary_note(os.path.join(out, f"dask-{name}.json"), name)
     return check
+
+
+def _weak(data: str, paths: dict) -> dict:
+    """Part directories of the reorder input for 1, 2 and 4 workers: 4, 8 and 16 parts (the
+    last holding every part twice, as links), so the entries per worker stay the same."""
+    parts = paths["unsorted_parts"]
+    names = sorted(os.listdir(parts))
+    for workers, count in ((1, PARTS // 2), (2, PARTS), (4, 2 * PARTS)):
+        d = os.path.join(data, f"weak-{paths['rows']}-{workers}w")
+        if not os.path.isdir(d):
+            os.makedirs(d + ".tmp")
+            for i in range(count):
+                target = os.path.join(parts, names[i % len(names)])
+                os.symlink(target, os.path.join(d + ".tmp", f"part-{i:06d}.parquet"))
+            os.rename(d + ".tmp", d)
+        paths[f"weak_{workers}"] = d
+    return paths
 
 
 def _in_parts(prepare, *keys):

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import logging
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -18,7 +19,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 from click.testing import CliRunner
-from command_examples import ROOT, env_with_sptool
+from command_examples import ROOT, env_with_sptool, in_workdir
 from pty_terminal import cursor_restored, run_in_terminal
 
 import sptool
@@ -163,6 +164,22 @@ def test_reorder_of_one_file_split_by_row_group(client, tiny, tmp_path, rng):
     gi, gv = _read_all(out)
     assert np.array_equal(gi, oi) and np.array_equal(gv, ov)
     assert r["parts"] > 1
+
+
+def test_reorder_of_an_arrow_stream_file(client, tiny, tmp_path, rng):
+    idx, val = _rows(rng, 1500), rng.standard_normal(1500)
+    src = str(tmp_path / "in.arrows")
+    sptool.write(sptool.SparseTensor(idx, val, SHAPE), src)
+    out = str(tmp_path / "out") + "/"
+    r = sptool.reorder(src, out, order=(2, 1, 0), memory=tiny, client=client)
+    oi, ov = _oracle_sorted(idx, val, (2, 1, 0))
+    gi, gv = _read_all(out)
+    assert np.array_equal(gi, oi) and np.array_equal(gv, ov) and r["parts"] > 1
+    _no_leftovers(tmp_path, ["in.arrows", "out"])
+    with pytest.raises(sptool.UsageError, match="not stdin"):
+        sptool.reorder("-", str(tmp_path / "o2") + "/", client=client)
+    with pytest.raises(sptool.UsageError, match="not a SparseTensor"):
+        sptool.reorder(sptool.SparseTensor(idx, val, SHAPE), str(tmp_path / "o2") + "/", client=client)
 
 
 def test_reorder_of_an_empty_tensor(client, tiny, tmp_path):
@@ -364,6 +381,22 @@ def test_cli_local_cluster_in_a_terminal(tmp_path):
     table = sptool.read(f"{SAMPLES}/unsorted.parquet")
     keys, sums = _oracle_summed(table.indices, table.values)
     got = sptool.read(out)
+    assert np.array_equal(got.indices, keys) and np.allclose(got.values, sums, rtol=1e-12, atol=0)
+
+
+def test_readme_cluster_example(client, tmp_path):
+    """The README's two commands: the first starts a scheduler and workers (the module's cluster
+    stands in for them here), the second runs on its address."""
+    block = re.search(r"## Beyond one machine.*?```bash\n(.*?)```", (ROOT / "README.md").read_text(), re.S).group(1)
+    start, job = block.strip().splitlines()
+    assert start.startswith("dask scheduler --port 8786 & dask worker tcp://127.0.0.1:8786")
+    line = in_workdir(job, tmp_path).replace("tcp://127.0.0.1:8786", client.scheduler.address)
+    p = subprocess.run(["bash", "-c", line], cwd=tmp_path, env=env_with_sptool(), capture_output=True, text=True,
+                       timeout=120)
+    assert p.returncode == 0, p.stderr
+    table = sptool.read(f"{SAMPLES}/unsorted.parquet")
+    keys, sums = _oracle_summed(table.indices, table.values)
+    got = sptool.read(str(tmp_path / "sorted"))
     assert np.array_equal(got.indices, keys) and np.allclose(got.values, sums, rtol=1e-12, atol=0)
 
 

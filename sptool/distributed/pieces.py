@@ -6,9 +6,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from .._memory import Budget
 from ..errors import UsageError
 from ..format import TensorMeta
-from ..io import ParquetSource, TensorSource, locate, open_source
+from ..io import ParquetSource, TensorSource, locate, open_sink, open_source
 
 # A single file is cut into at least this many pieces per worker (when it has the row groups),
 # so a worker that finishes early takes more.
@@ -23,11 +24,7 @@ class Piece:
 
 
 def pieces_of(path: str, workers: int) -> list[Piece]:
-    """The pieces of a tensor path: a directory's parts, or a file's row groups in runs."""
-    kind = locate(path)
-    if kind in ("stdin", "stream"):
-        raise UsageError("on a cluster the inputs are Parquet files or part directories on storage every worker "
-                         "sees; write the stream to a file first (sptool convert)", path=path)
+    """The pieces of a Parquet tensor path: a directory's parts, or a file's row groups in runs."""
     with open_source(path) as src:
         if src.kind == "dir":
             return [Piece(p.path, None, p.meta.nnz) for p in src.parts]
@@ -37,6 +34,33 @@ def pieces_of(path: str, workers: int) -> list[Piece]:
     bounds = [round(i * len(counts) / n) for i in range(n + 1)]
     return [Piece(path, tuple(range(a, b)), sum(counts[a:b])) for a, b in zip(bounds, bounds[1:]) if b > a] or \
         [Piece(path, None, 0)]
+
+
+def refuse_stdin(path) -> str:
+    """What ``path`` names (io.locate); stdin is refused: workers cannot read the driver's pipe,
+    and the driver reads an operand's header before the job starts."""
+    if not isinstance(path, str):
+        raise UsageError(f"on a cluster an input is a path every worker can read, not a {type(path).__name__}")
+    kind = locate(path)
+    if kind == "stdin":
+        raise UsageError("on a cluster an input is a file or a directory, not stdin ('-'); write the stream to a "
+                         ".arrows or .parquet file first")
+    return kind
+
+
+def shared_copy(path: str, spool: str, budget: Budget) -> str:
+    """``path`` itself when workers can read it in pieces (a Parquet file or part directory);
+    an Arrow stream file is read once, here, into the Parquet file ``spool`` (on the job's shared
+    scratch), which they can."""
+    if refuse_stdin(path) != "stream":
+        return path
+    with open_source(path) as src, open_sink(spool, src.meta.with_(nnz=None), budget=budget,
+                                             unique_claim=True if src.meta.unique else False) as sink:
+        for batch in src.iter_batches(budget=budget):
+            sink.write_batch(batch)
+        if any(s is None for s in sink.meta.shape):
+            sink.resolve_shape(src.meta.shape)  # the stream's trailer has told the extents by now
+    return spool
 
 
 class PieceSource(ParquetSource):

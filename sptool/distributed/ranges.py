@@ -34,12 +34,12 @@ import numpy as np
 from .._memory import Budget, budget_of, peak_rss
 from ..errors import ShapeMismatch
 from ..format import TensorMeta
-from ..io import open_sink, open_source
+from ..io import check_inputs, open_sink, open_source
 from ..stream.bounds import checked
 from ..stream.sort import KeyCodec
 from .cluster import worker_count
 from .partdir import PartDirectory, check_output
-from .pieces import Piece, PieceSource, ShuffledSource, pieces_of
+from .pieces import Piece, PieceSource, ShuffledSource, pieces_of, refuse_stdin, shared_copy
 from .progress import follow
 
 # Sampled keys per output range: enough that ranges come out within a few per cent of even.
@@ -205,6 +205,14 @@ def range_map(client, operands: list[tuple[list[Piece], TensorMeta]], order, fn,
     return outcome
 
 
+def operand_meta(path: str) -> TensorMeta:
+    """The metadata of an operand the driver plans with (stdin refused first: the workers read
+    the operands again)."""
+    refuse_stdin(path)
+    with open_source(path) as src:
+        return src.meta
+
+
 def on_ranges(client, fn, paths: list[str], output: str, *, order, memory=None, progress=None,
               ranges: int | None = None) -> dict:
     """An op's whole job on the cluster of ``client``: the operands at ``paths`` shuffled into key
@@ -212,13 +220,15 @@ def on_ranges(client, fn, paths: list[str], output: str, *, order, memory=None, 
     into the part directory ``output``; the summary (rows, shape, parts, workers, peak worker
     memory).  ``ranges`` defaults to one per input piece, at least one per worker."""
     check_output(output)
+    check_inputs(paths)
     workers = worker_count(client)
-    operands = []
-    for path in paths:
-        with open_source(path) as src:
-            operands.append((pieces_of(path, workers), src.meta))
-    count = ranges or max(max(len(p) for p, _ in operands), workers)
+    budget = budget_of(memory)
     with PartDirectory(output) as out:
-        outcome = range_map(client, operands, order, fn, out, ranges=count, budget=budget_of(memory),
-                            progress=progress)
+        operands = []
+        for j, path in enumerate(paths):
+            path = shared_copy(path, os.path.join(out.scratch("inputs"), f"operand-{j}.parquet"), budget)
+            with open_source(path) as src:
+                operands.append((pieces_of(path, workers), src.meta))
+        count = ranges or max(max(len(p) for p, _ in operands), workers)
+        outcome = range_map(client, operands, order, fn, out, ranges=count, budget=budget, progress=progress)
     return {**outcome.summary(), "output": output}

@@ -6,11 +6,10 @@ from __future__ import annotations
 from functools import partial
 
 from .._memory import Budget, budget_of
-from ..io import open_source
 from ..stream.axes import normalize_order
 from ..stream.engine import run
 from ..stream.reorder import Reorder
-from .ranges import on_ranges
+from .ranges import on_ranges, operand_meta
 
 
 def sort_range(src, output: str, *, order, duplicates: str, budget: Budget, tmp_dir) -> None:
@@ -25,8 +24,7 @@ def reorder(path: str, output: str, *, client, order=None, duplicates: str = "ke
     per input piece and at least one per worker; empty ranges are left out).  ``memory`` is the
     budget of each task on its worker; ``tmp_dir`` is where workers spill sorted runs."""
     budget = budget_of(memory)
-    with open_source(path) as src:
-        meta = src.meta
+    meta = operand_meta(path)
     order = normalize_order(order, meta.sparse_ndim)
     Reorder(order, duplicates).check(meta)  # a bad order or policy fails before any task runs
     fn = partial(sort_range, order=order, duplicates=duplicates, budget=budget, tmp_dir=tmp_dir)

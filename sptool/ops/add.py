@@ -214,12 +214,11 @@ def add(a: str, b: str | None = None, output: str | None = None, *, scalar=None,
     """
     budget = budget_of(memory)
     if client is not None:
-        from ..distributed.ranges import on_ranges
+        from ..distributed.ranges import on_ranges, operand_meta
 
         if scalar is not None or b is None or is_dense_path(a) or is_dense_path(b):
             raise UsageError("on a cluster, add sums two sparse tensors (no --scalar or dense operand)")
-        with open_input(a) as src:
-            order = range(src.meta.sparse_ndim)
+        order = range(operand_meta(a).sparse_ndim)
         r = on_ranges(client, partial(add, thresh=thresh, prune=prune, memory=budget, tmp_dir=tmp_dir), [a, b],
                       output, order=order, memory=budget, progress=progress)
         return {**r, "dropped": sum(part["dropped"] for part in r.pop("results"))}

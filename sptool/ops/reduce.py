@@ -167,12 +167,12 @@ def reduce(path: str, output: str | None = None, *, op: str, axis=None, keepdims
     reduced as here, so every op gives the single-machine result (float sums included).
     """
     if client is not None:
-        from ..distributed.ranges import on_ranges
+        from ..distributed.ranges import on_ranges, operand_meta
 
-        with open_input(path) as src:
-            check_op(op, src.meta)
-            plan = Plan(src.meta, op, axis, keepdims)
-        kept = [d for d in range(src.meta.sparse_ndim) if d not in plan.axes]
+        meta = operand_meta(path)
+        check_op(op, meta)
+        plan = Plan(meta, op, axis, keepdims)
+        kept = [d for d in range(meta.sparse_ndim) if d not in plan.axes]
         if plan.scalar or plan.K_out == 0:
             raise UsageError("on a cluster, reduce writes a sparse part directory: keep a sparse dimension or pass "
                              "--keepdims")
