@@ -1,6 +1,6 @@
-"""Inputs cut into pieces a worker reads on its own: each part of a directory, and a single file's
-row groups in runs.  A piece is a path on storage every worker sees plus row-group numbers, so a
-task carries a few bytes, never data."""
+"""Inputs cut into pieces a worker reads on its own: the parts of a directory, and runs of row
+groups of a file (or of a directory's few parts).  A piece is a path on storage every worker sees
+plus row-group numbers, so a task carries a few bytes, never data."""
 
 from __future__ import annotations
 
@@ -24,16 +24,19 @@ class Piece:
 
 
 def pieces_of(path: str, workers: int) -> list[Piece]:
-    """The pieces of a Parquet tensor path: a directory's parts, or a file's row groups in runs."""
+    """The pieces of a Parquet tensor path, in row order: each part of a directory (or file),
+    cut into runs of its row groups when there are fewer parts than PIECES_PER_WORKER per worker."""
     with open_source(path) as src:
-        if src.kind == "dir":
-            return [Piece(p.path, None, p.meta.nnz) for p in src.parts]
-        md = src.parts[0].file.metadata
-        counts = [md.row_group(g).num_rows for g in range(md.num_row_groups)]
-    n = max(1, min(len(counts), workers * PIECES_PER_WORKER))
-    bounds = [round(i * len(counts) / n) for i in range(n + 1)]
-    return [Piece(path, tuple(range(a, b)), sum(counts[a:b])) for a, b in zip(bounds, bounds[1:]) if b > a] or \
-        [Piece(path, None, 0)]
+        files = [(p.path, [p.file.metadata.row_group(g).num_rows for g in range(p.file.metadata.num_row_groups)])
+                 for p in src.parts]
+    runs = -(-workers * PIECES_PER_WORKER // len(files))
+    pieces = []
+    for name, counts in files:
+        n = max(1, min(len(counts), runs))
+        bounds = [round(i * len(counts) / n) for i in range(n + 1)]
+        pieces += [Piece(name, tuple(range(a, b)), sum(counts[a:b])) for a, b in zip(bounds, bounds[1:]) if b > a] \
+            or [Piece(name, None, 0)]
+    return pieces
 
 
 def refuse_stdin(path) -> str:
