@@ -182,6 +182,22 @@ def test_reorder_of_an_arrow_stream_file(client, tiny, tmp_path, rng):
         sptool.reorder(sptool.SparseTensor(idx, val, SHAPE), str(tmp_path / "o2") + "/", client=client)
 
 
+def test_reorder_with_keys_wider_than_64_bits(client, tiny, tmp_path, rng):
+    """Extents whose bit widths add up past 64: the keys are big-endian bytes, not packed."""
+    shape = ((1 << 21) + 1, (1 << 21) + 1, (1 << 20) + 1)  # 22 + 22 + 21 bits
+    idx = np.stack([rng.integers(0, 30, 1200) << 16, rng.integers(0, shape[1], 1200), rng.integers(0, 9, 1200)],
+                   axis=1)
+    val = rng.standard_normal(1200)
+    os.makedirs(tmp_path / "in")
+    for i, part in enumerate(np.array_split(np.arange(1200), 4)):
+        sptool.write(sptool.SparseTensor(idx[part], val[part], shape), str(tmp_path / "in" / f"part-{i:06d}.parquet"))
+    out = str(tmp_path / "out") + "/"
+    r = sptool.reorder(str(tmp_path / "in"), out, memory=tiny, client=client)
+    oi, ov = _oracle_sorted(idx, val, (0, 1, 2))
+    gi, gv = _read_all(out)
+    assert np.array_equal(gi, oi) and np.array_equal(gv, ov) and r["parts"] > 1
+
+
 def test_reorder_of_an_empty_tensor(client, tiny, tmp_path):
     src = _write_parts(tmp_path / "in", [np.empty((0, 3), np.int64)] * 2, [np.empty(0)] * 2)
     out = str(tmp_path / "out") + "/"
@@ -218,9 +234,10 @@ def test_worker_killed_during_reorder(client, tiny, tmp_path, rng):
     thread = threading.Thread(target=job)
     thread.start()
     deadline = time.monotonic() + 60
-    while not any(client.processing().values()) and time.monotonic() < deadline:
-        time.sleep(0.01)
-    time.sleep(0.3)
+    # Killed while it shuffles: its partitioned pieces are lost with it and must be made again.
+    while not any("partition" in str(k) for keys in client.processing().values() for k in keys) \
+            and time.monotonic() < deadline:
+        time.sleep(0.005)
     assert thread.is_alive(), "the job ended before the worker could be killed"
     os.kill(pids[0], signal.SIGKILL)
     thread.join(180)
