@@ -1877,6 +1877,11 @@ register(Benchmark(
     "(no target) peak RSS within --memory + 256 MiB", _prepare_apply("adam"), _tools_apply("adam", "64MiB"),
     check=_check_apply,
 ))
+# The Dask benchmarks (issue 16): benchmarks/cluster.py.
+sys.path.insert(0, HERE)
+import cluster  # noqa: E402
+
+cluster.add_to(sys.modules[__name__])
 
 
 def main(argv=None) -> int:

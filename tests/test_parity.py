@@ -57,6 +57,7 @@ RENAMED = {
 # API parameters that are not meant to be reachable from the command line.
 API_ONLY_COMMON = {
     "progress": "a progress sink object; the command line passes its own bar (and --quiet turns it off)",
+    "client": "a distributed.Client; the command line makes one from the global --scheduler",
 }
 # (command, API parameter name) -> reason.  Empty: every keyword-only parameter has its option.
 API_ONLY: dict[tuple[str, str], str] = {}

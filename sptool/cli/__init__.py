@@ -15,6 +15,7 @@ import click
 
 from .._version import FORMAT_VERSION, __version__
 from ..errors import SptoolError
+from ._cluster import note_help, refuse_unless_distributed
 from ._console import err, json_summary_written, start_json_summaries, stop_all_bars, write_json_summary
 from ._options import JSON_SUMMARY_HELP, MEMORY_HELP, _store
 
@@ -35,7 +36,7 @@ class SptoolGroup(click.Group):
 
     def resolve_command(self, ctx, args):
         try:
-            return super().resolve_command(ctx, args)
+            name, command, rest = super().resolve_command(ctx, args)
         except click.UsageError as e:
             import difflib
 
@@ -44,12 +45,15 @@ class SptoolGroup(click.Group):
             if close and not name.startswith("-"):
                 raise click.UsageError(f"No such command {name!r}. Did you mean {close[0]!r}?", ctx) from None
             raise e
+        refuse_unless_distributed(name, ctx.ensure_object(dict))
+        return name, command, rest
 
     def get_command(self, ctx, name):
         if name not in self.commands and name in COMMANDS:
             command = load_command(name)
             if command is None:
                 return None
+            note_help(command)
             self.add_command(command)
         return self.commands.get(name)
 
@@ -134,6 +138,10 @@ def _print_version(ctx, param, value):
               help="Show a traceback on errors.")
 @click.option("--json-summary", metavar="PATH", expose_value=False, callback=_store("json_summary"),
               help=JSON_SUMMARY_HELP)
+@click.option("--scheduler", metavar="ADDRESS", expose_value=False, callback=_store("scheduler"),
+              help="Run the command on a Dask cluster: tcp://HOST:PORT (a running scheduler) or local:N (N worker "
+                   "processes started and stopped here) [default: $SPTOOL_SCHEDULER]. Needs pip install "
+                   "'sptool[dask]'; the commands that can say so in their help.")
 @click.pass_context
 def cli(ctx):
     """Streaming tools for n-dimensional sparse tensors (COO) in Parquet files and Arrow streams.

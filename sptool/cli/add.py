@@ -6,6 +6,7 @@ import click
 
 from .._memory import format_size
 from ..ops.add import add as add_op
+from ._cluster import cluster, cluster_extra
 from ._console import Job
 from ._options import common_options, input_argument, output_option, settings, tmp_dir_option
 
@@ -50,17 +51,18 @@ def add(ctx, a, b, output, thresh, prune, scalar, tmp_dir):
       sptool add sample_data/digits.parquet --scalar 0.5 -o /tmp/shifted.parquet
     """
     opts = settings(ctx)
-    job = Job("add", quiet=opts["quiet"])
-    try:
-        r = add_op(a, b, output, scalar=scalar, thresh=thresh, prune=prune, memory=opts["memory"], tmp_dir=tmp_dir,
-                   progress=job)
-    finally:
-        job.stop()
+    with cluster(ctx.obj, opts["quiet"]) as client:
+        job = Job("add", quiet=opts["quiet"])
+        try:
+            r = add_op(a, b, output, scalar=scalar, thresh=thresh, prune=prune, memory=opts["memory"],
+                       tmp_dir=tmp_dir, progress=job, client=client)
+        finally:
+            job.stop()
     if "bytes" in r:
         job.summary(result=r, extra=f"wrote {output} ({r['dtype']}, {format_size(r['bytes'])})")
     else:
-        job.summary(result=r, rows_out=r["rows_out"], extra=f"{r['dropped']:,} dropped" if r["dropped"] else "",
-                    output=output)
+        extra = [f"{r['dropped']:,} dropped" if r["dropped"] else "", cluster_extra(r)]
+        job.summary(result=r, rows_out=r["rows_out"], extra=", ".join(filter(None, extra)), output=output)
 
 
 def register(cli):

@@ -10,6 +10,7 @@ import click
 from ..errors import UsageError
 from ..ops.reduce import OPS
 from ..ops.reduce import reduce as reduce_op
+from ._cluster import cluster, cluster_extra
 from ._console import Job
 from ._options import INT_LIST, common_options, input_argument, parse_scalar, settings, tmp_dir_option
 
@@ -56,13 +57,14 @@ def reduce(ctx, tensor, op, axes, keepdims, empty_value, output, as_json, tmp_di
     """
     opts = settings(ctx)
     axis = None if not axes else [a for group in axes for a in group]
-    job = Job("reduce", quiet=opts["quiet"] or (axis is None and not keepdims))
-    try:
-        r = reduce_op(tensor, "-" if output is None else output, op=op, axis=axis, keepdims=keepdims,
-                      empty_value=parse_scalar(empty_value),
-                      memory=opts["memory"], tmp_dir=tmp_dir, progress=job)
-    finally:
-        job.stop()
+    with cluster(ctx.obj, opts["quiet"]) as client:
+        job = Job("reduce", quiet=opts["quiet"] or (axis is None and not keepdims))
+        try:
+            r = reduce_op(tensor, "-" if output is None else output, op=op, axis=axis, keepdims=keepdims,
+                          empty_value=parse_scalar(empty_value),
+                          memory=opts["memory"], tmp_dir=tmp_dir, progress=job, client=client)
+        finally:
+            job.stop()
     if not isinstance(r, dict):
         click.echo(json.dumps({"value": _json_value(r)}) if as_json else _text(r))
         return
@@ -71,7 +73,8 @@ def reduce(ctx, tensor, op, axes, keepdims, empty_value, output, as_json, tmp_di
             raise UsageError("--json prints a scalar result or the summary of a written output, but stdout "
                              "carries the result tensor here; name an output with -o")
         click.echo(json.dumps(r))
-    job.summary(result=r, rows_out=r["rows_out"], extra=f"shape {r['shape']}", output=output)
+    job.summary(result=r, rows_out=r["rows_out"], extra=", ".join(filter(None, [f"shape {r['shape']}",
+                cluster_extra(r)])), output=output)
 
 
 def _json_value(v):

@@ -15,6 +15,7 @@ count once, with their sum as the value.
 from __future__ import annotations
 
 import math
+from functools import partial
 
 import numpy as np
 
@@ -133,7 +134,7 @@ def empty_value_for(empty_value, op, meta, dtype: np.dtype):
 # ---------------------------------------------------------------------------------------------
 
 def reduce(path: str, output: str | None = None, *, op: str, axis=None, keepdims: bool = False,
-           empty_value=None, memory=None, tmp_dir: str | None = None, progress=None):
+           empty_value=None, memory=None, tmp_dir: str | None = None, progress=None, client=None):
     """Reduce a tensor over ``axis`` (an int or a list; None: all axes) with ``op``: sum, max,
     min, prod, mean or count (TensorFlow's reduce_sum / reduce_max, plus the others).
 
@@ -162,7 +163,26 @@ def reduce(path: str, output: str | None = None, *, op: str, axis=None, keepdims
     >>> out = os.path.join(tempfile.mkdtemp(), "r.parquet")
     >>> reduce("sample_data/tensor3d.parquet", out, op="max", axis=[0, -1])["shape"]
     [30]
+
+    With ``client`` (a ``distributed.Client``) the reduction runs on that Dask cluster, to a sparse
+    part directory: the rows are shuffled into ranges of the kept dimensions, and each range is
+    reduced as here, so every op gives the single-machine result (float sums included).
     """
+    if client is not None:
+        from ..distributed.ranges import on_ranges, operand_meta
+
+        meta = operand_meta(path)
+        check_op(op, meta)
+        plan = Plan(meta, op, axis, keepdims)
+        kept = [d for d in range(meta.sparse_ndim) if d not in plan.axes]
+        if plan.scalar or plan.K_out == 0:
+            raise UsageError("on a cluster, reduce writes a sparse part directory: keep a sparse dimension or pass "
+                             "--keepdims")
+        fn = partial(reduce, op=op, axis=axis, keepdims=keepdims, empty_value=empty_value, memory=memory,
+                     tmp_dir=tmp_dir)
+        r = on_ranges(client, fn, [path], output, order=kept, memory=memory, progress=progress)
+        del r["results"]
+        return {"op": op, "axes": plan.axes, **r}
     dense_out = output is not None and output.endswith(".npy")
     if output == "-" and (axis is None and not keepdims):
         output = None  # a scalar result goes to stdout as text

@@ -1,0 +1,64 @@
+"""--scheduler: which commands run on a Dask cluster, the note their help carries, and the client
+a command runs under.  Dask is imported only once a scheduler is asked for (sptool.distributed)."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+
+from ..errors import UsageError
+
+# Commands with a distributed driver in sptool.distributed.
+DISTRIBUTED = {"reorder", "reduce", "add"}
+ENV_VAR = "SPTOOL_SCHEDULER"
+
+RUNS_DISTRIBUTED = ("Cluster: given --scheduler (before the command name) or $SPTOOL_SCHEDULER, this runs on "
+                    "a Dask cluster over files every worker sees, writing a part directory (-o DIR/); --memory "
+                    "is then each task's budget on its worker.")
+ONE_MACHINE = "Cluster: runs on one machine only; refuses --scheduler (and $SPTOOL_SCHEDULER)."
+
+
+def asked(obj: dict) -> str | None:
+    """The scheduler the command line asks for: --scheduler, else $SPTOOL_SCHEDULER."""
+    return obj.get("scheduler") or os.environ.get(ENV_VAR) or None
+
+
+def note_help(command):
+    """Say in a command's help whether it runs on a cluster."""
+    if command.help and "Cluster:" not in command.help:
+        command.help += "\n\n" + (RUNS_DISTRIBUTED if command.name in DISTRIBUTED else ONE_MACHINE)
+
+
+def refuse_unless_distributed(name: str, obj: dict):
+    spec = asked(obj)
+    if spec and name != "help" and name not in DISTRIBUTED:
+        source = "--scheduler" if obj.get("scheduler") else f"${ENV_VAR}"
+        raise UsageError(f"sptool {name} does not run on a cluster ({source} {spec}); the commands that do: "
+                         f"{', '.join(sorted(DISTRIBUTED))}")
+
+
+@contextlib.contextmanager
+def cluster(obj: dict, quiet: bool):
+    """The dask Client to run under (None without a scheduler), for the length of the command."""
+    spec = asked(obj)
+    if not spec:
+        yield None
+        return
+    from ..distributed import connect, dashboard_link, scheduler_of
+    from ._console import err
+
+    with connect(scheduler_of(spec)) as client:
+        link = dashboard_link(client)
+        if link and not quiet:
+            err.print(f"Dask dashboard: {link}", highlight=False, markup=False)
+        yield client
+
+
+def cluster_extra(result: dict) -> str:
+    """The summary line's account of a cluster run (nothing for a local one)."""
+    if not isinstance(result, dict) or "workers" not in result:
+        return ""
+    from .._memory import format_size
+
+    return (f"{result['parts']} parts, {result['workers']} workers, peak worker memory "
+            f"{format_size(result['peak_worker_memory'])}")

@@ -1,0 +1,76 @@
+"""Reaching a Dask cluster: an existing scheduler (tcp://HOST:PORT) or a LocalCluster of N worker
+processes that sptool starts and stops itself (local:N).
+
+``distributed`` is imported here and nowhere above this package, and only when a scheduler is
+asked for: the command line and ``import sptool`` never load Dask otherwise.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import os
+import re
+
+from ..errors import UsageError
+
+ENV_VAR = "SPTOOL_SCHEDULER"
+INSTALL_HINT = 'install the optional Dask support with: pip install "sptool[dask]"'
+_LOCAL = re.compile(r"^local:(\d+)$")
+
+
+def scheduler_of(given: str | None) -> str | None:
+    """The scheduler asked for: ``given`` (--scheduler), else $SPTOOL_SCHEDULER, else None."""
+    spec = given or os.environ.get(ENV_VAR) or None
+    if spec is not None and not (_LOCAL.match(spec) or "://" in spec):
+        where = f"--scheduler {spec}" if given else f"${ENV_VAR}={spec}"
+        raise UsageError(f"{where}: expected tcp://HOST:PORT (a running scheduler) or local:N "
+                         "(a local cluster of N worker processes)")
+    return spec
+
+
+def require_distributed():
+    """The ``distributed`` module, or a UsageError saying how to install it."""
+    try:
+        import distributed
+    except ImportError:
+        raise UsageError(f"running on a cluster needs Dask's 'distributed' package; {INSTALL_HINT}") from None
+    return distributed
+
+
+@contextlib.contextmanager
+def connect(spec: str):
+    """A ``distributed.Client`` for ``spec``: 'tcp://HOST:PORT' connects to a running scheduler,
+    'local:N' starts a LocalCluster of N single-threaded worker processes, stopped on the way out
+    whatever happens."""
+    distributed = require_distributed()
+    local = _LOCAL.match(spec)
+    if local is None:
+        try:
+            client = distributed.Client(spec, timeout="20s")
+        except (OSError, TimeoutError) as e:
+            raise UsageError(f"cannot reach the scheduler {spec}: {e}") from None
+        with client:
+            yield client
+        return
+    workers = int(local.group(1))
+    if workers < 1:
+        raise UsageError("--scheduler local:N needs N >= 1 worker processes")
+    # One thread per worker: sptool's kernels use their own threads within a task's --memory.
+    cluster = distributed.LocalCluster(n_workers=workers, threads_per_worker=1, processes=True,
+                                       dashboard_address=":0",
+                                       silence_logs=logging.ERROR)
+    with cluster, distributed.Client(cluster) as client:
+        yield client
+
+
+def dashboard_link(client) -> str | None:
+    """The dashboard's address when the scheduler serves one."""
+    try:
+        return client.dashboard_link if "dashboard" in client.scheduler_info().get("services", {}) else None
+    except Exception:  # noqa: BLE001 - a missing link is not worth failing a job for
+        return None
+
+
+def worker_count(client) -> int:
+    return len(client.scheduler_info().get("workers", {}))

@@ -1,0 +1,95 @@
+"""Inputs cut into pieces a worker reads on its own: the parts of a directory, and runs of row
+groups of a file (or of a directory's few parts).  A piece is a path on storage every worker sees
+plus row-group numbers, so a task carries a few bytes, never data."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from .._memory import Budget
+from ..errors import UsageError
+from ..format import TensorMeta
+from ..io import ParquetSource, TensorSource, locate, open_sink, open_source
+
+# A single file is cut into at least this many pieces per worker (when it has the row groups),
+# so a worker that finishes early takes more.
+PIECES_PER_WORKER = 2
+
+
+@dataclass(frozen=True)
+class Piece:
+    path: str  # a Parquet file
+    groups: tuple[int, ...] | None  # its row groups in this piece; None: all of them
+    rows: int
+
+
+def pieces_of(path: str, workers: int) -> list[Piece]:
+    """The pieces of a Parquet tensor path, in row order: each part of a directory (or file),
+    cut into runs of its row groups when there are fewer parts than PIECES_PER_WORKER per worker."""
+    with open_source(path) as src:
+        files = [(p.path, [p.file.metadata.row_group(g).num_rows for g in range(p.file.metadata.num_row_groups)])
+                 for p in src.parts]
+    runs = -(-workers * PIECES_PER_WORKER // len(files))
+    pieces = []
+    for name, counts in files:
+        n = max(1, min(len(counts), runs))
+        bounds = [round(i * len(counts) / n) for i in range(n + 1)]
+        pieces += [Piece(name, tuple(range(a, b)), sum(counts[a:b])) for a, b in zip(bounds, bounds[1:]) if b > a] \
+            or [Piece(name, None, 0)]
+    return pieces
+
+
+def refuse_stdin(path) -> str:
+    """What ``path`` names (io.locate); stdin is refused: workers cannot read the driver's pipe,
+    and the driver reads an operand's header before the job starts."""
+    if not isinstance(path, str):
+        raise UsageError(f"on a cluster an input is a path every worker can read, not a {type(path).__name__}")
+    kind = locate(path)
+    if kind == "stdin":
+        raise UsageError("on a cluster an input is a file or a directory, not stdin ('-'); write the stream to a "
+                         ".arrows or .parquet file first")
+    return kind
+
+
+def shared_copy(path: str, spool: str, budget: Budget) -> str:
+    """``path`` itself when workers can read it in pieces (a Parquet file or part directory);
+    an Arrow stream file is read once, here, into the Parquet file ``spool`` (on the job's shared
+    scratch), which they can."""
+    if refuse_stdin(path) != "stream":
+        return path
+    with open_source(path) as src, open_sink(spool, src.meta.with_(nnz=None), budget=budget,
+                                             unique_claim=True if src.meta.unique else False) as sink:
+        for batch in src.iter_batches(budget=budget):
+            sink.write_batch(batch)
+        if any(s is None for s in sink.meta.shape):
+            sink.resolve_shape(src.meta.shape)  # the stream's trailer has told the extents by now
+    return spool
+
+
+class PieceSource(ParquetSource):
+    """One piece opened as a source (on a worker): the file's rows in the piece's row groups."""
+
+    def __init__(self, piece: Piece):
+        whole = open_source(piece.path)
+        meta = whole.meta if piece.groups is None else whole.meta.with_(nnz=piece.rows)
+        super().__init__(piece.path, whole.parts, meta, "file")
+        self.groups = piece.groups
+
+    def part_batches(self, part, batch_rows, *, groups=None, **kw):
+        return super().part_batches(part, batch_rows, groups=self.groups if groups is None else groups, **kw)
+
+
+class ShuffledSource(TensorSource):
+    """Arrow IPC files (the shuffled pieces of one key range) read one after another as one
+    tensor of ``meta``: in name order, which is input order."""
+
+    kind = "shuffled"
+
+    def __init__(self, paths: list[str], meta: TensorMeta):
+        super().__init__(paths[0] if paths else "<empty>", meta, meta.arrow_schema())
+        self.paths = paths
+
+    def iter_batches(self, batch_rows=None, *, budget=None):
+        for path in self.paths:
+            with open_source(path) as src:
+                yield from src.iter_batches(batch_rows, budget=budget)

@@ -1,0 +1,453 @@
+"""sptool on a Dask cluster (sptool.distributed): a 2-worker LocalCluster, tiny parts and runs,
+so every op spans many pieces and key ranges.  The oracle is NumPy (a stable lexsort, sums
+with np.add.at), and each result is also compared with the single-machine command's, entry by
+entry and in order; the metadata compared is what the formats define for a directory."""
+
+from __future__ import annotations
+
+import logging
+import os
+import re
+import signal
+import subprocess
+import sys
+import threading
+import time
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+from click.testing import CliRunner
+from command_examples import ROOT, env_with_sptool, in_workdir
+from pty_terminal import cursor_restored, run_in_terminal
+
+import sptool
+from sptool.cli import cli
+
+distributed = pytest.importorskip("distributed")
+
+SAMPLES = str(ROOT / "sample_data")
+SHAPE = (50, 40, 30)
+TINY = {"SPTOOL_BATCH_ROWS": "97", "SPTOOL_RUN_ROWS": "211", "SPTOOL_MERGE_ROWS": "64", "SPTOOL_ROW_GROUP_ROWS": "150",
+        "SPTOOL_KEEP_BYTES": "0", "SPTOOL_FAN_IN": "3"}
+
+
+@pytest.fixture(scope="module")
+def client():
+    cluster = distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=":0",
+                                       silence_logs=logging.ERROR)
+    with cluster, distributed.Client(cluster) as c:
+        yield c
+
+
+@pytest.fixture
+def tiny(monkeypatch):
+    """Tiny batches, runs, merge slices and row groups: read by budget_of on the driver, and
+    carried to the workers in the Budget each task gets."""
+    for var, value in TINY.items():
+        monkeypatch.setenv(var, value)
+    return "16MiB"
+
+
+def _rows(rng, n, *, skew: float = 0.0, dup_pool: int | None = None):
+    idx = np.stack([rng.integers(0, s, n) for s in SHAPE], axis=1)
+    if dup_pool is not None:  # coordinates drawn from a small pool: many duplicates
+        idx = idx[rng.integers(0, dup_pool, n)]
+    if skew:
+        idx[rng.random(n) < skew] = (7, 3, 11)  # one coordinate (one key range) holds most rows
+    return idx
+
+
+def _write_parts(path, pieces_idx, pieces_val):
+    """A part directory, one part per piece (an empty piece makes an empty part)."""
+    os.makedirs(path, exist_ok=True)
+    for i, (idx, val) in enumerate(zip(pieces_idx, pieces_val)):
+        sptool.write(sptool.SparseTensor(idx.reshape(-1, 3), val, SHAPE), os.path.join(path, f"part-{i:06d}.parquet"))
+    return str(path) + "/"
+
+
+def _dataset(tmp_path, rng, *, n=3000, parts=6, values="int", **kw):
+    idx = _rows(rng, n, **kw)
+    val = rng.integers(-50, 50, n).astype(np.int64) if values == "int" else rng.standard_normal(n)
+    cuts = np.sort(rng.integers(0, n, parts - 2))
+    cuts = np.r_[cuts[: parts // 2], cuts[parts // 2 - 1], cuts[parts // 2:]]  # two equal cuts: an empty part
+    return _write_parts(tmp_path / "in", np.split(idx, cuts), np.split(val, cuts)), idx, val
+
+
+def _read_all(path):
+    """(indices, values) of a 3-D tensor as one stream, in stored order (pyarrow, not sptool)."""
+    return _read_all_k(path, len(SHAPE))
+
+
+def _oracle_sorted(idx, val, order):
+    perm = np.lexsort([idx[:, d] for d in reversed(order)])  # stable: equal rows keep input order
+    return idx[perm], val[perm]
+
+
+def _oracle_summed(idx, val):
+    keys, inverse = np.unique(idx, axis=0, return_inverse=True)
+    sums = np.zeros(len(keys), dtype=val.dtype)
+    np.add.at(sums, inverse.ravel(), val)
+    return keys, sums
+
+
+def _part_metas(path):
+    return [sptool.open(os.path.join(path, n)).meta for n in sorted(os.listdir(path))]
+
+
+def _no_leftovers(parent, keep):
+    assert sorted(os.listdir(parent)) == sorted(keep), os.listdir(parent)
+
+
+def _same_as_local(tmp_path, dist_out, local_out):
+    """The distributed directory and the single-machine output hold the same rows in the same
+    order, with the same dataset metadata."""
+    di, dv = _read_all(dist_out)
+    li, lv = _read_all(local_out)
+    assert np.array_equal(di, li) and np.array_equal(dv, lv)
+    dmeta, lmeta = sptool.open(dist_out).meta, sptool.open(local_out).meta
+    for key in ("shape", "sparse_ndim", "value_type", "fill_value", "iso", "dimension_names", "nnz"):
+        assert getattr(dmeta, key) == getattr(lmeta, key), key
+
+
+@pytest.mark.parametrize("order", [None, (2, 0, 1)])
+@pytest.mark.parametrize("kind", ["uniform", "skewed"])
+def test_reorder_keep_matches_numpy_and_one_machine(client, tiny, tmp_path, rng, order, kind):
+    src, idx, val = _dataset(tmp_path, rng, skew=0.8 if kind == "skewed" else 0.0)
+    out = str(tmp_path / "out") + "/"
+    r = sptool.reorder(src, out, order=order, memory=tiny, client=client)
+    want_order = order or (0, 1, 2)
+    oi, ov = _oracle_sorted(idx, val, want_order)
+    gi, gv = _read_all(out)
+    assert np.array_equal(gi, oi) and np.array_equal(gv, ov)
+    local = str(tmp_path / "local.parquet")
+    sptool.reorder(src, local, order=order, memory=tiny)
+    _same_as_local(tmp_path, out, local)
+    metas = _part_metas(out)
+    assert r["parts"] == len(metas) > 1 and r["rows_out"] == len(idx) and r["workers"] == 2
+    assert all(m.sort_order == want_order for m in metas)
+    assert r["sort_order"] == list(want_order) and not r["unique"]  # the data holds repeats
+    _no_leftovers(tmp_path, ["in", "out", "local.parquet"])
+
+
+@pytest.mark.parametrize("policy", ["sum", "first", "last", "max"])
+def test_reorder_duplicates_matches_one_machine(client, tiny, tmp_path, rng, policy):
+    src, idx, val = _dataset(tmp_path, rng, dup_pool=300, skew=0.3)
+    out = str(tmp_path / "out") + "/"
+    r = sptool.reorder(src, out, duplicates=policy, memory=tiny, client=client)
+    local = str(tmp_path / "local.parquet")
+    sptool.reorder(src, local, duplicates=policy, memory=tiny)
+    _same_as_local(tmp_path, out, local)
+    gi, gv = _read_all(out)
+    keys, sums = _oracle_summed(idx, val)
+    assert np.array_equal(gi, keys)
+    if policy == "sum":
+        assert np.array_equal(gv, sums)
+    elif policy in ("first", "last"):
+        si, sv = _oracle_sorted(idx, val, (0, 1, 2))
+        starts = np.r_[0, np.flatnonzero(np.any(np.diff(si, axis=0), axis=1)) + 1]
+        ends = np.r_[starts[1:], len(si)] - 1
+        assert np.array_equal(gv, sv[starts] if policy == "first" else sv[ends])
+    assert r["canonical"] and all(m.unique and m.canonical for m in _part_metas(out))
+
+
+def test_reorder_of_one_file_split_by_row_group(client, tiny, tmp_path, rng):
+    idx = _rows(rng, 2500)
+    val = rng.standard_normal(2500)
+    src = str(tmp_path / "one.parquet")
+    sptool.write(sptool.SparseTensor(idx, val, SHAPE), src, batch_rows=100)
+    assert pq.ParquetFile(src).metadata.num_row_groups > 4
+    out = str(tmp_path / "out") + "/"
+    r = sptool.reorder(src, out, order=(1, 2, 0), memory=tiny, client=client)
+    oi, ov = _oracle_sorted(idx, val, (1, 2, 0))
+    gi, gv = _read_all(out)
+    assert np.array_equal(gi, oi) and np.array_equal(gv, ov)
+    assert r["parts"] > 1
+
+
+def test_reorder_of_an_arrow_stream_file(client, tiny, tmp_path, rng):
+    idx, val = _rows(rng, 1500), rng.standard_normal(1500)
+    src = str(tmp_path / "in.arrows")
+    sptool.write(sptool.SparseTensor(idx, val, SHAPE), src)
+    out = str(tmp_path / "out") + "/"
+    r = sptool.reorder(src, out, order=(2, 1, 0), memory=tiny, client=client)
+    oi, ov = _oracle_sorted(idx, val, (2, 1, 0))
+    gi, gv = _read_all(out)
+    assert np.array_equal(gi, oi) and np.array_equal(gv, ov) and r["parts"] > 1
+    _no_leftovers(tmp_path, ["in.arrows", "out"])
+    with pytest.raises(sptool.UsageError, match="not stdin"):
+        sptool.reorder("-", str(tmp_path / "o2") + "/", client=client)
+    with pytest.raises(sptool.UsageError, match="not a SparseTensor"):
+        sptool.reorder(sptool.SparseTensor(idx, val, SHAPE), str(tmp_path / "o2") + "/", client=client)
+
+
+def test_reorder_with_keys_wider_than_64_bits(client, tiny, tmp_path, rng):
+    """Extents whose bit widths add up past 64: the keys are big-endian bytes, not packed."""
+    shape = ((1 << 21) + 1, (1 << 21) + 1, (1 << 20) + 1)  # 22 + 22 + 21 bits
+    idx = np.stack([rng.integers(0, 30, 1200) << 16, rng.integers(0, shape[1], 1200), rng.integers(0, 9, 1200)],
+                   axis=1)
+    val = rng.standard_normal(1200)
+    os.makedirs(tmp_path / "in")
+    for i, part in enumerate(np.array_split(np.arange(1200), 4)):
+        sptool.write(sptool.SparseTensor(idx[part], val[part], shape), str(tmp_path / "in" / f"part-{i:06d}.parquet"))
+    out = str(tmp_path / "out") + "/"
+    r = sptool.reorder(str(tmp_path / "in"), out, memory=tiny, client=client)
+    oi, ov = _oracle_sorted(idx, val, (0, 1, 2))
+    gi, gv = _read_all(out)
+    assert np.array_equal(gi, oi) and np.array_equal(gv, ov) and r["parts"] > 1
+
+
+def test_reorder_of_an_empty_tensor(client, tiny, tmp_path):
+    src = _write_parts(tmp_path / "in", [np.empty((0, 3), np.int64)] * 2, [np.empty(0)] * 2)
+    out = str(tmp_path / "out") + "/"
+    r = sptool.reorder(src, out, memory=tiny, client=client)
+    assert r["rows_out"] == 0 and os.listdir(out) == ["part-000000.parquet"]
+    assert sptool.open(out).meta.shape == SHAPE and sptool.open(out).meta.nnz == 0
+
+
+def test_bad_part_fails_and_leaves_nothing(client, tiny, tmp_path, rng):
+    src, idx, val = _dataset(tmp_path, rng)
+    bad = os.path.join(src, "part-000001.parquet")
+    table = pq.read_table(bad)
+    cols = table.column("indices_1").to_numpy().copy()
+    cols[5] = SHAPE[1] + 4  # outside the shape
+    pq.write_table(table.set_column(1, "indices_1", pa.array(cols)), bad)
+    out = str(tmp_path / "out") + "/"
+    with pytest.raises(sptool.DataError, match="part-000001.parquet"):
+        sptool.reorder(src, out, memory=tiny, client=client)
+    _no_leftovers(tmp_path, ["in"])
+
+
+def test_worker_killed_during_reorder(client, tiny, tmp_path, rng):
+    src, idx, val = _dataset(tmp_path, rng, n=40_000, parts=8, dup_pool=5000)
+    out = str(tmp_path / "out") + "/"
+    pids = list(client.run(os.getpid).values())
+    result, error = {}, []
+
+    def job():
+        try:
+            result.update(sptool.reorder(src, out, duplicates="sum", memory=tiny, client=client))
+        except BaseException as e:  # noqa: BLE001 - reported by the assertion below
+            error.append(e)
+
+    thread = threading.Thread(target=job)
+    thread.start()
+    deadline = time.monotonic() + 60
+    # Killed while it shuffles: its partitioned pieces are lost with it and must be made again.
+    while not any("partition" in str(k) for keys in client.processing().values() for k in keys) \
+            and time.monotonic() < deadline:
+        time.sleep(0.005)
+    assert thread.is_alive(), "the job ended before the worker could be killed"
+    os.kill(pids[0], signal.SIGKILL)
+    thread.join(180)
+    assert not error, error
+    keys, sums = _oracle_summed(idx, val)
+    gi, gv = _read_all(out)
+    assert np.array_equal(gi, keys) and np.array_equal(gv, sums)
+    _no_leftovers(tmp_path, ["in", "out"])
+    client.wait_for_workers(2, timeout=60)  # the nanny restarts the killed worker for later tests
+
+
+def _oracle_reduced(idx, val, axes, keepdims, fn):
+    """NumPy: duplicates summed first (the format's logical tensor), then ``fn`` (a ufunc) over
+    ``axes`` per kept coordinate, in input order within each group."""
+    keys, vals = _oracle_summed(idx, val)
+    kept = [d for d in range(3) if d not in axes]
+    groups = keys.copy()
+    groups[:, axes] = 0
+    groups = groups if keepdims else keys[:, kept]
+    out_keys, inverse = np.unique(groups, axis=0, return_inverse=True)
+    out = np.full(len(out_keys), fn.identity if fn.identity is not None else np.nan, dtype=vals.dtype)
+    if fn.identity is None:
+        out = np.array([fn.reduce(vals[inverse.ravel() == g]) for g in range(len(out_keys))], dtype=vals.dtype)
+    else:
+        fn.at(out, inverse.ravel(), vals)
+    return out_keys, out
+
+
+@pytest.mark.parametrize("op,axis,keepdims,values", [
+    ("sum", 1, False, "int"), ("sum", [0, 2], True, "float"), ("sum", 2, False, "float"), ("max", 1, False, "float"),
+    ("count", [0, 1], False, "int"),
+])
+def test_reduce_matches_numpy_and_one_machine(client, tiny, tmp_path, rng, op, axis, keepdims, values):
+    src, idx, val = _dataset(tmp_path, rng, skew=0.4, values=values, dup_pool=800)
+    out = str(tmp_path / "out") + "/"
+    r = sptool.reduce(src, out, op=op, axis=axis, keepdims=keepdims, memory=tiny, client=client)
+    local = str(tmp_path / "local.parquet")
+    sptool.reduce(src, local, op=op, axis=axis, keepdims=keepdims, memory=tiny)
+    axes = [axis] if isinstance(axis, int) else axis
+    K = 3 if keepdims else 3 - len(axes)
+    di, dv = _read_all_k(out, K)
+    li, lv = _read_all_k(local, K)
+    assert np.array_equal(di, li) and np.array_equal(dv, lv)  # floats too: the same sums in the same order
+    if op == "count":
+        keys, _ = _oracle_summed(idx, val)
+        kept = [d for d in range(3) if d not in axes]
+        want_keys, want = np.unique(keys[:, kept], axis=0, return_counts=True)
+    else:
+        want_keys, want = _oracle_reduced(idx, val, axes, keepdims, np.add if op == "sum" else np.maximum)
+    assert np.array_equal(di, want_keys)
+    assert np.array_equal(dv, want) if values == "int" else np.allclose(dv, want, rtol=1e-12, atol=1e-12)
+    assert r["rows_out"] == len(want_keys) and r["axes"] == sorted(axes) and r["parts"] > 1
+    dmeta, lmeta = sptool.open(out).meta, sptool.open(local).meta
+    assert (dmeta.shape, dmeta.value_type, dmeta.fill_value) == (lmeta.shape, lmeta.value_type, lmeta.fill_value)
+
+
+def test_reduce_to_a_scalar_is_refused_on_a_cluster(client, tmp_path, rng):
+    src, _, _ = _dataset(tmp_path, rng)
+    with pytest.raises(sptool.UsageError, match="keep a sparse dimension"):
+        sptool.reduce(src, str(tmp_path / "out") + "/", op="sum", axis=[0, 1, 2], client=client)
+    _no_leftovers(tmp_path, ["in"])
+
+
+@pytest.mark.parametrize("values,thresh", [("int", 0), ("float", 0), ("float", 0.8)])
+def test_add_matches_numpy_and_one_machine(client, tiny, tmp_path, rng, values, thresh):
+    a, ia, va = _dataset(tmp_path / "a", rng, values=values, dup_pool=400)
+    b, ib, vb = _dataset(tmp_path / "b", rng, n=2000, parts=4, values=values, skew=0.5)
+    out = str(tmp_path / "out") + "/"
+    r = sptool.add(a, b, out, thresh=thresh, memory=tiny, client=client)
+    local = str(tmp_path / "local.parquet")
+    sptool.add(a, b, local, thresh=thresh, memory=tiny)
+    _same_as_local(tmp_path, out, local)
+    ka, sa = _oracle_summed(ia, va)
+    kb, sb = _oracle_summed(ib, vb)
+    keys, sums = _oracle_summed(np.concatenate([ka, kb]), np.concatenate([sa, sb]))  # A's sum + B's sum
+    both = np.isin(_flat(keys), _flat(ka)) & np.isin(_flat(keys), _flat(kb))
+    kept = ~(both & (np.abs(sums) < thresh))  # TensorFlow's thresh: two-sided sums only
+    di, dv = _read_all(out)
+    assert np.array_equal(di, keys[kept])
+    # Exactly the single-machine sums (above); NumPy may group a float sum of duplicates differently.
+    assert np.array_equal(dv, sums[kept]) if values == "int" else np.allclose(dv, sums[kept], rtol=1e-12, atol=0)
+    assert r["rows_out"] == kept.sum() and r["dropped"] == (~kept).sum() and r["parts"] > 1
+
+
+def _flat(keys):
+    return np.ravel_multi_index(keys.T, SHAPE)
+
+
+def test_add_refuses_what_does_not_split(client, tmp_path, rng):
+    a, _, _ = _dataset(tmp_path, rng)
+    with pytest.raises(sptool.UsageError, match="on a cluster, add"):
+        sptool.add(a, scalar=2, output=str(tmp_path / "out") + "/", client=client)
+
+
+def _unique_copy(path, idx, val):
+    """The first row of each coordinate, as a one-part tensor."""
+    _, first = np.unique(idx, axis=0, return_index=True)
+    first = np.sort(first)
+    return _write_parts(path, [idx[first]], [val[first]]), idx[first], val[first]
+
+
+def _read_all_k(path, K):
+    files = sorted(os.path.join(path, n) for n in os.listdir(path) if n.endswith(".parquet")) \
+        if os.path.isdir(path) else [path]
+    table = pa.concat_tables([pq.read_table(f) for f in files])
+    return (np.stack([table.column(f"indices_{k}").to_numpy() for k in range(K)], axis=1).reshape(-1, K),
+            table.column("values").to_numpy())
+
+
+# -- the command line ---------------------------------------------------------------------------
+
+def test_cli_reorder_on_the_scheduler(client, tiny, tmp_path, rng):
+    src, idx, val = _dataset(tmp_path, rng)
+    out = str(tmp_path / "out") + "/"
+    res = CliRunner().invoke(cli, ["--scheduler", client.scheduler.address, "reorder", src, "-o", out,
+                                   "--duplicates", "sum", "--memory", tiny])
+    assert res.exit_code == 0, res.output
+    assert "2 workers" in res.output and "peak worker memory" in res.output
+    keys, sums = _oracle_summed(idx, val)
+    gi, gv = _read_all(out)
+    assert np.array_equal(gi, keys) and np.array_equal(gv, sums)
+
+
+def test_cli_scheduler_from_the_environment(client, tiny, tmp_path, rng, monkeypatch):
+    src, idx, val = _dataset(tmp_path, rng)
+    monkeypatch.setenv("SPTOOL_SCHEDULER", client.scheduler.address)
+    res = CliRunner().invoke(cli, ["reorder", src, "-o", str(tmp_path / "out") + "/", "-m", tiny])
+    assert res.exit_code == 0, res.output
+    assert np.array_equal(_read_all(str(tmp_path / "out"))[0], _oracle_sorted(idx, val, (0, 1, 2))[0])
+
+
+def test_cli_refusals(client, tmp_path):
+    res = CliRunner().invoke(cli, ["--scheduler", client.scheduler.address, "transpose",
+                                   f"{SAMPLES}/tensor3d.parquet", "-o", str(tmp_path / "t.parquet")])
+    assert res.exit_code == 2 and "does not run on a cluster" in res.output
+    assert not os.path.exists(tmp_path / "t.parquet")
+    res = CliRunner().invoke(cli, ["--scheduler", client.scheduler.address, "reorder",
+                                   f"{SAMPLES}/unsorted.parquet", "-o", str(tmp_path / "t.parquet")])
+    assert res.exit_code == 2 and "directory of parts" in res.output
+    res = CliRunner().invoke(cli, ["--scheduler", "nonsense", "reorder", f"{SAMPLES}/unsorted.parquet", "-o",
+                                   str(tmp_path / "d/")])
+    assert res.exit_code == 2 and "tcp://HOST:PORT" in res.output
+    assert "Cluster: runs on one machine only" in CliRunner().invoke(cli, ["transpose", "--help"]).output
+    assert "Cluster: given --scheduler" in CliRunner().invoke(cli, ["reorder", "--help"]).output
+
+
+def test_cli_local_cluster_in_a_terminal(tmp_path):
+    """--scheduler local:2 starts and stops its own cluster; under a pseudo-terminal the bar is
+    drawn and taken down, the dashboard link and the summary line are printed."""
+    out = str(tmp_path / "out") + "/"
+    code, output = run_in_terminal(["sptool", "--scheduler", "local:2", "reorder", f"{SAMPLES}/unsorted.parquet",
+                                    "--duplicates", "sum", "-o", out], cwd=ROOT, timeout=120)
+    text = output.decode("utf-8", "replace")
+    assert code == 0, text
+    assert cursor_restored(output), text
+    assert "Dask dashboard: http" in text and "2 workers" in text and "peak worker memory" in text, text
+    assert "Traceback" not in text and "Error" not in text and "Warning" not in text, text
+    table = sptool.read(f"{SAMPLES}/unsorted.parquet")
+    keys, sums = _oracle_summed(table.indices, table.values)
+    got = sptool.read(out)
+    assert np.array_equal(got.indices, keys) and np.allclose(got.values, sums, rtol=1e-12, atol=0)
+
+
+def test_readme_cluster_example(client, tmp_path):
+    """The README's two commands: the first starts a scheduler and workers (the module's cluster
+    stands in for them here), the second runs on its address."""
+    block = re.search(r"## Beyond one machine.*?```bash\n(.*?)```", (ROOT / "README.md").read_text(), re.S).group(1)
+    start, job = block.strip().splitlines()
+    assert start.startswith("dask scheduler --port 8786 & dask worker tcp://127.0.0.1:8786")
+    line = in_workdir(job, tmp_path).replace("tcp://127.0.0.1:8786", client.scheduler.address)
+    p = subprocess.run(["bash", "-c", line], cwd=tmp_path, env=env_with_sptool(), capture_output=True, text=True,
+                       timeout=120)
+    assert p.returncode == 0, p.stderr
+    table = sptool.read(f"{SAMPLES}/unsorted.parquet")
+    keys, sums = _oracle_summed(table.indices, table.values)
+    got = sptool.read(str(tmp_path / "sorted"))
+    assert np.array_equal(got.indices, keys) and np.allclose(got.values, sums, rtol=1e-12, atol=0)
+
+
+# -- Dask stays out unless asked for ---------------------------------------------------------------
+
+NO_DASK = """
+import sys
+import sptool
+from sptool.cli import cli
+out = sys.argv[1]
+sptool.reorder("sample_data/unsorted.parquet", out + "/a.parquet")
+for args in (["reorder", "sample_data/unsorted.parquet", "-o", out + "/b.parquet"], ["info", out + "/b.parquet"],
+             ["--help"]):
+    try:
+        cli.main(args, standalone_mode=False)
+    except SystemExit:
+        pass
+loaded = sorted(m for m in sys.modules if m.split(".")[0] in ("dask", "distributed"))
+assert not loaded, loaded
+"""
+
+
+def test_no_dask_import_without_a_scheduler(tmp_path):
+    res = subprocess.run([sys.executable, "-c", NO_DASK, str(tmp_path)], capture_output=True, text=True,
+                         env=env_with_sptool(), cwd=ROOT, timeout=120)
+    assert res.returncode == 0, res.stderr
+
+
+def test_scheduler_without_distributed_says_how_to_install(tmp_path):
+    blocked = ("import sys; sys.modules['distributed'] = None\n"
+               "from sptool.cli import main; main(sys.argv[1:])")
+    res = subprocess.run([sys.executable, "-c", blocked, "--scheduler", "local:2", "reorder",
+                          f"{SAMPLES}/unsorted.parquet", "-o", str(tmp_path / "o/")],
+                         capture_output=True, text=True, env=env_with_sptool(), cwd=ROOT, timeout=120)
+    assert res.returncode == 2
+    assert 'pip install "sptool[dask]"' in res.stderr
+    assert not os.path.exists(tmp_path / "o")
