@@ -173,7 +173,7 @@ def reduce(path: str, output: str | None = None, *, op: str, axis=None, keepdims
 
         meta = operand_meta(path)
         check_op(op, meta)
-        plan = Plan(meta, op, axis, keepdims)
+        plan = Axes(meta, op, axis, keepdims)
         kept = [d for d in range(meta.sparse_ndim) if d not in plan.axes]
         if plan.scalar or plan.K_out == 0:
             raise UsageError("on a cluster, reduce writes a sparse part directory: keep a sparse dimension or pass "
