@@ -14,6 +14,7 @@ from functools import partial
 
 from ..errors import InputError, UsageError
 from ..io import PARQUET_MAGIC, STREAM_MAGIC
+from .binsparse import HDF5_MAGIC, BinsparseReader, BinsparseWriter
 from .common import Options, Reader
 from .compression import codec_of_name, without_codec
 from .delimited import DelimitedReader, DelimitedWriter
@@ -72,6 +73,8 @@ TABLE: tuple[Format, ...] = (
     Format("arrow", (".arrow", ".feather"), (b"ARROW1",), arrow_reader, partial(PlainTableWriter, fmt="arrow"),
            streaming=False),
     Format("jsonl", (".jsonl", ".ndjson"), (), JsonlReader, JsonlWriter, streaming=True, text=True),
+    Format("binsparse", (".h5", ".hdf5", ".zarr"), (HDF5_MAGIC,), BinsparseReader, BinsparseWriter,
+           streaming=False),
 )
 
 BY_NAME = {f.name: f for f in TABLE}
@@ -91,9 +94,10 @@ def _check_format(fmt: str, option: str) -> str:
 
 def _by_name(path: str) -> str | None:
     """The format a path names: '-' and directories are sptool, else its extension (or None)."""
-    if path == "-" or path.endswith(("/", os.sep)) or os.path.isdir(path):
-        return "sptool"
-    return EXTENSIONS.get(os.path.splitext(without_codec(path))[1].lower())
+    named = EXTENSIONS.get(os.path.splitext(without_codec(path))[1].lower())
+    if path == "-" or path.endswith(("/", os.sep)) or (os.path.isdir(path) and named != "binsparse"):
+        return "sptool"  # a directory is a dataset of parts, unless it is a .zarr container
+    return named
 
 
 def _compressible(fmt: str, path: str) -> str:
