@@ -115,7 +115,7 @@ def test_reads_dmatc(tmp_path, rng):
 
 @pytest.mark.parametrize("shape", [(40,), (9, 7), (6, 5, 4)])
 @pytest.mark.parametrize("dtype", ["float64", "int32", "bool", "complex128", "float32"])
-def test_export_reads_back_in_the_package(tmp_path, rng, shape, dtype):
+def test_export_reads_back_in_the_package(tmp_path, rng, shape, dtype, tiny_batches):
     t = random_tensor(rng, shape, 30, dtype=dtype, duplicates=True)  # unsorted, with repeats
     sptool.write(t, str(tmp_path / "t.parquet"))
     path = str(tmp_path / "t.bsp.h5")
@@ -246,11 +246,19 @@ def test_not_binsparse(tmp_path):
     assert result.exit_code == 1 and "no 'binsparse' descriptor" in result.output
 
 
-def test_memory_is_checked_both_ways(tmp_path, rng):
+def test_memory_is_checked_where_it_is_held(tmp_path, rng, monkeypatch):
     n = 600_000
-    sptool.write(random_tensor(rng, (n, 2), n, sort=True), str(tmp_path / "big.parquet"))
+    t = random_tensor(rng, (n, 2), n, sort=True)
+    sptool.write(t, str(tmp_path / "big.parquet"))
     with pytest.raises(ResourceError, match="written from memory"):
-        convert(str(tmp_path / "big.parquet"), str(tmp_path / "x.h5"), memory="16MiB")
+        convert(str(tmp_path / "big.parquet"), str(tmp_path / "x.npz"), to_format="binsparse", memory="16MiB")
+    # HDF5 is appended to batch by batch: the same tensor writes within 16 MiB.
+    monkeypatch.setenv("SPTOOL_BATCH_ROWS", "50000")
+    convert(str(tmp_path / "big.parquet"), str(tmp_path / "ok.h5"), memory="16MiB")
+    back = to_scipy(bsp.load_binsparse(str(tmp_path / "ok.h5")))
+    np.testing.assert_array_equal(back.row, t.indices[:, 0])
+    np.testing.assert_array_equal(back.col, t.indices[:, 1])
+    np.testing.assert_array_equal(back.data, t.values)
     bsp.save_binsparse(bsp.COORMatrix((n, 1), n, indices_0=np.arange(n), indices_1=np.zeros(n, dtype=np.int64),
                                       values=np.ones(n)), str(tmp_path / "big.h5"))
     with pytest.raises(ResourceError, match="loaded whole"):

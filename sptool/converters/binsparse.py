@@ -12,8 +12,10 @@ Reading: every format the package parses (COOR/COOC, CSR/CSC, DCSR/DCSC, CVEC, D
 custom levels) is walked as its level tree (dense, sparse, element) into coordinates, so a
 dense level gives one entry per position.  Writing: 1-D as CVEC, 2-D as COOR, n-D as the custom
 root sparse level of rank n, always with the fill value, from row-major input with repeats
-summed (the predefined formats hold sorted unique coordinates only).  The package holds every
-array in memory, so neither direction streams: the size is checked against --memory first.
+summed (the predefined formats hold sorted unique coordinates only).  HDF5 output streams: its
+arrays are resizable datasets appended batch by batch, and the descriptor is the package's for
+the same tensor.  Zarr and .npz output, and every input, go through the package, which holds
+every array in memory: their size is checked against --memory first.
 binsparse has no float16: float16 values are written as float32 (exactly).
 """
 
@@ -271,19 +273,97 @@ class _open_container:
                 return bsp.NPZBinsparseContainer(self.handle)
             return bsp.NPZBinsparseContainer({})
         except (OSError, zipfile.BadZipFile, ValueError) as e:
-            raise InputError(f"cannot open as a {self.kind} binsparse container ({e})", path=path) from None
+            raise InputError(f"cannot open as a binsparse {self.kind} container ({e})", path=path) from None
 
     def __exit__(self, *exc):
         if self.handle is not None:
             self.handle.close()
 
 
-class BinsparseWriter(GatheringWriter):
-    """Gathers the rows (row-major, repeats summed, checked against --memory as they come) and
-    writes one binsparse tensor through the package."""
+def _tensor(bsp, keys, values, shape, fill):
+    """The binsparse tensor sptool writes: CVEC (1-D), COOR (2-D) or a root sparse level of rank n."""
+    common = dict(shape=shape, number_of_stored_values=len(values), fill=True,
+                  fill_value=np.asarray(fill, dtype=values.dtype)[()])
+    if len(shape) == 1:
+        return bsp.CVECVector(**common, indices_0=keys[0], values=values)
+    if len(shape) == 2:
+        return bsp.COORMatrix(**common, indices_0=keys[0], indices_1=keys[1], values=values)
+    return bsp.CustomTensor(**common, level=bsp.SparseLevel(len(shape), bsp.ElementLevel(values), tuple(keys)))
+
+
+def _encoded(values: np.ndarray) -> np.ndarray:
+    """Values as the package stores them: bool as bint8 bytes, complex as interleaved (re, im)."""
+    if values.dtype == np.bool_:
+        return values.view(np.uint8)
+    if values.dtype.kind == "c":
+        return np.ascontiguousarray(values).view(np.float32 if values.dtype == np.complex64 else np.float64)
+    return values
+
+
+class _HDF5Appender:
+    """An HDF5 binsparse file written batch by batch: the arrays are resizable datasets appended
+    to, and the descriptor (the package's, for the same tensor) is written at the end, so the
+    rows held at once are one batch's."""
+
+    CHUNK = 1 << 16
+
+    def __init__(self, path: str, meta: TensorMeta, value_dtype: np.dtype):
+        import h5py
+
+        self.file = h5py.File(path, "w")
+        self.meta = meta
+        self.value_dtype = value_dtype
+        self.rows = 0
+        K = meta.sparse_ndim
+        self.index = [self.file.create_dataset(f"indices_{k}", shape=(0,), maxshape=(None,), dtype=np.int64,
+                                               chunks=(self.CHUNK,)) for k in range(K)]
+        stored = _encoded(np.empty(0, dtype=value_dtype)).dtype
+        self.values = self.file.create_dataset("values", shape=(0,), maxshape=(None,), dtype=stored,
+                                               chunks=(self.CHUNK,))
+        self.maxes = np.full(K, -1, dtype=np.int64)
+
+    def write(self, keys, values):
+        n = keys.shape[1]
+        if not n:
+            return
+        for k, ds in enumerate(self.index):
+            ds.resize((self.rows + n,))
+            ds[self.rows :] = keys[k]
+        encoded = _encoded(np.asarray(values).astype(self.value_dtype, copy=False))
+        width = len(encoded) // n
+        self.values.resize(((self.rows + n) * width,))
+        self.values[self.rows * width :] = encoded
+        self.maxes = np.maximum(self.maxes, keys.max(axis=1))
+        self.rows += n
+
+    def resolve_shape(self, shape):
+        self.meta = self.meta.with_(shape=tuple(shape))
+
+    def close(self, bsp) -> tuple:
+        shape = tuple(int(self.maxes[k]) + 1 if s is None else s for k, s in enumerate(self.meta.shape))
+        K = len(shape)
+        empty = _tensor(bsp, np.empty((K, 0), dtype=np.int64), np.empty(0, dtype=self.value_dtype), shape,
+                        self.meta.fill_value)
+        template = bsp.InMemoryBinsparseContainer()
+        empty.serialize(template)
+        header = dict(template.header, number_of_stored_values=self.rows)
+        container = bsp.HDF5BinsparseContainer(self.file)
+        container.write_buffer("fill_value", np.asarray([empty.fill_value]))  # as the package's serialize does
+        container.data_types.update(header.pop("data_types"))
+        container.write_header(header)
+        self.file.close()
+        return shape
+
+    def abort(self):
+        self.file.close()
+
+
+class BinsparseWriter:
+    """Writes one binsparse tensor from row-major input with repeats summed: HDF5 batch by batch
+    (any size within --memory), Zarr and .npz gathered in memory (checked against --memory as
+    the rows come) and written through the package."""
 
     needs_row_major = True
-    what = "a binsparse file"
 
     def __init__(self, dst: str, meta: TensorMeta, opts: Options, unique_claim=None):
         if dst == "-":
@@ -300,22 +380,28 @@ class BinsparseWriter(GatheringWriter):
             self.notes.append("input not marked canonical: sorted row-major and repeated coordinates summed first")
         if meta.value_type == "float16":
             self.notes.append("binsparse has no float16: values written as float32 (exactly)")
-        super().__init__(dst, meta, opts)
-        self.target = AtomicTarget(dst, is_dir=self.kind == "zarr")
+        if self.kind == "hdf5":
+            self.target = AtomicTarget(dst, is_dir=False)
+            value_dtype = np.dtype(np.float32) if meta.value_type == "float16" else meta.dtype
+            self.sink = _HDF5Appender(self.target.tmp, meta, value_dtype)
+        else:
+            self.sink = GatheringWriter(dst, meta, opts, what=f"a binsparse {self.kind} container")
+            self.target = AtomicTarget(dst, is_dir=self.kind == "zarr")
+
+    def write(self, keys, values):
+        self.sink.write(keys, values)
+
+    def resolve_shape(self, shape):
+        self.sink.resolve_shape(shape)
 
     def close(self):
         bsp = self.bsp
-        keys, values, shape = self.gathered()
-        K = len(shape)
-        common = dict(shape=shape, number_of_stored_values=len(values), fill=True,
-                      fill_value=np.asarray(self.meta.fill_value, dtype=values.dtype)[()])
-        if K == 1:
-            tensor = bsp.CVECVector(**common, indices_0=keys[0], values=values)
-        elif K == 2:
-            tensor = bsp.COORMatrix(**common, indices_0=keys[0], indices_1=keys[1], values=values)
-        else:
-            level = bsp.SparseLevel(K, bsp.ElementLevel(values), tuple(keys))
-            tensor = bsp.CustomTensor(**common, level=level)
+        if self.kind == "hdf5":
+            self.shape = self.sink.close(bsp)
+            self.target.commit()
+            return
+        keys, values, shape = self.sink.gathered()
+        tensor = _tensor(bsp, keys, values, shape, self.sink.meta.fill_value)
         with _open_container(bsp, self.kind, self.target.tmp, "w") as container:
             tensor.serialize(container)
             if self.kind == "npz":
@@ -325,4 +411,6 @@ class BinsparseWriter(GatheringWriter):
         self.shape = shape
 
     def abort(self):
+        if self.kind == "hdf5":
+            self.sink.abort()
         self.target.abort()

@@ -18,7 +18,8 @@ class GatheringWriter:
 
     what = "the output"
 
-    def __init__(self, dst: str, meta: TensorMeta, opts: Options):
+    def __init__(self, dst: str, meta: TensorMeta, opts: Options, *, what: str | None = None):
+        self.what = what or self.what
         self.meta = meta
         self.dst = dst
         self.budget = opts.budget

@@ -70,7 +70,8 @@ class NpzReader(Reader):
             raise InputError("no such file or directory", path=path)
         headers = _member_headers(path)
         if "format" not in headers:
-            raise DataError("missing key 'format': not a scipy.sparse .npz file", path=path)
+            hint = "; it is a binsparse file: give --from binsparse" if "binsparse" in headers else ""
+            raise DataError(f"missing key 'format': not a scipy.sparse .npz file{hint}", path=path)
         nbytes = sum(int(np.prod(s)) * d.itemsize for s, d in headers.values())
         data_shape, data_dtype = headers.get("data", ((0,), np.dtype(np.float64)))
         nnz = int(data_shape[0]) if data_shape else 0
