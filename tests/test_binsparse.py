@@ -58,7 +58,7 @@ def _scipy_matrix(rng, fmt):
 @pytest.mark.parametrize("ext", [".h5", ".hdf5", ".npz"])
 @pytest.mark.parametrize("fmt", ["coo", "csr", "csc"])
 @pytest.mark.parametrize("alias", [None, False])
-def test_reads_the_package_scipy_files(tmp_path, rng, ext, fmt, alias):
+def test_reads_the_package_scipy_files(tmp_path, rng, ext, fmt, alias, tiny_batches):
     m = _scipy_matrix(rng, fmt)
     path = str(tmp_path / f"m{ext}")
     bsp.save_binsparse(from_scipy(m), path, alias=alias)
@@ -71,7 +71,7 @@ def test_reads_the_package_scipy_files(tmp_path, rng, ext, fmt, alias):
     assert t.meta.sort_order == ((1, 0) if fmt == "csc" else (0, 1))
 
 
-def test_reads_dcsr_and_dcsc(tmp_path, rng):
+def test_reads_dcsr_and_dcsc(tmp_path, rng, tiny_batches):
     m = _scipy_matrix(rng, "lil")
     m[3] = 0  # an empty row (and so, most likely, some empty columns)
     m = m.tocsr()
@@ -98,6 +98,33 @@ def test_reads_the_package_dense_files(tmp_path, rng, shape, dtype):
     t, dense = _dense(out)
     np.testing.assert_array_equal(dense, a)  # DVEC / DMATR / dense custom: every element stored
     assert t.nnz == a.size and t.values.dtype == a.dtype
+
+
+@pytest.mark.parametrize("ext", [".h5", ".npz"])
+def test_reads_iso_complex_and_bool_values_in_slices(tmp_path, rng, ext, tiny_batches):
+    m = _scipy_matrix(rng, "csr")
+    for name, values in (("iso", np.broadcast_to(np.float32(3.5), (m.nnz,))),  # the package stores one value
+                         ("complex", m.data + 1j * rng.standard_normal(m.nnz)),
+                         ("bool", m.data > 0.5)):
+        path = str(tmp_path / f"{name}{ext}")
+        bsp.save_binsparse(bsp.CSRMatrix(m.shape, m.nnz, pointers_to_1=m.indptr, indices_1=m.indices,
+                                         values=values), path)
+        out = str(tmp_path / f"{name}.parquet")
+        convert(path, out, from_format="binsparse")
+        want = sp.csr_array((np.asarray(values), m.indices, m.indptr), shape=m.shape).toarray()
+        t, dense = _dense(out)
+        np.testing.assert_array_equal(dense, want)
+        assert t.values.dtype == np.asarray(values).dtype and t.nnz == m.nnz
+
+
+def test_out_of_bounds_index_is_an_error(tmp_path):
+    path = str(tmp_path / "oob.h5")
+    bsp.save_binsparse(bsp.COORMatrix((3, 3), 2, indices_0=np.array([0, 1]), indices_1=np.array([1, 5]),
+                                      values=np.ones(2)), path)
+    for out in ("x.parquet", "x.tns"):  # a text writer would print any index it got
+        with pytest.raises(DataError, match=r"oob\.h5: indices\[1\] = \[1,5\] is out of bounds"):
+            convert(path, str(tmp_path / out))
+    assert sorted(os.listdir(tmp_path)) == ["oob.h5"]
 
 
 def test_reads_dmatc(tmp_path, rng):
@@ -199,7 +226,7 @@ def test_structure_is_refused(tmp_path, rng):
     assert "Traceback" not in result.output and not os.path.exists(tmp_path / "x.parquet")
 
 
-def test_index_base_one_is_honoured(tmp_path, rng):
+def test_index_base_one_is_honoured(tmp_path, rng, tiny_batches):
     m = _scipy_matrix(rng, "csr").tocoo()  # canonical: row-major
     path = str(tmp_path / "one.h5")
     bsp.save_binsparse(bsp.COORMatrix(m.shape, m.nnz, indices_0=m.row + 1, indices_1=m.col + 1, values=m.data),
@@ -214,6 +241,13 @@ def test_index_base_one_is_honoured(tmp_path, rng):
     _rewrite_descriptor(path, index_base=1)
     convert(path, str(tmp_path / "csr.parquet"))
     np.testing.assert_array_equal(_dense(str(tmp_path / "csr.parquet"))[1], m.toarray())
+    nonempty = np.flatnonzero(np.diff(csr.indptr))  # DCSR: the stored row numbers move too
+    bsp.save_binsparse(bsp.DCSRMatrix(m.shape, m.nnz, indices_0=nonempty + 1,
+                                      pointers_to_1=np.concatenate([[0], csr.indptr[1:][nonempty]]),
+                                      indices_1=csr.indices + 1, values=csr.data), path)
+    _rewrite_descriptor(path, index_base=1)
+    convert(path, str(tmp_path / "dcsr.parquet"))
+    np.testing.assert_array_equal(_dense(str(tmp_path / "dcsr.parquet"))[1], m.toarray())
     _rewrite_descriptor(path, index_base=2)
     with pytest.raises(DataError, match="index_base 2 is not 0 or 1"):
         convert(path, str(tmp_path / "x.parquet"))
@@ -230,12 +264,16 @@ def test_spec_version_without_patch_reads(tmp_path, rng):
     np.testing.assert_array_equal(_dense(str(tmp_path / "v.parquet"))[1], m.toarray())
 
 
-def test_unsorted_coor_is_an_error(tmp_path):
+@pytest.mark.parametrize("rows", [[2, 0], [1, 1]], ids=["unsorted", "repeated"])
+def test_unsorted_coor_is_an_error(tmp_path, rows, monkeypatch):
+    monkeypatch.setenv("SPTOOL_BATCH_ROWS", "1")  # the two entries fall in two slices
     path = str(tmp_path / "bad.h5")
-    bsp.save_binsparse(bsp.COORMatrix((3, 3), 2, indices_0=np.array([2, 0]), indices_1=np.array([0, 1]),
+    bsp.save_binsparse(bsp.COORMatrix((3, 3), 2, indices_0=np.array(rows), indices_1=np.array([0, 0]),
                                       values=np.ones(2)), path)
     result = CliRunner().invoke(cli, ["convert", path, "-o", str(tmp_path / "x.parquet")])
-    assert result.exit_code == 1 and "bad.h5" in result.output and "Traceback" not in result.output
+    assert result.exit_code == 1 and "Traceback" not in result.output
+    assert f"bad.h5: indices[1] = [{rows[1]},0] is {'repeated' if rows[0] == rows[1] else 'out of order'}" in \
+        result.output
     assert sorted(os.listdir(tmp_path)) == ["bad.h5"]
 
 
@@ -259,10 +297,16 @@ def test_memory_is_checked_where_it_is_held(tmp_path, rng, monkeypatch):
     np.testing.assert_array_equal(back.row, t.indices[:, 0])
     np.testing.assert_array_equal(back.col, t.indices[:, 1])
     np.testing.assert_array_equal(back.data, t.values)
-    bsp.save_binsparse(bsp.COORMatrix((n, 1), n, indices_0=np.arange(n), indices_1=np.zeros(n, dtype=np.int64),
-                                      values=np.ones(n)), str(tmp_path / "big.h5"))
+    big = bsp.COORMatrix((n, 1), n, indices_0=np.arange(n), indices_1=np.zeros(n, dtype=np.int64), values=np.ones(n))
+    bsp.save_binsparse(big, str(tmp_path / "big.npz"))
     with pytest.raises(ResourceError, match="loaded whole"):
-        convert(str(tmp_path / "big.h5"), str(tmp_path / "x.parquet"), memory="16MiB")
+        convert(str(tmp_path / "big.npz"), str(tmp_path / "x.parquet"), from_format="binsparse", memory="16MiB")
+    # An HDF5 COO is read in slices: within 16 MiB.
+    bsp.save_binsparse(big, str(tmp_path / "big.h5"))
+    convert(str(tmp_path / "big.h5"), str(tmp_path / "ok.parquet"), memory="16MiB")
+    back = sptool.read(str(tmp_path / "ok.parquet"))
+    np.testing.assert_array_equal(back.indices[:, 0], np.arange(n))
+    assert back.nnz == n and not back.indices[:, 1].any() and (back.values == 1).all()
     assert not any(n.startswith(("x.", ".x")) for n in os.listdir(tmp_path))
 
 

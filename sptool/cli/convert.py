@@ -97,9 +97,10 @@ def convert(ctx, src, dst, from_format, to_format, shape, value_type, fill_value
     with the fill value; the input is sorted row-major with repeats summed first (the summary
     says so when it was not marked canonical). Every predefined format reads (CSR, CSC, DCSR,
     COOC, dense...); index_base 1 is honoured and a structure (symmetric...) is refused.
-    An HDF5 output is written batch by batch (any size); binsparse inputs and .zarr/.npz
-    outputs do not stream: they are held in memory whole, and a tensor larger than --memory
-    allows is refused before anything is written.
+    HDF5 streams: output is written batch by batch, and COO, CSR/CSC and DCSR/DCSC inputs
+    are read in slices (a CSR's row pointers held whole). .zarr and .npz containers and
+    other HDF5 layouts do not stream: they are held in memory whole, and a tensor larger
+    than --memory allows is refused before anything is written.
     Plain tables (DuckDB, Polars, Spark, pandas) are adopted with --index-columns and
     --values-column, streaming (shape from the largest indices unless --shape); --plain
     writes one back with no tensor metadata.

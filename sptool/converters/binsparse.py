@@ -12,10 +12,13 @@ Reading: every format the package parses (COOR/COOC, CSR/CSC, DCSR/DCSC, CVEC, D
 custom levels) is walked as its level tree (dense, sparse, element) into coordinates, so a
 dense level gives one entry per position.  Writing: 1-D as CVEC, 2-D as COOR, n-D as the custom
 root sparse level of rank n, always with the fill value, from row-major input with repeats
-summed (the predefined formats hold sorted unique coordinates only).  HDF5 output streams: its
-arrays are resizable datasets appended batch by batch, and the descriptor is the package's for
-the same tensor.  Zarr and .npz output, and every input, go through the package, which holds
-every array in memory: their size is checked against --memory first.
+summed (the predefined formats hold sorted unique coordinates only).  HDF5 streams both ways:
+output arrays are resizable datasets appended batch by batch (the descriptor is the package's
+for the same tensor), and COO, CVEC, the custom root sparse level, CSR/CSC and DCSR/DCSC are
+read in slices of the h5py datasets (a CSR's pointers held whole).  Everything else (Zarr,
+.npz, other HDF5 layouts) goes through the package, which holds every array in memory: its
+size is checked against --memory first.  Order, uniqueness and bounds are checked as the
+entries are read.
 binsparse has no float16: float16 values are written as float32 (exactly).
 """
 
@@ -31,14 +34,13 @@ import numpy as np
 
 from .. import _kernels
 from .._memory import format_size
-from .._messages import out_of_order, repeated
+from .._messages import out_of_bounds, out_of_order, repeated
 from ..errors import DataError, InputError, ResourceError, UsageError
 from ..format import TensorMeta, value_type_of_dtype
-from ..io import AtomicTarget
+from ..io import AtomicTarget, row_bytes
 from .common import Options, Reader, cast_or_fail, check_not_hybrid, coerce_fill
 from .gather import GatheringWriter
 
-BATCH_ROWS = 1 << 20
 HDF5_MAGIC = b"\x89HDF\r\n\x1a\n"
 INSTALL = "binsparse files need the binsparse package: pip install 'sptool[binsparse]'"
 
@@ -161,6 +163,173 @@ def _coordinates(level, shape_of_level: list[int], path: str):
     return coords, values
 
 
+def _stored_dims(level) -> list[int]:
+    """The level dimensions whose indices are stored (sparse levels'; dense levels store none)."""
+    from binsparse import SparseLevel
+
+    stored, depth = [], 0
+    while getattr(level, "rank", 0):
+        if isinstance(level, SparseLevel):
+            stored.extend(range(depth, depth + level.rank))
+        depth += level.rank
+        level = level.level
+    return stored
+
+
+class _Whole:
+    """Any format, parsed whole by the package: (level keys, values) in slices."""
+
+    def __init__(self, bsp, container, desc: dict, shape: tuple, budget, path: str):
+        nsv = desc["number_of_stored_values"]
+        # Raw arrays, the parsed copies and the int64 coordinates, about.
+        need = nsv * (24 * max(len(shape), 1) + 32)
+        if need > budget.usable:
+            raise ResourceError(
+                f"this binsparse file is loaded whole; its {nsv} stored values need about {format_size(need)}, "
+                f"more than the {format_size(budget.usable)} that --memory {format_size(budget.total)} leaves "
+                "for data; raise --memory", path=path)
+        try:
+            tensor = bsp.BinsparseTensor.parse(container, alias=False)
+        except (bsp.BinsparseParseError, ValueError, TypeError, KeyError) as e:
+            raise DataError(f"not a valid binsparse file: {e}", path=path) from None
+        self.transpose = list(tensor.transpose) if tensor.transpose is not None else list(range(len(shape)))
+        self.keys, self.values = _coordinates(tensor.level, [shape[t] for t in self.transpose], path)
+        self.stored = _stored_dims(tensor.level)
+        self.fill = np.asarray(tensor.fill_value).item() if tensor.fill else None
+        self.dtype = self.values.dtype
+        self.n = len(self.values)
+
+    def slice(self, a: int, b: int):
+        return self.keys[:, a:b], self.values[a:b]
+
+    def close(self):
+        pass
+
+
+_SPARSE_ROOT = {"COO": (2, None), "COOR": (2, None), "COOC": (2, [1, 0]), "CVEC": (1, None)}
+_COMPRESSED = {"CSR": ("dense", None), "CSC": ("dense", [1, 0]), "DCSR": ("sparse", None),
+               "DCSC": ("sparse", [1, 0])}
+
+
+def _layout(desc: dict):
+    """(outer, transpose) of the formats read in slices: outer None for one root sparse level of
+    every dimension (COO, CVEC, custom), 'dense' / 'sparse' for CSR / DCSR (and their columns
+    forms); None for the rest."""
+    fmt, K = desc.get("format"), len(desc["shape"])
+    if fmt in _SPARSE_ROOT and _SPARSE_ROOT[fmt][0] == K:
+        return None, _SPARSE_ROOT[fmt][1] or list(range(K))
+    if fmt in _COMPRESSED and K == 2:
+        outer, transpose = _COMPRESSED[fmt]
+        return outer, transpose or [0, 1]
+    custom = desc.get("custom")
+    if fmt == "custom" and isinstance(custom, dict) and custom.get("level") == {
+            "level_desc": "sparse", "rank": K, "level": {"level_desc": "element"}}:
+        transpose = custom.get("transpose")
+        if transpose is None or sorted(transpose) == list(range(K)):
+            return None, list(transpose or range(K))
+    return False
+
+
+_PLAIN = {"bint8": np.dtype(np.uint8), **{t: np.dtype(t) for t in (
+    "int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64", "float32", "float64")}}
+
+
+def _type_of(data_type, path: str, name: str) -> tuple[np.dtype, str]:
+    """(stored dtype, wrapper: '', 'iso', 'complex' or 'bool') of a declared binsparse type."""
+    if isinstance(data_type, str):
+        for wrapper in ("iso", "complex"):
+            if data_type.startswith(wrapper + "[") and data_type.endswith("]"):
+                inner, sub = _type_of(data_type[len(wrapper) + 1 : -1], path, name)
+                if wrapper == "complex" and inner.kind != "f" or sub:
+                    break
+                return inner, wrapper
+        if data_type in _PLAIN:
+            return _PLAIN[data_type], "bool" if data_type == "bint8" else ""
+    raise DataError(f"{name} has the data type {data_type!r}, which binsparse does not define", path=path)
+
+
+class _HDF5Slices:
+    """COO-like and CSR-like formats in an HDF5 file, read in slices of h5py datasets: the rows
+    held at once are one batch's (plus a CSR's pointers)."""
+
+    def __init__(self, file, desc: dict, outer, transpose, budget, path: str):
+        self.file, self.path = file, path
+        shape = desc["shape"]
+        self.transpose = transpose
+        n = self.n = desc["number_of_stored_values"]
+        types = desc.get("data_types")
+        if not isinstance(types, dict):
+            raise DataError("the descriptor has no data_types", path=path)
+        self.outer = outer
+        K = len(shape)
+        names = ["indices_1"] if outer else [f"indices_{k}" for k in range(K)]
+        self.indices = [self._dataset(name, types, n) for name in names]
+        stored, self.wrapper = _type_of(types.get("values"), path, "values")
+        self.raw_values = self._dataset("values", types, 1 if self.wrapper == "iso" else
+                                        2 * n if self.wrapper == "complex" else n)
+        self.dtype = np.dtype(bool) if self.wrapper == "bool" else \
+            np.dtype(np.complex64 if stored == np.float32 else np.complex128) if self.wrapper == "complex" else stored
+        self.fill = self._fill(types) if desc.get("fill") is True else None
+        self.stored = list(range(K)) if not outer else [1] if outer == "dense" else [0, 1]
+        if outer:
+            major = shape[transpose[0]]
+            m = len(self.file["indices_0"]) if outer == "sparse" else major
+            if 16 * (m + 1) > budget.usable:
+                raise ResourceError(f"the {m + 1} pointers are held whole and need more than --memory allows",
+                                    path=path)
+            self.pointers = self._dataset("pointers_to_1", types, m + 1)[...].astype(np.int64)
+            ptr = self.pointers
+            if ptr[0] != 0 or ptr[-1] != n or np.any(np.diff(ptr) < 0):
+                raise DataError(f"pointers_to_1 is not a valid pointer array for {m} positions and {n} entries",
+                                path=path)
+            self.outer_index = self._dataset("indices_0", types, m)[...].astype(np.int64) \
+                if outer == "sparse" else None
+
+    def _dataset(self, name: str, types: dict, length: int):
+        if name not in types or name not in self.file:
+            raise DataError(f"the array {name} is missing", path=self.path)
+        if name not in ("values", "fill_value"):
+            dtype, wrapper = _type_of(types[name], self.path, name)
+            if wrapper or dtype.kind not in "iu":
+                raise DataError(f"{name} has the data type {types[name]!r}; indices are integers", path=self.path)
+        ds = self.file[name]
+        if ds.ndim != 1 or len(ds) != length:
+            raise DataError(f"the array {name} has shape {list(ds.shape)}, expected [{length}]", path=self.path)
+        return ds
+
+    def _fill(self, types: dict):
+        stored, wrapper = _type_of(types.get("fill_value"), self.path, "fill_value")
+        raw = self._dataset("fill_value", types, 2 if wrapper == "complex" else 1)[...]
+        return self._decode(np.asarray(raw, dtype=stored), wrapper, 1)[0].item()
+
+    @staticmethod
+    def _decode(raw: np.ndarray, wrapper: str, n: int) -> np.ndarray:
+        if wrapper == "iso":
+            return np.broadcast_to(raw[:1], (n,))
+        if wrapper == "complex":
+            return np.ascontiguousarray(raw).view(np.complex64 if raw.dtype == np.float32 else np.complex128)
+        return raw.astype(bool) if wrapper == "bool" else raw
+
+    def slice(self, a: int, b: int):
+        inner = [np.asarray(ds[a:b], dtype=np.int64) for ds in self.indices]
+        if self.outer:
+            parent = np.searchsorted(self.pointers, np.arange(a, b, dtype=np.int64), side="right") - 1
+            outer = parent if self.outer_index is None else self.outer_index[parent]
+            keys = np.stack([outer, inner[0]])
+        else:
+            keys = np.stack(inner) if inner else np.empty((0, b - a), dtype=np.int64)
+        if self.wrapper == "iso":
+            raw = self.raw_values[0:1]
+        elif self.wrapper == "complex":
+            raw = self.raw_values[2 * a : 2 * b]
+        else:
+            raw = self.raw_values[a:b]
+        return keys, self._decode(raw, self.wrapper, b - a)
+
+    def close(self):
+        self.file.close()
+
+
 class BinsparseReader(Reader):
     complete = True
 
@@ -172,83 +341,71 @@ class BinsparseReader(Reader):
             raise InputError("no such file or directory", path=path)
         bsp = _package()
         kind = container_kind(path)
-        with _open_container(bsp, kind, path, "r") as container:
+        self.budget = opts.budget
+        opened = _open_container(bsp, kind, path, "r")
+        container = opened.__enter__()
+        try:
             desc = _raw_descriptor(container, kind, path)
-            base = _check_descriptor(desc, path)
+            self.base = _check_descriptor(desc, path)
             if re.fullmatch(r"\d+\.\d+", str(desc.get("version", ""))):
                 # The spec writes "0.1"; the package accepts only SemVer ("0.1.0").
                 desc = {**desc, "version": f"{desc['version']}.0"}
             container._read_header = lambda: desc  # the package parses the descriptor sptool checked
             shape = tuple(int(s) for s in desc["shape"])
-            nsv = desc["number_of_stored_values"]
-            # Raw arrays, the parsed copies and the int64 coordinates, about.
-            need = nsv * (24 * max(len(shape), 1) + 32)
-            budget = opts.budget
-            if need > budget.usable:
-                raise ResourceError(
-                    f"a binsparse file is loaded whole; this one ({nsv} stored values) needs about "
-                    f"{format_size(need)}, more than the {format_size(budget.usable)} that --memory "
-                    f"{format_size(budget.total)} leaves for data; raise --memory", path=path)
-            try:
-                tensor = bsp.BinsparseTensor.parse(container, alias=False)
-            except (bsp.BinsparseParseError, ValueError, TypeError, KeyError) as e:
-                raise DataError(f"not a valid binsparse file: {e}", path=path) from None
-        transpose = list(tensor.transpose) if tensor.transpose is not None else list(range(len(shape)))
-        level_keys, values = _coordinates(tensor.level, [shape[t] for t in transpose], path)
-        if base:
-            level_keys = self._rebased(tensor.level, level_keys, path)
-        keys = np.empty_like(level_keys)
-        keys[transpose] = level_keys  # level dimension k is dimension transpose[k] of the tensor
-        self.keys = np.ascontiguousarray(keys)
-        # The format's levels hold unique tuples sorted within each parent, so the entries come
-        # in lexicographic order of the level dimensions: checked here, then claimed.
-        order = np.asarray(transpose, dtype=np.int64)
-        if self.keys.shape[1]:
-            at, kind = _kernels.first_order_violation(self.keys, order, True)
-            if at >= 0:
-                say = repeated if kind == _kernels.REPEATED else out_of_order
-                raise DataError(f"{say(at, self.keys, at)} (a binsparse {desc.get('format')} holds sorted, "
-                                "unique coordinates)", path=path)
-        if values.dtype.kind not in "biufc":
-            raise DataError(f"values of dtype {values.dtype} are not numeric", path=path)
-        self.values = values
-        vt = opts.value_type or value_type_of_dtype(values.dtype)
-        fill = opts.fill_value
-        if fill is None and tensor.fill:
-            fill = np.asarray(tensor.fill_value).item()
+            layout = _layout(desc) if kind == "hdf5" else False
+            if layout is False:
+                self.src = _Whole(bsp, container, desc, shape, opts.budget, path)
+                opened.__exit__()
+            else:
+                self.src = _HDF5Slices(opened.handle, desc, *layout, opts.budget, path)
+        except BaseException:
+            opened.__exit__()
+            raise
+        self.format = desc.get("format")
+        src = self.src
+        if src.dtype.kind not in "biufc":
+            raise DataError(f"values of dtype {src.dtype} are not numeric", path=path)
+        vt = opts.value_type or value_type_of_dtype(src.dtype)
+        fill = src.fill if opts.fill_value is None else opts.fill_value
+        # The format's levels hold unique tuples sorted within each parent, so the entries come in
+        # lexicographic order of the level dimensions: checked as they are read, and claimed.
         self.meta = TensorMeta(shape=shape, sparse_ndim=len(shape), value_type=vt, fill_value=coerce_fill(fill, vt),
-                               nnz=len(values), sort_order=tuple(transpose))
+                               nnz=src.n, sort_order=tuple(src.transpose))
         self.unique_claim = True
-        self.notes = [f"{desc.get('format')} read, indices one-based"] if base else []
+        self.notes = [f"{self.format} read, indices one-based"] if self.base else []
         if opts.shape is not None and tuple(opts.shape) != shape:
             raise UsageError(f"--shape {list(opts.shape)} contradicts the shape {list(shape)} in the file", path=path)
 
-    @staticmethod
-    def _rebased(level, keys: np.ndarray, path: str) -> np.ndarray:
-        """index_base 1: stored indices less one (dense levels store none)."""
-        from binsparse import SparseLevel
-
-        stored = []
-        depth = 0
-        while hasattr(level, "rank") and level.rank:
-            if isinstance(level, SparseLevel):
-                stored.extend(range(depth, depth + level.rank))
-            depth += level.rank
-            level = level.level
-        if stored and keys.shape[1] and keys[stored].min() < 1:
-            raise DataError("index_base is 1 but an index is 0", path=path)
-        keys = keys.copy()
-        keys[stored] -= 1
-        return keys
-
     def batches(self):
-        dtype = self.meta.dtype
-        for start in range(0, len(self.values), BATCH_ROWS):
-            vals = cast_or_fail(self.values[start : start + BATCH_ROWS], dtype,
-                                lambda r, s=start: f"entry {s + r}", self.name)
-            keys = self.keys[:, start : start + BATCH_ROWS]
+        src, meta, path = self.src, self.meta, self.name
+        order = np.asarray(src.transpose, dtype=np.int64)
+        bounds = np.asarray(meta.shape, dtype=np.int64)
+        step = self.budget.rows(row_bytes(meta))
+        prev = None
+        for a in range(0, src.n, step):
+            level_keys, values = src.slice(a, min(a + step, src.n))
+            if self.base:
+                if src.stored and len(values) and level_keys[src.stored].min() < 1:
+                    raise DataError("index_base is 1 but an index is 0", path=path)
+                level_keys = level_keys.copy()
+                level_keys[src.stored] -= 1
+            keys = np.empty_like(level_keys)
+            keys[src.transpose] = level_keys  # level dimension k is dimension transpose[k] of the tensor
+            at, kind = _kernels.first_order_violation(keys, order, True, prev)
+            if at >= 0:
+                say = repeated if kind == _kernels.REPEATED else out_of_order
+                raise DataError(f"{say(a + at, keys, at)} (a binsparse {self.format} holds sorted, unique "
+                                "coordinates)", path=path)
+            row, _ = _kernels.columns_out_of_bounds(list(keys), bounds)
+            if row >= 0:
+                raise DataError(out_of_bounds(a + row, keys, row, meta.shape), path=path)
+            prev = keys[:, -1:]
+            values = cast_or_fail(values, meta.dtype, lambda r, s=a: f"entry {s + r}", path)
             self.rows_in += keys.shape[1]
-            yield keys, vals
+            yield keys, values
+
+    def close(self):
+        self.src.close()
 
 
 class _open_container:
