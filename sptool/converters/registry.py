@@ -94,10 +94,10 @@ def _check_format(fmt: str, option: str) -> str:
 
 def _by_name(path: str) -> str | None:
     """The format a path names: '-' and directories are sptool, else its extension (or None)."""
-    named = EXTENSIONS.get(os.path.splitext(without_codec(path))[1].lower())
-    if path == "-" or path.endswith(("/", os.sep)) or (os.path.isdir(path) and named != "binsparse"):
+    ext = os.path.splitext(without_codec(path))[1].lower()
+    if path == "-" or path.endswith(("/", os.sep)) or (os.path.isdir(path) and ext != ".zarr"):
         return "sptool"  # a directory is a dataset of parts, unless it is a .zarr container
-    return named
+    return EXTENSIONS.get(ext)
 
 
 def _compressible(fmt: str, path: str) -> str:
