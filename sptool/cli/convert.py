@@ -92,6 +92,7 @@ def convert(ctx, src, dst, from_format, to_format, shape, value_type, fill_value
     decoded in blocks sized from --memory. Writing gives one Example per row of a 2-D
     tensor (an empty row gives an Example with empty lists), sorting the rows first
     within --memory when the file is not row-major.
+
     binsparse (.h5/.hdf5, .zarr with zarr installed, .npz with --to/--from binsparse; needs
     pip install 'sptool[binsparse]'): 1-D as CVEC, 2-D as COOR, n-D as the custom sparse level,
     with the fill value; the input is sorted row-major with repeats summed first (the summary
@@ -101,6 +102,7 @@ def convert(ctx, src, dst, from_format, to_format, shape, value_type, fill_value
     are read in slices (a CSR's row pointers held whole). .zarr and .npz containers and
     other HDF5 layouts do not stream: they are held in memory whole, and a tensor larger
     than --memory allows is refused before anything is written.
+
     Plain tables (DuckDB, Polars, Spark, pandas) are adopted with --index-columns and
     --values-column, streaming (shape from the largest indices unless --shape); --plain
     writes one back with no tensor metadata.
