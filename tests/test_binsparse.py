@@ -242,12 +242,14 @@ def test_index_base_one_is_honoured(tmp_path, rng, tiny_batches):
     convert(path, str(tmp_path / "csr.parquet"))
     np.testing.assert_array_equal(_dense(str(tmp_path / "csr.parquet"))[1], m.toarray())
     nonempty = np.flatnonzero(np.diff(csr.indptr))  # DCSR: the stored row numbers move too
-    bsp.save_binsparse(bsp.DCSRMatrix(m.shape, m.nnz, indices_0=nonempty + 1,
-                                      pointers_to_1=np.concatenate([[0], csr.indptr[1:][nonempty]]),
-                                      indices_1=csr.indices + 1, values=csr.data), path)
-    _rewrite_descriptor(path, index_base=1)
-    convert(path, str(tmp_path / "dcsr.parquet"))
-    np.testing.assert_array_equal(_dense(str(tmp_path / "dcsr.parquet"))[1], m.toarray())
+    dcsr = bsp.DCSRMatrix(m.shape, m.nnz, indices_0=nonempty + 1,
+                          pointers_to_1=np.concatenate([[0], csr.indptr[1:][nonempty]]),
+                          indices_1=csr.indices + 1, values=csr.data)
+    for alias in (None, False):  # DCSR read in slices; as custom levels, parsed whole by the package
+        bsp.save_binsparse(dcsr, path, alias=alias)
+        _rewrite_descriptor(path, index_base=1)
+        convert(path, str(tmp_path / "dcsr.parquet"))
+        np.testing.assert_array_equal(_dense(str(tmp_path / "dcsr.parquet"))[1], m.toarray())
     _rewrite_descriptor(path, index_base=2)
     with pytest.raises(DataError, match="index_base 2 is not 0 or 1"):
         convert(path, str(tmp_path / "x.parquet"))
@@ -275,6 +277,16 @@ def test_unsorted_coor_is_an_error(tmp_path, rows, monkeypatch):
     assert f"bad.h5: indices[1] = [{rows[1]},0] is {'repeated' if rows[0] == rows[1] else 'out of order'}" in \
         result.output
     assert sorted(os.listdir(tmp_path)) == ["bad.h5"]
+
+
+@pytest.mark.parametrize("alias", [None, False], ids=["sliced", "whole"])
+def test_bad_pointers_are_an_error(tmp_path, alias):
+    path = str(tmp_path / "ptr.h5")
+    bsp.save_binsparse(bsp.CSRMatrix((2, 3), 3, pointers_to_1=np.array([0, 2, 1]), indices_1=np.array([0, 1, 2]),
+                                     values=np.ones(3)), path, alias=alias)
+    with pytest.raises(DataError, match=r"ptr\.h5: pointers_to_1 is not a valid pointer array"):
+        convert(path, str(tmp_path / "x.parquet"))
+    assert sorted(os.listdir(tmp_path)) == ["ptr.h5"]
 
 
 def test_not_binsparse(tmp_path):
