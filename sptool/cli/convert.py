@@ -15,7 +15,7 @@ from ._tfrecord_options import tfrecord_options
 @click.argument("src", metavar="SRC", type=str, required=False)
 @click.option("-o", "--output", "dst", metavar="DST", default="-", show_default=True,
               help="Output: a .parquet file, a directory (ending in /), a .arrows stream, - for stdout "
-              "(an Arrow stream, or text with --to), or a .tns/.mtx/.npz/.npy/.csv/.tsv/.tfrecord file.")
+              "(an Arrow stream, or text with --to), or a .tns/.mtx/.npz/.npy/.csv/.tsv/.tfrecord/.h5 file.")
 @click.option("--from", "from_format", type=click.Choice(FORMATS), default=None,
               help="Input format [default: from the name or content; - is sptool].")
 @click.option("--to", "to_format", type=click.Choice(FORMATS), default=None,
@@ -97,6 +97,17 @@ def convert(ctx, src, dst, from_format, to_format, shape, value_type, fill_value
     decoded in blocks sized from --memory. Writing gives one Example per row of a 2-D
     tensor (an empty row gives an Example with empty lists), sorting the rows first
     within --memory when the file is not row-major.
+
+    binsparse (.h5/.hdf5, .zarr with zarr installed, .npz with --to/--from binsparse; needs
+    pip install 'sptool[binsparse]'): 1-D as CVEC, 2-D as COOR, n-D as the custom sparse level,
+    with the fill value; the input is sorted row-major with repeats summed first (the summary
+    says so when it was not marked canonical). Every predefined format reads (CSR, CSC, DCSR,
+    COOC, dense...); index_base 1 is honoured and a structure (symmetric...) is refused.
+    HDF5 streams: output is written batch by batch, and COO, CSR/CSC and DCSR/DCSC inputs
+    are read in slices (a CSR's row pointers held whole). .zarr and .npz containers and
+    other HDF5 layouts do not stream: they are held in memory whole, and a tensor larger
+    than --memory allows is refused before anything is written.
+
     Plain tables (DuckDB, Polars, Spark, pandas) are adopted with --index-columns and
     --values-column, streaming (shape from the largest indices unless --shape); --plain
     writes one back with no tensor metadata.
@@ -120,6 +131,8 @@ def convert(ctx, src, dst, from_format, to_format, shape, value_type, fill_value
       sptool convert /tmp/digits-table.parquet --index-columns image,pixel --values-column values -o /tmp/adopt.parquet
       sptool convert /tmp/digits.parquet -o /tmp/digits.jsonl --labels /tmp/labels.npy
       sptool convert sample_data/rowsparse.parquet -o /tmp/grad.npz --to rows
+      sptool convert sample_data/tensor3d.parquet -o /tmp/tensor3d.bsp.h5
+      sptool convert /tmp/tensor3d.bsp.h5 -o /tmp/tensor3d-back.parquet
     """
     opts = settings(ctx)
     job = Job("convert", quiet=opts["quiet"])

@@ -24,9 +24,10 @@ from .. import _kernels
 from .._memory import format_size
 from ..errors import DataError, InputError, ResourceError, UsageError
 from ..format import TensorMeta, value_type_of_dtype
-from ..io import AtomicTarget, row_bytes
+from ..io import AtomicTarget
 from ..stream.dense import NPY_HEADER_ERRORS
 from .common import Options, Reader, cast_or_fail, check_not_hybrid, check_zero_fill, coerce_fill
+from .gather import GatheringWriter
 
 BATCH_ROWS = 1 << 20
 REQUIRED = {"coo": ("shape", "data"), "csr": ("shape", "data", "indices", "indptr"),
@@ -69,7 +70,8 @@ class NpzReader(Reader):
             raise InputError("no such file or directory", path=path)
         headers = member_headers(path)
         if "format" not in headers:
-            raise DataError("missing key 'format': not a scipy.sparse .npz file", path=path)
+            hint = "; it is a binsparse file: give --from binsparse" if "binsparse" in headers else ""
+            raise DataError(f"missing key 'format': not a scipy.sparse .npz file{hint}", path=path)
         nbytes = sum(int(np.prod(s)) * d.itemsize for s, d in headers.values())
         data_shape, data_dtype = headers.get("data", ((0,), np.dtype(np.float64)))
         nnz = int(data_shape[0]) if data_shape else 0
@@ -163,10 +165,11 @@ def _compressed(arrays: dict, fmt: str, shape: tuple, nnz: int, path: str):
     return keys, order
 
 
-class NpzWriter:
+class NpzWriter(GatheringWriter):
     """Gathers the rows (checked against --memory as they come) and writes one coo archive."""
 
     hybrid_ok = False  # scipy.sparse holds one scalar per coordinate
+    what = "a .npz archive"
 
     def __init__(self, dst: str, meta: TensorMeta, opts: Options, unique_claim=None):
         if dst == "-":
@@ -176,46 +179,14 @@ class NpzWriter:
         check_zero_fill(meta, "npz")
         if meta.value_type in ("string", "binary"):
             raise UsageError(f"scipy.sparse cannot hold {meta.value_type} values")
-        self.meta = meta
-        self.dst = dst
-        self.budget = opts.budget
-        self.row_bytes = row_bytes(meta) * 3  # the rows, their concatenation, the compressor's copy
-        if meta.nnz is not None:
-            self._check(meta.nnz)
+        super().__init__(dst, meta, opts)
         self.target = AtomicTarget(dst, is_dir=False)
-        self.keys: list[np.ndarray] = []
-        self.values: list[np.ndarray] = []
-        self.rows = 0
-
-    def _check(self, rows: int):
-        need = rows * self.row_bytes
-        if need > self.budget.usable:
-            raise ResourceError(
-                f"a .npz archive is written from memory; {rows} entries need about {format_size(need)}, more "
-                f"than the {format_size(self.budget.usable)} that --memory {format_size(self.budget.total)} leaves "
-                "for data; raise --memory", path=self.dst)
-
-    def write(self, keys, values):
-        self.rows += keys.shape[1]
-        self._check(self.rows)
-        self.keys.append(np.array(keys, dtype=np.int64))
-        self.values.append(np.asarray(values))
-
-    def resolve_shape(self, shape):
-        """Extents a reader knows only at the end (svmlight's rows, empty last rows included)."""
-        self.meta = self.meta.with_(shape=tuple(shape))
 
     def close(self):
-        meta = self.meta
-        K = meta.sparse_ndim
-        keys = np.concatenate(self.keys, axis=1) if self.keys else np.empty((K, 0), dtype=np.int64)
-        dtype = np.float32 if meta.value_type == "float16" else meta.dtype
-        data = np.concatenate(self.values).astype(dtype) if self.values else np.empty(0, dtype=dtype)
-        shape = tuple(int(keys[k].max()) + 1 if s is None and keys.shape[1] else (s or 0)
-                      for k, s in enumerate(meta.shape))
+        keys, data, shape = self.gathered()
         arrays = {"format": np.bytes_(b"coo"), "shape": np.asarray(shape, dtype=np.int64), "data": data,
                   "_is_array": np.bool_(True)}
-        if K == 2:
+        if self.meta.sparse_ndim == 2:
             arrays.update(row=keys[0], col=keys[1])
         else:
             arrays.update(coords=keys)

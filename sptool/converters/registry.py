@@ -14,6 +14,7 @@ from functools import partial
 
 from ..errors import InputError, UsageError
 from ..io import PARQUET_MAGIC, STREAM_MAGIC
+from .binsparse import HDF5_MAGIC, BinsparseReader, BinsparseWriter
 from .common import Options, Reader
 from .compression import codec_of_name, without_codec
 from .delimited import DelimitedReader, DelimitedWriter
@@ -75,6 +76,8 @@ TABLE: tuple[Format, ...] = (
     Format("jsonl", (".jsonl", ".ndjson"), (), JsonlReader, JsonlWriter, streaming=True, text=True),
     Format("rows", (), (), rows_reader, RowsWriter, streaming=False),
     Format("torch", (".pt", ".pth"), (), torch_reader, None, streaming=False),
+    Format("binsparse", (".h5", ".hdf5", ".zarr"), (HDF5_MAGIC,), BinsparseReader, BinsparseWriter,
+           streaming=False),
 )
 
 BY_NAME = {f.name: f for f in TABLE}
@@ -94,9 +97,10 @@ def _check_format(fmt: str, option: str) -> str:
 
 def _by_name(path: str) -> str | None:
     """The format a path names: '-' and directories are sptool, else its extension (or None)."""
-    if path == "-" or path.endswith(("/", os.sep)) or os.path.isdir(path):
-        return "sptool"
-    return EXTENSIONS.get(os.path.splitext(without_codec(path))[1].lower())
+    ext = os.path.splitext(without_codec(path))[1].lower()
+    if path == "-" or path.endswith(("/", os.sep)) or (os.path.isdir(path) and ext != ".zarr"):
+        return "sptool"  # a directory is a dataset of parts, unless it is a .zarr container
+    return EXTENSIONS.get(ext)
 
 
 def _compressible(fmt: str, path: str) -> str:

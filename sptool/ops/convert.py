@@ -120,7 +120,8 @@ def convert(src: str | None, dst: str, *, from_format: str | None = None, to_for
             index_columns=None, values_column: str | None = None, plain: bool = False, dimension_names=None,
             rows: str | None = None, height: int | None = None, memory=None, progress=None) -> dict:
     """Convert a tensor between sptool and .tns, .mtx, .npz, .npy, .csv, .tsv, svmlight JSON lines or
-    .tfrecord, or adopt a plain table (Parquet, Arrow .arrow/.feather, CSV/TSV with a header) as one.
+    .tfrecord, or binsparse (.h5, .hdf5, .zarr; .npz with ``to_format="binsparse"``), or adopt a
+    plain table (Parquet, Arrow .arrow/.feather, CSV/TSV with a header) as one.
 
     Parameters
     ----------
@@ -295,6 +296,7 @@ def _convert(src: str, dst: str, src_fmt: str, dst_fmt: str, opts: Options, prog
             reader.close()
         _remove(spool)
     notes = [f"ids zero-based ({note})"] if note else getattr(first, "notes", [])
+    notes = notes + getattr(writer, "notes", [])  # what a writer changed (binsparse: canonicalised)
     plain = opts.table is not None and opts.table.plain
     return {"input": src, "output": dst, "from": src_fmt, "to": "plain table" if plain else dst_fmt,
             "rows_in": first.rows_in, "rows": pump.rows, "shape": out_shape, "value_type": meta.value_type,
