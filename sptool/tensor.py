@@ -367,9 +367,16 @@ class SparseTensor:
         return _api("div")(self, other, None) if _is_number(other) else NotImplemented
 
     def __matmul__(self, other):
-        """The matrix product with another 2-D SparseTensor (``sptool.matmul``, sparse result)."""
-        if isinstance(other, SparseTensor):
+        """The matrix product (``sptool.matmul``): with another 2-D SparseTensor a sparse result,
+        with a 2-D NumPy array a dense NumPy array (TensorFlow's sparse_dense_matmul)."""
+        if isinstance(other, (SparseTensor, np.ndarray)):
             return _api("matmul")(self, other, None)
+        return NotImplemented
+
+    def __rmatmul__(self, other):
+        """``ndarray @ SparseTensor``: the dense product as a NumPy array."""
+        if isinstance(other, np.ndarray):
+            return _api("matmul")(other, self, None)
         return NotImplemented
 
 

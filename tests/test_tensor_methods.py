@@ -6,6 +6,7 @@ import pytest
 from conftest import dense_oracle, random_tensor
 
 from sptool import SparseTensor
+from sptool.errors import ShapeMismatch
 
 
 @pytest.fixture
@@ -67,11 +68,29 @@ def test_matmul_sparse(rng):
     np.testing.assert_allclose((a @ b).to_dense(), dense_oracle(a) @ dense_oracle(b))
 
 
+@pytest.mark.parametrize("dtype", [np.float64, np.float32, np.int64, np.complex128])
+def test_matmul_with_arrays_gives_arrays(rng, dtype):
+    """SparseTensor @ ndarray and ndarray @ SparseTensor: dense NumPy products, in memory, as
+    TensorFlow's sparse_dense_matmul (duplicates accumulate)."""
+    a = random_tensor(rng, (6, 9), 25, duplicates=True)
+    d = (rng.standard_normal((9, 4)) * 10).astype(dtype)
+    got = a @ d
+    want = dense_oracle(a) @ d
+    assert isinstance(got, np.ndarray) and got.dtype == np.result_type(a.values.dtype, dtype)
+    np.testing.assert_allclose(got, want, rtol=1e-6)
+    e = (rng.standard_normal((3, 6)) * 10).astype(dtype)
+    got = e @ a
+    assert isinstance(got, np.ndarray)
+    np.testing.assert_allclose(got, e @ dense_oracle(a), rtol=1e-6)
+    with pytest.raises(ShapeMismatch):
+        a @ np.ones((4, 2))
+
+
 def test_unsupported_operands_raise_type_error(t):
     with pytest.raises(TypeError):
         t + "x"
     with pytest.raises(TypeError):
-        t @ np.ones((4, 2))
+        t @ [[1.0, 2.0]]
     with pytest.raises(TypeError):
         t * True
 

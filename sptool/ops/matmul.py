@@ -226,11 +226,18 @@ def _stream_spmm(src, path, swap: bool, conj: bool, spmm: _SpMM, m: int, k: int,
     return seen
 
 
-def _dense_product(sparse_path: str, dense_path: str, output, *, sparse_left: bool, adjoint_a: bool,
-                   adjoint_b: bool, budget: Budget, tmp_dir, progress) -> dict:
-    if not output or output == "-" or not str(output).lower().endswith(".npy"):
+def _dense_product(sparse_path: str, dense_path, output, *, sparse_left: bool, adjoint_a: bool,
+                   adjoint_b: bool, budget: Budget, tmp_dir, progress):
+    in_memory = isinstance(dense_path, np.ndarray)
+    if in_memory and output is None:
+        pass  # an array operand and no output: the product is returned as an array
+    elif not output or output == "-" or not str(output).lower().endswith(".npy"):
         raise UsageError("a product with a dense operand is dense: name the output *.npy with -o", path=output)
-    dense = open_dense(dense_path)
+    dense = dense_path if in_memory else open_dense(dense_path)
+    if in_memory:
+        dense_path = "the array operand"
+        if dense.dtype.kind not in "biufc":
+            raise UsageError(f"a dense operand must hold numbers, not {dense.dtype}")
     with ExitStack() as stack:
         (src,) = stack.enter_context(open_operands([sparse_path], tmp_dir))
         sparse_path = src.path  # a name for messages, also when the operand is an in-memory tensor
@@ -250,7 +257,7 @@ def _dense_product(sparse_path: str, dense_path: str, output, *, sparse_left: bo
         out_dtype = promote(meta.dtype, dense.dtype)
         cdt = compute_dtype(out_dtype)
         src = summed_if_promoted(src, cdt, tmp_dir=tmp_dir)  # duplicates sum in the value type first
-        nbytes = check_dense_size((m, n), out_dtype, output)
+        nbytes = check_dense_size((m, n), out_dtype, output) if output is not None else 0
         if sparse_left:
             # out = A' @ B': the sparse entries (transposed and conjugated for adjoint_a) times B'.
             swap, conj = adjoint_a, adjoint_a
@@ -264,10 +271,13 @@ def _dense_product(sparse_path: str, dense_path: str, output, *, sparse_left: bo
         if progress:
             progress.set_total(meta.nnz)
         scratch = _Scratch(stack, budget.total, tmp_dir, output)
-        target = AtomicTarget(output, is_dir=False)
+        target = AtomicTarget(output, is_dir=False) if output is not None else None
         try:
-            final = np.lib.format.open_memmap(target.tmp, mode="w+", dtype=out_dtype, shape=(m, n),
-                                              fortran_order=not sparse_left)
+            if target is None:
+                final = np.zeros((m, n), dtype=out_dtype, order="C" if sparse_left else "F")
+            else:
+                final = np.lib.format.open_memmap(target.tmp, mode="w+", dtype=out_dtype, shape=(m, n),
+                                                  fortran_order=not sparse_left)
             view = final if sparse_left else final.T  # C-contiguous (rows_out, cols) either way
             cast_back = False
             if cdt == out_dtype:
@@ -285,13 +295,16 @@ def _dense_product(sparse_path: str, dense_path: str, output, *, sparse_left: bo
                                  progress=progress)
             if cast_back:
                 copy_slabs(acc, view, budget)
+            if target is None:
+                return final
             final.flush()
             if nbytes > budget.total // 2:
                 release(final)
             del final, view, acc, spmm
             target.commit()
         except BaseException:
-            target.abort()
+            if target is not None:
+                target.abort()
             raise
     return {"rows": count, "shape": [m, n], "dtype": str(out_dtype), "bytes": nbytes, "output": "dense"}
 
@@ -565,6 +578,8 @@ def matmul(a: str, b: str, output: str | None, *, adjoint_a: bool = False, adjoi
       in Fortran order (np.load reads the same array).
     - both sparse → sparse, canonical (SpGEMM); B is held in memory as CSR, or taken in slabs
       of rows when it does not fit in half of ``memory``.
+    - a dense operand given as a NumPy array and no ``output`` → the dense product as a NumPy
+      array, in memory (what ``SparseTensor @ ndarray`` returns).
 
     The sparse operands must be matrices (2 sparse dimensions) with fill value 0, in any row
     order; duplicates accumulate.  An index outside the shape is an error naming the entry
@@ -584,7 +599,8 @@ def matmul(a: str, b: str, output: str | None, *, adjoint_a: bool = False, adjoi
     [200, 16]
     """
     check_inputs([a, b])
-    dense_a, dense_b = is_dense_path(a), is_dense_path(b)
+    dense_a = isinstance(a, np.ndarray) or is_dense_path(a)
+    dense_b = isinstance(b, np.ndarray) or is_dense_path(b)
     kw = {"adjoint_a": bool(adjoint_a), "adjoint_b": bool(adjoint_b), "budget": budget_of(memory), "tmp_dir": tmp_dir,
           "progress": progress}
     if dense_a and dense_b:
