@@ -567,3 +567,46 @@ def test_a_flipped_byte_in_a_page_is_refused_by_every_reader(tmp_path, column, b
     else:
         assert proc.returncode == 0 and np.isclose(float(proc.stdout), vals.sum()), proc.stderr
     assert snapshot(tmp_path) == before
+
+
+# -- 7. a damaged footer ------------------------------------------------------------------------
+
+@pytest.mark.parametrize("value", [7, 9, -1], ids=["fixed-len-byte-array", "unknown", "negative"])
+@pytest.mark.parametrize("where", ["file", "part"])
+def test_a_damaged_column_type_in_the_footer_is_refused_not_aborted(tmp_path, value, where):
+    """A column chunk's type field (located by our own Thrift walker, thrift_footer.py) set to
+    another type: pyarrow aborted the process (SIGABRT) when asked for that chunk's statistics."""
+    from thrift_footer import column_type_fields, replace_field, zigzag_varint
+
+    rng = np.random.default_rng(5)
+    idx = np.unique(rng.integers(0, 9, size=(30, 3)), axis=0)
+    good = tmp_path / "good.parquet"
+    sptool.write(sptool.SparseTensor(idx, rng.standard_normal(len(idx)), (9, 9, 9)), str(good))
+    data = good.read_bytes()
+    fields = column_type_fields(data)
+    assert [data[f.start] for f in fields] == [4, 4, 4, 10]  # zigzag INT64 (2) x3, DOUBLE (5): the walker's check
+    bad = replace_field(data, fields[1], zigzag_varint(value))
+    good.unlink()
+    if where == "part":
+        (tmp_path / "d").mkdir()
+        target = tmp_path / "d" / "part-000000.parquet"
+        name = "d"
+    else:
+        target = tmp_path / "bad.parquet"
+        name = "bad.parquet"
+    target.write_bytes(bad)
+    # The oracle: pyarrow reads the footer, and reports a type other than the schema's.
+    md = pq.read_metadata(str(target))
+    assert md.row_group(0).column(1).physical_type != md.schema.column(1).physical_type
+    before = snapshot(tmp_path)
+    for flags in ([], ["--metadata-only"]):
+        proc = sptool_run(tmp_path, "validate", "--json", *flags, name)
+        assert proc.returncode == 2, proc.stderr
+        (check,) = [c for c in json.loads(proc.stdout)["checks"] if not c["passed"]]
+        assert check["code"] == "E_NOT_PARQUET" and "the footer is damaged" in check["message"]
+    for args in (["info", name], ["info", "--scan", name], ["reduce", "--op", "sum", name],
+                 ["slice", name, "--start", "0,0,0", "--size", "2,2,2", "-o", "out.parquet"],
+                 ["todense", name, "-o", "out.npy"], ["reorder", name, "--order", "2,1,0", "-o", "out.parquet"]):
+        refused(sptool_run(tmp_path, *args), 2, target.name,
+                "the footer is damaged: row group 0 says column indices_1 holds", "[E_NOT_PARQUET]")
+    assert snapshot(tmp_path) == before
