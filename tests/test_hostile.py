@@ -610,3 +610,20 @@ def test_a_damaged_column_type_in_the_footer_is_refused_not_aborted(tmp_path, va
         refused(sptool_run(tmp_path, *args), 2, target.name,
                 "the footer is damaged: row group 0 says column indices_1 holds", "[E_NOT_PARQUET]")
     assert snapshot(tmp_path) == before
+
+
+@pytest.mark.parametrize("rows", [2**63 - 1, 0, -5])
+def test_a_row_group_count_that_does_not_add_up_is_refused(tmp_path, rows):
+    """A row group's num_rows damaged (the data pages are intact, so sptool decoded the right
+    entries, but pyarrow's own reader fails on the file: found by tests/fuzz.py)."""
+    from thrift_footer import footer_fields, replace_field, zigzag_varint
+
+    path = _valid_parquet(tmp_path)
+    data = path.read_bytes()
+    (field,) = [f for f in footer_fields(data)[1] if f.path == (4, 0, 3)]  # RowGroup.num_rows
+    path.write_bytes(replace_field(data, field, zigzag_varint(rows)))
+    md = pq.read_metadata(str(path))  # the oracle: pyarrow's count for the row group disagrees
+    assert md.row_group(0).num_rows == rows != md.num_rows == 2
+    proc = sptool_run(tmp_path, "validate", "--json", path.name)
+    assert proc.returncode == 2 and b"the footer is damaged" in proc.stdout
+    refused(sptool_run(tmp_path, "todense", path.name, "-o", "d.npy"), 2, path.name, "the footer is damaged")

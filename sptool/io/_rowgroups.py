@@ -40,12 +40,17 @@ class DamagedFooter(ValueError):
 
 
 def check_footer(md: pq.FileMetaData):
-    """Every column chunk of every row group has its column's physical type.  A damaged type
-    field otherwise aborts the process (an uncaught C++ exception, SIGABRT) as soon as anything
-    asks for the chunk's statistics: ``validate``, ``info``, ``slice``, even a plain read."""
+    """Every column chunk of every row group has its column's physical type, and the row groups'
+    row counts add up to the file's.  A damaged type field otherwise aborts the process (an
+    uncaught C++ exception, SIGABRT) as soon as anything asks for the chunk's statistics:
+    ``validate``, ``info``, ``slice``, even a plain read."""
     want = [md.schema.column(c).physical_type for c in range(md.num_columns)]
+    rows = 0
     for r in range(md.num_row_groups):
         rg = md.row_group(r)
+        if rg.num_rows < 0:
+            raise DamagedFooter(f"the footer is damaged: row group {r} holds {rg.num_rows} rows")
+        rows += rg.num_rows
         if rg.num_columns != len(want):
             raise DamagedFooter(f"the footer is damaged: row group {r} has {rg.num_columns} column chunks "
                                 f"for {len(want)} columns")
@@ -54,6 +59,9 @@ def check_footer(md: pq.FileMetaData):
             if got != t:
                 raise DamagedFooter(f"the footer is damaged: row group {r} says column {md.schema.column(c).name}"
                                     f" holds {got}, the schema says {t}")
+    if rows != md.num_rows:
+        # Planning reads by the row groups' counts (plan_chunks) needs them to add up.
+        raise DamagedFooter(f"the footer is damaged: its row groups hold {rows} rows, the file {md.num_rows}")
 
 
 def read_failure_code(e: Exception) -> str:
