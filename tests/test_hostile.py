@@ -107,8 +107,10 @@ def complex_stream_short_buffer(path):
     sptool.write(t, str(path))
     data = bytearray(path.read_bytes())
     want = struct.pack("<q", 3 * 8)
-    # The message lists (offset, length) per buffer in column order; the last 24 is imag's data.
-    at = max(i for i in range(len(data) - 7) if data[i:i + 8] == want)
+    # The message lists (offset, length) per buffer in column order; the last 24 before the
+    # trailer message is imag's data.
+    end = data.rfind(b"\xff\xff\xff\xff", 0, data.rfind(TRAILER_KEY))  # the trailer message's start
+    at = max(i for i in range(end - 7) if data[i:i + 8] == want)
     data[at:at + 8] = struct.pack("<q", 8)
     path.write_bytes(bytes(data))
 
