@@ -629,3 +629,28 @@ def test_a_row_group_count_that_does_not_add_up_is_refused(tmp_path, rows):
     proc = sptool_run(tmp_path, "validate", "--json", path.name)
     assert proc.returncode == 2 and b"the footer is damaged" in proc.stdout
     refused(sptool_run(tmp_path, "todense", path.name, "-o", "d.npy"), 2, path.name, "the footer is damaged")
+
+
+def test_a_level_histogram_that_does_not_fit_its_column_is_refused_not_aborted(tmp_path):
+    """A dense-block (list) column declared OPTIONAL in the footer's schema: its chunks' definition
+    level histograms (written for the REQUIRED column) no longer fit, and pyarrow aborted (SIGABRT)
+    making the chunk's metadata.  Found by tests/fuzz.py (seed 2, case 1508)."""
+    from thrift_footer import footer_fields, replace_field, zigzag_varint
+
+    path = tmp_path / "h.parquet"
+    sptool.write(sptool.SparseTensor(np.array([[0], [2]]), np.ones((2, 2, 2)), (4, 2, 2)), str(path))
+    data = path.read_bytes()
+    fields = footer_fields(data)[1]
+    (leaf,) = [f for f in fields if f.path == (2, 4, 3)]  # SchemaElement 4 (the list's element): repetition
+    assert data[leaf.start] == 0  # REQUIRED (zigzag 0), as sptool writes it
+    (hist,) = [f for f in fields if f.path[:1] == (4,) and f.path[-3:] == (3, 16, 3) and f.path[3] == 1]
+    path.write_bytes(replace_field(data, leaf, zigzag_varint(1)))  # OPTIONAL
+    # The oracle: pyarrow now expects one more definition level than the histogram holds.
+    assert pq.read_metadata(str(path)).schema.column(1).max_definition_level == 2
+    assert hist.end > hist.start
+    before = snapshot(tmp_path)
+    proc = sptool_run(tmp_path, "validate", "--json", path.name)
+    assert proc.returncode == 2 and b"a level histogram has 2 entries, the schema allows 3" in proc.stdout
+    for args in (["info", path.name], ["todense", path.name, "-o", "d.npy"], ["reduce", "--op", "sum", path.name]):
+        refused(sptool_run(tmp_path, *args), 2, path.name, "the footer is damaged", "[E_NOT_PARQUET]")
+    assert snapshot(tmp_path) == before
