@@ -36,13 +36,16 @@ INT64 = pa.int64()
 CASES: dict[str, tuple[Callable[[str], None], dict]] = {}
 
 
-def case(name: str, *, valid: bool, codes=(), description: str, info=(), deep_codes=None):
-    """Register a builder ``fn(case_dir)`` for the case ``name`` with its expected report."""
+def case(name: str, *, valid: bool, codes=(), description: str, info=(), deep_codes=None, strict_codes=None):
+    """Register a builder ``fn(case_dir)`` for the case ``name`` with its expected report (and,
+    with ``strict_codes``, the codes strict mode adds to it)."""
     expected = {"valid": valid, "codes": sorted(set(codes)), "description": description}
     if info:
         expected["info"] = sorted(set(info))
     if deep_codes is not None:
         expected["deep_codes"] = sorted(set(deep_codes))
+    if strict_codes is not None:
+        expected["strict_codes"] = sorted(set(strict_codes))
 
     def register(fn):
         assert name not in CASES, name
@@ -454,6 +457,60 @@ def _(d):
     data = stream_bytes(t.schema, header, [(t.slice(0, 2), None), (t.slice(2), None),
                                            (empty_like(t), trailer(4, [4, 5]))])
     write_bytes(os.path.join(d, "data.arrows"), data)
+
+
+def digested_stream(t: pa.Table, header, *, flip_value: float | None = None, wrong: bool = False) -> bytes:
+    """A stream of ``t`` in two batches whose trailer carries the CRC-32C (google-crc32c, not
+    sptool) of every byte before the trailer message: the bytes a stream of the same batches
+    without a trailer or end-of-stream marker holds (the writer is deterministic)."""
+    import google_crc32c
+
+    batches = [(t.slice(0, 2), None), (t.slice(2), None)]
+    prefix = stream_bytes(t.schema, header, batches, eos=False)
+    crc = google_crc32c.value(prefix) ^ (1 if wrong else 0)
+    nnz, shape = t.num_rows, [4, 5]
+    tail = {"sptool.trailer": dumps({"nnz": nnz, "shape": shape, "crc32c": crc})}
+    data = stream_bytes(t.schema, header, batches + [(empty_like(t), tail)])
+    assert data.startswith(prefix)
+    if flip_value is not None:  # one bit of one stored value changed after writing
+        at = data.index(struct.pack("<d", flip_value))
+        data = data[:at] + bytes([data[at] ^ 1]) + data[at + 1:]
+    return data
+
+
+@case("valid_stream_digest", valid=True, strict_codes=[],
+      description="IPC stream whose trailer carries the crc32c digest of every byte before the trailer message "
+                  "(passes strict mode)")
+def _(d):
+    write_bytes(os.path.join(d, "data.arrows"), digested_stream(table_2d(), smeta()))
+
+
+@case("stream_digest_mismatch", valid=False, codes=["E_STREAM_DIGEST"],
+      description="IPC stream whose trailer's crc32c differs from the CRC-32C of the bytes before it")
+def _(d):
+    write_bytes(os.path.join(d, "data.arrows"), digested_stream(table_2d(), smeta(), wrong=True))
+
+
+@case("stream_digest_flipped_value", valid=False, codes=["E_STREAM_DIGEST"],
+      description="IPC stream with a digest, then one bit of a stored value flipped: the data is still "
+                  "well-formed, only the digest can tell")
+def _(d):
+    write_bytes(os.path.join(d, "data.arrows"), digested_stream(table_2d(), smeta(), flip_value=2.5))
+
+
+@case("stream_without_digest_strict", valid=True, strict_codes=["W_NO_STREAM_DIGEST"],
+      description="IPC stream with a trailer but no crc32c digest: valid, but strict mode requires the digest")
+def _(d):
+    t = table_2d()
+    data = stream_bytes(t.schema, smeta(), [(t, None), (empty_like(t), trailer(4, [4, 5]))])
+    write_bytes(os.path.join(d, "data.arrows"), data)
+
+
+@case("parquet_without_checksums_strict", valid=True, strict_codes=["W_NO_PAGE_CHECKSUMS"],
+      description="Parquet file without the sptool.page_checksums footer entry: valid, but strict mode "
+                  "requires page checksums")
+def _(d):
+    write_parquet(data_file(d), table_2d(), meta())
 
 
 @case("valid_stream_cut_at_batch_boundary", valid=True,

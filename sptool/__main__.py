@@ -1,3 +1,23 @@
-from .cli import main
+"""``python -m sptool`` and the ``sptool`` script."""
 
-main()
+import os
+import signal
+
+
+def _interrupted(signum, frame):
+    # Ctrl-C or SIGTERM while the command line is still loading (numpy, pyarrow): nothing has
+    # been written yet, so leave at once, as an interrupted command does, without a traceback.
+    os.write(2, b"sptool: interrupted; no output was written\n")
+    os._exit(130)
+
+
+def run():
+    signal.signal(signal.SIGINT, _interrupted)
+    signal.signal(signal.SIGTERM, _interrupted)
+    from .cli import main
+
+    main()
+
+
+if __name__ == "__main__":
+    run()

@@ -26,6 +26,8 @@ TRAILER_KEY = "sptool.trailer"
 # A footer entry beside METADATA_KEY: its value "crc32" records that every page header carries a
 # CRC-32 of the page (Parquet's PageHeader.crc), so that a reader can verify them (SPEC §6).
 CHECKSUMS_KEY = "sptool.page_checksums"
+# The trailer's optional whole-content digest of a stream (SPEC §8): CRC-32C of the bytes before it.
+DIGEST_KEY = "crc32c"
 INT64_MAX = 2**63 - 1
 
 REQUIRED_KEYS = (
@@ -318,6 +320,8 @@ def trailer_problem(t, ndim: int) -> str | None:
     shape = t.get("shape")
     if not isinstance(shape, list) or len(shape) != ndim or not all(count(s) for s in shape):
         return f'the trailer\'s "shape" must list {ndim} non-negative integers'
+    if DIGEST_KEY in t and not (count(t[DIGEST_KEY]) and t[DIGEST_KEY] < 2**32):
+        return f'the trailer\'s "{DIGEST_KEY}" must be an integer in [0, 2^32)'
     return None
 
 

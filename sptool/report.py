@@ -49,6 +49,7 @@ CODES: dict[str, tuple[str, str]] = {
     "W_NO_STATISTICS": (WARNING, "index column chunks carry min/max statistics"),
     "E_STATS_OUT_OF_BOUNDS": (ERROR, "statistics show indices within shape"),
     "E_STATS_NOT_SORTED": (ERROR, "statistics show the leading sort key non-decreasing across row groups"),
+    "W_NO_PAGE_CHECKSUMS": (WARNING, "the footer records page checksums (strict mode)"),
     # C. data scan
     "E_READ_FAILED": (FATAL, "the data decodes"),
     "E_PAGE_CHECKSUM": (FATAL, "every page matches its CRC-32"),
@@ -72,6 +73,8 @@ CODES: dict[str, tuple[str, str]] = {
     "E_STREAM_TRUNCATED": (ERROR, "the promised trailer arrived"),
     "E_TRAILER_CONFLICT": (ERROR, "the trailer agrees with the header"),
     "E_STREAM_SHAPE_UNRESOLVED": (ERROR, "every shape entry is known at the end"),
+    "E_STREAM_DIGEST": (ERROR, "the bytes before the trailer match its crc32c digest"),
+    "W_NO_STREAM_DIGEST": (WARNING, "the trailer carries a crc32c digest (strict mode)"),
 }
 
 

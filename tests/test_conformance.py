@@ -144,7 +144,8 @@ def test_corpus_covers_every_code():
     seen = set()
     for name in _case_names():
         exp = _expected(name)
-        seen |= set(exp["codes"]) | set(exp.get("deep_codes", ())) | set(exp.get("info", ()))
+        seen |= set(exp["codes"]) | set(exp.get("deep_codes", ())) | set(exp.get("info", ())) | set(
+            exp.get("strict_codes", ()))
     missing = sorted(c for c in CODES if c not in seen)
     assert not missing, f"no conformance case reports {missing}"
     assert seen <= set(CODES), sorted(seen - set(CODES))
@@ -153,7 +154,7 @@ def test_corpus_covers_every_code():
 def test_expected_files_are_well_formed():
     for name in _case_names():
         exp = _expected(name)
-        assert set(exp) <= {"valid", "codes", "description", "info", "deep_codes"}, name
+        assert set(exp) <= {"valid", "codes", "description", "info", "deep_codes", "strict_codes"}, name
         assert exp["codes"] == sorted(set(exp["codes"])), name
         errors = [c for c in exp["codes"] if CODES[c][0] in ("fatal", "error")]
         assert exp["valid"] == (not errors), name
@@ -185,6 +186,19 @@ def test_validate_deep(name):
     codes, _ = _failed(report)
     want_valid = not any(CODES[c][0] in ("fatal", "error") for c in exp["deep_codes"])
     assert (report.valid, codes) == (want_valid, exp["deep_codes"]), [p.message for p in report.problems]
+
+
+_STRICT = [n for n in _case_names() if "strict_codes" in _expected(n)]
+
+
+@pytest.mark.parametrize("name", _params(_STRICT))
+def test_validate_strict(name):
+    """Strict mode adds its own checks (page checksums, a stream digest) to the full mode's."""
+    exp = _expected(name)
+    report = sptool.validate(_target(os.path.join(CORPUS, name)), strict=True)
+    codes, _ = _failed(report)
+    assert codes == sorted(set(exp["codes"]) | set(exp["strict_codes"])), [p.message for p in report.problems]
+    assert report.ok(strict=True) == (exp["valid"] and not exp["strict_codes"])
 
 
 _VALID = [n for n in _case_names() if _expected(n)["valid"]]

@@ -107,8 +107,10 @@ def complex_stream_short_buffer(path):
     sptool.write(t, str(path))
     data = bytearray(path.read_bytes())
     want = struct.pack("<q", 3 * 8)
-    # The message lists (offset, length) per buffer in column order; the last 24 is imag's data.
-    at = max(i for i in range(len(data) - 7) if data[i:i + 8] == want)
+    # The message lists (offset, length) per buffer in column order; the last 24 before the
+    # trailer message is imag's data.
+    end = data.rfind(b"\xff\xff\xff\xff", 0, data.rfind(TRAILER_KEY))  # the trailer message's start
+    at = max(i for i in range(end - 7) if data[i:i + 8] == want)
     data[at:at + 8] = struct.pack("<q", 8)
     path.write_bytes(bytes(data))
 
@@ -566,4 +568,89 @@ def test_a_flipped_byte_in_a_page_is_refused_by_every_reader(tmp_path, column, b
         refused(proc, 1, path.name, "E_PAGE_CHECKSUM")
     else:
         assert proc.returncode == 0 and np.isclose(float(proc.stdout), vals.sum()), proc.stderr
+    assert snapshot(tmp_path) == before
+
+
+# -- 7. a damaged footer ------------------------------------------------------------------------
+
+@pytest.mark.parametrize("value", [7, 9, -1], ids=["fixed-len-byte-array", "unknown", "negative"])
+@pytest.mark.parametrize("where", ["file", "part"])
+def test_a_damaged_column_type_in_the_footer_is_refused_not_aborted(tmp_path, value, where):
+    """A column chunk's type field (located by our own Thrift walker, thrift_footer.py) set to
+    another type: pyarrow aborted the process (SIGABRT) when asked for that chunk's statistics."""
+    from thrift_footer import column_type_fields, replace_field, zigzag_varint
+
+    rng = np.random.default_rng(5)
+    idx = np.unique(rng.integers(0, 9, size=(30, 3)), axis=0)
+    good = tmp_path / "good.parquet"
+    sptool.write(sptool.SparseTensor(idx, rng.standard_normal(len(idx)), (9, 9, 9)), str(good))
+    data = good.read_bytes()
+    fields = column_type_fields(data)
+    assert [data[f.start] for f in fields] == [4, 4, 4, 10]  # zigzag INT64 (2) x3, DOUBLE (5): the walker's check
+    bad = replace_field(data, fields[1], zigzag_varint(value))
+    good.unlink()
+    if where == "part":
+        (tmp_path / "d").mkdir()
+        target = tmp_path / "d" / "part-000000.parquet"
+        name = "d"
+    else:
+        target = tmp_path / "bad.parquet"
+        name = "bad.parquet"
+    target.write_bytes(bad)
+    # The oracle: pyarrow reads the footer, and reports a type other than the schema's.
+    md = pq.read_metadata(str(target))
+    assert md.row_group(0).column(1).physical_type != md.schema.column(1).physical_type
+    before = snapshot(tmp_path)
+    for flags in ([], ["--metadata-only"]):
+        proc = sptool_run(tmp_path, "validate", "--json", *flags, name)
+        assert proc.returncode == 2, proc.stderr
+        (check,) = [c for c in json.loads(proc.stdout)["checks"] if not c["passed"]]
+        assert check["code"] == "E_NOT_PARQUET" and "the footer is damaged" in check["message"]
+    for args in (["info", name], ["info", "--scan", name], ["reduce", "--op", "sum", name],
+                 ["slice", name, "--start", "0,0,0", "--size", "2,2,2", "-o", "out.parquet"],
+                 ["todense", name, "-o", "out.npy"], ["reorder", name, "--order", "2,1,0", "-o", "out.parquet"]):
+        refused(sptool_run(tmp_path, *args), 2, target.name,
+                "the footer is damaged: row group 0 says column indices_1 holds", "[E_NOT_PARQUET]")
+    assert snapshot(tmp_path) == before
+
+
+@pytest.mark.parametrize("rows", [2**63 - 1, 0, -5])
+def test_a_row_group_count_that_does_not_add_up_is_refused(tmp_path, rows):
+    """A row group's num_rows damaged (the data pages are intact, so sptool decoded the right
+    entries, but pyarrow's own reader fails on the file: found by tests/fuzz.py)."""
+    from thrift_footer import footer_fields, replace_field, zigzag_varint
+
+    path = _valid_parquet(tmp_path)
+    data = path.read_bytes()
+    (field,) = [f for f in footer_fields(data)[1] if f.path == (4, 0, 3)]  # RowGroup.num_rows
+    path.write_bytes(replace_field(data, field, zigzag_varint(rows)))
+    md = pq.read_metadata(str(path))  # the oracle: pyarrow's count for the row group disagrees
+    assert md.row_group(0).num_rows == rows != md.num_rows == 2
+    proc = sptool_run(tmp_path, "validate", "--json", path.name)
+    assert proc.returncode == 2 and b"the footer is damaged" in proc.stdout
+    refused(sptool_run(tmp_path, "todense", path.name, "-o", "d.npy"), 2, path.name, "the footer is damaged")
+
+
+def test_a_level_histogram_that_does_not_fit_its_column_is_refused_not_aborted(tmp_path):
+    """A dense-block (list) column declared OPTIONAL in the footer's schema: its chunks' definition
+    level histograms (written for the REQUIRED column) no longer fit, and pyarrow aborted (SIGABRT)
+    making the chunk's metadata.  Found by tests/fuzz.py (seed 2, case 1508)."""
+    from thrift_footer import footer_fields, replace_field, zigzag_varint
+
+    path = tmp_path / "h.parquet"
+    sptool.write(sptool.SparseTensor(np.array([[0], [2]]), np.ones((2, 2, 2)), (4, 2, 2)), str(path))
+    data = path.read_bytes()
+    fields = footer_fields(data)[1]
+    (leaf,) = [f for f in fields if f.path == (2, 4, 3)]  # SchemaElement 4 (the list's element): repetition
+    assert data[leaf.start] == 0  # REQUIRED (zigzag 0), as sptool writes it
+    (hist,) = [f for f in fields if f.path[:1] == (4,) and f.path[-3:] == (3, 16, 3) and f.path[3] == 1]
+    path.write_bytes(replace_field(data, leaf, zigzag_varint(1)))  # OPTIONAL
+    # The oracle: pyarrow now expects one more definition level than the histogram holds.
+    assert pq.read_metadata(str(path)).schema.column(1).max_definition_level == 2
+    assert hist.end > hist.start
+    before = snapshot(tmp_path)
+    proc = sptool_run(tmp_path, "validate", "--json", path.name)
+    assert proc.returncode == 2 and b"a level histogram has 2 entries, the schema allows 3" in proc.stdout
+    for args in (["info", path.name], ["todense", path.name, "-o", "d.npy"], ["reduce", "--op", "sum", path.name]):
+        refused(sptool_run(tmp_path, *args), 2, path.name, "the footer is damaged", "[E_NOT_PARQUET]")
     assert snapshot(tmp_path) == before

@@ -35,7 +35,6 @@ CLI_ONLY = {
     ("info", "as_json"): "output format; sptool.info returns the dict that --json prints",
     ("head", "as_json"): "output format; sptool.head returns the (indices, values, meta) that --json prints",
     ("validate", "as_json"): "output format; sptool.validate returns the Report (Report.as_dict() is the JSON)",
-    ("validate", "strict"): "exit status only; the API caller asks the returned Report.ok(strict=True)",
     ("reduce", "as_json"): "output format; sptool.reduce returns the scalar or summary dict that --json prints",
 }
 

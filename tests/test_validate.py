@@ -151,3 +151,35 @@ def test_overflowing_fill_values_are_reported_not_raised(tmp_path, fill_json):
                      schema=_schema(2))
     r = sptool.validate(path)
     assert "E_FILL_VALUE" in r.codes and not r.valid
+
+
+def test_strict_requires_page_checksums(tmp_path):
+    """--strict: a Parquet file without the footer's record of page checksums fails with
+    W_NO_PAGE_CHECKSUMS; one sptool wrote passes.  The oracle for what each file holds is
+    pyarrow's reading of the footer."""
+    import subprocess
+    import sys
+
+    ours = tmp_path / "ours.parquet"
+    sptool.write(sptool.SparseTensor(np.array([[0, 1], [1, 0]]), np.array([1.0, 2.0]), (2, 2)), str(ours))
+    table = pq.read_table(str(ours))
+    md = pq.read_metadata(str(ours)).metadata
+    assert md[b"sptool.page_checksums"] == b"crc32"
+    foreign = tmp_path / "foreign.parquet"  # the same table, written by pyarrow without checksums
+    pq.write_table(table.replace_schema_metadata({b"sptool": md[b"sptool"]}), str(foreign),
+                   sorting_columns=[pq.SortingColumn(0), pq.SortingColumn(1)])
+    assert b"sptool.page_checksums" not in pq.read_metadata(str(foreign)).metadata
+
+    def run(*args):
+        proc = subprocess.run([sys.executable, "-m", "sptool", "validate", "--json", *args], capture_output=True)
+        return proc.returncode, json.loads(proc.stdout)
+
+    code, doc = run(str(foreign))
+    assert code == 0 and doc["valid"]  # not required unless strict
+    code, doc = run("--strict", str(foreign))
+    assert code == 1 and not doc["valid"]
+    assert [c["code"] for c in doc["checks"] if not c["passed"]] == ["W_NO_PAGE_CHECKSUMS"]
+    code, doc = run("--strict", str(ours))
+    assert code == 0 and doc["valid"], doc
+    assert sptool.validate(str(foreign), strict=True).codes == ["W_NO_PAGE_CHECKSUMS"]
+    assert not sptool.validate(str(foreign), strict=True).ok(strict=True)

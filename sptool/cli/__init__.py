@@ -8,6 +8,7 @@ with a one-line message (a traceback only with --debug).
 from __future__ import annotations
 
 import os
+import signal
 import sys
 import traceback
 
@@ -59,6 +60,11 @@ class SptoolGroup(click.Group):
 
     def invoke(self, ctx: click.Context):
         try:
+            if _from_main:
+                # From here on an interrupted command cleans up (below); until now the early
+                # handler of sptool.__main__ exited at once, with nothing to clean.
+                signal.signal(signal.SIGINT, signal.default_int_handler)
+                signal.signal(signal.SIGTERM, _terminate)
             return self._invoke_clearing_bars(ctx)
         except SptoolError as e:
             _fail(ctx, str(e), e.exit_code)
@@ -194,14 +200,17 @@ def _terminate(signum, frame):
     raise KeyboardInterrupt
 
 
+_from_main = False  # set by main(): the signal handlers are the command line's to set
+
+
 def main(argv=None):
-    import signal
+    global _from_main
 
     # The command line never calls BLAS, but OpenBLAS (loaded with numpy) starts a thread pool
     # that spins on the second core for a while: about 0.1 CPU-second a run taken from the
     # decoding threads (measured on reduce).  Set before any command module imports numpy.
     os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
-    signal.signal(signal.SIGTERM, _terminate)
+    _from_main = True
     try:
         cli.main(args=argv, prog_name="sptool")
         code = 0

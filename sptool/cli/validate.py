@@ -18,7 +18,8 @@ _STYLE = {"fatal": "bold red", "error": "red", "warning": "yellow", "info": "cya
               "if several).")
 @click.option("--metadata-only", is_flag=True, help="Check metadata, schema and footers only; read no data.")
 @click.option("--deep", is_flag=True, help="Also check uniqueness when sort_order does not fix the row order.")
-@click.option("--strict", is_flag=True, help="Treat warnings as failures (exit 1).")
+@click.option("--strict", is_flag=True, help="Treat warnings as failures (exit 1), and require page checksums "
+              "in Parquet files and a content digest in streams.")
 @common_options
 @click.pass_context
 def validate(ctx, tensors, as_json, metadata_only, deep, strict):
@@ -41,7 +42,7 @@ def validate(ctx, tensors, as_json, metadata_only, deep, strict):
     for path in tensors:
         job = Job(f"validate {path}", quiet=opts["quiet"] or as_json)
         try:
-            report = validate_op(path, metadata_only=metadata_only, deep=deep, memory=opts["memory"],
+            report = validate_op(path, metadata_only=metadata_only, deep=deep, strict=strict, memory=opts["memory"],
                                  progress=job)
         except SptoolError as e:
             # One unreadable tensor does not stop the others; its line says why, and the exit

@@ -24,7 +24,7 @@ import pyarrow.parquet as pq
 from .. import _kernels
 from ..errors import DataError, InputError, UsageError
 from ..format import INT64_MAX, TensorMeta, index_column, value_type_of_dtype
-from ..io import READ_ERRORS, AtomicTarget, list_parts, locate, make_batch
+from ..io import READ_ERRORS, AtomicTarget, list_parts, locate, make_batch, parquet_file
 from .common import Options, Reader, cast_or_fail, coerce_fill
 from .compression import _Prefixed, open_binary, reading
 from .text import chunk_bytes
@@ -83,7 +83,7 @@ def _parquet_files(path: str) -> list[str]:
 
 def _open_parquet(path: str) -> pq.ParquetFile:
     try:
-        return pq.ParquetFile(path, pre_buffer=False)
+        return parquet_file(path)
     except READ_ERRORS as e:
         raise InputError(f"not a readable Parquet file ({str(e).strip().splitlines()[0]})", path=path) from None
 

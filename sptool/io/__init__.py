@@ -6,8 +6,10 @@ import-linter contract in pyproject.toml holds the rest of sptool to that).
 
 from ._arrays import arrow_of, batch_keys, batch_values, make_batch, normalize_batch, values_array
 from ._atomic import AtomicTarget, ClosesOrAborts, SideOutputs
+from ._digest import DigestReader, digest_problem
 from ._prefetch import prefetch
 from ._rowgroups import check_text, parquet_file, plan_chunks, read_chunks, read_failure_code
+from ._scratch import make_scratch_dir, scratch_dir, sibling_name, sweep
 from .background import Background
 from .sink import OrderTracker, TensorSink, check_shape, open_sink, output_kind, parquet_writer_options, schema_of
 from .source import (
@@ -42,5 +44,6 @@ __all__ = [
     "parquet_file", "read_failure_code", "check_text",
     "READ_ERRORS", "MemorySource", "open_input", "read_stream_batch", "DamagedBatch",
     "open_operands", "check_inputs", "part_name", "is_part_name", "list_parts", "sniff", "locate",
-    "CANONICAL_PART_NAME", "SideOutputs",
+    "CANONICAL_PART_NAME", "SideOutputs", "scratch_dir", "make_scratch_dir", "sibling_name", "sweep",
+    "DigestReader", "digest_problem",
 ]

@@ -4,15 +4,10 @@ from __future__ import annotations
 
 import os
 import shutil
-import uuid
 
 from ..errors import UsageError
+from ._scratch import sibling_name, sweep
 from .source import is_part_name
-
-
-def _sibling(path: str, tag: str) -> str:
-    head, tail = os.path.split(os.path.abspath(path))
-    return os.path.join(head, f".{tail}.{tag}-{os.getpid()}-{uuid.uuid4().hex[:8]}")
 
 
 def check_replaceable_dir(path: str):
@@ -71,13 +66,14 @@ class AtomicTarget:
                 self._remove_made()
                 raise UsageError(f"cannot create the directory {d}: {e.strerror}", path=final) from None
             self.made.append(d)
-        self.tmp = _sibling(final, "tmp")
+        sweep(os.path.dirname(os.path.abspath(final)))  # a SIGKILLed run's .NAME.tmp-PID-... files
+        self.tmp = sibling_name(final, "tmp")
         if is_dir:
             os.mkdir(self.tmp)
 
     def commit(self):
         if self.is_dir and os.path.exists(self.final):
-            old = _sibling(self.final, "old")
+            old = sibling_name(self.final, "old")
             os.rename(self.final, old)
             os.rename(self.tmp, self.final)
             shutil.rmtree(old, ignore_errors=True)

@@ -21,6 +21,7 @@ import pyarrow.parquet as pq
 
 from .._memory import ROW_GROUP_ROWS
 from .._threads import THREADS
+from ._footer import check_levels
 
 
 def parquet_file(path: str, metadata=None) -> pq.ParquetFile:
@@ -29,7 +30,35 @@ def parquet_file(path: str, metadata=None) -> pq.ParquetFile:
     verification failed"), and no pre-buffering.  Only opens: the caller reads the footer."""
     # pre_buffer=False: pre-buffering a row group's column chunks doubled peak memory
     # (10M rows at --memory 64MiB: 199 MiB vs 103 MiB) for no gain in speed.
-    return pq.ParquetFile(path, metadata=metadata, pre_buffer=False, page_checksum_verification=True)
+    pf = pq.ParquetFile(path, metadata=metadata, pre_buffer=False, page_checksum_verification=True)
+    if metadata is None:  # a footer handed in was checked when its file was opened
+        check_footer(path, pf.metadata)
+    return pf
+
+
+class DamagedFooter(ValueError):
+    """A footer that parses but contradicts itself: asking pyarrow about it would abort."""
+
+
+def check_footer(path: str, md: pq.FileMetaData):
+    """The footer agrees with itself where pyarrow would otherwise abort the process (an uncaught
+    C++ exception, SIGABRT) as soon as anything makes a column chunk's metadata (``validate``,
+    ``info``, a plain read): each chunk's type and level histograms fit its column (checked on
+    our own reading of the footer, io/_footer.py, before pyarrow makes any chunk's metadata),
+    and the row groups' row counts add up to the file's."""
+    problem = check_levels(path, md.schema)
+    if problem:
+        raise DamagedFooter(f"the footer is damaged: {problem}")
+    rows = 0
+    for r in range(md.num_row_groups):
+        rg = md.row_group(r)
+        if rg.num_rows < 0 or rg.num_columns != md.num_columns:
+            raise DamagedFooter(f"the footer is damaged: row group {r} holds {rg.num_rows} rows in "
+                                f"{rg.num_columns} column chunks for {md.num_columns} columns")
+        rows += rg.num_rows
+    if rows != md.num_rows:
+        # Planning reads by the row groups' counts (plan_chunks) needs them to add up.
+        raise DamagedFooter(f"the footer is damaged: its row groups hold {rows} rows, the file {md.num_rows}")
 
 
 def read_failure_code(e: Exception) -> str:

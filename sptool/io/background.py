@@ -20,19 +20,27 @@ class Background(ClosesOrAborts):
         self.method = getattr(inner, method)
         self.q = queue.Queue(maxsize=depth)
         self.error = None
+        # Set when the thread has finished, and waited on instead of Thread.join: a join cut
+        # short by Ctrl-C can leave the thread marked as stopped while it still writes, and
+        # abort() would then remove the output under it.
+        self.done = threading.Event()
+        self._stop_sent = False
         self.thread = threading.Thread(target=self._run, name="sptool-writer", daemon=True)
         self.thread.start()
 
     def _run(self):
-        while True:
-            item = self.q.get()
-            if item is None:
-                return
-            if self.error is None:
-                try:
-                    self.method(*item)
-                except BaseException as e:  # raised again on the caller's thread
-                    self.error = e
+        try:
+            while True:
+                item = self.q.get()
+                if item is None:
+                    return
+                if self.error is None:
+                    try:
+                        self.method(*item)
+                    except BaseException as e:  # raised again on the caller's thread
+                        self.error = e
+        finally:
+            self.done.set()
 
     def write(self, *args):
         """Queue one call; returns the number of rows (for keys, values calls)."""
@@ -42,8 +50,10 @@ class Background(ClosesOrAborts):
         return args[0].shape[1] if isinstance(args[0], np.ndarray) else args[0].num_rows
 
     def _join(self):
-        self.q.put(None)
-        self.thread.join()
+        if not self._stop_sent:
+            self.q.put(None)
+            self._stop_sent = True
+        self.done.wait()
 
     def close(self):
         self._join()
@@ -52,7 +62,7 @@ class Background(ClosesOrAborts):
         return self.inner.close()
 
     def abort(self):
-        if self.thread.is_alive():
+        if not self.done.is_set():
             self.error = self.error or RuntimeError("aborted")
             self._join()
         self.inner.abort()

@@ -6,6 +6,7 @@ import json
 import math
 import os
 import sys
+import threading
 from collections import deque
 from concurrent.futures import ThreadPoolExecutor
 
@@ -19,6 +20,7 @@ from .._messages import out_of_bounds, out_of_order, repeated
 from ..errors import DataError, ResourceError, UsageError
 from ..format import (
     CHECKSUMS_KEY,
+    DIGEST_KEY,
     INT64_MAX,
     METADATA_KEY,
     TRAILER_KEY,
@@ -28,6 +30,7 @@ from ..format import (
 )
 from ._arrays import batch_values, make_batch
 from ._atomic import AtomicTarget, ClosesOrAborts
+from ._digest import DigestWriter
 from .source import part_name, row_bytes
 
 # Rows per part file when writing a directory; parts of this size (about 8.4M rows) stay
@@ -210,6 +213,11 @@ class TensorSink(ClosesOrAborts):
         self._target = None
         self._writer = None
         self._io = None  # the writer thread, started with the first row group
+        # Held while a row group is written: abort() takes it before closing the writer, so no
+        # write is still encoding into it (Ctrl-C inside submit() can lose track of a queued
+        # write, and a writer closed under a write is a SIGSEGV).
+        self._write_lock = threading.Lock()
+        self._aborted = False
         self._inflight: deque = deque()
         self._part_index = 0
         self._part_rows_written = 0
@@ -246,7 +254,8 @@ class TensorSink(ClosesOrAborts):
             d = header.with_(shape=tuple(s if s is not None else 0 for s in header.shape)).to_dict(stream=True)
             d["shape"] = list(self.meta.shape)
             schema = self.schema.with_metadata({METADATA_KEY: json.dumps(d, separators=(",", ":"))})
-        self._writer = pa.ipc.new_stream(out, schema)
+        self._digest = DigestWriter(out)
+        self._writer = pa.ipc.new_stream(self._digest, schema)
 
     def _parquet_writer(self, path: str):
         return pq.ParquetWriter(path, self.schema, **parquet_writer_options(self.meta))
@@ -348,7 +357,12 @@ class TensorSink(ClosesOrAborts):
             self._io = ThreadPoolExecutor(1, thread_name_prefix="sptool-write")
         while len(self._inflight) >= 2:
             self._inflight.popleft().result()
-        self._inflight.append(self._io.submit(writer.write_table, table, row_group_size=table.num_rows))
+        self._inflight.append(self._io.submit(self._write_table, writer, table))
+
+    def _write_table(self, writer, table: pa.Table):
+        with self._write_lock:
+            if not self._aborted:
+                writer.write_table(table, row_group_size=table.num_rows)
 
     def _drain(self):
         while self._inflight:
@@ -403,11 +417,14 @@ class TensorSink(ClosesOrAborts):
             self.final_meta = final
             return final
         if self.kind in ("stream", "stream-file"):
-            trailer = {"nnz": self.rows, "shape": list(final.shape)}
-
             empty = pa.RecordBatch.from_arrays(
                 [pa.array([], type=f.type) for f in self.schema], schema=self.schema
             )
+            if not self._digest.size:
+                # pyarrow sends the schema with the first batch: an empty tensor's goes out
+                # here, so that the digest covers it.
+                self._writer.write_batch(empty)
+            trailer = {"nnz": self.rows, "shape": list(final.shape), DIGEST_KEY: self._digest.crc}
             self._writer.write_batch(empty, custom_metadata={TRAILER_KEY: json.dumps(trailer)})
             self._writer.close()
             if self.kind == "stream-file":
@@ -467,10 +484,10 @@ class TensorSink(ClosesOrAborts):
         if self.kind == "memory":
             self._batches = []
             return
-        try:
-            self._drain()
-        except Exception:
-            pass
+        self._aborted = True
+        with self._write_lock:
+            pass  # a write under way has ended; one still queued will not start
+        self._inflight.clear()
         if self._io is not None:
             self._io.shutdown()
         try:

@@ -6,7 +6,6 @@ import contextlib
 import os
 import re
 import sys
-import tempfile
 from collections.abc import Iterator
 from dataclasses import dataclass
 
@@ -27,8 +26,10 @@ from ..format import (
     trailer_problem,
 )
 from ._arrays import batch_keys, batch_values, make_batch, normalize_batch
+from ._digest import DigestReader, digest_problem
 from ._prefetch import prefetch
 from ._rowgroups import check_text, parquet_file, plan_chunks, read_chunks, read_failure_code
+from ._scratch import scratch_dir
 
 # What pyarrow raises on a corrupt or foreign file: any Arrow error, and the Python errors its
 # footer and statistics accessors let through on garbled metadata.
@@ -256,9 +257,10 @@ class StreamSource(TensorSource):
 
     kind = "stream"
 
-    def __init__(self, path: str, reader, meta: TensorMeta, promised_trailer: bool):
+    def __init__(self, path: str, reader, meta: TensorMeta, promised_trailer: bool, digest=None):
         super().__init__(path, meta, meta.arrow_schema())
         self._reader = reader
+        self._digest = digest  # a DigestReader under the reader, or None (sptool's own spool)
         self.promised_trailer = promised_trailer
         self.trailer: dict | None = None
         self.rows_read = 0
@@ -270,6 +272,7 @@ class StreamSource(TensorSource):
         self._used = True
         K = self.meta.sparse_ndim
         while True:
+            crc = self._digest.crc if self._digest is not None else None
             try:
                 batch, custom = read_stream_batch(self._reader)
             except StopIteration:
@@ -287,6 +290,9 @@ class StreamSource(TensorSource):
                 problem = trailer_problem(self.trailer, len(self.meta.shape))
                 if problem:
                     raise FormatError(f"{problem} [E_TRAILER_CONFLICT]", path=self.path)
+                problem = digest_problem(self.trailer, crc)
+                if problem:
+                    raise FormatError(f"{problem} [E_STREAM_DIGEST]", path=self.path)
                 continue
             self.rows_read += batch.num_rows
             if batch.num_rows:
@@ -357,8 +363,9 @@ def open_stream(path: str) -> StreamSource:
     name = "<stdin>" if path == "-" else path
     if path == "-" and sys.stdin.isatty():
         raise InputError("stdin is a terminal; pipe an Arrow IPC stream into sptool or name a file", path=name)
+    digest = DigestReader(f)
     try:
-        reader = pa.ipc.open_stream(f)
+        reader = pa.ipc.open_stream(digest)
     except READ_ERRORS as e:
         raise FormatError(f"not an Arrow IPC stream ({_short(e)}) [E_STREAM_NOT_ARROW]", path=name) from None
     md = reader.schema.metadata or {}
@@ -370,7 +377,7 @@ def open_stream(path: str) -> StreamSource:
     if problems:
         raise FormatError(f"{problems[0].message} [{problems[0].code}]", path=name)
     promised = bool((load_json(raw).get("stream") or {}).get("trailer"))
-    return StreamSource(name, reader, meta, promised)
+    return StreamSource(name, reader, meta, promised, digest)
 
 
 def open_source(path: str) -> TensorSource:
@@ -428,7 +435,7 @@ def known_shape(src: TensorSource, tmp_dir: str | None = None):
     if all(s is not None for s in src.meta.shape):
         yield src
         return
-    with tempfile.TemporaryDirectory(prefix="sptool-spool-", dir=tmp_dir) as d:
+    with scratch_dir("spool", tmp_dir) as d:
         path = os.path.join(d, "spool.arrows")
         with pa.OSFile(path, "wb") as f:
             writer = None

@@ -12,7 +12,6 @@ import contextlib
 import math
 import os
 import tempfile
-import uuid
 from dataclasses import replace
 
 import numpy as np
@@ -42,7 +41,7 @@ from ..converters.table import table_options
 from ..converters.tfrecord import tfrecord_options
 from ..errors import DataError, UsageError
 from ..format import INT64_MAX
-from ..io import open_source
+from ..io import open_source, sibling_name
 from ..stream.dense import write_dense
 
 _TEXT_EXTENSIONS = ", ".join(ext for ext, fmt in EXTENSIONS.items() if fmt in TEXT_FORMATS)
@@ -94,9 +93,7 @@ def _pump(reader: Reader, writer, progress) -> _Pump:
 
 
 def _spool_path(near: str) -> str:
-    folder = tempfile.gettempdir() if near == "-" else os.path.dirname(os.path.abspath(near))
-    name = os.path.basename(near) if near != "-" else "stdout"
-    return os.path.join(folder, f".{name}.spool-{os.getpid()}-{uuid.uuid4().hex[:8]}.parquet")
+    return sibling_name(os.path.join(tempfile.gettempdir(), "stdout") if near == "-" else near, "spool", ".parquet")
 
 
 def _spool(reader: Reader, near: str, progress) -> tuple[str, _Pump]:

@@ -30,7 +30,6 @@ sparse one reads A once per slab of B, so neither is one pass of plan / map / fi
 from __future__ import annotations
 
 import os
-import tempfile
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import ExitStack
 
@@ -49,6 +48,7 @@ from ..io import (
     open_operands,
     open_sink,
     open_source,
+    scratch_dir,
 )
 from ..stream.binary import (
     is_dense_path,
@@ -113,8 +113,7 @@ class _Scratch:
             self.spent += nbytes
             return (np.zeros if zero else np.empty)(shape, dtype=dtype, order=order)
         if self._dir is None:
-            self._dir = self.stack.enter_context(tempfile.TemporaryDirectory(prefix="sptool-matmul-",
-                                                                             dir=self.tmp_dir))
+            self._dir = self.stack.enter_context(scratch_dir("matmul", self.tmp_dir))
         path = os.path.join(self._dir, f"scratch-{len(os.listdir(self._dir))}.npy")
         return np.lib.format.open_memmap(path, mode="w+", dtype=dtype, shape=tuple(shape),
                                          fortran_order=order == "F")
@@ -483,7 +482,7 @@ def _slabbed_product(sa, sb, path_a, path_b, sink, n: int, cdt, out_dtype, pool,
     # A' by rows, written once and read once per slab.  Always written, even when A is stored
     # sorted: ``sa`` may be a stream (read once) or have its duplicates summed in their own type
     # first (summed_if_promoted), neither of which rereading the input would give.
-    tmp = stack.enter_context(tempfile.TemporaryDirectory(prefix="sptool-spgemm-", dir=tmp_dir))
+    tmp = stack.enter_context(scratch_dir("spgemm", tmp_dir))
     a_path = os.path.join(tmp, "a-sorted.parquet")
     with open_sink(a_path, sa.meta.with_(sort_order=order, nnz=None), unique_claim=None, budget=budget) as a_sink:
         for batch, _ in sorted_batches(sa, order, budget=quarter, tmp_dir=tmp_dir, keys=False):

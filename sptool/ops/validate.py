@@ -16,6 +16,8 @@ from .. import _kernels
 from .._memory import Budget, budget_of
 from .._messages import out_of_bounds, out_of_order, repeated
 from ..format import (
+    CHECKSUMS_KEY,
+    DIGEST_KEY,
     INT64_MAX,
     METADATA_KEY,
     TRAILER_KEY,
@@ -33,7 +35,9 @@ from ..io import (
     CANONICAL_PART_NAME,
     READ_ERRORS,
     DamagedBatch,
+    DigestReader,
     check_text,
+    digest_problem,
     list_parts,
     locate,
     parquet_file,
@@ -327,11 +331,13 @@ def _decode(leaf: pa.Array, meta: TensorMeta) -> np.ndarray:
 # ---------------------------------------------------------------------------------------------
 
 class _Validator:
-    def __init__(self, target: str, *, metadata_only: bool, deep: bool, budget: Budget, progress):
+    def __init__(self, target: str, *, metadata_only: bool, deep: bool, budget: Budget, progress,
+                 strict: bool = False):
         mode = "metadata-only" if metadata_only else ("deep" if deep else "full")
         self.report = Report(target=target, mode=mode)
         self.metadata_only = metadata_only
         self.deep = deep
+        self.strict = strict
         self.budget = budget
         self.progress = progress
 
@@ -365,6 +371,9 @@ class _Validator:
             return None, None
         meta = _meta_from(obj)
         reported = {p.code for p in problems}
+        if self.strict and md.metadata.get(CHECKSUMS_KEY.encode()) != b"crc32":
+            add(Problem("W_NO_PAGE_CHECKSUMS", f"the footer has no {CHECKSUMS_KEY} = \"crc32\" entry: flipped bits "
+                                               "in its pages could not be detected"))
         try:
             schema = pf.schema_arrow
         except READ_ERRORS as e:
@@ -534,6 +543,7 @@ class _Validator:
     # -- stream ------------------------------------------------------------------------------
     def stream(self, f, name: str):
         add = self.add
+        f = digest = DigestReader(f)
         try:
             reader = pa.ipc.open_stream(f)
         except READ_ERRORS as e:
@@ -561,6 +571,7 @@ class _Validator:
         trailer = None
         rows = 0
         while True:
+            crc = digest.crc
             try:
                 batch, custom = read_stream_batch(reader)
             except StopIteration:
@@ -574,6 +585,12 @@ class _Validator:
                 if trailer is not None:
                     add(Problem("E_TRAILER_CONFLICT", "a second trailer follows the trailer"))
                 trailer = _trailer(custom[TRAILER_KEY.encode()], len(header["shape"]), add)
+                problem = digest_problem(trailer, crc) if trailer else None
+                if problem:
+                    add(Problem("E_STREAM_DIGEST", problem))
+                if self.strict and trailer is not None and DIGEST_KEY not in trailer:
+                    add(Problem("W_NO_STREAM_DIGEST", f"the trailer has no \"{DIGEST_KEY}\" digest: changed bytes "
+                                                      "in the stream could not be detected"))
                 continue
             if trailer is not None:
                 add(Problem("E_TRAILER_CONFLICT", "record batches follow the trailer"))
@@ -587,6 +604,8 @@ class _Validator:
         if header["nnz"] is not None and header["nnz"] != rows:
             add(Problem("E_NNZ_MISMATCH", f"the header says nnz = {header['nnz']} but {rows} rows arrived"))
         if trailer is None:
+            if self.strict:
+                add(Problem("W_NO_STREAM_DIGEST", "the stream has no trailer, so no digest of its bytes"))
             if promised:
                 add(Problem("E_STREAM_TRUNCATED",
                             f"the stream ended after {rows} rows without the promised trailer: it was cut off"))
@@ -624,12 +643,14 @@ def _trailer(raw: bytes, ndim: int, add) -> dict:
     return t
 
 
-def validate(path: str, *, metadata_only: bool = False, deep: bool = False, memory=None,
+def validate(path: str, *, metadata_only: bool = False, deep: bool = False, strict: bool = False, memory=None,
              progress=None) -> Report:
     """Check a tensor (file, directory or stream) against every rule of formats/SPEC.md.
 
     Returns a Report; bad data never raises.  Only an input that cannot be opened at all
-    (missing, unreadable) raises InputError.
+    (missing, unreadable) raises InputError.  ``strict`` adds the checks that only strict mode
+    makes (W_NO_PAGE_CHECKSUMS, W_NO_STREAM_DIGEST); ``Report.ok(strict=True)`` then counts
+    every warning as a failure, as ``validate --strict`` does.
 
     Examples
     --------
@@ -640,7 +661,8 @@ def validate(path: str, *, metadata_only: bool = False, deep: bool = False, memo
     from ..errors import InputError
 
     target = path  # "-" for stdin, as the spec's report says
-    v = _Validator(target, metadata_only=metadata_only, deep=deep, budget=budget_of(memory), progress=progress)
+    v = _Validator(target, metadata_only=metadata_only, deep=deep, budget=budget_of(memory), progress=progress,
+                   strict=strict)
     kind = locate(path)
     if kind == "stdin":
         import sys

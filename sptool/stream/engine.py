@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import os
 import shutil
-import tempfile
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
@@ -26,7 +25,7 @@ import pyarrow as pa
 
 from .._memory import Budget
 from ..format import TensorMeta
-from ..io import Background, open_sink, open_source, part_name
+from ..io import Background, make_scratch_dir, open_sink, open_source, part_name
 from .bounds import checked
 from .order import sorted_batches
 
@@ -158,7 +157,7 @@ def run_parts(op: Partwise, parts: Sequence[str], output, *, budget: Budget, tmp
     """Map every part (a path each) through ``op.partial`` on its own, then combine the partials
     into ``output``: the same pieces a distributed driver runs, one after another here.  The
     partials live in a temporary directory removed afterwards, whatever happens."""
-    work = tempfile.mkdtemp(prefix="sptool-parts-", dir=tmp_dir)
+    work = make_scratch_dir("parts", tmp_dir)
     try:
         partials = os.path.join(work, "partials")
         os.mkdir(partials)

@@ -16,7 +16,6 @@ first per part and the second as its reduce.
 from __future__ import annotations
 
 import os
-import tempfile
 from collections.abc import Iterable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 
@@ -28,7 +27,7 @@ from .. import _kernels
 from .._memory import ROW_GROUP_ROWS, Budget
 from .._threads import THREADS
 from ..format import TensorMeta
-from ..io import arrow_of
+from ..io import arrow_of, scratch_dir
 from .bounds import bounds_error, checked, first_bad_row
 
 KEY = "__sptool_key"
@@ -216,7 +215,7 @@ class RunStore:
     written and read back before), and any larger input still in bounded memory."""
 
     def __init__(self, tmp_dir: str | None, keep: int = 0):
-        self._dir = tempfile.TemporaryDirectory(prefix="sptool-sort-", dir=tmp_dir)
+        self._dir = scratch_dir("sort", tmp_dir)
         self.runs: list = []  # paths of spilled runs and _MemRuns, in input order
         self.keep, self.kept = keep, 0
         self._pool = ThreadPoolExecutor(1, thread_name_prefix="sptool-spill")

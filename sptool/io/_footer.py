@@ -1,0 +1,210 @@
+"""A Parquet footer read with our own Thrift compact-protocol walker, before pyarrow builds any
+column chunk's metadata from it: a few damaged fields make pyarrow throw a C++ exception nothing
+catches (SIGABRT) the moment a chunk's metadata object is made.
+
+Only what is needed is kept: per row group and column chunk, ColumnMetaData.type (field 1) and
+the lengths of SizeStatistics' repetition and definition level histograms (field 16: 2 and 3),
+which pyarrow checks against the schema's maximum levels by aborting.
+"""
+
+from __future__ import annotations
+
+import os
+import struct
+
+_BOOL_TRUE, _BOOL_FALSE, _BYTE, _I16, _I32, _I64, _DOUBLE, _BINARY, _LIST, _SET, _MAP, _STRUCT = range(1, 13)
+
+# pyarrow's names of ColumnMetaData.type values (parquet.thrift Type)
+PHYSICAL = {0: "BOOLEAN", 1: "INT32", 2: "INT64", 3: "INT96", 4: "FLOAT", 5: "DOUBLE", 6: "BYTE_ARRAY",
+            7: "FIXED_LEN_BYTE_ARRAY"}
+
+
+class FooterError(ValueError):
+    pass
+
+
+def _varint(buf: bytes, pos: int) -> tuple[int, int]:
+    shift = value = 0
+    while True:
+        b = buf[pos]
+        pos += 1
+        value |= (b & 0x7F) << shift
+        if not b & 0x80:
+            return value, pos
+        shift += 7
+        if shift > 70:
+            raise FooterError("a varint in the footer is too long")
+
+
+def _list_header(buf: bytes, pos: int) -> tuple[int, int, int]:
+    head = buf[pos]
+    n, elem = head >> 4, head & 0x0F
+    if n == 15:
+        n, pos = _varint(buf, pos + 1)
+        return n, elem, pos
+    return n, elem, pos + 1
+
+
+def _field(buf: bytes, pos: int, last: int) -> tuple[int, int, int]:
+    """(field id, type, pos after the header) of the next field of a struct; type 0 at its end."""
+    head = buf[pos]
+    if head == 0:
+        return 0, 0, pos + 1
+    delta, ftype = head >> 4, head & 0x0F
+    if delta:
+        return last + delta, ftype, pos + 1
+    z, pos = _varint(buf, pos + 1)
+    return (z >> 1) ^ -(z & 1), ftype, pos
+
+
+def _skip(buf: bytes, pos: int, kind: int, depth: int = 0) -> int:
+    # Written with local state and few calls: a footer has thousands of fields (statistics,
+    # encodings, offsets) and every sptool command reads one.
+    if kind in (_I16, _I32, _I64):
+        while buf[pos] & 0x80:
+            pos += 1
+        return pos + 1
+    if kind == _BINARY:
+        if buf[pos] < 0x80:
+            return pos + 1 + buf[pos]
+        n, pos = _varint(buf, pos)
+        return pos + n
+    if kind in (_BOOL_TRUE, _BOOL_FALSE):
+        return pos
+    if kind == _BYTE:
+        return pos + 1
+    if kind == _DOUBLE:
+        return pos + 8
+    if depth > 64:
+        raise FooterError("the footer nests too deeply")
+    if kind == _STRUCT:
+        last = 0
+        while True:
+            last, ftype, pos = _field(buf, pos, last)
+            if not ftype:
+                return pos
+            pos = _skip(buf, pos, ftype, depth + 1)
+    if kind in (_LIST, _SET):
+        n, elem, pos = _list_header(buf, pos)
+        if elem in (_BOOL_TRUE, _BOOL_FALSE):
+            return pos + n
+        for _ in range(n):
+            pos = _skip(buf, pos, elem, depth + 1)
+        return pos
+    if kind == _MAP:
+        n, pos = _varint(buf, pos)
+        if n:
+            kv = buf[pos]
+            pos += 1
+            for _ in range(n):
+                pos = _skip(buf, _skip(buf, pos, kv >> 4, depth + 1), kv & 0x0F, depth + 1)
+        return pos
+    raise FooterError(f"unknown Thrift type {kind} in the footer")
+
+
+def _column_meta(buf: bytes, pos: int, found: dict) -> int:
+    last = 0
+    while True:
+        last, ftype, pos = _field(buf, pos, last)
+        if not ftype:
+            return pos
+        if last == 1 and ftype == _I32:
+            z, pos = _varint(buf, pos)
+            found["type"] = (z >> 1) ^ -(z & 1)
+        elif last == 16 and ftype == _STRUCT:
+            slast = 0
+            while True:
+                slast, stype, pos = _field(buf, pos, slast)
+                if not stype:
+                    break
+                if slast in (2, 3) and stype == _LIST:
+                    n, _elem, _after = _list_header(buf, pos)
+                    found["rep" if slast == 2 else "def"] = n
+                pos = _skip(buf, pos, stype)
+        else:
+            pos = _skip(buf, pos, ftype)
+
+
+def _struct_fields(buf: bytes, pos: int, want: int, on_list) -> int:
+    """Walk a struct, handing the list in field ``want`` to on_list(pos) -> pos; skip the rest."""
+    last = 0
+    while True:
+        last, ftype, pos = _field(buf, pos, last)
+        if not ftype:
+            return pos
+        if last == want and ftype == _LIST:
+            pos = on_list(pos)
+        else:
+            pos = _skip(buf, pos, ftype)
+
+
+def column_chunks(footer: bytes) -> list[list[dict]]:
+    """Per row group, per column chunk: {"type": int, "rep": n, "def": n} as far as present."""
+    groups: list[list[dict]] = []
+
+    def chunk_list(pos):
+        n, _elem, pos = _list_header(footer, pos)
+        chunks = groups[-1]
+        for _ in range(n):
+            found: dict = {}
+            last = 0
+            while True:
+                last, ftype, pos = _field(footer, pos, last)
+                if not ftype:
+                    break
+                if last == 3 and ftype == _STRUCT:
+                    pos = _column_meta(footer, pos, found)
+                else:
+                    pos = _skip(footer, pos, ftype)
+            chunks.append(found)
+        return pos
+
+    def group_list(pos):
+        n, _elem, pos = _list_header(footer, pos)
+        for _ in range(n):
+            groups.append([])
+            pos = _struct_fields(footer, pos, 1, chunk_list)
+        return pos
+
+    try:
+        pos = _struct_fields(footer, 0, 4, group_list)
+    except IndexError:
+        raise FooterError("the footer ends in the middle of a field") from None
+    if pos > len(footer):
+        raise FooterError("the footer ends in the middle of a field")
+    return groups
+
+
+def read_footer(path: str) -> bytes:
+    with open(path, "rb") as f:
+        f.seek(0, os.SEEK_END)
+        size = f.tell()
+        if size < 12:
+            raise FooterError("too short for a Parquet file")
+        f.seek(size - 8)
+        (length,) = struct.unpack("<I", f.read(4))
+        if length > size - 12:
+            raise FooterError("the footer length exceeds the file")
+        f.seek(size - 8 - length)
+        return f.read(length)
+
+
+def check_levels(path: str, schema) -> str | None:
+    """Why the footer of ``path`` would abort pyarrow (a column chunk's type or level histograms
+    contradicting the schema ``schema``, a pq.ParquetSchema), or None."""
+    try:
+        groups = column_chunks(read_footer(path))
+    except FooterError:
+        return None  # pyarrow's own footer parser has already accepted it; let it decide
+    columns = [schema.column(c) for c in range(len(schema))]
+    for r, chunks in enumerate(groups):
+        for chunk, col in zip(chunks, columns):
+            t = chunk.get("type")
+            if t is not None and PHYSICAL.get(t) != col.physical_type:
+                return (f"row group {r} says column {col.name} holds {PHYSICAL.get(t, 'UNKNOWN')}, the schema says "
+                        f"{col.physical_type}")
+            for key, level in (("rep", col.max_repetition_level), ("def", col.max_definition_level)):
+                if key in chunk and chunk[key] not in (0, level + 1):
+                    return (f"row group {r}, column {col.name}: a level histogram has {chunk[key]} entries, the "
+                            f"schema allows {level + 1}")
+    return None

@@ -1,0 +1,120 @@
+"""Temporary files and directories named after the process that owns them, and the sweep that
+removes those of a process that is gone.
+
+A catchable signal or an error removes a command's temporaries on the way out; SIGKILL (or a
+power cut) leaves them.  Each name carries the owner's PID and its start time (clock ticks
+since boot, from /proc: a PID can be reused, the pair cannot), so the next command that makes
+a temporary in the same directory can tell the leftovers of a dead process from those of a
+live one, and removes them with a one-line note on stderr.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import sys
+import tempfile
+import uuid
+
+
+def _start_ticks(pid: int) -> str | None:
+    """The start time of process ``pid`` in hex clock ticks, or None if there is no such
+    process (or no /proc to ask: then only whether the PID exists is known)."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            stat = f.read()
+    except OSError:
+        return None
+    # Field 22; the command name (field 2) is in parentheses and may itself hold spaces.
+    fields = stat[stat.rfind(b")") + 2:].split()
+    return format(int(fields[19]), "x")
+
+
+_OWNER = f"{os.getpid()}-{_start_ticks(os.getpid()) or '0'}"
+_OWNER_PID = os.getpid()
+
+# A hidden sibling of an output: .NAME.tmp-PID-START-RAND, .NAME.old-..., .NAME.spool-...
+_SIBLING = re.compile(r"^\..+\.(tmp|old|spool)-(\d+)-([0-9a-f]+)-[0-9a-f]{8}(\.parquet)?$")
+# A scratch directory: sptool-KIND-PID-START-RAND (RAND from tempfile).
+_SCRATCH = re.compile(r"^sptool-[a-z]+-(\d+)-([0-9a-f]+)-[a-z0-9_]+$")
+
+
+def owner() -> str:
+    """PID-START of this process (re-read after a fork: a child owns its own temporaries)."""
+    global _OWNER, _OWNER_PID
+    if os.getpid() != _OWNER_PID:
+        _OWNER_PID = os.getpid()
+        _OWNER = f"{_OWNER_PID}-{_start_ticks(_OWNER_PID) or '0'}"
+    return _OWNER
+
+
+def _alive(pid: int, start: str) -> bool:
+    ticks = _start_ticks(pid)
+    if ticks is not None:
+        return start == "0" or ticks == start
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except OSError:
+        return True  # exists, owned by someone else
+    return True
+
+
+def sibling_name(path: str, tag: str, suffix: str = "") -> str:
+    """A hidden temporary next to ``path``: .NAME.TAG-PID-START-RAND[suffix]."""
+    head, tail = os.path.split(os.path.abspath(path))
+    return os.path.join(head, f".{tail}.{tag}-{owner()}-{uuid.uuid4().hex[:8]}{suffix}")
+
+
+def scratch_dir(kind: str, tmp_dir: str | None = None) -> tempfile.TemporaryDirectory:
+    """A TemporaryDirectory sptool-KIND-PID-START-RAND in ``tmp_dir`` (default: the system's),
+    made after sweeping that directory of a dead process's scratch directories."""
+    sweep(tmp_dir or tempfile.gettempdir())
+    return tempfile.TemporaryDirectory(prefix=f"sptool-{kind}-{owner()}-", dir=tmp_dir)
+
+
+def make_scratch_dir(kind: str, tmp_dir: str | None = None) -> str:
+    """As scratch_dir, for a caller that removes the directory itself."""
+    sweep(tmp_dir or tempfile.gettempdir())
+    return tempfile.mkdtemp(prefix=f"sptool-{kind}-{owner()}-", dir=tmp_dir)
+
+
+def stale(name: str) -> bool:
+    """Whether ``name`` is an sptool temporary whose owner is no longer running."""
+    m = _SIBLING.match(name)
+    if m:
+        pid, start = int(m.group(2)), m.group(3)
+    else:
+        m = _SCRATCH.match(name)
+        if not m:
+            return False
+        pid, start = int(m.group(1)), m.group(2)
+    return pid != os.getpid() and not _alive(pid, start)
+
+
+def sweep(folder: str) -> list[str]:
+    """Remove the temporaries in ``folder`` left by processes that are gone (SIGKILLed); say so
+    on stderr, one line each.  Returns the names removed.  Never fails the command: a
+    leftover that cannot be removed (another user's, a race with a second sweeper) stays."""
+    try:
+        names = os.listdir(folder)
+    except OSError:
+        return []
+    removed = []
+    for name in names:
+        if not (name.startswith(("sptool-", ".")) and stale(name)):
+            continue
+        path = os.path.join(os.path.abspath(folder), name)
+        try:
+            if os.path.isdir(path) and not os.path.islink(path):
+                shutil.rmtree(path)
+            else:
+                os.remove(path)
+        except OSError:
+            continue
+        removed.append(name)
+        print(f"sptool: removed {path}, left by an sptool process that is no longer running",
+              file=sys.stderr)
+    return removed

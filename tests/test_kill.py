@@ -1,0 +1,188 @@
+"""Kill tests (issue 11): real sptool processes stopped by SIGKILL, SIGINT and SIGTERM at several
+moments of their work (a spill directory just made, a temporary output just made, a fixed delay).
+
+After a catchable signal nothing is left behind at once.  After SIGKILL (which no process can
+clean up after) the next run that writes to the same places removes the dead process's
+temporaries and says so.  In every case the output path holds nothing or the complete result
+(checked against NumPy), and the inputs are unchanged.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import numpy as np
+import pyarrow.parquet as pq
+import pytest
+
+import sptool
+
+SPTOOL = [sys.executable, "-P", "-m", "sptool", "-q"]
+# Small sorted runs, none kept in memory: the external sort spills from its first run.
+SPILL_ENV = {"SPTOOL_RUN_ROWS": "20000", "SPTOOL_KEEP_BYTES": "0", "SPTOOL_BATCH_ROWS": "20000"}
+
+
+def _files(folder) -> dict:
+    out = {}
+    for root, dirs, files in os.walk(folder):
+        for name in dirs + files:
+            p = os.path.join(root, name)
+            out[os.path.relpath(p, folder)] = os.path.getsize(p) if os.path.isfile(p) else None
+    return out
+
+
+def _digest(path) -> bytes:
+    with open(path, "rb") as f:
+        return f.read()
+
+
+@pytest.fixture(scope="module")
+def inputs(tmp_path_factory):
+    folder = tmp_path_factory.mktemp("kill-inputs")
+    rng = np.random.default_rng(3)
+    n = 300_000
+    idx = np.stack([rng.integers(0, 400, n), rng.integers(0, 300, n), rng.integers(0, 50, n)], axis=1)
+    idx = np.unique(idx, axis=0)
+    rng.shuffle(idx)
+    vals = rng.standard_normal(len(idx))
+    t = sptool.SparseTensor(idx, vals, (400, 300, 50))
+    sptool.write(t, str(folder / "big.parquet"))  # unsorted: reorder must sort it, spilling
+    sptool.convert(str(folder / "big.parquet"), str(folder / "big.tns"))
+    mat = np.unique(np.stack([rng.integers(0, 1500, 200_000), rng.integers(0, 1500, 200_000)], axis=1), axis=0)
+    mvals = rng.standard_normal(len(mat))
+    sptool.write(sptool.SparseTensor(mat, mvals, (1500, 1500)), str(folder / "mat.parquet"))
+    dense = np.zeros((1500, 1500))
+    dense[mat[:, 0], mat[:, 1]] = mvals
+    return {"dir": folder, "idx": idx, "vals": vals, "dense": dense}
+
+
+def _check_reorder(path, inputs):
+    t = pq.read_table(str(path))
+    got = np.stack([t.column(f"indices_{k}").to_numpy() for k in range(3)], axis=1)
+    order = np.lexsort((inputs["idx"][:, 0], inputs["idx"][:, 1], inputs["idx"][:, 2]))  # by axes 2, 1, 0
+    assert np.array_equal(got, inputs["idx"][order])
+    assert np.array_equal(t.column("values").to_numpy(), inputs["vals"][order])
+
+
+def _check_convert(path, inputs):
+    t = pq.read_table(str(path))
+    got = np.stack([t.column(f"indices_{k}").to_numpy() for k in range(3)], axis=1)
+    assert np.array_equal(got, inputs["idx"]) and np.allclose(t.column("values").to_numpy(), inputs["vals"],
+                                                              rtol=1e-15, atol=0)
+
+
+def _check_todense(path, inputs):
+    assert np.array_equal(np.load(str(path)), inputs["dense"])
+
+
+COMMANDS = {
+    "reorder": (["reorder", "IN/big.parquet", "--order", "2,1,0", "-o", "out.parquet", "--tmp-dir", "spill"],
+                "out.parquet", _check_reorder),
+    "convert": (["convert", "IN/big.tns", "-o", "out.parquet", "--shape", "400,300,50"], "out.parquet",
+                _check_convert),
+    "todense": (["todense", "IN/mat.parquet", "-o", "out.npy"], "out.npy", _check_todense),
+}
+
+
+def _start(cwd, argv, indir):
+    env = {**os.environ, **SPILL_ENV, "TMPDIR": str(cwd / "spill"), "PYTHONFAULTHANDLER": "1"}
+    args = [str(indir) + a[2:] if a.startswith("IN/") else a for a in argv]
+    return subprocess.Popen(SPTOOL + args, cwd=cwd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+
+
+def _wait_for(proc, cwd, moment: str, timeout=120):
+    """Return once ``moment`` has come: a spill directory or a temporary output exists, or a delay
+    has passed; False if the process ended first."""
+    start = time.monotonic()
+    while time.monotonic() - start < timeout:
+        if proc.poll() is not None:
+            return False
+        names = set(_files(cwd))
+        if moment == "spill" and any(n.startswith("spill/sptool-") for n in names):
+            return True
+        if moment == "temporary" and any(n.startswith(".out.") for n in names):
+            return True
+        if moment.startswith("delay") and time.monotonic() - start >= float(moment[5:]):
+            return True
+        time.sleep(0.005)
+    raise AssertionError(f"{moment} never came")
+
+
+MOMENTS = {"reorder": ["spill", "temporary", "delay0.3"], "convert": ["temporary", "delay0.6"],
+           "todense": ["temporary", "delay0.3"]}
+CASES = [(c, m) for c in COMMANDS for m in MOMENTS[c]]
+
+
+@pytest.mark.parametrize("sig", [signal.SIGKILL, signal.SIGINT, signal.SIGTERM], ids=["KILL", "INT", "TERM"])
+@pytest.mark.parametrize(("command", "moment"), CASES, ids=[f"{c}-{m}" for c, m in CASES])
+def test_killed_at_a_moment_then_run_again(tmp_path, inputs, command, moment, sig):
+    argv, out, check = COMMANDS[command]
+    (tmp_path / "spill").mkdir()
+    before = {p: _digest(inputs["dir"] / p) for p in ("big.parquet", "big.tns", "mat.parquet")}
+    proc = _start(tmp_path, argv, inputs["dir"])
+    reached = _wait_for(proc, tmp_path, moment)
+    if reached:
+        proc.send_signal(sig)
+    _, err = proc.communicate(timeout=300)
+    err = err.decode()
+    left = _files(tmp_path)
+    if (tmp_path / out).exists():  # finished before the signal landed: the whole result
+        check(tmp_path / out, inputs)
+    if sig != signal.SIGKILL:
+        assert "Traceback" not in err, err
+        if proc.returncode != 0:
+            assert proc.returncode == 130 and "interrupted; no output was written" in err, (proc.returncode, err)
+            assert left == {"spill": None}, left  # nothing left, not even for the next run to sweep
+    else:
+        assert proc.returncode == -signal.SIGKILL or not reached
+    stale = {n for n in left if n != "spill" and n != out and "/" not in n[len("spill/"):]}
+    # The next run, writing to the same places, sweeps the dead process's temporaries and says so.
+    again = _start(tmp_path, argv, inputs["dir"])
+    _, err2 = again.communicate(timeout=600)
+    err2 = err2.decode()
+    assert again.returncode == 0, err2
+    for name in stale:
+        assert f"removed {tmp_path / name}, left by an sptool process that is no longer running" in err2, (name, err2)
+    assert set(_files(tmp_path)) - {"spill"} == {out}, _files(tmp_path)
+    check(tmp_path / out, inputs)
+    assert {p: _digest(inputs["dir"] / p) for p in before} == before
+
+
+def test_a_live_process_temporaries_are_not_swept(tmp_path, inputs):
+    """A second run beside a running one leaves the running one's temporaries alone (its PID is
+    alive), and both finish with the complete result."""
+    argv, out, check = COMMANDS["reorder"]
+    (tmp_path / "spill").mkdir()
+    first = _start(tmp_path, argv, inputs["dir"])
+    assert _wait_for(first, tmp_path, "spill")
+    second = _start(tmp_path, [a if a != "out.parquet" else "second.parquet" for a in argv], inputs["dir"])
+    _, err2 = second.communicate(timeout=600)
+    _, err1 = first.communicate(timeout=600)
+    assert first.returncode == 0 and second.returncode == 0, (err1, err2)
+    assert b"removed" not in err2
+    check(tmp_path / out, inputs)
+    check(tmp_path / "second.parquet", inputs)
+    assert set(_files(tmp_path)) == {"spill", out, "second.parquet"}
+
+
+def test_the_sweep_keeps_what_it_does_not_own(tmp_path):
+    """Only names sptool makes, of a process that is gone, are removed: a live PID's, a foreign
+    file that looks alike, and a hidden file of the user's stay."""
+    from sptool.io import sibling_name, sweep
+
+    dead = subprocess.Popen([sys.executable, "-c", "pass"])
+    dead.wait()
+    mine = sibling_name(str(tmp_path / "x.parquet"), "tmp")
+    keep = [os.path.basename(mine), ".x.parquet.tmp-notapid", ".bashrc", "sptool-sort-notes.txt"]
+    for name in keep:
+        (tmp_path / name).write_text("keep")
+    gone = [f".x.parquet.tmp-{dead.pid}-0-0123abcd", f"sptool-sort-{dead.pid}-1f-abc_123"]
+    (tmp_path / gone[0]).write_text("stale")
+    (tmp_path / gone[1]).mkdir()
+    (tmp_path / gone[1] / "run-000000.arrow").write_text("stale")
+    assert sorted(sweep(str(tmp_path))) == sorted(gone)
+    assert sorted(os.listdir(tmp_path)) == sorted(keep)
