@@ -74,8 +74,8 @@ def test_batched_and_spilled_transpose(tmp_path, rng, tiny_batches, monkeypatch)
     budget = tiny_budget(60_000)  # B is 38 kB: more than a third of this
     import sptool.stream.matrices as matrices
     spilled = []
-    real = matrices.tempfile.mkstemp
-    monkeypatch.setattr(matrices.tempfile, "mkstemp", lambda **kw: spilled.append(kw["dir"]) or real(**kw))
+    real = matrices.scratch_dir
+    monkeypatch.setattr(matrices, "scratch_dir", lambda kind, d: spilled.append(d) or real(kind, d))
     s = sptool.sampled_matmul(_write(tmp_path, "m.parquet", t), _npy(tmp_path, "a.npy", a),
                               _npy(tmp_path, "b.npy", b), memory=budget, tmp_dir=str(spill))
     idx, want = _oracle(t, a, b, 1.0, 1.0, np.float32)
