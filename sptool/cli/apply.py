@@ -25,8 +25,9 @@ from ._options import common_options, settings, tmp_dir_option
 @click.option("--beta2", type=float, default=0.999, show_default=True, help="adam: decay of the second moment.")
 @click.option("--recover", is_flag=True, help="Only roll back an interrupted apply on TABLE (no gradients).")
 @click.option("--fsync/--no-fsync", default=True, show_default=True,
-              help="--no-fsync skips every fsync: still all or nothing if sptool is killed (SIGKILL, Ctrl-C, "
-                   "a crash of the process), NOT after a power loss or OS crash, which can leave TABLE torn.")
+              help="--no-fsync skips the update's fsyncs: still all or nothing if sptool is killed (SIGKILL, "
+                   "Ctrl-C, a crash of the process), NOT after a power loss or OS crash, which can leave TABLE "
+                   "torn. (Creating a --state and rolling back always fsync.)")
 @tmp_dir_option
 @common_options
 @click.pass_context

@@ -72,8 +72,9 @@ def apply(table: str, gradients=(), *, optimizer: str = "sgd", lr: float | None 
     All or nothing: the rows' old contents are journaled (fsynced) before they change, and an
     interrupted apply (crash, SIGKILL, Ctrl-C, bad input found midway) is rolled back, at once
     or by the next apply on the table; ``recover=True`` only rolls back.  ``fsync=False`` skips
-    every fsync: still all or nothing when the process is killed (the journal and the rows sit in
-    the OS page cache, which outlives the process), but not after a power loss or an OS crash.
+    the update's fsyncs (creating a state and rolling back keep theirs): still all or nothing
+    when the process is killed (the journal and the rows sit in the OS page cache, which
+    outlives the process), but not after a power loss or an OS crash.
 
     Memory: the table and state are memory maps; only touched rows are read and written, in
     blocks within ``memory``; an unsorted gradient is sorted within ``memory`` (spilling to
