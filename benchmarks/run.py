@@ -1839,10 +1839,10 @@ def _prepare_apply(optimizer: str):
     return prepare
 
 
-def _tools_apply(optimizer: str, memory: str | None = None):
+def _tools_apply(optimizer: str, memory: str | None = None, extra: tuple = ()):
     def tools(paths: dict, out: str) -> list[Tool]:
         table, state = paths["work"]["sptool"]
-        args = ["apply", table, paths["grad"], "--optimizer", optimizer, "--lr", str(APPLY_LR[optimizer])]
+        args = ["apply", table, paths["grad"], "--optimizer", optimizer, "--lr", str(APPLY_LR[optimizer]), *extra]
         if optimizer != "sgd":
             args += ["--state", state]
         if memory:
@@ -1872,6 +1872,11 @@ for _opt, _target in (("adam", "at least 3x faster than the NumPy script (ratio 
         "float32 table of 64 columns, in place", _target, _prepare_apply(_opt), _tools_apply(_opt),
         check=_check_apply,
     ))
+register(Benchmark(
+    "apply-adam-nofsync", "apply --optimizer adam --no-fsync: as apply-adam, safe against a killed process but not "
+    "a power loss (the NumPy script does not fsync either)", "(no target) ratio and peak RSS beside apply-adam",
+    _prepare_apply("adam"), _tools_apply("adam", extra=("--no-fsync",)), check=_check_apply,
+))
 register(Benchmark(
     "apply-memory", "apply --optimizer adam with --memory 64MiB, 8x below the 512 MB table (--size medium)",
     "(no target) peak RSS within --memory + 256 MiB", _prepare_apply("adam"), _tools_apply("adam", "64MiB"),

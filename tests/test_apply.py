@@ -115,6 +115,35 @@ def test_optimizer_matches_numpy_over_several_steps(tmp_path, monkeypatch, optim
         assert json.load(open(os.path.join(state, "state.json")))["step"] == 3
 
 
+def test_no_fsync_matches_numpy_and_never_waits_for_the_disk(tmp_path, monkeypatch):
+    rng = np.random.default_rng(5)
+    height, block = 60, (4,)
+    p0 = rng.standard_normal((height,) + block).astype(np.float32)
+    table = tmp_path / "table.npy"
+    np.save(table, p0)
+    state = str(tmp_path / "state")
+    sptool.apply(str(table), [write_gradient(tmp_path / "g0.parquet", *gradient(rng, height, block, 20, np.float32),
+                                             height)], optimizer="adam", lr=0.01, state=state)  # creates the state
+    p1 = np.load(table)
+    s1 = {n: np.load(os.path.join(state, f"{n}.npy")) for n in ("m", "v")}
+    grads = [gradient(rng, height, block, 25, np.float32) for _ in range(2)]
+    paths = [write_gradient(tmp_path / f"g{i + 1}.parquet", r, v, height) for i, (r, v) in enumerate(grads)]
+    synced = []
+    for name in ("fsync", "fdatasync"):
+        real = getattr(os, name)
+        monkeypatch.setattr(os, name, lambda fd, _real=real, _name=name: (synced.append(_name), _real(fd)))
+    r = sptool.apply(str(table), paths, optimizer="adam", lr=0.01, state=state, fsync=False)
+    assert synced == [] and r["step"] == 3
+    want, want_state = numpy_optimizer(p1, grads, "adam", 0.01, eps=EPS["adam"], t0=1, state=s1)
+    np.testing.assert_allclose(np.load(table), want, **tolerance(np.float32))
+    for n in ("m", "v"):
+        np.testing.assert_allclose(np.load(os.path.join(state, f"{n}.npy")), want_state[n], **tolerance(np.float32))
+    assert not (tmp_path / ".table.npy.journal").exists()
+    # The default waits for the disk: the journal and the table and state files.
+    sptool.apply(str(table), paths[:1], optimizer="adam", lr=0.01, state=state)
+    assert synced
+
+
 def test_float32_gradient_onto_float64_table_and_vector_table(tmp_path):
     rng = np.random.default_rng(3)
     p0 = rng.standard_normal(40)  # a 1-D table: scalar "rows"
@@ -266,8 +295,10 @@ def _outcome(tmp_path, state, optimizer, old, new):
     return "new"
 
 
-@pytest.mark.parametrize("optimizer", ["adam", "adagrad"])
-def test_sigkill_at_many_points_leaves_all_old_or_all_new(tmp_path, optimizer):
+# --no-fsync keeps the same order of writes without waiting for the disk: a killed process
+# (not a power loss) must still leave all old or all new.
+@pytest.mark.parametrize("optimizer, extra", [("adam", ()), ("adagrad", ()), ("adam", ("--no-fsync",))])
+def test_sigkill_at_many_points_leaves_all_old_or_all_new(tmp_path, optimizer, extra):
     seen = []
     rng = np.random.default_rng(99)
     env = env_with_sptool()
@@ -278,7 +309,7 @@ def test_sigkill_at_many_points_leaves_all_old_or_all_new(tmp_path, optimizer):
         paths, state, old, new = _crash_setup(work, optimizer)
         journal = work / ".t.npy.journal"
         cmd = [os.path.join(os.path.dirname(sys.executable), "sptool"), "-q", "apply", str(work / "t.npy"), *paths,
-               "--optimizer", optimizer, "--lr", "0.01", "--state", state]
+               "--optimizer", optimizer, "--lr", "0.01", "--state", state, *extra]
         proc = subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
         deadline = time.monotonic() + 60
         while not journal.exists() and proc.poll() is None and time.monotonic() < deadline:

@@ -24,10 +24,15 @@ from ._options import common_options, settings, tmp_dir_option
 @click.option("--beta1", type=float, default=0.9, show_default=True, help="adam: decay of the first moment.")
 @click.option("--beta2", type=float, default=0.999, show_default=True, help="adam: decay of the second moment.")
 @click.option("--recover", is_flag=True, help="Only roll back an interrupted apply on TABLE (no gradients).")
+@click.option("--fsync/--no-fsync", default=True, show_default=True,
+              help="--no-fsync skips the update's fsyncs: still all or nothing if sptool is killed (SIGKILL, "
+                   "Ctrl-C, a crash of the process), NOT after a power loss or OS crash, which can leave TABLE "
+                   "torn. (Creating a --state and rolling back always fsync.)")
 @tmp_dir_option
 @common_options
 @click.pass_context
-def apply(ctx, table, gradients, optimizer, lr, state, initial_accumulator, eps, beta1, beta2, recover, tmp_dir):
+def apply(ctx, table, gradients, optimizer, lr, state, initial_accumulator, eps, beta1, beta2, recover, fsync,
+          tmp_dir):
     """Apply row-sparse gradients, in order, to a dense table .npy in place (sparse SGD, Adagrad, lazy Adam).
 
     TABLE is a float32 or float64 .npy of shape [N, d1, ...]; each GRAD a row-sparse
@@ -60,7 +65,11 @@ def apply(ctx, table, gradients, optimizer, lr, state, initial_accumulator, eps,
     interrupted one back first (so does --recover alone). Bad input (block shape,
     height, a row id outside the table, a value type that would lose precision such
     as float64 onto float32, a state of another table) is an error, exit 1, and
-    TABLE is left untouched. One apply at a time per table (a lock).
+    TABLE is left untouched. One apply at a time per table (a lock). --no-fsync keeps
+    the same journal and order of writes but waits for no disk: the journal and rows
+    are in the OS page cache, which outlives a killed process, so the rollback still
+    works after SIGKILL, but a power loss or OS crash can lose them (as a NumPy
+    script's np.save, which does not fsync either).
 
     Memory: TABLE and the state are memory maps; only the touched rows are read and
     written, in blocks within --memory (a 1% gradient costs about 1% of the table
@@ -79,7 +88,7 @@ def apply(ctx, table, gradients, optimizer, lr, state, initial_accumulator, eps,
     try:
         r = ops.apply(table, list(gradients), optimizer=optimizer, lr=lr, state=state,
                       initial_accumulator=initial_accumulator, eps=eps, beta1=beta1, beta2=beta2, recover=recover,
-                      tmp_dir=tmp_dir, memory=opts["memory"], progress=job)
+                      fsync=fsync, tmp_dir=tmp_dir, memory=opts["memory"], progress=job)
     finally:
         job.stop()
     note = "" if not r["recovered"] else f"; rolled back an interrupted apply first ({r['recovered']:,} rows)"

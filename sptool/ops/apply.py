@@ -30,7 +30,6 @@ from ..stream.journal import (
     as_rows,
     journal_path,
     recover_journal,
-    release_rows,
     write_durably,
 )
 from ..stream.order import sorted_batches
@@ -48,7 +47,8 @@ PAUSE_ENV = "SPTOOL_APPLY_PAUSE"
 
 def apply(table: str, gradients=(), *, optimizer: str = "sgd", lr: float | None = None, state: str | None = None,
           initial_accumulator: float = 0.1, eps: float | None = None, beta1: float = 0.9, beta2: float = 0.999,
-          recover: bool = False, tmp_dir: str | None = None, memory=None, progress=None) -> dict:
+          recover: bool = False, fsync: bool = True, tmp_dir: str | None = None, memory=None,
+          progress=None) -> dict:
     """Apply row-sparse gradients, in order, to the dense table ``table`` (a float32 or float64
     .npy of shape [N, d1, ...]) in place, with Paddle's sparse SGD, Adagrad or lazy Adam.
 
@@ -71,7 +71,10 @@ def apply(table: str, gradients=(), *, optimizer: str = "sgd", lr: float | None 
 
     All or nothing: the rows' old contents are journaled (fsynced) before they change, and an
     interrupted apply (crash, SIGKILL, Ctrl-C, bad input found midway) is rolled back, at once
-    or by the next apply on the table; ``recover=True`` only rolls back.
+    or by the next apply on the table; ``recover=True`` only rolls back.  ``fsync=False`` skips
+    the update's fsyncs (creating a state and rolling back keep theirs): still all or nothing
+    when the process is killed (the journal and the rows sit in the OS page cache, which
+    outlives the process), but not after a power loss or an OS crash.
 
     Memory: the table and state are memory maps; only touched rows are read and written, in
     blocks within ``memory``; an unsorted gradient is sorted within ``memory`` (spilling to
@@ -107,7 +110,7 @@ def apply(table: str, gradients=(), *, optimizer: str = "sgd", lr: float | None 
             if progress:
                 progress.set_total(sum(src.meta.nnz or 0 for src in sources) or None)
             st = _open_state(state, optimizer, table, arr, initial_accumulator)
-            return _transaction(table, arr, sources, st, params, budget, tmp_dir, progress, recovered)
+            return _transaction(table, arr, sources, st, params, budget, tmp_dir, progress, recovered, fsync)
 
 
 def _params(optimizer, lr, eps, beta1, beta2, initial_accumulator) -> dict:
@@ -269,13 +272,13 @@ def _pause(where: str):
         time.sleep(float(delay))
 
 
-def _transaction(table, arr, sources, st: _State, params, budget, tmp_dir, progress, recovered) -> dict:
+def _transaction(table, arr, sources, st: _State, params, budget, tmp_dir, progress, recovered, durable) -> dict:
     rows_of = as_rows(arr)
     arrays = {"table": (table, arr), **st.arrays}
     files = {os.path.join(st.dir, STATE_FILE): st.json_after(len(sources))} if st.dir else {}
     kernel = getattr(_optim, f"{params['optimizer']}_rows")
     state_rows = [as_rows(a) for _, a in st.arrays.values()]
-    journal = RowJournal(journal_path(table), arrays, files)
+    journal = RowJournal(journal_path(table), arrays, files, durable=durable)
     touched = 0
     maps = [rows_of, *state_rows]
     width = rows_of.shape[1] * arr.dtype.itemsize
@@ -300,8 +303,8 @@ def _transaction(table, arr, sources, st: _State, params, budget, tmp_dir, progr
                         grad = np.ascontiguousarray(grads[p:p + len(rows)], dtype=arr.dtype)
                         kernel(rows_of, *state_rows, rows, grad, *old, *args)
                         # Dropped, not synced: a shared map's dirty pages stay dirty in the page
-                        # cache, written back by the one fsync of the commit.
-                        release_rows(maps, rows, flush=False)
+                        # cache, written back by the one fdatasync of the commit.
+                        journal.written(rows)
                         touched += len(rows)
                     _pause("written")
         journal.commit(pause=_pause)

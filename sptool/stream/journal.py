@@ -48,16 +48,18 @@ def fsync_dir(path: str):
         os.close(fd)
 
 
-def write_durably(path: str, data: bytes):
+def write_durably(path: str, data: bytes, *, durable: bool = True):
     """Replace ``path`` with ``data``: a temporary sibling, fsynced, renamed over it, the
-    directory fsynced."""
+    directory fsynced (without the fsyncs when not ``durable``: still atomic for readers)."""
     tmp = f"{path}.tmp-{os.getpid()}"
     with open(tmp, "wb") as f:
         f.write(data)
         f.flush()
-        os.fsync(f.fileno())
+        if durable:
+            os.fsync(f.fileno())
     os.replace(tmp, path)
-    fsync_dir(path)
+    if durable:
+        fsync_dir(path)
 
 
 def flush_array(arr: np.ndarray):
@@ -116,8 +118,9 @@ class RowJournal:
     ``files`` (path -> the new text written at commit).  ``record(rows)`` before changing rows;
     ``commit()`` at the end; ``rollback()`` on any failure."""
 
-    def __init__(self, path: str, arrays: dict, files: dict):
+    def __init__(self, path: str, arrays: dict, files: dict, *, durable: bool = True):
         self.path = path
+        self.durable = durable
         self.arrays = {name: (os.path.abspath(p), as_rows(a)) for name, (p, a) in arrays.items()}
         self.files = {os.path.abspath(p): text for p, text in files.items()}
         old = {p: (open(p, encoding="utf-8").read() if os.path.exists(p) else None) for p in self.files}
@@ -126,8 +129,11 @@ class RowJournal:
         # O_EXCL: a second apply on the same table while one runs (the caller holds a lock too).
         self.fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
         os.write(self.fd, MAGIC + _U64.pack(len(header)) + header + _U32.pack(zlib.crc32(header)))
-        os.fsync(self.fd)
-        fsync_dir(path)
+        # Without durability the order still holds for a killed process: the journal's bytes are
+        # in the page cache, which outlives it, before any row changes.
+        if durable:
+            os.fdatasync(self.fd)
+            fsync_dir(path)
         self.rows = 0
 
     def record(self, rows: np.ndarray) -> list[np.ndarray]:
@@ -137,7 +143,8 @@ class RowJournal:
         return old
 
     def sync(self):
-        os.fsync(self.fd)
+        if self.durable:
+            os.fdatasync(self.fd)
 
     def append(self, rows: np.ndarray) -> list[np.ndarray]:
         """Append the current contents of ``rows`` (int64, within every array), not yet fsynced:
@@ -155,18 +162,32 @@ class RowJournal:
         release_rows([a for _, a in self.arrays.values()], rows, flush=False)
         return old
 
+    def written(self, rows: np.ndarray):
+        """After ``rows`` (sorted) changed: give their pages back, not synced (a shared map's
+        dirty pages stay dirty in the page cache, for the commit's fdatasync)."""
+        release_rows([a for _, a in self.arrays.values()], rows, flush=False)
+
     def commit(self, pause=None):
         """Make the new contents durable, write the new files, then delete the journal."""
-        for _, a in self.arrays.values():
-            flush_array(a)
+        if self.durable:  # else the rows are in the page cache already (a shared map)
+            for p, _ in self.arrays.values():
+                # fdatasync alone: a shared map's dirty pages are the file's own (Linux's
+                # msync(MS_SYNC) is the same data sync), and the size and mtime need no sync.
+                fd = os.open(p, os.O_RDONLY)
+                try:
+                    os.fdatasync(fd)
+                finally:
+                    os.close(fd)
         for p, text in self.files.items():
-            write_durably(p, text.encode())
+            write_durably(p, text.encode(), durable=self.durable)
         if pause:
             pause("commit")
         os.close(self.fd)
         self.fd = None
-        os.remove(self.path)
-        fsync_dir(self.path)
+        if self.durable:
+            _remove(self.path)
+        else:
+            os.remove(self.path)
 
     def rollback(self):
         if self.fd is not None:
