@@ -41,15 +41,18 @@ SIZES = {
     "small": {"validate_nnz": 500_000, "tns_lines": 1_000_000,
               "dense_shape": (5_000, 2_500), "dense_nnz": 1_250_000, "reorder_nnz": 2_000_000,
               "add_nnz": 1_000_000, "matmul": (100_000, 100_000, 1_000_000),
-              "spgemm": (20_000, 60_000, 60_000, 200_000, 600_000, "32MB"), "svm_mb": 20},
+              "spgemm": (20_000, 60_000, 60_000, 200_000, 600_000, "32MB"), "svm_mb": 20,
+              "square_dense": (5_000, 5_000, 250_000)},
     "medium": {"validate_nnz": 5_000_000, "tns_lines": 5_000_000,
                "dense_shape": (10_000, 5_000), "dense_nnz": 5_000_000, "reorder_nnz": 5_000_000,
                "add_nnz": 2_500_000, "matmul": (250_000, 100_000, 2_500_000),
-               "spgemm": (50_000, 150_000, 150_000, 500_000, 1_500_000, "64MB"), "svm_mb": 200},
+               "spgemm": (50_000, 150_000, 150_000, 500_000, 1_500_000, "64MB"), "svm_mb": 200,
+               "square_dense": (10_000, 10_000, 1_000_000)},
     "large": {"validate_nnz": 20_000_000, "tns_lines": 20_000_000,
               "dense_shape": (20_000, 10_000), "dense_nnz": 20_000_000, "reorder_nnz": 20_000_000,
               "add_nnz": 10_000_000, "matmul": (1_000_000, 100_000, 10_000_000),
-              "spgemm": (100_000, 300_000, 300_000, 1_000_000, 3_000_000, "128MB"), "svm_mb": 1000},
+              "spgemm": (100_000, 300_000, 300_000, 1_000_000, 3_000_000, "128MB"), "svm_mb": 1000,
+              "square_dense": (20_000, 20_000, 4_000_000)},
 }
 # The issue's reorder benchmark: an unsorted 3-D tensor (20M entries at --size large).
 SHAPE_REORDER = (1_000_000, 5_000, 200)
@@ -515,6 +518,18 @@ def _prepare_todense(data: str, params: dict) -> dict:
 register(Benchmark(
     "todense", "2-D float64 tensor to a dense .npy", "sptool at least as fast as scipy",
     _prepare_todense, _tools_todense, check=_check_todense,
+))
+
+
+def _prepare_todense_square(data: str, params: dict) -> dict:
+    rows, cols, n = params["square_dense"]
+    return _prepare_todense(data, {"dense_shape": (rows, cols), "dense_nnz": n})
+
+
+# The issue's case: 20000 x 20000 with 4M entries, a 3 GiB output (--size large; 800 MB at medium).
+register(Benchmark(
+    "todense-square", "square 2-D float64 matrix, 1% dense, to a dense .npy (3 GiB at --size large)",
+    "ratio >= 1.25 against scipy (issue 15)", _prepare_todense_square, _tools_todense, check=_check_todense,
 ))
 
 
