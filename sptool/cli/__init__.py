@@ -18,6 +18,7 @@ from ..errors import SptoolError
 from ._cluster import note_help, refuse_unless_distributed
 from ._console import err, json_summary_written, start_json_summaries, stop_all_bars, write_json_summary
 from ._options import JSON_SUMMARY_HELP, MEMORY_HELP, _store
+from ._without_pandas import keep_pandas_out
 
 CONTEXT_SETTINGS = {"help_option_names": ["-h", "--help"], "max_content_width": 100}
 INTERNAL_ERROR = 3
@@ -194,21 +195,6 @@ def _terminate(signum, frame):
     raise KeyboardInterrupt
 
 
-class _WithoutPandas:
-    """An import finder that makes pandas look absent, as it is from sptool's dependencies.
-
-    pyarrow's to_numpy imports pandas whenever it is installed (for its conversion tables), on
-    the first call, on a decoding thread that holds the import lock meanwhile: 0.25 CPU-second
-    a command, and 0.57 of a 5M-row reorder's 1.49 (median of 5 interleaved runs).  The
-    command line has no use for it; the Python API leaves imports alone."""
-
-    @staticmethod
-    def find_spec(name, path=None, target=None):
-        if name.partition(".")[0] == "pandas":
-            raise ModuleNotFoundError(f"No module named {name!r}", name=name)
-        return None
-
-
 def main(argv=None):
     import signal
 
@@ -216,10 +202,9 @@ def main(argv=None):
     # that spins on the second core for a while: about 0.1 CPU-second a run taken from the
     # decoding threads (measured on reduce).  Set before any command module imports numpy.
     os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
-    if "pandas" not in sys.modules:
-        sys.meta_path.insert(0, _WithoutPandas)
     signal.signal(signal.SIGTERM, _terminate)
     try:
+        keep_pandas_out()
         cli.main(args=argv, prog_name="sptool")
         code = 0
     except SystemExit as e:
