@@ -41,15 +41,18 @@ SIZES = {
     "small": {"validate_nnz": 500_000, "tns_lines": 1_000_000,
               "dense_shape": (5_000, 2_500), "dense_nnz": 1_250_000, "reorder_nnz": 2_000_000,
               "add_nnz": 1_000_000, "matmul": (100_000, 100_000, 1_000_000),
-              "spgemm": (20_000, 60_000, 60_000, 200_000, 600_000, "32MB"), "svm_mb": 20},
+              "spgemm": (20_000, 60_000, 60_000, 200_000, 600_000, "32MB"), "svm_mb": 20,
+              "square_dense": (5_000, 5_000, 250_000)},
     "medium": {"validate_nnz": 5_000_000, "tns_lines": 5_000_000,
                "dense_shape": (10_000, 5_000), "dense_nnz": 5_000_000, "reorder_nnz": 5_000_000,
                "add_nnz": 2_500_000, "matmul": (250_000, 100_000, 2_500_000),
-               "spgemm": (50_000, 150_000, 150_000, 500_000, 1_500_000, "64MB"), "svm_mb": 200},
+               "spgemm": (50_000, 150_000, 150_000, 500_000, 1_500_000, "64MB"), "svm_mb": 200,
+               "square_dense": (10_000, 10_000, 1_000_000)},
     "large": {"validate_nnz": 20_000_000, "tns_lines": 20_000_000,
               "dense_shape": (20_000, 10_000), "dense_nnz": 20_000_000, "reorder_nnz": 20_000_000,
               "add_nnz": 10_000_000, "matmul": (1_000_000, 100_000, 10_000_000),
-              "spgemm": (100_000, 300_000, 300_000, 1_000_000, 3_000_000, "128MB"), "svm_mb": 1000},
+              "spgemm": (100_000, 300_000, 300_000, 1_000_000, 3_000_000, "128MB"), "svm_mb": 1000,
+              "square_dense": (20_000, 20_000, 4_000_000)},
 }
 # The issue's reorder benchmark: an unsorted 3-D tensor (20M entries at --size large).
 SHAPE_REORDER = (1_000_000, 5_000, 200)
@@ -74,6 +77,7 @@ class Run:
     max_rss: int  # bytes
     returncode: int
     stderr: str
+    cpu: float = 0.0  # user + system seconds of the measured process (on a loaded machine, steadier than wall)
 
 
 # The measured command is started by this small launcher, not by run.py itself.  Linux carries a
@@ -94,6 +98,7 @@ if pid == 0:
 _, status, usage = os.wait4(pid, 0)
 seconds = time.perf_counter() - start
 print(json.dumps({"seconds": seconds, "max_rss": usage.ru_maxrss * 1024,
+                  "cpu": usage.ru_utime + usage.ru_stime,
                   "returncode": os.waitstatus_to_exitcode(status)}))
 """
 
@@ -107,7 +112,7 @@ def run_once(tool: Tool) -> Run:
     if proc.returncode != 0:
         raise RuntimeError(f"the launcher failed: {err}")
     r = json.loads(proc.stdout)
-    return Run(r["seconds"], r["max_rss"], r["returncode"], err)
+    return Run(r["seconds"], r["max_rss"], r["returncode"], err, r["cpu"])
 
 
 def _remove(path: str):
@@ -516,6 +521,18 @@ register(Benchmark(
 ))
 
 
+def _prepare_todense_square(data: str, params: dict) -> dict:
+    rows, cols, n = params["square_dense"]
+    return _prepare_todense(data, {"dense_shape": (rows, cols), "dense_nnz": n})
+
+
+# The issue's case: 20000 x 20000 with 4M entries, a 3 GiB output (--size large; 800 MB at medium).
+register(Benchmark(
+    "todense-square", "square 2-D float64 matrix, 1% dense, to a dense .npy (3 GiB at --size large)",
+    "ratio >= 1.25 against scipy (issue 15)", _prepare_todense_square, _tools_todense, check=_check_todense,
+))
+
+
 # -- reorder ------------------------------------------------------------------------------------
 
 PEER_REORDER_DUCKDB = """
@@ -587,11 +604,28 @@ def _tools_reorder(paths: dict, out: str) -> list[Tool]:
     ]
 
 
-def _check_reorder(paths: dict, out: str) -> str | None:
+def _check_reorder(paths: dict, out: str) -> tuple[str | None, str]:
     import sptool
 
     report = sptool.validate(os.path.join(out, "reorder-sptool.parquet"), metadata_only=True)
-    return None if report.valid else f"sptool's output is invalid: {report.codes}"
+    problem = None if report.valid else f"sptool's output is invalid: {report.codes}"
+    return problem, _output_sizes(out, "reorder", ("sptool", "duckdb", "polars", "floor"), paths["rows"])
+
+
+def _output_sizes(out: str, stem: str, tools, rows: int) -> str:
+    """The output's bytes per entry for each tool that wrote one (the write side's other cost)."""
+    sizes = []
+    for tool in tools:
+        path = os.path.join(out, f"{stem}-{tool}.parquet")
+        if os.path.exists(path):
+            sizes.append(f"{tool} {_size_of(path) / rows:.2f}")
+    return "output bytes per entry: " + ", ".join(sizes)
+
+
+def _size_of(path: str) -> int:
+    if os.path.isdir(path):
+        return sum(os.path.getsize(os.path.join(d, f)) for d, _, fs in os.walk(path) for f in fs)
+    return os.path.getsize(path)
 
 
 register(Benchmark(
@@ -1302,7 +1336,7 @@ def machine() -> dict:
     usable = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
     return {
         "nproc": usable, "cpu": cpu, "ram_bytes": mem, "platform": platform.platform(),
-        "python": platform.python_version(),
+        "python": platform.python_version(), "load_average": [round(x, 2) for x in os.getloadavg()],
         "versions": {"sptool": sptool.__version__, "numpy": np.__version__, "pyarrow": pyarrow.__version__,
                      "scipy": scipy.__version__},
     }
@@ -1323,20 +1357,22 @@ def print_table(info: dict, results: list[dict], size: str, repeat: int):
         f"RAM {info['ram_bytes'] / 2**30:.1f} GiB; Python {info['python']}, sptool {v['sptool']}, "
         f"numpy {v['numpy']}, pyarrow {v['pyarrow']}, scipy {v['scipy']}"
     )
+    console.print(f"Load average at the start: {info['load_average']} (CPU s: user + system time, median).")
     console.print("Each tool runs in a fresh process (start-up and imports included); sptool calls no BLAS "
                   "(NumPy peers may: sampled-matmul's).")
     table = Table(show_lines=False)
     for col, justify in (("benchmark", "left"), ("tool", "left"), ("seconds", "right"),
-                         ("ratio", "right"), ("peak RSS", "right")):
+                         ("ratio", "right"), ("CPU s", "right"), ("peak RSS", "right")):
         table.add_column(col, justify=justify)
     for r in results:
         if r.get("skipped"):
-            table.add_row(r["benchmark"], f"skipped: {r['skipped']}", "", "", "")
+            table.add_row(r["benchmark"], f"skipped: {r['skipped']}", "", "", "", "")
             continue
         for i, t in enumerate(r["tools"]):
             secs = "failed" if t["median"] is None else f"{t['median']:.2f}"
             ratio = "" if t["ratio"] is None else f"{t['ratio']:.2f}x"
-            table.add_row(r["benchmark"] if i == 0 else "", t["tool"], secs, ratio, _mib(t["max_rss"]),
+            cpu = "" if t.get("cpu_median") is None else f"{t['cpu_median']:.2f}"
+            table.add_row(r["benchmark"] if i == 0 else "", t["tool"], secs, ratio, cpu, _mib(t["max_rss"]),
                           end_section=i == len(r["tools"]) - 1)
     console.print(table)
     console.print("ratio = peer time / sptool time (>1: sptool faster). Targets: " +
@@ -1388,6 +1424,7 @@ def run_benchmark(b: Benchmark, size: str, repeat: int) -> dict:
             "seconds": [round(r.seconds, 4) for r in rs],
             "best": min(r.seconds for r in ok) if ok else None,
             "median": statistics.median(r.seconds for r in ok) if ok else None,
+            "cpu_median": statistics.median(r.cpu for r in ok) if ok else None,
             "max_rss": max(r.max_rss for r in rs),
         })
     # The median run counts: a user sees a typical run, not the luckiest one.

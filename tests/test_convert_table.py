@@ -207,3 +207,21 @@ def test_usage_of_the_options(tmp_path, rng):
         r = runner.invoke(cli, argv)
         assert r.exit_code == 2 and message in r.output, (args, r.output)
     assert sorted(os.listdir(tmp_path)) == ["t.parquet"]
+
+
+def test_zoned_timestamp_values_refused_in_one_line(tmp_path):
+    """A zoned timestamp has no NumPy type without pandas (which the command line keeps out):
+    still the one-line refusal, exit 2, nothing written."""
+    import subprocess
+    import sys
+
+    import pyarrow as pa
+
+    src = tmp_path / "ts.parquet"
+    pq.write_table(pa.table({"row": [0, 1], "value": pa.array([1, 2], pa.timestamp("us", tz="UTC"))}), src)
+    out = tmp_path / "t.parquet"
+    r = subprocess.run([sys.executable, "-P", "-m", "sptool", "convert", str(src), "--index-columns", "row",
+                        "--values-column", "value", "-o", str(out)], capture_output=True, text=True, timeout=120)
+    assert r.returncode == 2 and r.stderr.count("\n") == 1, r.stderr
+    assert "'value' holds timestamp[us, tz=UTC], which is not a number" in r.stderr and "ts.parquet" in r.stderr
+    assert not out.exists()

@@ -19,6 +19,7 @@ from ..errors import SptoolError
 from ._cluster import note_help, refuse_unless_distributed
 from ._console import err, json_summary_written, start_json_summaries, stop_all_bars, write_json_summary
 from ._options import JSON_SUMMARY_HELP, MEMORY_HELP, _store
+from ._without_pandas import keep_pandas_out
 
 CONTEXT_SETTINGS = {"help_option_names": ["-h", "--help"], "max_content_width": 100}
 INTERNAL_ERROR = 3
@@ -212,6 +213,7 @@ def main(argv=None):
     os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
     _from_main = True
     try:
+        keep_pandas_out()
         cli.main(args=argv, prog_name="sptool")
         code = 0
     except SystemExit as e:

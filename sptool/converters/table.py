@@ -182,7 +182,8 @@ class TableReader(Reader):
             return "binary"
         try:
             return value_type_of_dtype(np.dtype(dtype.to_pandas_dtype()))
-        except (NotImplementedError, TypeError, ValueError, DataError):
+        # ImportError: pyarrow needs pandas for a zoned timestamp's type (absent, or kept out by the CLI).
+        except (NotImplementedError, TypeError, ValueError, DataError, ImportError):
             raise UsageError(f"--values-column {self.schema.names[self.value]!r} holds {dtype}, which is not a "
                              "number or a boolean; give --value-type to convert it", path=self.name) from None
 
