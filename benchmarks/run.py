@@ -74,6 +74,7 @@ class Run:
     max_rss: int  # bytes
     returncode: int
     stderr: str
+    cpu: float = 0.0  # user + system seconds of the tool's process and its threads (a loaded machine's fair measure)
 
 
 # The measured command is started by this small launcher, not by run.py itself.  Linux carries a
@@ -94,7 +95,7 @@ if pid == 0:
 _, status, usage = os.wait4(pid, 0)
 seconds = time.perf_counter() - start
 print(json.dumps({"seconds": seconds, "max_rss": usage.ru_maxrss * 1024,
-                  "returncode": os.waitstatus_to_exitcode(status)}))
+                  "cpu": usage.ru_utime + usage.ru_stime, "returncode": os.waitstatus_to_exitcode(status)}))
 """
 
 
@@ -107,7 +108,7 @@ def run_once(tool: Tool) -> Run:
     if proc.returncode != 0:
         raise RuntimeError(f"the launcher failed: {err}")
     r = json.loads(proc.stdout)
-    return Run(r["seconds"], r["max_rss"], r["returncode"], err)
+    return Run(r["seconds"], r["max_rss"], r["returncode"], err, r["cpu"])
 
 
 def _remove(path: str):
@@ -1225,10 +1226,17 @@ def _check_tfrecord(paths: dict, out: str):
     peer = pq.read_table(_out(out, "tfrecord-protobuf.parquet"))
     same = all(np.array_equal(got.column(c).to_numpy(), peer.column(c).to_numpy())
                for c in ("indices_0", "indices_1", "values"))
+    if same and _tensorflow_present():
+        # TensorFlow's sparse_merge reorders with an unstable sort: a repeated id's values may come
+        # in another order, so entries are compared with ties put in value order on both sides.
+        tf_out = pq.read_table(_out(out, "tfrecord-tf.parquet"))
+        a, b = ([t.column(c).to_numpy() for c in ("indices_0", "indices_1", "values")] for t in (got, tf_out))
+        same = len(a[0]) == len(b[0]) and all(
+            np.array_equal(x[np.lexsort(a[::-1])], y[np.lexsort(b[::-1])]) for x, y in zip(a, b))
     note = (f"input {paths['megabytes']} MB, {paths['examples']:,} Examples, {paths['rows']:,} ids; "
             "MB/s = megabytes / seconds" + ("" if _tensorflow_present() else "; tensorflow is not installed, so "
                                             "its pipeline was not measured"))
-    return (None if same else "sptool's tensor differs from the protobuf peer's", note)
+    return (None if same else "sptool's tensor differs from the protobuf (or TensorFlow) peer's", note)
 
 
 def _prepare_tfrecord_write(data: str, params: dict) -> dict:
@@ -1327,16 +1335,17 @@ def print_table(info: dict, results: list[dict], size: str, repeat: int):
                   "(NumPy peers may: sampled-matmul's).")
     table = Table(show_lines=False)
     for col, justify in (("benchmark", "left"), ("tool", "left"), ("seconds", "right"),
-                         ("ratio", "right"), ("peak RSS", "right")):
+                         ("ratio", "right"), ("peak RSS", "right"), ("CPU s", "right")):
         table.add_column(col, justify=justify)
     for r in results:
         if r.get("skipped"):
-            table.add_row(r["benchmark"], f"skipped: {r['skipped']}", "", "", "")
+            table.add_row(r["benchmark"], f"skipped: {r['skipped']}", "", "", "", "")
             continue
         for i, t in enumerate(r["tools"]):
             secs = "failed" if t["median"] is None else f"{t['median']:.2f}"
             ratio = "" if t["ratio"] is None else f"{t['ratio']:.2f}x"
-            table.add_row(r["benchmark"] if i == 0 else "", t["tool"], secs, ratio, _mib(t["max_rss"]),
+            cpu = "" if t.get("cpu_median") is None else f"{t['cpu_median']:.2f}"
+            table.add_row(r["benchmark"] if i == 0 else "", t["tool"], secs, ratio, _mib(t["max_rss"]), cpu,
                           end_section=i == len(r["tools"]) - 1)
     console.print(table)
     console.print("ratio = peer time / sptool time (>1: sptool faster). Targets: " +
@@ -1362,10 +1371,14 @@ def run_benchmark(b: Benchmark, size: str, repeat: int) -> dict:
     tools = b.tools(paths, out)
     runs: dict[str, list[Run]] = {t.name: [] for t in tools}
     notes = []
+    load_before = os.getloadavg()
     # Interleave the tools so that drift (page cache, thermal) affects all of them alike.
     for _ in range(repeat):
         for t in tools:
             runs[t.name].append(run_once(t))
+    # Other work on the machine slows every tool; the load (and CPU seconds) say how much.
+    notes.append("load average (1, 5, 15 min) before timing {:.2f} {:.2f} {:.2f}, after {:.2f} {:.2f} {:.2f}"
+                 .format(*load_before, *os.getloadavg()))
     if b.check is not None and all(r.returncode == 0 for rs in runs.values() for r in rs):
         problem = b.check(paths, out)
         if isinstance(problem, tuple):  # (problem or None, a note to print either way)
@@ -1388,6 +1401,7 @@ def run_benchmark(b: Benchmark, size: str, repeat: int) -> dict:
             "seconds": [round(r.seconds, 4) for r in rs],
             "best": min(r.seconds for r in ok) if ok else None,
             "median": statistics.median(r.seconds for r in ok) if ok else None,
+            "cpu_median": round(statistics.median(r.cpu for r in ok), 3) if ok else None,
             "max_rss": max(r.max_rss for r in rs),
         })
     # The median run counts: a user sees a typical run, not the luckiest one.
@@ -1556,6 +1570,9 @@ def _check_cross(paths: dict, out: str):
 
     n = pq.read_metadata(_out(out, "cross-sptool.parquet")).num_rows
     problem = _check_same_table(_out(out, "cross-sptool.parquet"), _out(out, "cross-numpy.parquet"), "cross-hashed")
+    if not problem and not _tensorflow_missing():
+        problem = _check_same_table(_out(out, "cross-sptool.parquet"), _out(out, "cross-tf.parquet"),
+                                    "cross-hashed against TensorFlow")
     return problem, f"{paths['rows']:,} rows crossed into {n:,} buckets; TensorFlow: {_tensorflow_missing() or 'run'}"
 
 
