@@ -1259,10 +1259,17 @@ def _check_tfrecord(paths: dict, out: str):
     peer = pq.read_table(_out(out, "tfrecord-protobuf.parquet"))
     same = all(np.array_equal(got.column(c).to_numpy(), peer.column(c).to_numpy())
                for c in ("indices_0", "indices_1", "values"))
+    if same and _tensorflow_present():
+        # TensorFlow's sparse_merge reorders with an unstable sort: a repeated id's values may come
+        # in another order, so entries are compared with ties put in value order on both sides.
+        tf_out = pq.read_table(_out(out, "tfrecord-tf.parquet"))
+        a, b = ([t.column(c).to_numpy() for c in ("indices_0", "indices_1", "values")] for t in (got, tf_out))
+        same = len(a[0]) == len(b[0]) and all(
+            np.array_equal(x[np.lexsort(a[::-1])], y[np.lexsort(b[::-1])]) for x, y in zip(a, b))
     note = (f"input {paths['megabytes']} MB, {paths['examples']:,} Examples, {paths['rows']:,} ids; "
             "MB/s = megabytes / seconds" + ("" if _tensorflow_present() else "; tensorflow is not installed, so "
                                             "its pipeline was not measured"))
-    return (None if same else "sptool's tensor differs from the protobuf peer's", note)
+    return (None if same else "sptool's tensor differs from the protobuf (or TensorFlow) peer's", note)
 
 
 def _prepare_tfrecord_write(data: str, params: dict) -> dict:
@@ -1398,10 +1405,14 @@ def run_benchmark(b: Benchmark, size: str, repeat: int) -> dict:
     tools = b.tools(paths, out)
     runs: dict[str, list[Run]] = {t.name: [] for t in tools}
     notes = []
+    load_before = os.getloadavg()
     # Interleave the tools so that drift (page cache, thermal) affects all of them alike.
     for _ in range(repeat):
         for t in tools:
             runs[t.name].append(run_once(t))
+    # Other work on the machine slows every tool; the load (and CPU seconds) say how much.
+    notes.append("load average (1, 5, 15 min) before timing {:.2f} {:.2f} {:.2f}, after {:.2f} {:.2f} {:.2f}"
+                 .format(*load_before, *os.getloadavg()))
     if b.check is not None and all(r.returncode == 0 for rs in runs.values() for r in rs):
         problem = b.check(paths, out)
         if isinstance(problem, tuple):  # (problem or None, a note to print either way)
@@ -1593,6 +1604,9 @@ def _check_cross(paths: dict, out: str):
 
     n = pq.read_metadata(_out(out, "cross-sptool.parquet")).num_rows
     problem = _check_same_table(_out(out, "cross-sptool.parquet"), _out(out, "cross-numpy.parquet"), "cross-hashed")
+    if not problem and not _tensorflow_missing():
+        problem = _check_same_table(_out(out, "cross-sptool.parquet"), _out(out, "cross-tf.parquet"),
+                                    "cross-hashed against TensorFlow")
     return problem, f"{paths['rows']:,} rows crossed into {n:,} buckets; TensorFlow: {_tensorflow_missing() or 'run'}"
 
 

@@ -226,10 +226,12 @@ def cross_counts(const int64_t[:, ::1] ptr, int64_t[::1] out):
 
 
 cdef int _check_walk(const int64_t[:, ::1] ptr, const int64_t[::1] offsets, int64_t g0, int64_t g1,
-                     int64_t[::1] rows, int64_t[::1] cols) except -1:
+                     int64_t[::1] rows, int64_t[::1] cols, const int64_t[::1] row_ids) except -1:
     cdef Py_ssize_t R = ptr.shape[1] - 1
     if offsets.shape[0] != R + 1:
         raise ValueError("offsets must hold one entry per row and the total")
+    if row_ids is not None and row_ids.shape[0] != R:
+        raise ValueError("row_ids must hold one entry per row")
     if g0 < 0 or g1 < g0 or (R >= 0 and g1 > offsets[R]):
         raise ValueError("[g0, g1) must lie within the batch's crosses")
     if rows.shape[0] != g1 - g0 or cols.shape[0] != g1 - g0:
@@ -274,9 +276,10 @@ cdef inline Py_ssize_t _advance(int64_t* digit, const int64_t* count, Py_ssize_t
 
 cdef void _walk(const int64_t[:, ::1] ptr, const uint64_t* feats, const int64_t[::1] offsets, int64_t g0,
                 int64_t g1, uint64_t hash_key, uint64_t mod, int64_t[::1] rows, int64_t[::1] cols,
-                int64_t* values, int64_t* pos, int64_t* work) noexcept nogil:
+                int64_t* values, int64_t* pos, int64_t* work, const int64_t* row_ids) noexcept nogil:
     # Crosses g0..g1 in order: hashed into values, or (values NULL) as feature positions into
     # pos, an (m, g1 - g0) array.  work holds 2m int64 digits and counts and m + 1 prefixes.
+    # rows gets row_ids[r] (the caller's row numbers, written in place: no gather afterwards), or r.
     cdef Py_ssize_t m = ptr.shape[0], r, i, lo = 0
     cdef int64_t k, p, n = g1 - g0
     cdef int64_t* digit = work
@@ -295,7 +298,7 @@ cdef void _walk(const int64_t[:, ::1] ptr, const uint64_t* feats, const int64_t[
         else:
             for i in range(m):
                 pos[i * n + k] = ptr[i, r] + digit[i]
-        rows[k] = r
+        rows[k] = row_ids[r] if row_ids != NULL else r
         cols[k] = p
         p += 1
         lo = _advance(digit, count, m)
@@ -310,12 +313,13 @@ cdef void _walk(const int64_t[:, ::1] ptr, const uint64_t* feats, const int64_t[
 
 def cross_hashed(const int64_t[:, ::1] ptr, const uint64_t[::1] feats, const int64_t[::1] offsets,
                  int64_t g0, int64_t g1, uint64_t hash_key, int64_t num_buckets,
-                 int64_t[::1] rows, int64_t[::1] cols, int64_t[::1] values):
+                 int64_t[::1] rows, int64_t[::1] cols, int64_t[::1] values, const int64_t[::1] row_ids=None):
     """Crosses g0..g1 of the batch hashed as TensorFlow's SparseCross with hashed_output: each
-    one's row (within the batch), its position within the row, and its bucket."""
+    one's row (within the batch, or row_ids[row] when given), its position within the row, and
+    its bucket."""
     cdef Py_ssize_t m = ptr.shape[0]
     cdef int64_t* work
-    _check_walk(ptr, offsets, g0, g1, rows, cols)
+    _check_walk(ptr, offsets, g0, g1, rows, cols, row_ids)
     if values.shape[0] != g1 - g0:
         raise ValueError("values must hold g1 - g0 entries")
     if m == 0 or g1 == g0:
@@ -327,17 +331,19 @@ def cross_hashed(const int64_t[:, ::1] ptr, const uint64_t[::1] feats, const int
         raise MemoryError()
     with nogil:
         _walk(ptr, &feats[0], offsets, g0, g1, hash_key,
-              <uint64_t> num_buckets if num_buckets > 0 else INT64_MAX, rows, cols, &values[0], NULL, work)
+              <uint64_t> num_buckets if num_buckets > 0 else INT64_MAX, rows, cols, &values[0], NULL, work,
+              &row_ids[0] if row_ids is not None else NULL)
     free(work)
 
 
 def cross_positions(const int64_t[:, ::1] ptr, const int64_t[::1] offsets, int64_t g0, int64_t g1,
-                    int64_t[::1] rows, int64_t[::1] cols, int64_t[:, ::1] pos):
-    """Crosses g0..g1 of the batch as positions: their rows and positions within the row, and
-    pos[i, k], the feature (an index into the array ptr points into) input i gives cross k."""
+                    int64_t[::1] rows, int64_t[::1] cols, int64_t[:, ::1] pos, const int64_t[::1] row_ids=None):
+    """Crosses g0..g1 of the batch as positions: their rows (row_ids[row] when given) and
+    positions within the row, and pos[i, k], the feature (an index into the array ptr points
+    into) input i gives cross k."""
     cdef Py_ssize_t m = ptr.shape[0]
     cdef int64_t* work
-    _check_walk(ptr, offsets, g0, g1, rows, cols)
+    _check_walk(ptr, offsets, g0, g1, rows, cols, row_ids)
     if pos.shape[0] != m or pos.shape[1] != g1 - g0:
         raise ValueError("pos must be (m, g1 - g0)")
     if m == 0 or g1 == g0:
@@ -346,5 +352,6 @@ def cross_positions(const int64_t[:, ::1] ptr, const int64_t[::1] offsets, int64
     if work == NULL:
         raise MemoryError()
     with nogil:
-        _walk(ptr, NULL, offsets, g0, g1, 0, 1, rows, cols, NULL, &pos[0, 0], work)
+        _walk(ptr, NULL, offsets, g0, g1, 0, 1, rows, cols, NULL, &pos[0, 0], work,
+              &row_ids[0] if row_ids is not None else NULL)
     free(work)

@@ -168,16 +168,16 @@ def _crosses(ptr, offsets, g0, g1):
             g += 1
 
 
-def cross_hashed(ptr, feats, offsets, g0, g1, hash_key, num_buckets, rows, cols, values):
+def cross_hashed(ptr, feats, offsets, g0, g1, hash_key, num_buckets, rows, cols, values, row_ids=None):
     mod = num_buckets if num_buckets > 0 else INT64_MAX
     for k, (r, p, combo) in enumerate(_crosses(ptr, offsets, g0, g1)):
         h = int(hash_key) & M64
         for j in combo:
             h = fingerprint_cat64(h, int(feats[j]))
-        rows[k], cols[k], values[k] = r, p, h % mod
+        rows[k], cols[k], values[k] = r if row_ids is None else row_ids[r], p, h % mod
 
 
-def cross_positions(ptr, offsets, g0, g1, rows, cols, pos):
+def cross_positions(ptr, offsets, g0, g1, rows, cols, pos, row_ids=None):
     for k, (r, p, combo) in enumerate(_crosses(ptr, offsets, g0, g1)):
-        rows[k], cols[k] = r, p
+        rows[k], cols[k] = r if row_ids is None else row_ids[r], p
         pos[:, k] = combo

@@ -9,7 +9,7 @@ import os
 import numpy as np
 import pytest
 from click.testing import CliRunner
-from conftest import small_runs
+from conftest import small_runs, tiny_budget
 
 import sptool
 from sptool.cli import cli
@@ -20,9 +20,12 @@ with open(os.path.join(TF, "index.json")) as _f:
     TF_CASES = [c for c in json.load(_f)["cases"] if c["call"]["op"] == "tf.sparse.bincount"]
 
 
+@pytest.mark.parametrize("memory", [None, 4096], ids=["dense", "sorted"])
 @pytest.mark.parametrize("shuffle", [False, True])
 @pytest.mark.parametrize("case", TF_CASES, ids=[c["file"] for c in TF_CASES])
-def test_matches_tensorflow(case, shuffle, tmp_path, tiny_batches):
+def test_matches_tensorflow(case, shuffle, memory, tmp_path, tiny_batches):
+    """Over all values (axis 0), ids are counted into a dense array below a cap that --memory
+    sets and sorted above it: a 4 KiB budget puts every id of these cases past that cap."""
     d = np.load(os.path.join(TF, case["file"]))
     idx, vals = d["ids_indices"], d["ids_values"]
     if shuffle:
@@ -32,7 +35,8 @@ def test_matches_tensorflow(case, shuffle, tmp_path, tiny_batches):
     sptool.write(sptool.SparseTensor(idx, vals, tuple(d["ids_shape"])), src)
     call = case["call"]
     out = str(tmp_path / "out.parquet")
-    sptool.bincount(src, out, axis=call["axis"], minlength=call["minlength"], binary_output=call["binary_output"])
+    sptool.bincount(src, out, axis=call["axis"], minlength=call["minlength"], binary_output=call["binary_output"],
+                    memory=None if memory is None else tiny_budget(memory))
     got = sptool.read(out)
     np.testing.assert_array_equal(got.indices, d["out_indices"])
     np.testing.assert_array_equal(got.values, d["out_values"])
@@ -126,6 +130,46 @@ def test_weights(wdtype, tmp_path, tiny_batches):
     sptool.write(sptool.SparseTensor(t.indices, w.values, (15, 7)), wsrc)
     with pytest.raises(ShapeMismatch, match="same dense shape"):
         sptool.bincount(src, weights=wsrc)
+
+
+@pytest.mark.parametrize("weights", [None, np.float32, np.float64, np.int32], ids=str)
+@pytest.mark.parametrize("binary", [False, True])
+def test_over_all_dense_and_sorted_ids_together(weights, binary, tmp_path, tiny_batches):
+    """Small ids go to the dense counts and huge ones (up to 2**62) through the external sort,
+    in one call, within a budget that caps the dense array at a few hundred ids: the result is
+    np.unique's counts (np.bincount of the inverse for weights, summed in input order as
+    TensorFlow's kernel and np.bincount sum them), zero weight sums kept as occurring ids."""
+    if binary and weights is not None:
+        return
+    rng = np.random.default_rng(3)
+    n = 3000
+    ids = np.where(rng.random(n) < 0.7, rng.integers(0, 600, n), rng.integers(0, 1 << 62, n))
+    ids[rng.integers(0, n, 200)] = rng.choice(ids, 200)  # repeats of the huge ids too
+    ids[:5] = [0, 1 << 62, 599, 5, 5]
+    idx = np.stack([np.arange(n) // 10, np.arange(n) % 10], axis=1)
+    t = sptool.SparseTensor(idx, ids, (n // 10, 10))
+    w = None
+    if weights is not None:
+        wv = rng.integers(-3, 4, n).astype(weights)
+        if np.dtype(weights).kind == "f":
+            wv = (wv * rng.random(n)).astype(weights)
+        w = sptool.SparseTensor(idx, wv, t.shape)
+    got = sptool.bincount(t, weights=w, binary_output=binary, memory=tiny_budget(64 << 10))
+    uniq, inverse = np.unique(ids, return_inverse=True)
+    if weights is None:
+        want = np.ones(len(uniq), np.int64) if binary else np.bincount(inverse)
+    else:
+        want = np.zeros(len(uniq), weights)
+        for i, v in zip(inverse, w.values):  # input order, in the weights' own type (TensorFlow's)
+            want[i] += v
+    assert got.shape == (int(ids.max()) + 1,)
+    np.testing.assert_array_equal(got.indices[:, 0], uniq)
+    # A 64 KiB budget's dense array holds some 450 ids: there each weight is added in input
+    # order (bit for bit); the sort path adds each piece's sums, so floats may differ in the last bit.
+    dense = uniq < 400
+    np.testing.assert_array_equal(got.values[dense], want[dense])
+    np.testing.assert_allclose(got.values[~dense], want[~dense], rtol=1e-6 if weights == np.float32 else 1e-12)
+    assert got.values.dtype == (np.int64 if weights is None else weights)
 
 
 def test_empty_and_one_dimensional(tmp_path):

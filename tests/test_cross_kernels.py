@@ -119,6 +119,18 @@ def test_cross_kernels_match_reference(seed):
         np.testing.assert_array_equal(pos_a, pos_b)
         np.testing.assert_array_equal(ra, rb)
         np.testing.assert_array_equal(ca, cb)
+        # The caller's row numbers written in place of the batch's: the same as gathering them.
+        row_ids = np.sort(rng.choice(10 * R + 10, size=R, replace=False)).astype(np.int64)
+        got_ids = [np.empty(n, np.int64) for _ in range(3)]
+        _cross.cross_hashed(ptr, feats, offsets, g0, g1, key, buckets, *got_ids, row_ids=row_ids)
+        ref.cross_hashed(ptr, feats, offsets, g0, g1, key, buckets, *want, row_ids=row_ids)
+        np.testing.assert_array_equal(got_ids[0], row_ids[got[0]])
+        for a, b in zip(got_ids, want):
+            np.testing.assert_array_equal(a, b)
+        _cross.cross_positions(ptr, offsets, g0, g1, ra, ca, pos_a, row_ids=row_ids)
+        ref.cross_positions(ptr, offsets, g0, g1, rb, cb, pos_b, row_ids=row_ids)
+        np.testing.assert_array_equal(ra, rb)
+        np.testing.assert_array_equal(pos_a, pos_b)
 
 
 def test_cross_counts_overflow():

@@ -461,3 +461,39 @@ def test_peak_rss_within_the_stated_figure(big_tfrecord, tmp_path, budget, name)
     else:
         with sptool.open(str(tmp_path / "o.parquet")) as src:
             assert src.meta.nnz == n
+
+
+def _bad_record(kind: str) -> bytes:
+    return {"outside": oracle.example(ids=("int64", [99]), values=("float", [1.0])),
+            "float-ids": oracle.example(ids=("float", [1.0]), values=("float", [1.0])),
+            "not-an-example": b"\xff\xff\xff", "data-crc": None}[kind]
+
+
+@pytest.mark.parametrize("early,late", [("outside", "data-crc"), ("data-crc", "outside"),
+                                        ("float-ids", "not-an-example"), ("not-an-example", "float-ids")])
+@pytest.mark.parametrize("block", [64, 512])
+def test_the_first_bad_record_is_named_while_blocks_decode_ahead(early, late, block, tmp_path, monkeypatch):
+    """Blocks are scanned a block ahead on a second thread: with two bad records in different
+    blocks (records of about 50 bytes), of the kinds found there (CRC, wire format) and those
+    found after it (kind, vocab), the error names the earlier one and its byte offset in the
+    oracle's framing, as a plain loop would."""
+    monkeypatch.setenv("SPTOOL_TEXT_BLOCK_BYTES", str(block))
+    recs = [oracle.example(ids=("int64", [i % 10]), values=("float", [1.0])) for i in range(40)]
+    flips = []
+    for at, kind in ((7, early), (30, late)):
+        if kind == "data-crc":
+            flips.append(len(oracle.frame(recs[:at])) + 14)  # a byte of record `at`'s data
+        else:
+            recs[at] = _bad_record(kind)
+    data = bytearray(oracle.frame(recs))
+    for i in flips:
+        data[i] ^= 0x40
+    path = tmp_path / "bad.tfrecord"
+    path.write_bytes(bytes(data))
+    args = ["convert", str(path), "-o", str(tmp_path / "out.parquet"), "--ids", "ids", "--values", "values",
+            "--vocab-size", "10"]
+    r = CliRunner().invoke(cli, args)
+    assert r.exit_code == 1, r.output
+    assert f"record 7 (byte {len(oracle.frame(recs[:7]))})" in r.output, r.output
+    assert "record 30" not in r.output and "Traceback" not in r.output
+    assert sorted(os.listdir(tmp_path)) == ["bad.tfrecord"]

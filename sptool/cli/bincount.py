@@ -35,7 +35,8 @@ def bincount(ctx, path, output, weights, minlength, maxlength, binary_output, ax
     first, as the format defines. Implicit zeros are not counted.
 
     Memory: T (and W) stream in row-major order, sorted first if they are not (spilling
-    to --tmp-dir); --axis -1 works on pieces of whole rows, --axis 0 merges the counts
+    to --tmp-dir); --axis -1 works on pieces of whole rows; --axis 0 counts ids into a
+    dense array of at most a quarter of --memory, and merges the counts of larger ids
     with the external sort.
 
     \b

@@ -12,8 +12,11 @@ Reading gives what TensorFlow computes from such a file:
 
 The records are read in blocks of whole records sized from --memory, their framing and both
 CRCs checked and their Examples decoded by the compiled kernels in sptool/_tfrecord.pyx, so a
-file of any size converts in bounded memory.  Records are numbered from 0, like the rows of
-the output; an error names the record and its byte offset (in the decompressed stream).
+file of any size converts in bounded memory.  A second thread reads, frames and decodes the
+next block while the current one is checked and written (``_Prefetch``); every check that
+depends on earlier blocks, and so every error, happens in order, as a plain loop would.  Records
+are numbered from 0, like the rows of the output; an error names the record and its byte offset
+(in the decompressed stream).
 
 Writing makes one Example per row of a 2-D tensor (rows in order, empty rows as Examples
 with empty lists), holding the ids (column numbers) and values of the row.
@@ -24,7 +27,8 @@ from __future__ import annotations
 import gzip
 import sys
 import zlib
-from dataclasses import dataclass
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
 
 import numpy as np
 import pyarrow as pa
@@ -170,7 +174,8 @@ class _Records:
         return b"".join(out)
 
     def blocks(self):
-        """Yield (buf, offsets, lengths, first record number) for each block of whole records."""
+        """Yield (buf, offsets, lengths, first record number, byte offset of the block) for each
+        block of whole records."""
         carry = b""
         want = self.block
         while True:
@@ -180,7 +185,7 @@ class _Records:
             if status:
                 self._fail(self.record + len(offsets), self.offset + end, _STATUS[status])
             if len(offsets):
-                yield buf, offsets, lengths, self.record
+                yield buf, offsets, lengths, self.record, self.offset
                 self.record += len(offsets)
                 self.offset += end
             carry = buf[end:]
@@ -248,6 +253,8 @@ class TFRecordReader(Reader):
         self._sides = SideOutputs()
         self._labels_path = t.labels
         self._blocks = self.records.blocks()
+        self._scans = _Prefetch(self._scan, self._blocks)
+        self._base = 0  # byte offset of the block being decoded (its errors count from it)
         # The value type must be known before the first row is written: decode ahead until a
         # record shows the kind of the values (records before it hold no entries).
         self._ahead = []
@@ -283,8 +290,8 @@ class TFRecordReader(Reader):
 
     def _next_decoded(self):
         """The next block's (keys, values, labels, records), or None at the end."""
-        block = next(self._blocks, None)
-        return None if block is None else self._decode(*block)
+        scanned = self._scans.next()
+        return None if scanned is None else self._decode(scanned)
 
     def batches(self):
         try:
@@ -317,10 +324,36 @@ class TFRecordReader(Reader):
             yield keys, values
 
     # -- decoding one block ---------------------------------------------------------------
-    def _decode(self, buf: bytes, offsets, lengths, first: int):
+    def _scan(self, block) -> _Scanned:
+        """The kernels' work on a block, on the decoding thread: it reads no state that the
+        blocks before it change, so it runs ahead of them.  Where a column has one kind in every
+        record of the block, its numbers are read (and the ids' order within rows found); what
+        is checked against earlier blocks, and every error, waits for ``_decode``, in order."""
+        buf, offsets, lengths, first, base = block
         data = np.frombuffer(buf, dtype=np.uint8)
-        kinds, firsts, lasts, counts, status, bad = tfr.locate_features(data, offsets, lengths, self._names,
-                                                                        self._name_ends)
+        located = tfr.locate_features(data, offsets, lengths, self._names, self._name_ends)
+        scanned = _Scanned(data, offsets, first, base, located)
+        kinds, firsts, lasts, counts, status, _ = located
+        if status:
+            return scanned
+        try:
+            for f in range(len(self.columns)):
+                present = kinds[:, f][kinds[:, f] != tfr.K_NONE]
+                if len(present) and present[0] in (tfr.K_INT64, tfr.K_FLOAT) and (present == present[0]).all():
+                    kind, total = int(present[0]), int(counts[:, f].sum())
+                    scanned.numbers[f, kind, total] = tfr.read_numbers(data, firsts[:, f], lasts[:, f], total, kind)
+            ids = scanned.numbers.get((0, tfr.K_INT64, int(counts[:, 0].sum())))
+            if ids is not None and not self.varlen:
+                scanned.order = (tfr.order_within_rows(np.ascontiguousarray(counts[:, 0]), ids),)
+        except Exception:  # noqa: BLE001 (the same call in _decode raises it in its turn)
+            scanned.numbers, scanned.order = {}, None
+        return scanned
+
+    def _decode(self, scanned: _Scanned):
+        data, offsets, first = scanned.data, scanned.offsets, scanned.first
+        self._base = scanned.base
+        self._scanned = scanned
+        kinds, firsts, lasts, counts, status, bad = scanned.located
         if status:
             self._fail(first + bad, offsets[bad], _STATUS[status])
         n = len(offsets)
@@ -337,10 +370,10 @@ class TFRecordReader(Reader):
             self.max_len = max(self.max_len, int(count.max(initial=0)))
             starts = np.cumsum(count) - count
             cols = np.arange(total, dtype=np.int64) - np.repeat(starts, count)
-            values = self._read(data, head.kind, firsts[:, 0], lasts[:, 0], total)
+            values = self._read(data, head.kind, firsts[:, 0], lasts[:, 0], total, 0)
             keys = np.stack([rows, cols])
         else:
-            ids = tfr.read_numbers(data, firsts[:, 0], lasts[:, 0], total, tfr.K_INT64)
+            ids = self._read(data, tfr.K_INT64, firsts[:, 0], lasts[:, 0], total, 0)
             outside = (ids < 0) | (ids >= self.t.vocab_size)
             if outside.any():
                 at = int(np.argmax(outside))
@@ -353,10 +386,10 @@ class TFRecordReader(Reader):
                     i = int(np.argmax(vcount != count))
                     self._fail(first + i, offsets[i], f"{int(count[i])} ids ({head.name!r}) but {int(vcount[i])} "
                                f"values ({self.t.values!r}); sparse_merge needs one value per id")
-                values = self._read(data, self.columns[1].kind, firsts[:, 1], lasts[:, 1], total)
+                values = self._read(data, self.columns[1].kind, firsts[:, 1], lasts[:, 1], total, 1)
             else:
                 values = np.ones(total, dtype=np.float32)
-            keys, values = _row_major(rows, np.ascontiguousarray(count), ids, values)
+            keys, values = _row_major(rows, np.ascontiguousarray(count), ids, values, scanned.order)
         labels = self._labels(data, kinds, firsts, lasts, counts, first, offsets) if self.label else None
         return keys, values, labels, n
 
@@ -373,11 +406,13 @@ class TFRecordReader(Reader):
             self._fail(first + at, offsets[at], f"feature {col.name!r} is a {KIND_NAMES[int(kinds[at])]}, but a "
                        f"{KIND_NAMES[col.kind]} in record {col.first_record}")
 
-    def _read(self, data, kind: int, firsts, lasts, total: int):
+    def _read(self, data, kind: int, firsts, lasts, total: int, column: int):
         if kind == tfr.K_BYTES:
             offsets, raw = tfr.read_bytes(data, firsts, lasts, total)
             return pa.Array.from_buffers(pa.large_binary(), total, [None, pa.py_buffer(offsets), pa.py_buffer(raw)])
-        return tfr.read_numbers(data, firsts, lasts, total, tfr.K_INT64 if kind == tfr.K_INT64 else tfr.K_FLOAT)
+        kind = tfr.K_INT64 if kind == tfr.K_INT64 else tfr.K_FLOAT
+        ready = self._scanned.numbers.get((column, kind, total))  # read ahead by _scan
+        return ready if ready is not None else tfr.read_numbers(data, firsts, lasts, total, kind)
 
     def _labels(self, data, kinds, firsts, lasts, counts, first: int, offsets) -> np.ndarray:
         f = len(self.columns) - 1
@@ -391,15 +426,15 @@ class TFRecordReader(Reader):
             self._fail(col.first_record, None, f"feature {col.name!r} is a bytes_list; labels must be numbers")
         if self._labels_out is None:
             self._open_labels(col.kind)
-        return self._read(data, col.kind, firsts[:, f], lasts[:, f], len(count))
+        return self._read(data, col.kind, firsts[:, f], lasts[:, f], len(count), f)
 
     def _open_labels(self, kind: int):
         self._labels_out = self._sides.add(GrowingNpy(self._labels_path,
                                                       np.int64 if kind == tfr.K_INT64 else np.float32))
 
     def _fail(self, record: int, offset, why: str):
-        # ``offset`` is where the record's data starts in its block; the block starts at records.offset.
-        at = "" if offset is None else f" (byte {self.records.offset + int(offset) - tfr.HEADER})"
+        # ``offset`` is where the record's data starts in its block; the block starts at _base.
+        at = "" if offset is None else f" (byte {self._base + int(offset) - tfr.HEADER})"
         where = f"record {record}{at}"
         raise DataError(f"{where}: {why}", path=self.name)
 
@@ -409,14 +444,62 @@ class TFRecordReader(Reader):
 
     def close(self):
         self._sides.abort()
+        self._scans.close()  # the decoding thread stops before the file it reads is closed
         self.records.close()
 
 
-def _row_major(rows: np.ndarray, counts: np.ndarray, ids: np.ndarray, values):
+@dataclass
+class _Scanned:
+    """A block of whole records and what ``TFRecordReader._scan`` found in it: the features
+    located, the numbers of the columns of one kind (by column, kind and count), the ids'
+    order within rows (a 1-tuple; None when not found ahead)."""
+
+    data: np.ndarray
+    offsets: np.ndarray
+    first: int
+    base: int
+    located: tuple
+    numbers: dict = field(default_factory=dict)
+    order: tuple | None = None
+
+
+class _Prefetch:
+    """``work(item)`` of each item of an iterator on one thread of its own, a block ahead of the
+    caller, the results handed out in order (an exception in its turn, as a plain loop would
+    raise it).  The thread holds at most one block more than the caller."""
+
+    def __init__(self, work, items):
+        self.work, self.items = work, items
+        self._pool = ThreadPoolExecutor(1, thread_name_prefix="sptool-tfrecord")
+        self._ahead = None
+        self._done = False
+
+    def _step(self):
+        item = next(self.items, None)
+        return None if item is None else self.work(item)
+
+    def next(self):
+        if self._done:
+            return None
+        current = self._ahead if self._ahead is not None else self._pool.submit(self._step)
+        self._ahead = None
+        result = current.result()
+        if result is None:
+            self._done = True
+        else:
+            self._ahead = self._pool.submit(self._step)
+        return result
+
+    def close(self):
+        self._done = True
+        self._pool.shutdown(wait=True, cancel_futures=True)
+
+
+def _row_major(rows: np.ndarray, counts: np.ndarray, ids: np.ndarray, values, found=None):
     """(keys, values) sorted by (row, id), repeated ids in their Example order (a stable sort;
     TensorFlow's reorder is not stable, so there their values may come in another order: the
-    entries, and their sum, are the same)."""
-    order = tfr.order_within_rows(counts, ids)
+    entries, and their sum, are the same).  ``found`` is the order when already found: (order,)."""
+    order = found[0] if found is not None else tfr.order_within_rows(counts, ids)
     if order is None:
         return np.stack([rows, ids]), values
     values = values.take(pa.array(order)) if isinstance(values, pa.Array) else values[order]

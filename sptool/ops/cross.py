@@ -158,12 +158,18 @@ class _Hashes:
             return self.of_numbers(rows)
         return self.of_arrow(pa.array(rows.reshape(-1), type=pa.string() if kind == "string" else pa.binary()), kind)
 
-    def join(self, feats: list, ptr, offsets, g0, g1):
+    def prepare(self, feats: list) -> np.ndarray:
+        """Every input's features of a piece in the one array the kernel reads (once a piece,
+        not once a slice)."""
+        return np.concatenate(feats) if len(feats) > 1 else feats[0]
+
+    def join(self, feats: np.ndarray, ptr, offsets, g0, g1, row_ids):
         n = g1 - g0
-        rows, cols, vals = (np.empty(n, np.int64) for _ in range(3))
-        _cross.cross_hashed(ptr, np.concatenate(feats) if len(feats) > 1 else feats[0], offsets, g0, g1,
-                            self.key, self.num_buckets, rows, cols, vals)
-        return rows, cols, vals
+        keys, vals = np.empty((2, n), np.int64), np.empty(n, np.int64)
+        # The kernel writes the output's rows and columns in place: no gather, no stack.
+        _cross.cross_hashed(ptr, feats, offsets, g0, g1, self.key, self.num_buckets, keys[0], keys[1], vals,
+                            row_ids=row_ids)
+        return keys, vals
 
 
 class _Strings:
@@ -194,20 +200,23 @@ class _Strings:
             return self.of_numbers(rows)
         return rows.reshape(-1).astype(object)
 
-    def join(self, feats: list, ptr, offsets, g0, g1):
+    def prepare(self, feats: list) -> list:
+        return feats
+
+    def join(self, feats: list, ptr, offsets, g0, g1, row_ids):
         import pyarrow.compute as pc
 
         n = g1 - g0
-        rows, cols = np.empty(n, np.int64), np.empty(n, np.int64)
+        keys = np.empty((2, n), np.int64)
         pos = np.empty((len(feats), n), np.int64)
-        _cross.cross_positions(ptr, offsets, g0, g1, rows, cols, pos)
+        _cross.cross_positions(ptr, offsets, g0, g1, keys[0], keys[1], pos, row_ids=row_ids)
         kind = pa.binary() if self.binary else pa.string()
         parts, base = [], 0
         for i, f in enumerate(feats):
             parts.append(pa.array(f[pos[i] - base], type=kind))
             base += len(f)
         sep = self.separator.encode() if self.binary else self.separator
-        return rows, cols, pc.binary_join_element_wise(*parts, pa.scalar(sep, type=kind))
+        return keys, pc.binary_join_element_wise(*parts, pa.scalar(sep, type=kind))
 
 
 # ---------------------------------------------------------------------------------------------
@@ -395,7 +404,7 @@ def _crossed(crosser, rows, feats, ptr, slice_rows, columns):
     offsets = np.zeros(len(rows) + 1, dtype=np.int64)
     np.cumsum(counts, out=offsets[1:])
     total = int(offsets[-1])
+    feats = crosser.prepare(feats)
+    row_ids = np.ascontiguousarray(rows, dtype=np.int64)
     for g0 in range(0, total, slice_rows):
-        g1 = min(g0 + slice_rows, total)
-        local, cols, values = crosser.join(feats, ptr, offsets, g0, g1)
-        yield np.stack([rows[local], cols]), values
+        yield crosser.join(feats, ptr, offsets, g0, min(g0 + slice_rows, total), row_ids)
