@@ -5,6 +5,7 @@ entry and in order; the metadata compared is what the formats define for a direc
 
 from __future__ import annotations
 
+import json
 import logging
 import os
 import re
@@ -451,3 +452,86 @@ def test_scheduler_without_distributed_says_how_to_install(tmp_path):
     assert res.returncode == 2
     assert 'pip install "sptool[dask]"' in res.stderr
     assert not os.path.exists(tmp_path / "o")
+
+
+# -- validate: the parts of a directory checked in parallel, the checks across parts on the driver --
+
+def _canonical_part(path, rng, n, shape=SHAPE):
+    idx = np.unique(np.stack([rng.integers(0, s, n) for s in shape], axis=1), axis=0)
+    sptool.write(sptool.SparseTensor(idx, rng.integers(-9, 9, len(idx)).astype(np.int64), shape), path)
+    return idx
+
+
+def _shuffled_copy(src, dst, perm):
+    """``src``'s rows in the order ``perm``, its sptool metadata (claiming the order) kept."""
+    file = pq.ParquetFile(src)
+    table = file.read().take(perm)
+    kept = {k: v for k, v in file.metadata.metadata.items() if k != b"ARROW:schema"}
+    pq.write_table(table.replace_schema_metadata(kept), dst)
+
+
+def _first_out_of_order(idx):
+    """The first row whose coordinate is below the previous one's (row-major), by NumPy."""
+    d = np.diff(idx, axis=0)
+    first_nonzero = np.argmax(d != 0, axis=1)
+    below = d[np.arange(len(d)), first_nonzero] < 0
+    return int(np.flatnonzero(below)[0]) + 1
+
+
+@pytest.fixture
+def broken_dir(tmp_path, rng):
+    """A directory with one problem of each group: a part whose rows break its sort_order, a part
+    of another shape, a text file named as a part, a part named off the pattern, a stray file,
+    an empty part, and good parts around them."""
+    d = tmp_path / "ds"
+    d.mkdir()
+    _canonical_part(str(d / "part-000000.parquet"), rng, 400)
+    good = _canonical_part(str(tmp_path / "good.parquet"), rng, 300)
+    perm = rng.permutation(len(good))
+    _shuffled_copy(str(tmp_path / "good.parquet"), str(d / "part-000001.parquet"), perm)
+    _canonical_part(str(d / "part-000002.parquet"), rng, 200, shape=(60, 40, 30))
+    (d / "part-000003.parquet").write_text("not parquet\n")
+    sptool.write(sptool.SparseTensor(np.empty((0, 3), np.int64), np.empty(0, np.int64), SHAPE),
+                 str(d / "part-000004.parquet"))
+    _canonical_part(str(d / "part-7.parquet"), rng, 100)
+    (d / "notes.txt").write_text("stray\n")
+    return str(d) + "/", good[perm]
+
+
+@pytest.mark.parametrize("mode", [{}, {"metadata_only": True}, {"deep": True}])
+def test_validate_on_a_cluster_equals_one_machine(client, broken_dir, mode):
+    path, shuffled = broken_dir
+    local = sptool.validate(path, memory="16MiB", **mode).as_dict()
+    dist = sptool.validate(path, memory="16MiB", client=client, **mode).as_dict()
+    assert dist == local
+    codes = [c["code"] for c in dist["checks"]]
+    for code in ("W_STRAY_FILE", "E_PART_METADATA_MISMATCH", "E_NOT_PARQUET", "W_PART_NAME"):
+        assert code in codes, codes
+    # nnz: the rows of the parts that passed their fatal checks, counted by pyarrow.
+    readable = [n for n in os.listdir(path) if n.endswith(".parquet") and n != "part-000003.parquet"]
+    assert dist["nnz"] == sum(pq.ParquetFile(os.path.join(path, n)).metadata.num_rows for n in readable)
+    if not mode.get("metadata_only"):
+        (bad,) = [c for c in dist["checks"] if c["code"] == "E_NOT_SORTED"]
+        row = _first_out_of_order(shuffled)
+        assert bad["location"]["part"] == "part-000001.parquet" and bad["location"]["row"] == row
+        assert bad["location"]["index"] == shuffled[row].tolist()
+
+
+def test_validate_of_a_valid_directory_on_a_cluster(client, tmp_path, rng):
+    d = tmp_path / "ok"
+    d.mkdir()
+    n = [_canonical_part(str(d / f"part-{i:06d}.parquet"), rng, 150).shape[0] for i in range(5)]
+    dist = sptool.validate(str(d) + "/", client=client)
+    assert dist.as_dict() == sptool.validate(str(d) + "/").as_dict()
+    assert dist.valid and dist.nnz == sum(n)
+
+
+def test_cli_validate_on_the_scheduler(client, broken_dir):
+    path, _ = broken_dir
+    args = ["validate", path, "--json", "--memory", "16MiB"]
+    local = CliRunner().invoke(cli, args)
+    dist = CliRunner().invoke(cli, ["--scheduler", client.scheduler.address, *args])
+    assert dist.exit_code == local.exit_code == 1, dist.output
+    assert json.loads(dist.output) == json.loads(local.output)
+    text = CliRunner().invoke(cli, ["--scheduler", client.scheduler.address, "validate", path])
+    assert text.exit_code == 1 and "INVALID" in text.output and "Traceback" not in text.output
