@@ -535,3 +535,42 @@ def test_cli_validate_on_the_scheduler(client, broken_dir):
     assert json.loads(dist.output) == json.loads(local.output)
     text = CliRunner().invoke(cli, ["--scheduler", client.scheduler.address, "validate", path])
     assert text.exit_code == 1 and "INVALID" in text.output and "Traceback" not in text.output
+
+
+# -- info: footers read in parallel ------------------------------------------------------------
+
+@pytest.mark.parametrize("scan", [False, True])
+def test_info_on_a_cluster_equals_one_machine(client, tiny, tmp_path, rng, scan):
+    src, idx, val = _dataset(tmp_path, rng)
+    local = sptool.info(src, scan=scan, histogram=1 if scan else None, memory=tiny)
+    dist = sptool.info(src, scan=scan, histogram=1 if scan else None, memory=tiny, client=client)
+    assert dist == local
+    assert dist["nnz"] == len(idx) and dist["parts"] == 6
+    assert dist["min_index"] == idx.min(axis=0).tolist() and dist["max_index"] == idx.max(axis=0).tolist()
+    if scan:
+        assert dist["histogram"]["max"] == np.bincount(idx[:, 1], minlength=SHAPE[1]).max()
+
+
+def test_info_on_a_cluster_refuses_a_bad_part(client, tmp_path, rng):
+    d = tmp_path / "ds"
+    d.mkdir()
+    _canonical_part(str(d / "part-000000.parquet"), rng, 100)
+    _canonical_part(str(d / "part-000001.parquet"), rng, 100, shape=(60, 40, 30))
+    args = ["info", str(d) + "/"]
+    local = CliRunner().invoke(cli, args)
+    dist = CliRunner().invoke(cli, ["--scheduler", client.scheduler.address, *args])
+    assert dist.exit_code == local.exit_code != 0
+    assert dist.output.endswith(local.output) and "E_PART_METADATA_MISMATCH" in dist.output
+    (d / "part-000002.parquet").write_text("text\n")
+    dist = CliRunner().invoke(cli, ["--scheduler", client.scheduler.address, *args])
+    assert dist.exit_code == 2 and "part-000002.parquet" in dist.output and "Traceback" not in dist.output
+
+
+def test_cli_info_on_the_scheduler(client, tiny, tmp_path, rng):
+    src, idx, _ = _dataset(tmp_path, rng)
+    args = ["info", src, "--json"]
+    local = CliRunner().invoke(cli, args)
+    dist = CliRunner().invoke(cli, ["--scheduler", client.scheduler.address, *args])
+    assert dist.exit_code == local.exit_code == 0, dist.output
+    assert json.loads(dist.output) == json.loads(local.output)
+    assert json.loads(dist.output)["nnz"] == len(idx)
