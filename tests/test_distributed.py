@@ -574,3 +574,40 @@ def test_cli_info_on_the_scheduler(client, tiny, tmp_path, rng):
     assert dist.exit_code == local.exit_code == 0, dist.output
     assert json.loads(dist.output) == json.loads(local.output)
     assert json.loads(dist.output)["nnz"] == len(idx)
+
+
+# -- concat: ranges of the dimensions before the axis ------------------------------------------
+
+@pytest.mark.parametrize("axis", [0, 1, 2])
+def test_concat_matches_numpy_and_one_machine(client, tiny, tmp_path, rng, axis):
+    a, ai, av = _dataset(tmp_path / "a", rng, skew=0.5)
+    b, bi, bv = _dataset(tmp_path / "b", rng, n=2000, dup_pool=300)
+    out = str(tmp_path / "out") + "/"
+    r = sptool.concat([a, b], out, axis=axis, memory=tiny, client=client)
+    shifted = bi.copy()
+    shifted[:, axis] += SHAPE[axis]
+    oi, ov = _oracle_sorted(np.concatenate([ai, shifted]), np.concatenate([av, bv]), (0, 1, 2))
+    shape = list(SHAPE)
+    shape[axis] *= 2
+    gi, gv = _read_all_k(out, 3)
+    assert np.array_equal(gi, oi) and np.array_equal(gv, ov)
+    local = str(tmp_path / "local.parquet")
+    sptool.concat([a, b], local, axis=axis, memory=tiny)
+    li, lv = _read_all_k(local, 3)
+    assert np.array_equal(gi, li) and np.array_equal(gv, lv)
+    assert sptool.open(out).meta.shape == sptool.open(local).meta.shape == tuple(shape)
+    assert r["rows_out"] == len(oi) and (r["parts"] == 1 if axis == 0 else r["parts"] > 1)
+
+
+def test_concat_of_unique_inputs_stays_unique_on_a_cluster(client, tiny, tmp_path, rng):
+    d = tmp_path / "u"
+    d.mkdir()
+    ai = _canonical_part(str(d / "a.parquet"), rng, 500)
+    bi = _canonical_part(str(d / "b.parquet"), rng, 500)
+    out = str(tmp_path / "out") + "/"
+    r = sptool.concat([str(d / "a.parquet"), str(d / "b.parquet")], out, axis=2, memory=tiny, client=client)
+    assert r["unique"] and r["canonical"] and all(m.unique for m in _part_metas(out))
+    shifted = bi.copy()
+    shifted[:, 2] += SHAPE[2]
+    both = np.concatenate([ai, shifted])
+    assert np.array_equal(_read_all_k(out, 3)[0], both[np.lexsort(both.T[::-1])])

@@ -165,9 +165,10 @@ def range_map(client, operands: list[tuple[list[Piece], TensorMeta]], order, fn,
     of the dimensions ``order``, and write part i of ``out`` as ``fn(*range i of each operand,
     path)``; empty ranges make no part, and an empty input one part of empty operands."""
     order = tuple(order)
-    shape = operands[0][1].shape[:operands[0][1].sparse_ndim]
+    # The key's extents must agree (the other dimensions are the op's business: concat's differ).
+    shape = [operands[0][1].shape[d] for d in order]
     for _, meta in operands[1:]:
-        if tuple(meta.shape[:meta.sparse_ndim]) != tuple(shape):
+        if meta.sparse_ndim != operands[0][1].sparse_ndim or [meta.shape[d] for d in order] != shape:
             raise ShapeMismatch(f"operand shapes differ: {list(operands[0][1].shape)} and {list(meta.shape)}")
     pieces = [p for op_pieces, _ in operands for p in op_pieces]
     outcome = Outcome(rows_in=sum(p.rows for p in pieces))
