@@ -259,10 +259,10 @@ def _oracle_reduced(idx, val, axes, keepdims, fn):
     groups[:, axes] = 0
     groups = groups if keepdims else keys[:, kept]
     out_keys, inverse = np.unique(groups, axis=0, return_inverse=True)
-    out = np.full(len(out_keys), fn.identity if fn.identity is not None else np.nan, dtype=vals.dtype)
     if fn.identity is None:
         out = np.array([fn.reduce(vals[inverse.ravel() == g]) for g in range(len(out_keys))], dtype=vals.dtype)
     else:
+        out = np.full(len(out_keys), fn.identity, dtype=vals.dtype)
         fn.at(out, inverse.ravel(), vals)
     return out_keys, out
 
@@ -611,3 +611,59 @@ def test_concat_of_unique_inputs_stays_unique_on_a_cluster(client, tiny, tmp_pat
     shifted[:, 2] += SHAPE[2]
     both = np.concatenate([ai, shifted])
     assert np.array_equal(_read_all_k(out, 3)[0], both[np.lexsort(both.T[::-1])])
+
+
+# -- reduce by partials: order-free reductions reduced per piece, the partials combined ----------
+
+def _unique_parts(tmp_path, rng, n=4000, parts=6, *, seam_repeat=False):
+    """A canonical tensor cut into parts of consecutive rows (each canonical on its own); with
+    ``seam_repeat`` the first row of part 3 repeats the last row of part 2 (each part is still
+    unique, the dataset is not)."""
+    idx = np.unique(_rows(rng, n), axis=0)
+    val = rng.integers(-2**62, 2**62, len(idx)).astype(np.int64)  # products and sums wrap
+    cuts = np.linspace(0, len(idx), parts + 1).astype(int)[1:-1]
+    pieces_idx, pieces_val = np.split(idx, cuts), np.split(val, cuts)
+    if seam_repeat:
+        pieces_idx[3] = np.concatenate([pieces_idx[2][-1:], pieces_idx[3]])
+        pieces_val[3] = np.concatenate([pieces_val[2][-1:], pieces_val[3]])
+    path = _write_parts(tmp_path / "in", pieces_idx, pieces_val)
+    return path, np.concatenate(pieces_idx), np.concatenate(pieces_val)
+
+
+@pytest.mark.parametrize("op,ufunc", [("sum", np.add), ("prod", np.multiply), ("max", np.maximum),
+                                      ("min", np.minimum), ("count", None)])
+@pytest.mark.parametrize("seam_repeat", [False, True])
+def test_reduce_by_partials_matches_numpy_and_one_machine(client, tiny, tmp_path, rng, op, ufunc, seam_repeat):
+    src, idx, val = _unique_parts(tmp_path, rng, seam_repeat=seam_repeat)
+    assert all(m.unique for m in _part_metas(src))
+    out = str(tmp_path / "out") + "/"
+    r = sptool.reduce(src, out, op=op, axis=1, memory=tiny, client=client)
+    # sum splits always; the others only when the seams show no coordinate on two parts.
+    assert r["strategy"] == ("ranges" if seam_repeat and op != "sum" else "partials")
+    local = str(tmp_path / "local.parquet")
+    sptool.reduce(src, local, op=op, axis=1, memory=tiny)
+    di, dv = _read_all_k(out, 2)
+    li, lv = _read_all_k(local, 2)
+    assert np.array_equal(di, li) and np.array_equal(dv, lv)
+    keys, summed = _oracle_summed(idx, val)  # the logical tensor: duplicates summed first
+    if op == "count":
+        want_keys, want = np.unique(keys[:, [0, 2]], axis=0, return_counts=True)
+    else:
+        want_keys, want = _oracle_reduced(keys, summed, [1], False, ufunc)
+    assert np.array_equal(di, want_keys) and np.array_equal(dv, want)
+    assert r["rows_in"] == len(idx) and r["rows_out"] == len(want_keys) and r["workers"] == 2
+
+
+def test_reduce_integer_sum_of_repeats_by_partials(client, tiny, tmp_path, rng):
+    """A sum of integers splits whatever the duplicates (they add up across pieces); a max of
+    the same rows does not (it needs each coordinate's duplicates summed first)."""
+    src, idx, val = _dataset(tmp_path, rng, dup_pool=500, skew=0.3)
+    for op, strategy in (("sum", "partials"), ("max", "ranges")):
+        out = str(tmp_path / f"out-{op}") + "/"
+        r = sptool.reduce(src, out, op=op, axis=[0, 2], keepdims=True, memory=tiny, client=client)
+        assert r["strategy"] == strategy
+        local = str(tmp_path / f"local-{op}.parquet")
+        sptool.reduce(src, local, op=op, axis=[0, 2], keepdims=True, memory=tiny)
+        assert all(np.array_equal(a, b) for a, b in zip(_read_all_k(out, 3), _read_all_k(local, 3)))
+    keys, summed = _oracle_reduced(idx, val, [0, 2], True, np.add)
+    assert np.array_equal(_read_all_k(str(tmp_path / "out-sum"), 3)[1], summed)
