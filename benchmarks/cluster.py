@@ -233,6 +233,33 @@ def add_to(run):
         tools_reduce, skip=_missing, check=_check("reduce"),
     ))
 
+    # -- reduce of integers: partial reductions per piece, combined ------------------------------
+    def prepare_reduce_int(data, params):
+        """The ``validate`` tensor's coordinates with int64 values (its parts each canonical, so
+        max, min, prod and count split too: the seams show no coordinate on two parts)."""
+        n = params["validate_nnz"]
+        path = os.path.join(data, f"reduce-int-{n}.parquet")
+        if not os.path.exists(path):
+            rng = np.random.default_rng(run.SEED)
+            coords = run._canonical_coords(rng, run.SHAPE_3D, n)
+            run._write_sptool(path, coords, rng.integers(-1_000_000, 1_000_000, n), run.SHAPE_3D)
+        paths = {"int": path, "rows": n}
+        paths["int_parts"] = _split(path, path.removesuffix(".parquet") + "-parts")
+        return paths
+
+    def tools_reduce_int(op):
+        def tools(paths, out):
+            return sptool_pair(f"reduce-int-{op}", out, "reduce", paths["int_parts"], "--op", op, "--axis", "1")
+        return tools
+
+    for op in ("sum", "max"):
+        run.register(run.Benchmark(
+            f"dask-reduce-int-{op}", f"{op} over axis 1 of a canonical 3-D int64 tensor in {PARTS} parts, 2-worker "
+            "LocalCluster (partial reductions per piece, combined)",
+            "at most 1.5x single-process sptool (ratio >= 0.67)",
+            prepare_reduce_int, tools_reduce_int(op), skip=_missing, check=_check(f"reduce-int-{op}"),
+        ))
+
 
 def _check(name: str):
     """The check of benchmark dask-NAME: the distributed output equals the single-process one,
