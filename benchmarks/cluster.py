@@ -45,6 +45,20 @@ def scheduler(name: str, workers: int = WORKERS) -> str:
     return _clusters[name].scheduler_address
 
 
+def _worker_cpu(name: str) -> float:
+    """The CPU seconds the workers of cluster ``name`` have used so far, summed."""
+    import distributed
+
+    def cpu_seconds():  # nested: sent to the workers by value (they cannot import this module)
+        import resource
+
+        r = resource.getrusage(resource.RUSAGE_SELF)
+        return r.ru_utime + r.ru_stime
+
+    with distributed.Client(_clusters[name]) as client:
+        return sum(client.run(cpu_seconds).values())
+
+
 def _missing() -> str | None:
     try:
         import dask.dataframe  # noqa: F401
@@ -194,11 +208,37 @@ def add_to(run):
                                       f"{paths['rows'] * workers // 2:,} entries"))
         return tools
 
+    def check_weak(paths, out):
+        """One more run per cluster size, with its CPU time: the workers' (their processes'
+        user + system time, before and after) plus the driver's (the sptool process, a waited-for
+        descendant of this one).  Four workers share two cores, so their wall time cannot scale;
+        CPU time per entry shows whether the work does."""
+        import resource
+
+        def children_cpu():
+            r = resource.getrusage(resource.RUSAGE_CHILDREN)
+            return r.ru_utime + r.ru_stime
+
+        notes = []
+        for workers, tool in zip((1, 2, 4), tools_weak(paths, out)):
+            entries = paths["rows"] * workers // 2
+            w0, d0 = _worker_cpu(f"sptool-{workers}w"), children_cpu()
+            r = run.run_once(tool)
+            w1, d1 = _worker_cpu(f"sptool-{workers}w"), children_cpu()
+            for path in tool.outputs:
+                run._remove(path)
+            if r.returncode:
+                return f"{tool.name} exited {r.returncode}", "; ".join(notes)
+            notes.append(f"{workers} worker{'s' if workers > 1 else ''}, {entries:,} entries: wall "
+                         f"{r.seconds / entries * 1e6:.2f} us/entry, CPU {(w1 - w0 + d1 - d0) / entries * 1e6:.2f} "
+                         f"us/entry (workers {w1 - w0:.1f} s, driver {d1 - d0:.1f} s)")
+        return None, "; ".join(notes)
+
     run.register(run.Benchmark(
         "dask-weak-scaling", f"reorder on 1, 2 and 4 workers with {PARTS // 2} parts per worker (weak scaling; "
         "2 cores, so 4 workers share them)",
         "time per entry within 1.3x of 1 worker's (time ratio <= 1.3 at 2x and 4x the entries)", prepare_weak,
-        tools_weak, skip=_missing,
+        tools_weak, skip=_missing, check=check_weak,
     ))
 
     # -- add ----------------------------------------------------------------------------------

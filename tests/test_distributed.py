@@ -667,3 +667,36 @@ def test_reduce_integer_sum_of_repeats_by_partials(client, tiny, tmp_path, rng):
         assert all(np.array_equal(a, b) for a, b in zip(_read_all_k(out, 3), _read_all_k(local, 3)))
     keys, summed = _oracle_reduced(idx, val, [0, 2], True, np.add)
     assert np.array_equal(_read_all_k(str(tmp_path / "out-sum"), 3)[1], summed)
+
+
+# -- seams: the dataset view's order and uniqueness, so a sorted input is not sorted again -------
+
+@pytest.mark.parametrize("layout", ["sorted", "seam_repeat", "overlap"])
+def test_dataset_claims_from_the_seams(client, tmp_path, rng, layout):
+    from sptool.distributed.seams import dataset_claims
+
+    src, idx, _ = _unique_parts(tmp_path, rng, seam_repeat=layout == "seam_repeat")
+    if layout == "overlap":  # the first part written again as the last: out of order at that seam
+        os.link(os.path.join(src, "part-000000.parquet"), os.path.join(src, "part-000009.parquet"))
+        idx = np.concatenate([idx, _read_all_k(os.path.join(src, "part-000000.parquet"), 3)[0]])
+    with sptool.open(src) as opened:
+        order, unique = dataset_claims(client, opened)
+    diffs = np.diff(idx[:, 0] * SHAPE[1] * SHAPE[2] + idx[:, 1] * SHAPE[2] + idx[:, 2])  # row-major keys, NumPy
+    assert (order == (0, 1, 2)) == bool(np.all(diffs >= 0))
+    assert unique == bool(np.all(diffs > 0))
+
+
+def test_add_of_sorted_parts_on_a_cluster(client, tiny, tmp_path, rng):
+    """Both operands globally canonical (their seams say so): each range is merged without a
+    sort, and the sum is NumPy's and the single machine's."""
+    a, ai, av = _unique_parts(tmp_path / "a", rng)
+    b, bi, bv = _unique_parts(tmp_path / "b", rng)
+    out = str(tmp_path / "out") + "/"
+    sptool.add(a, b, out, memory=tiny, client=client)
+    keys, sums = _oracle_summed(np.concatenate([ai, bi]), np.concatenate([av, bv]))
+    gi, gv = _read_all_k(out, 3)
+    assert np.array_equal(gi, keys) and np.array_equal(gv, sums)
+    local = str(tmp_path / "local.parquet")
+    sptool.add(a, b, local, memory=tiny)
+    assert all(np.array_equal(x, y) for x, y in zip(_read_all_k(out, 3), _read_all_k(local, 3)))
+    assert all(m.canonical for m in _part_metas(out))

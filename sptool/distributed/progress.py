@@ -3,6 +3,8 @@ completes, the peak worker memory noted, and the whole round cancelled at the fi
 
 from __future__ import annotations
 
+from dataclasses import dataclass, field
+
 
 def follow(client, futures: list, outcome, *, progress=None, rows=None) -> list:
     """The results of ``futures`` (each task returns a tuple whose last item is its worker's peak
@@ -26,3 +28,23 @@ def follow(client, futures: list, outcome, *, progress=None, rows=None) -> list:
         raise
     outcome.workers = max(outcome.workers, len(client.scheduler_info().get("workers", {})))
     return results
+
+
+@dataclass
+class Outcome:
+    """What a distributed job did, for its summary."""
+
+    rows_in: int = 0
+    rows_out: int = 0
+    parts: int = 0
+    workers: int = 0
+    peak_worker_memory: int = 0
+    part_metas: list = field(default_factory=list)
+    results: list = field(default_factory=list)  # what the op returned for each part
+
+    def summary(self) -> dict:
+        first = self.part_metas[0]
+        return {"rows_in": self.rows_in, "rows_out": self.rows_out, "shape": list(first.shape),
+                "value_type": first.value_type, "unique": all(m.unique for m in self.part_metas),
+                "parts": self.parts, "workers": self.workers, "peak_worker_memory": self.peak_worker_memory,
+                "results": self.results}

@@ -10,9 +10,8 @@ Which reductions split:
   coordinate's duplicates on several pieces add up in the partials;
 - max, min and prod of integers, and count of any values, when no coordinate has rows on two
   pieces: these see each coordinate once, after its duplicates are summed.  That holds for one
-  file claiming unique rows, or a directory whose parts all claim unique rows in one full sort
-  order with every part's last key below the next part's first (read by a task per part: the
-  seams of the dataset view in formats/SPEC.md).
+  file claiming unique rows, or a directory whose parts all claim unique rows in one sort
+  order with every part's last key below the next part's first (seams.py).
 
 Float sums and products depend on the order of the additions, and max and min of floats on which
 of -0.0 and 0.0 comes first: those, and mean, keep the exact range path (ranges.py), which hands
@@ -27,15 +26,15 @@ from functools import partial
 import numpy as np
 
 from .._memory import Budget, budget_of, peak_rss
-from ..format import index_column
-from ..io import open_parquet, open_source, part_name
+from ..io import open_source, part_name
 from ..ops.reduce import Reduce, result_dtype
 from ..stream.engine import run
 from .cluster import worker_count
 from .partdir import PartDirectory, check_output
-from .pieces import PieceSource, pieces_of, shared_copy
+from .pieces import PieceSource, pieces_of, refuse_stdin, shared_copy
 from .progress import follow
 from .ranges import Outcome, range_map
+from .seams import dataset_claims
 
 ORDER_FREE = {"sum": "iu", "prod": "iu", "max": "iu", "min": "iu", "count": None}  # op -> value kinds
 
@@ -47,41 +46,6 @@ def splits(meta, op: str) -> bool:
     kinds = ORDER_FREE[op]
     return kinds is None or (not meta.hybrid and np.dtype(meta.dtype).kind in kinds and
                              np.dtype(result_dtype(meta, op)).kind in kinds)
-
-
-def edge_keys(path: str) -> tuple:
-    """A part's first and last coordinates, its unique claim and sort order (a task): the
-    seams of a directory.  Only the index columns of two row groups are read."""
-    pf = open_parquet(path)
-    src = open_source(path)
-    meta = src.meta
-    md = pf.metadata
-    filled = [g for g in range(md.num_row_groups) if md.row_group(g).num_rows]
-    columns = [index_column(k) for k in range(meta.sparse_ndim)]
-    first = last = None
-    if filled:
-        head = pf.read_row_group(filled[0], columns=columns)
-        tail = pf.read_row_group(filled[-1], columns=columns)
-        first = tuple(int(head.column(c)[0].as_py()) for c in columns)
-        last = tuple(int(tail.column(c)[tail.num_rows - 1].as_py()) for c in columns)
-    return first, last, meta.unique, tuple(meta.sort_order), peak_rss()
-
-
-def rows_unique(client, path: str, meta) -> bool:
-    """Whether no coordinate of the tensor at ``path`` has two rows, from the claims: the file's
-    own, or every part's plus strictly increasing keys across the seams."""
-    if meta.unique:
-        return True
-    if os.path.isfile(path):
-        return False
-    parts = [p.path for p in open_source(path).parts]
-    edges = follow(client, [client.submit(edge_keys, p, pure=False) for p in parts], Outcome())
-    order = edges[0][3]
-    if not all(unique and o == order for _, _, unique, o, _ in edges) or len(order) != meta.sparse_ndim:
-        return False
-    bounds = [(first, last) for first, last, *_ in edges if first is not None]
-    return all(tuple(a[d] for d in order) < tuple(b[d] for d in order)
-               for (_, a), (b, _) in zip(bounds, bounds[1:]))
 
 
 def reduce_piece(step: Reduce, piece, output: str, budget: Budget, tmp_dir) -> tuple:
@@ -103,8 +67,13 @@ def reduce_partials(path: str, meta, output: str, *, client, op: str, axis, keep
     split that way."""
     budget = budget_of(memory)
     check_output(output)
-    if not splits(meta, op) or (op != "sum" and not rows_unique(client, path, meta)):
+    if not splits(meta, op):
         return None
+    if op != "sum" and not meta.unique:
+        refuse_stdin(path)
+        with open_source(path) as src:
+            if src.kind == "stream" or not dataset_claims(client, src)[1]:
+                return None
     step = Reduce(op, axis, keepdims, empty_value, unique=op != "sum")
     step.check(meta)
     workers = worker_count(client)
