@@ -197,11 +197,15 @@ def operand_meta(path: str) -> TensorMeta:
 
 
 def on_ranges(client, fn, paths: list[str], output: str, *, order, memory=None, progress=None,
-              ranges: int | None = None) -> dict:
+              ranges: int | None = None, claims: bool = True) -> dict:
     """An op's whole job on the cluster of ``client``: the operands at ``paths`` shuffled into key
     ranges of the dimensions ``order`` and written, range by range, by ``fn(*sources, path)``
     into the part directory ``output``; the summary (rows, shape, parts, workers, peak worker
-    memory).  ``ranges`` defaults to one per input piece, at least one per worker."""
+    memory).  ``ranges`` defaults to one per input piece, at least one per worker.  ``claims``:
+    each range of an operand whose whole is unique keeps its order and uniqueness (seams.py), so
+    ``fn`` need not sort it again (with no duplicates to combine, the result is the same); False
+    for an op whose float results depend on the path it takes (reduce), which then sorts every
+    range as the single machine sorts a directory."""
     check_output(output)
     check_inputs(paths)
     workers = worker_count(client)
@@ -211,7 +215,9 @@ def on_ranges(client, fn, paths: list[str], output: str, *, order, memory=None, 
         for j, path in enumerate(paths):
             path = shared_copy(path, os.path.join(out.scratch("inputs"), f"operand-{j}.parquet"), budget)
             with open_source(path) as src:
-                sort_order, unique = dataset_claims(client, src)
+                sort_order, unique = dataset_claims(client, src) if claims else ((), False)
+                if not unique:  # duplicates are combined in a path-dependent way (float sums): sort as one machine
+                    sort_order = ()
                 operands.append((pieces_of(path, workers), src.meta.with_(sort_order=sort_order, unique=unique)))
         count = ranges or max(max(len(p) for p, _ in operands), workers)
         outcome = range_map(client, operands, order, fn, out, ranges=count, budget=budget, progress=progress)

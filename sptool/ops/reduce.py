@@ -188,8 +188,8 @@ def reduce(path: str, output: str | None = None, *, op: str, axis=None, keepdims
         if r is None:
             fn = partial(reduce, op=op, axis=axis, keepdims=keepdims, empty_value=empty_value, memory=memory,
                          tmp_dir=tmp_dir)
-            r = {**on_ranges(client, fn, [path], output, order=kept, memory=memory, progress=progress),
-                 "strategy": "ranges"}
+            r = {**on_ranges(client, fn, [path], output, order=kept, memory=memory, progress=progress,
+                             claims=False), "strategy": "ranges"}
             del r["results"]
         return {"op": op, "axes": plan.axes, **r}
     dense_out = output is not None and output.endswith(".npy")
