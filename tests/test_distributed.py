@@ -717,3 +717,17 @@ def test_float_reduce_of_sorted_parts_is_bitwise_one_machines(client, tiny, tmp_
     assert np.array_equal(di, li) and np.array_equal(dv.view(np.int64), lv.view(np.int64))
     want_keys, want = _oracle_reduced(idx, val, [1], False, np.add)
     assert np.array_equal(di, want_keys) and np.allclose(dv, want, rtol=1e-9, atol=1e-9)
+
+
+def test_cli_validate_and_info_on_a_local_cluster_in_a_terminal(tmp_path, rng):
+    """validate and info with --scheduler local:2 under a pseudo-terminal: the dashboard link, the
+    report and the summary, the cursor restored, no traceback; the same verdict as one machine."""
+    src, idx, _ = _dataset(tmp_path, rng)
+    for command in (["validate", src], ["info", src]):
+        code, output = run_in_terminal(["sptool", "--scheduler", "local:2", *command], cwd=ROOT, timeout=120)
+        text = output.decode("utf-8", "replace")
+        assert code == 0, text
+        assert cursor_restored(output), text
+        assert "Dask dashboard: http" in text and "Traceback" not in text, text
+        plain = re.sub(r"\x1b\[[0-9;?]*[A-Za-z]", "", text)  # rich styles digits apart
+        assert (f"{len(idx):,} entries" if command[0] == "validate" else f"{len(idx):,}") in plain, plain

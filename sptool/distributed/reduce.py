@@ -27,7 +27,6 @@ import numpy as np
 
 from .._memory import Budget, budget_of, peak_rss
 from ..io import open_source, part_name
-from ..ops.reduce import Reduce, result_dtype
 from ..stream.engine import run
 from .cluster import worker_count
 from .partdir import PartDirectory, check_output
@@ -39,42 +38,44 @@ from .seams import dataset_claims
 ORDER_FREE = {"sum": "iu", "prod": "iu", "max": "iu", "min": "iu", "count": None}  # op -> value kinds
 
 
-def splits(meta, op: str) -> bool:
-    """Whether ``op`` over ``meta``'s values combines the same in any order (before uniqueness)."""
+def splits(meta, op: str, result_dtype) -> bool:
+    """Whether ``op`` over ``meta``'s values, giving ``result_dtype``, combines the same in any
+    order (before uniqueness)."""
     if op not in ORDER_FREE:
         return False
     kinds = ORDER_FREE[op]
     return kinds is None or (not meta.hybrid and np.dtype(meta.dtype).kind in kinds and
-                             np.dtype(result_dtype(meta, op)).kind in kinds)
+                             np.dtype(result_dtype).kind in kinds)
 
 
-def reduce_piece(step: Reduce, piece, output: str, budget: Budget, tmp_dir) -> tuple:
+def reduce_piece(step, piece, output: str, budget: Budget, tmp_dir) -> tuple:
     """One piece's partial reduction written to ``output`` (a task): (its rows, peak memory)."""
     src = PieceSource(piece)
     step.check(src.meta)
     return step.map_part(src, output, budget=budget, tmp_dir=tmp_dir).nnz, peak_rss()
 
 
-def combine_range(src, output: str, *, step: Reduce, budget: Budget, tmp_dir) -> None:
+def combine_range(src, output: str, *, step, budget: Budget, tmp_dir) -> None:
     """One key range of the partials combined into output part ``output`` (a task's op)."""
     run(step.combine(src.meta), src, output, budget=budget, tmp_dir=tmp_dir)
 
 
-def reduce_partials(path: str, meta, output: str, *, client, op: str, axis, keepdims: bool, empty_value,
-                    memory=None, tmp_dir=None, progress=None) -> dict | None:
+def reduce_partials(path: str, meta, output: str, *, client, step, result_dtype, memory=None, tmp_dir=None,
+                    progress=None) -> dict | None:
     """``sptool.reduce`` of the tensor at ``path`` (of metadata ``meta``) by partial reductions
     on the cluster of ``client`` (see the module docstring), or None when the reduction does not
-    split that way."""
+    split that way.  ``step`` is ops.reduce's ``Reduce`` (its Partwise split, handed down: this
+    package does not import the ops), ``result_dtype`` the result's type."""
     budget = budget_of(memory)
     check_output(output)
-    if not splits(meta, op):
+    op = step.op
+    if not splits(meta, op, result_dtype):
         return None
     if op != "sum" and not meta.unique:
         refuse_stdin(path)
         with open_source(path) as src:
             if src.kind == "stream" or not dataset_claims(client, src)[1]:
                 return None
-    step = Reduce(op, axis, keepdims, empty_value, unique=op != "sum")
     step.check(meta)
     workers = worker_count(client)
     with PartDirectory(output) as out:

@@ -150,8 +150,8 @@ def concat(paths, output: str | None, *, axis: int, expand_nonconcat: bool = Fal
     if client is not None:
         from ..distributed.concat import concat as on_cluster
 
-        return on_cluster(paths, output, client=client, axis=axis, expand_nonconcat=expand_nonconcat, memory=memory,
-                          tmp_dir=tmp_dir, progress=progress)
+        return on_cluster(paths, output, client=client, concat_one=concat, plan_concat=plan_concat, axis=axis,
+                          expand_nonconcat=expand_nonconcat, memory=memory, tmp_dir=tmp_dir, progress=progress)
     budget = budget_of(memory)
     with open_operands(paths, tmp_dir) as srcs:
         op = Concat(axis, expand_nonconcat)

@@ -183,8 +183,11 @@ def reduce(path: str, output: str | None = None, *, op: str, axis=None, keepdims
                              "--keepdims")
         from ..distributed.reduce import reduce_partials
 
-        r = reduce_partials(path, meta, output, client=client, op=op, axis=axis, keepdims=keepdims,
-                            empty_value=empty_value, memory=memory, tmp_dir=tmp_dir, progress=progress)
+        # Only sum adds up across pieces whatever the duplicates; the others are split only when
+        # the driver has found the rows unique.
+        step = Reduce(op, axis, keepdims, empty_value, unique=op != "sum")
+        r = reduce_partials(path, meta, output, client=client, step=step, result_dtype=result_dtype(meta, op),
+                            memory=memory, tmp_dir=tmp_dir, progress=progress)
         if r is None:
             fn = partial(reduce, op=op, axis=axis, keepdims=keepdims, empty_value=empty_value, memory=memory,
                          tmp_dir=tmp_dir)

@@ -688,7 +688,7 @@ def validate(path: str, *, metadata_only: bool = False, deep: bool = False, memo
         if client is not None:
             from ..distributed.validate import parts_checker
 
-            check_parts = parts_checker(client, metadata_only=metadata_only, deep=deep, memory=memory,
+            check_parts = parts_checker(client, check_part, metadata_only=metadata_only, deep=deep, memory=memory,
                                         progress=progress)
         v.directory(path, check_parts)
     elif kind == "stream":
