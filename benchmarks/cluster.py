@@ -45,6 +45,20 @@ def scheduler(name: str, workers: int = WORKERS) -> str:
     return _clusters[name].scheduler_address
 
 
+def _worker_cpu(name: str) -> float:
+    """The CPU seconds the workers of cluster ``name`` have used so far, summed."""
+    import distributed
+
+    def cpu_seconds():  # nested: sent to the workers by value (they cannot import this module)
+        import resource
+
+        r = resource.getrusage(resource.RUSAGE_SELF)
+        return r.ru_utime + r.ru_stime
+
+    with distributed.Client(_clusters[name]) as client:
+        return sum(client.run(cpu_seconds).values())
+
+
 def _missing() -> str | None:
     try:
         import dask.dataframe  # noqa: F401
@@ -194,11 +208,37 @@ def add_to(run):
                                       f"{paths['rows'] * workers // 2:,} entries"))
         return tools
 
+    def check_weak(paths, out):
+        """One more run per cluster size, with its CPU time: the workers' (their processes'
+        user + system time, before and after) plus the driver's (the sptool process, a waited-for
+        descendant of this one).  Four workers share two cores, so their wall time cannot scale;
+        CPU time per entry shows whether the work does."""
+        import resource
+
+        def children_cpu():
+            r = resource.getrusage(resource.RUSAGE_CHILDREN)
+            return r.ru_utime + r.ru_stime
+
+        notes = []
+        for workers, tool in zip((1, 2, 4), tools_weak(paths, out)):
+            entries = paths["rows"] * workers // 2
+            w0, d0 = _worker_cpu(f"sptool-{workers}w"), children_cpu()
+            r = run.run_once(tool)
+            w1, d1 = _worker_cpu(f"sptool-{workers}w"), children_cpu()
+            for path in tool.outputs:
+                run._remove(path)
+            if r.returncode:
+                return f"{tool.name} exited {r.returncode}", "; ".join(notes)
+            notes.append(f"{workers} worker{'s' if workers > 1 else ''}, {entries:,} entries: wall "
+                         f"{r.seconds / entries * 1e6:.2f} us/entry, CPU {(w1 - w0 + d1 - d0) / entries * 1e6:.2f} "
+                         f"us/entry (workers {w1 - w0:.1f} s, driver {d1 - d0:.1f} s)")
+        return None, "; ".join(notes)
+
     run.register(run.Benchmark(
         "dask-weak-scaling", f"reorder on 1, 2 and 4 workers with {PARTS // 2} parts per worker (weak scaling; "
         "2 cores, so 4 workers share them)",
         "time per entry within 1.3x of 1 worker's (time ratio <= 1.3 at 2x and 4x the entries)", prepare_weak,
-        tools_weak, skip=_missing,
+        tools_weak, skip=_missing, check=check_weak,
     ))
 
     # -- add ----------------------------------------------------------------------------------
@@ -232,6 +272,33 @@ def add_to(run):
         "at most 1.5x single-process sptool (ratio >= 0.67)", _in_parts(run._prepare_validate, "big"),
         tools_reduce, skip=_missing, check=_check("reduce"),
     ))
+
+    # -- reduce of integers: partial reductions per piece, combined ------------------------------
+    def prepare_reduce_int(data, params):
+        """The ``validate`` tensor's coordinates with int64 values (its parts each canonical, so
+        max, min, prod and count split too: the seams show no coordinate on two parts)."""
+        n = params["validate_nnz"]
+        path = os.path.join(data, f"reduce-int-{n}.parquet")
+        if not os.path.exists(path):
+            rng = np.random.default_rng(run.SEED)
+            coords = run._canonical_coords(rng, run.SHAPE_3D, n)
+            run._write_sptool(path, coords, rng.integers(-1_000_000, 1_000_000, n), run.SHAPE_3D)
+        paths = {"int": path, "rows": n}
+        paths["int_parts"] = _split(path, path.removesuffix(".parquet") + "-parts")
+        return paths
+
+    def tools_reduce_int(op):
+        def tools(paths, out):
+            return sptool_pair(f"reduce-int-{op}", out, "reduce", paths["int_parts"], "--op", op, "--axis", "1")
+        return tools
+
+    for op in ("sum", "max"):
+        run.register(run.Benchmark(
+            f"dask-reduce-int-{op}", f"{op} over axis 1 of a canonical 3-D int64 tensor in {PARTS} parts, 2-worker "
+            "LocalCluster (partial reductions per piece, combined)",
+            "at most 1.5x single-process sptool (ratio >= 0.67)",
+            prepare_reduce_int, tools_reduce_int(op), skip=_missing, check=_check(f"reduce-int-{op}"),
+        ))
 
 
 def _check(name: str):

@@ -5,6 +5,7 @@ entry and in order; the metadata compared is what the formats define for a direc
 
 from __future__ import annotations
 
+import json
 import logging
 import os
 import re
@@ -258,10 +259,10 @@ def _oracle_reduced(idx, val, axes, keepdims, fn):
     groups[:, axes] = 0
     groups = groups if keepdims else keys[:, kept]
     out_keys, inverse = np.unique(groups, axis=0, return_inverse=True)
-    out = np.full(len(out_keys), fn.identity if fn.identity is not None else np.nan, dtype=vals.dtype)
     if fn.identity is None:
         out = np.array([fn.reduce(vals[inverse.ravel() == g]) for g in range(len(out_keys))], dtype=vals.dtype)
     else:
+        out = np.full(len(out_keys), fn.identity, dtype=vals.dtype)
         fn.at(out, inverse.ravel(), vals)
     return out_keys, out
 
@@ -451,3 +452,282 @@ def test_scheduler_without_distributed_says_how_to_install(tmp_path):
     assert res.returncode == 2
     assert 'pip install "sptool[dask]"' in res.stderr
     assert not os.path.exists(tmp_path / "o")
+
+
+# -- validate: the parts of a directory checked in parallel, the checks across parts on the driver --
+
+def _canonical_part(path, rng, n, shape=SHAPE):
+    idx = np.unique(np.stack([rng.integers(0, s, n) for s in shape], axis=1), axis=0)
+    sptool.write(sptool.SparseTensor(idx, rng.integers(-9, 9, len(idx)).astype(np.int64), shape), path)
+    return idx
+
+
+def _shuffled_copy(src, dst, perm):
+    """``src``'s rows in the order ``perm``, its sptool metadata (claiming the order) kept."""
+    file = pq.ParquetFile(src)
+    table = file.read().take(perm)
+    kept = {k: v for k, v in file.metadata.metadata.items() if k != b"ARROW:schema"}
+    pq.write_table(table.replace_schema_metadata(kept), dst)
+
+
+def _first_out_of_order(idx):
+    """The first row whose coordinate is below the previous one's (row-major), by NumPy."""
+    d = np.diff(idx, axis=0)
+    first_nonzero = np.argmax(d != 0, axis=1)
+    below = d[np.arange(len(d)), first_nonzero] < 0
+    return int(np.flatnonzero(below)[0]) + 1
+
+
+@pytest.fixture
+def broken_dir(tmp_path, rng):
+    """A directory with one problem of each group: a part whose rows break its sort_order, a part
+    of another shape, a text file named as a part, a part named off the pattern, a stray file,
+    an empty part, and good parts around them."""
+    d = tmp_path / "ds"
+    d.mkdir()
+    _canonical_part(str(d / "part-000000.parquet"), rng, 400)
+    good = _canonical_part(str(tmp_path / "good.parquet"), rng, 300)
+    perm = rng.permutation(len(good))
+    _shuffled_copy(str(tmp_path / "good.parquet"), str(d / "part-000001.parquet"), perm)
+    _canonical_part(str(d / "part-000002.parquet"), rng, 200, shape=(60, 40, 30))
+    (d / "part-000003.parquet").write_text("not parquet\n")
+    sptool.write(sptool.SparseTensor(np.empty((0, 3), np.int64), np.empty(0, np.int64), SHAPE),
+                 str(d / "part-000004.parquet"))
+    _canonical_part(str(d / "part-7.parquet"), rng, 100)
+    (d / "notes.txt").write_text("stray\n")
+    return str(d) + "/", good[perm]
+
+
+@pytest.mark.parametrize("mode", [{}, {"metadata_only": True}, {"deep": True}])
+def test_validate_on_a_cluster_equals_one_machine(client, broken_dir, mode):
+    path, shuffled = broken_dir
+    local = sptool.validate(path, memory="16MiB", **mode).as_dict()
+    dist = sptool.validate(path, memory="16MiB", client=client, **mode).as_dict()
+    assert dist == local
+    codes = [c["code"] for c in dist["checks"]]
+    for code in ("W_STRAY_FILE", "E_PART_METADATA_MISMATCH", "E_NOT_PARQUET", "W_PART_NAME"):
+        assert code in codes, codes
+    # nnz: the rows of the parts that passed their fatal checks, counted by pyarrow.
+    readable = [n for n in os.listdir(path) if n.endswith(".parquet") and n != "part-000003.parquet"]
+    assert dist["nnz"] == sum(pq.ParquetFile(os.path.join(path, n)).metadata.num_rows for n in readable)
+    if not mode.get("metadata_only"):
+        (bad,) = [c for c in dist["checks"] if c["code"] == "E_NOT_SORTED"]
+        row = _first_out_of_order(shuffled)
+        assert bad["location"]["part"] == "part-000001.parquet" and bad["location"]["row"] == row
+        assert bad["location"]["index"] == shuffled[row].tolist()
+
+
+def test_validate_of_a_valid_directory_on_a_cluster(client, tmp_path, rng):
+    d = tmp_path / "ok"
+    d.mkdir()
+    n = [_canonical_part(str(d / f"part-{i:06d}.parquet"), rng, 150).shape[0] for i in range(5)]
+    dist = sptool.validate(str(d) + "/", client=client)
+    assert dist.as_dict() == sptool.validate(str(d) + "/").as_dict()
+    assert dist.valid and dist.nnz == sum(n)
+
+
+def test_cli_validate_on_the_scheduler(client, broken_dir):
+    path, _ = broken_dir
+    args = ["validate", path, "--json", "--memory", "16MiB"]
+    local = CliRunner().invoke(cli, args)
+    dist = CliRunner().invoke(cli, ["--scheduler", client.scheduler.address, *args])
+    assert dist.exit_code == local.exit_code == 1, dist.output
+    assert json.loads(dist.output) == json.loads(local.output)
+    text = CliRunner().invoke(cli, ["--scheduler", client.scheduler.address, "validate", path])
+    assert text.exit_code == 1 and "INVALID" in text.output and "Traceback" not in text.output
+
+
+# -- info: footers read in parallel ------------------------------------------------------------
+
+@pytest.mark.parametrize("scan", [False, True])
+def test_info_on_a_cluster_equals_one_machine(client, tiny, tmp_path, rng, scan):
+    src, idx, val = _dataset(tmp_path, rng)
+    local = sptool.info(src, scan=scan, histogram=1 if scan else None, memory=tiny)
+    dist = sptool.info(src, scan=scan, histogram=1 if scan else None, memory=tiny, client=client)
+    assert dist == local
+    assert dist["nnz"] == len(idx) and dist["parts"] == 6
+    assert dist["min_index"] == idx.min(axis=0).tolist() and dist["max_index"] == idx.max(axis=0).tolist()
+    if scan:
+        assert dist["histogram"]["max"] == np.bincount(idx[:, 1], minlength=SHAPE[1]).max()
+
+
+def test_info_on_a_cluster_refuses_a_bad_part(client, tmp_path, rng):
+    d = tmp_path / "ds"
+    d.mkdir()
+    _canonical_part(str(d / "part-000000.parquet"), rng, 100)
+    _canonical_part(str(d / "part-000001.parquet"), rng, 100, shape=(60, 40, 30))
+    args = ["info", str(d) + "/"]
+    local = CliRunner().invoke(cli, args)
+    dist = CliRunner().invoke(cli, ["--scheduler", client.scheduler.address, *args])
+    assert dist.exit_code == local.exit_code != 0
+    assert dist.output.endswith(local.output) and "E_PART_METADATA_MISMATCH" in dist.output
+    (d / "part-000002.parquet").write_text("text\n")
+    dist = CliRunner().invoke(cli, ["--scheduler", client.scheduler.address, *args])
+    assert dist.exit_code == 2 and "part-000002.parquet" in dist.output and "Traceback" not in dist.output
+
+
+def test_cli_info_on_the_scheduler(client, tiny, tmp_path, rng):
+    src, idx, _ = _dataset(tmp_path, rng)
+    args = ["info", src, "--json"]
+    local = CliRunner().invoke(cli, args)
+    dist = CliRunner().invoke(cli, ["--scheduler", client.scheduler.address, *args])
+    assert dist.exit_code == local.exit_code == 0, dist.output
+    assert json.loads(dist.output) == json.loads(local.output)
+    assert json.loads(dist.output)["nnz"] == len(idx)
+
+
+# -- concat: ranges of the dimensions before the axis ------------------------------------------
+
+@pytest.mark.parametrize("axis", [0, 1, 2])
+def test_concat_matches_numpy_and_one_machine(client, tiny, tmp_path, rng, axis):
+    a, ai, av = _dataset(tmp_path / "a", rng, skew=0.5)
+    b, bi, bv = _dataset(tmp_path / "b", rng, n=2000, dup_pool=300)
+    out = str(tmp_path / "out") + "/"
+    r = sptool.concat([a, b], out, axis=axis, memory=tiny, client=client)
+    shifted = bi.copy()
+    shifted[:, axis] += SHAPE[axis]
+    oi, ov = _oracle_sorted(np.concatenate([ai, shifted]), np.concatenate([av, bv]), (0, 1, 2))
+    shape = list(SHAPE)
+    shape[axis] *= 2
+    gi, gv = _read_all_k(out, 3)
+    assert np.array_equal(gi, oi) and np.array_equal(gv, ov)
+    local = str(tmp_path / "local.parquet")
+    sptool.concat([a, b], local, axis=axis, memory=tiny)
+    li, lv = _read_all_k(local, 3)
+    assert np.array_equal(gi, li) and np.array_equal(gv, lv)
+    assert sptool.open(out).meta.shape == sptool.open(local).meta.shape == tuple(shape)
+    assert r["rows_out"] == len(oi) and (r["parts"] == 1 if axis == 0 else r["parts"] > 1)
+
+
+def test_concat_of_unique_inputs_stays_unique_on_a_cluster(client, tiny, tmp_path, rng):
+    d = tmp_path / "u"
+    d.mkdir()
+    ai = _canonical_part(str(d / "a.parquet"), rng, 500)
+    bi = _canonical_part(str(d / "b.parquet"), rng, 500)
+    out = str(tmp_path / "out") + "/"
+    r = sptool.concat([str(d / "a.parquet"), str(d / "b.parquet")], out, axis=2, memory=tiny, client=client)
+    assert r["unique"] and r["canonical"] and all(m.unique for m in _part_metas(out))
+    shifted = bi.copy()
+    shifted[:, 2] += SHAPE[2]
+    both = np.concatenate([ai, shifted])
+    assert np.array_equal(_read_all_k(out, 3)[0], both[np.lexsort(both.T[::-1])])
+
+
+# -- reduce by partials: order-free reductions reduced per piece, the partials combined ----------
+
+def _unique_parts(tmp_path, rng, n=4000, parts=6, *, seam_repeat=False, values="int"):
+    """A canonical tensor cut into parts of consecutive rows (each canonical on its own); with
+    ``seam_repeat`` the first row of part 3 repeats the last row of part 2 (each part is still
+    unique, the dataset is not)."""
+    idx = np.unique(_rows(rng, n), axis=0)
+    val = rng.integers(-2**62, 2**62, len(idx)).astype(np.int64) if values == "int" else \
+        rng.standard_normal(len(idx)) * 10.0 ** rng.integers(-8, 8, len(idx))  # int: products and sums wrap
+    cuts = np.linspace(0, len(idx), parts + 1).astype(int)[1:-1]
+    pieces_idx, pieces_val = np.split(idx, cuts), np.split(val, cuts)
+    if seam_repeat:
+        pieces_idx[3] = np.concatenate([pieces_idx[2][-1:], pieces_idx[3]])
+        pieces_val[3] = np.concatenate([pieces_val[2][-1:], pieces_val[3]])
+    path = _write_parts(tmp_path / "in", pieces_idx, pieces_val)
+    return path, np.concatenate(pieces_idx), np.concatenate(pieces_val)
+
+
+@pytest.mark.parametrize("op,ufunc", [("sum", np.add), ("prod", np.multiply), ("max", np.maximum),
+                                      ("min", np.minimum), ("count", None)])
+@pytest.mark.parametrize("seam_repeat", [False, True])
+def test_reduce_by_partials_matches_numpy_and_one_machine(client, tiny, tmp_path, rng, op, ufunc, seam_repeat):
+    src, idx, val = _unique_parts(tmp_path, rng, seam_repeat=seam_repeat)
+    assert all(m.unique for m in _part_metas(src))
+    out = str(tmp_path / "out") + "/"
+    r = sptool.reduce(src, out, op=op, axis=1, memory=tiny, client=client)
+    # sum splits always; the others only when the seams show no coordinate on two parts.
+    assert r["strategy"] == ("ranges" if seam_repeat and op != "sum" else "partials")
+    local = str(tmp_path / "local.parquet")
+    sptool.reduce(src, local, op=op, axis=1, memory=tiny)
+    di, dv = _read_all_k(out, 2)
+    li, lv = _read_all_k(local, 2)
+    assert np.array_equal(di, li) and np.array_equal(dv, lv)
+    keys, summed = _oracle_summed(idx, val)  # the logical tensor: duplicates summed first
+    if op == "count":
+        want_keys, want = np.unique(keys[:, [0, 2]], axis=0, return_counts=True)
+    else:
+        want_keys, want = _oracle_reduced(keys, summed, [1], False, ufunc)
+    assert np.array_equal(di, want_keys) and np.array_equal(dv, want)
+    assert r["rows_in"] == len(idx) and r["rows_out"] == len(want_keys) and r["workers"] == 2
+
+
+def test_reduce_integer_sum_of_repeats_by_partials(client, tiny, tmp_path, rng):
+    """A sum of integers splits whatever the duplicates (they add up across pieces); a max of
+    the same rows does not (it needs each coordinate's duplicates summed first)."""
+    src, idx, val = _dataset(tmp_path, rng, dup_pool=500, skew=0.3)
+    for op, strategy in (("sum", "partials"), ("max", "ranges")):
+        out = str(tmp_path / f"out-{op}") + "/"
+        r = sptool.reduce(src, out, op=op, axis=[0, 2], keepdims=True, memory=tiny, client=client)
+        assert r["strategy"] == strategy
+        local = str(tmp_path / f"local-{op}.parquet")
+        sptool.reduce(src, local, op=op, axis=[0, 2], keepdims=True, memory=tiny)
+        assert all(np.array_equal(a, b) for a, b in zip(_read_all_k(out, 3), _read_all_k(local, 3)))
+    keys, summed = _oracle_reduced(idx, val, [0, 2], True, np.add)
+    assert np.array_equal(_read_all_k(str(tmp_path / "out-sum"), 3)[1], summed)
+
+
+# -- seams: the dataset view's order and uniqueness, so a sorted input is not sorted again -------
+
+@pytest.mark.parametrize("layout", ["sorted", "seam_repeat", "overlap"])
+def test_dataset_claims_from_the_seams(client, tmp_path, rng, layout):
+    from sptool.distributed.seams import dataset_claims
+
+    src, idx, _ = _unique_parts(tmp_path, rng, seam_repeat=layout == "seam_repeat")
+    if layout == "overlap":  # the first part written again as the last: out of order at that seam
+        os.link(os.path.join(src, "part-000000.parquet"), os.path.join(src, "part-000009.parquet"))
+        idx = np.concatenate([idx, _read_all_k(os.path.join(src, "part-000000.parquet"), 3)[0]])
+    with sptool.open(src) as opened:
+        order, unique = dataset_claims(client, opened)
+    diffs = np.diff(idx[:, 0] * SHAPE[1] * SHAPE[2] + idx[:, 1] * SHAPE[2] + idx[:, 2])  # row-major keys, NumPy
+    assert (order == (0, 1, 2)) == bool(np.all(diffs >= 0))
+    assert unique == bool(np.all(diffs > 0))
+
+
+def test_add_of_sorted_parts_on_a_cluster(client, tiny, tmp_path, rng):
+    """Both operands globally canonical (their seams say so): each range is merged without a
+    sort, and the sum is NumPy's and the single machine's."""
+    a, ai, av = _unique_parts(tmp_path / "a", rng)
+    b, bi, bv = _unique_parts(tmp_path / "b", rng)
+    out = str(tmp_path / "out") + "/"
+    sptool.add(a, b, out, memory=tiny, client=client)
+    keys, sums = _oracle_summed(np.concatenate([ai, bi]), np.concatenate([av, bv]))
+    gi, gv = _read_all_k(out, 3)
+    assert np.array_equal(gi, keys) and np.array_equal(gv, sums)
+    local = str(tmp_path / "local.parquet")
+    sptool.add(a, b, local, memory=tiny)
+    assert all(np.array_equal(x, y) for x, y in zip(_read_all_k(out, 3), _read_all_k(local, 3)))
+    assert all(m.canonical for m in _part_metas(out))
+
+
+def test_float_reduce_of_sorted_parts_is_bitwise_one_machines(client, tiny, tmp_path, rng):
+    """Float sums depend on the path: a sorted directory is still reduced, range by range, as one
+    machine reduces it (every range sorted), so the sums agree to the bit."""
+    src, idx, val = _unique_parts(tmp_path, rng, n=20000, values="float")
+    out = str(tmp_path / "out") + "/"
+    r = sptool.reduce(src, out, op="sum", axis=1, memory=tiny, client=client)
+    local = str(tmp_path / "local.parquet")
+    sptool.reduce(src, local, op="sum", axis=1, memory=tiny)
+    assert r["strategy"] == "ranges"
+    di, dv = _read_all_k(out, 2)
+    li, lv = _read_all_k(local, 2)
+    assert np.array_equal(di, li) and np.array_equal(dv.view(np.int64), lv.view(np.int64))
+    want_keys, want = _oracle_reduced(idx, val, [1], False, np.add)
+    assert np.array_equal(di, want_keys) and np.allclose(dv, want, rtol=1e-9, atol=1e-9)
+
+
+def test_cli_validate_and_info_on_a_local_cluster_in_a_terminal(tmp_path, rng):
+    """validate and info with --scheduler local:2 under a pseudo-terminal: the dashboard link, the
+    report and the summary, the cursor restored, no traceback; the same verdict as one machine."""
+    src, idx, _ = _dataset(tmp_path, rng)
+    for command in (["validate", src], ["info", src]):
+        code, output = run_in_terminal(["sptool", "--scheduler", "local:2", *command], cwd=ROOT, timeout=120)
+        text = output.decode("utf-8", "replace")
+        assert code == 0, text
+        assert cursor_restored(output), text
+        assert "Dask dashboard: http" in text and "Traceback" not in text, text
+        plain = re.sub(r"\x1b\[[0-9;?]*[A-Za-z]", "", text)  # rich styles digits apart
+        assert (f"{len(idx):,} entries" if command[0] == "validate" else f"{len(idx):,}") in plain, plain

@@ -9,7 +9,7 @@ import os
 from ..errors import UsageError
 
 # Commands with a distributed driver in sptool.distributed.
-DISTRIBUTED = {"reorder", "reduce", "add"}
+DISTRIBUTED = {"reorder", "reduce", "add", "validate", "info", "concat"}
 ENV_VAR = "SPTOOL_SCHEDULER"
 
 RUNS_DISTRIBUTED = ("Cluster: given --scheduler (before the command name) or $SPTOOL_SCHEDULER, this runs on "

@@ -5,6 +5,7 @@ from __future__ import annotations
 import click
 
 from ..ops.concat import concat as concat_op
+from ._cluster import cluster, cluster_extra
 from ._console import Job
 from ._options import common_options, output_option, settings, tmp_dir_option
 
@@ -30,19 +31,23 @@ def concat(ctx, tensors, axis, expand_nonconcat, output, tmp_dir):
 
     Memory: sorted inputs are merged (or, along axis 0, appended) in a single streaming pass;
     unsorted inputs go through an external sort within --memory, spilling to --tmp-dir.
+    On a cluster the inputs are shuffled into ranges of the dimensions before --axis
+    (along axis 0: one range, one task).
 
     \b
     Example:
       sptool concat sample_data/matrix_a.parquet sample_data/matrix_b.parquet --axis 1 -o /tmp/ab.parquet
     """
     opts = settings(ctx)
-    job = Job("concat", quiet=opts["quiet"])
-    try:
-        r = concat_op(list(tensors), output, axis=axis, expand_nonconcat=expand_nonconcat, memory=opts["memory"],
-                      tmp_dir=tmp_dir, progress=job)
-    finally:
-        job.stop()
-    job.summary(result=r, rows_out=r["rows_out"], extra=f"shape {r['shape']}", output=output)
+    with cluster(ctx.obj, opts["quiet"]) as client:
+        job = Job("concat", quiet=opts["quiet"])
+        try:
+            r = concat_op(list(tensors), output, axis=axis, expand_nonconcat=expand_nonconcat, memory=opts["memory"],
+                          tmp_dir=tmp_dir, progress=job, client=client)
+        finally:
+            job.stop()
+    job.summary(result=r, rows_out=r["rows_out"], extra=", ".join(filter(None, [f"shape {r['shape']}",
+                cluster_extra(r)])), output=output)
 
 
 def register(cli):

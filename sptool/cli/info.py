@@ -11,6 +11,7 @@ from .._memory import format_size
 from ..format import index_column
 from ..ops.info import head as head_op
 from ..ops.info import info as info_op
+from ._cluster import cluster
 from ._console import Job, out
 from ._options import common_options, input_argument, settings
 
@@ -34,7 +35,8 @@ def info(ctx, tensor, as_json, scan, histogram):
     Memory: reads only the Parquet footers (a stream, --scan or --histogram is read
     once in batches within --memory; --histogram adds 8 bytes per index of its axis;
     a row-sparse tensor whose rows may repeat is read once too, one byte per row of
-    its height).
+    its height). On a cluster the footers of a directory's parts are read in
+    parallel; rows, if read, are read here.
 
     \b
     Example:
@@ -42,11 +44,12 @@ def info(ctx, tensor, as_json, scan, histogram):
       sptool info --histogram 0 sample_data/digits.parquet
     """
     opts = settings(ctx)
-    job = Job("info", quiet=opts["quiet"] or not (scan or histogram is not None))
-    try:
-        d = info_op(tensor, scan=scan, histogram=histogram, memory=opts["memory"], progress=job)
-    finally:
-        job.stop()
+    with cluster(ctx.obj, opts["quiet"] or as_json) as client:
+        job = Job("info", quiet=opts["quiet"] or not (scan or histogram is not None))
+        try:
+            d = info_op(tensor, scan=scan, histogram=histogram, memory=opts["memory"], progress=job, client=client)
+        finally:
+            job.stop()
     if as_json:
         click.echo(json.dumps(_jsonable_dict(d), indent=2, default=str, allow_nan=False))
         return

@@ -49,6 +49,13 @@ def reduce(ctx, tensor, op, axes, keepdims, empty_value, output, as_json, tmp_di
     or when the other kept dimensions have few enough coordinates to accumulate
     within --memory; otherwise an external sort first (runs spilled to --tmp-dir).
 
+    On a cluster, reductions whose result does not depend on the order of operations
+    are reduced piece by piece and the partials combined: integer sum (any input);
+    integer max, min, prod and count when no coordinate has rows on two parts (from
+    the parts' unique claims and their seams). Float values and mean take the exact
+    path: rows shuffled into ranges of the kept dimensions, each reduced whole, so
+    float sums come out bit for bit as on one machine.
+
     \b
     Example:
       sptool reduce sample_data/tensor3d.parquet --op sum --axis 1 -o /tmp/reduced.parquet

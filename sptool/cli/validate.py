@@ -6,6 +6,7 @@ import click
 
 from ..errors import SptoolError
 from ..ops.validate import validate as validate_op
+from ._cluster import cluster
 from ._console import Job, out
 from ._options import common_options, settings
 
@@ -31,19 +32,30 @@ def validate(ctx, tensors, as_json, metadata_only, deep, strict):
     2 if any could not be read at all.
 
     Memory: one streaming pass in batches within --memory (--deep holds the index
-    columns in memory).
+    columns in memory). On a cluster each part of a directory is checked by its own
+    task, the checks across parts here: the same report.
 
     \b
     Example:
       sptool validate sample_data/tensor3d.parquet sample_data/digits.parquet
     """
     opts = settings(ctx)
+    with cluster(ctx.obj, opts["quiet"] or as_json) as client:
+        docs, worst = _validate_all(tensors, as_json, metadata_only, deep, strict, opts, client)
+    if as_json:
+        import json
+
+        click.echo(json.dumps(docs[0] if len(docs) == 1 else docs, indent=2))
+    ctx.exit(worst)
+
+
+def _validate_all(tensors, as_json, metadata_only, deep, strict, opts, client):
     docs, worst = [], 0
     for path in tensors:
         job = Job(f"validate {path}", quiet=opts["quiet"] or as_json)
         try:
             report = validate_op(path, metadata_only=metadata_only, deep=deep, strict=strict, memory=opts["memory"],
-                                 progress=job)
+                                 progress=job, client=client)
         except SptoolError as e:
             # One unreadable tensor does not stop the others; its line says why, and the exit
             # code is the worst of all.
@@ -66,11 +78,7 @@ def validate(ctx, tensors, as_json, metadata_only, deep, strict):
             _print(report, strict)
             # A file that could not be read at all has no rows or rate worth a line.
             job.summary(result=doc, line=job.rows > 0 or report.ok(strict))
-    if as_json:
-        import json
-
-        click.echo(json.dumps(docs[0] if len(docs) == 1 else docs, indent=2))
-    ctx.exit(worst)
+    return docs, worst
 
 
 def _print(report, strict: bool):

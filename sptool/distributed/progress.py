@@ -3,11 +3,14 @@ completes, the peak worker memory noted, and the whole round cancelled at the fi
 
 from __future__ import annotations
 
+from dataclasses import dataclass, field
 
-def follow(client, futures: list, outcome, *, progress=None, rows: list[int] | None = None) -> list:
+
+def follow(client, futures: list, outcome, *, progress=None, rows=None) -> list:
     """The results of ``futures`` (each task returns a tuple whose last item is its worker's peak
     memory), in order; a task that fails raises its own error (an sptool error keeps its exit
-    code) after the others are cancelled."""
+    code) after the others are cancelled.  ``rows``: each task's rows for the progress, a list
+    or a function of the task's result (rows known only once it ran)."""
     from distributed import as_completed
 
     index = {f.key: i for i, f in enumerate(futures)}
@@ -19,9 +22,29 @@ def follow(client, futures: list, outcome, *, progress=None, rows: list[int] | N
             results[i] = result
             outcome.peak_worker_memory = max(outcome.peak_worker_memory, result[-1])
             if progress and rows is not None:
-                progress.advance(rows[i])
+                progress.advance(rows(result) if callable(rows) else rows[i])
     except BaseException:
         client.cancel(futures)
         raise
     outcome.workers = max(outcome.workers, len(client.scheduler_info().get("workers", {})))
     return results
+
+
+@dataclass
+class Outcome:
+    """What a distributed job did, for its summary."""
+
+    rows_in: int = 0
+    rows_out: int = 0
+    parts: int = 0
+    workers: int = 0
+    peak_worker_memory: int = 0
+    part_metas: list = field(default_factory=list)
+    results: list = field(default_factory=list)  # what the op returned for each part
+
+    def summary(self) -> dict:
+        first = self.part_metas[0]
+        return {"rows_in": self.rows_in, "rows_out": self.rows_out, "shape": list(first.shape),
+                "value_type": first.value_type, "unique": all(m.unique for m in self.part_metas),
+                "parts": self.parts, "workers": self.workers, "peak_worker_memory": self.peak_worker_memory,
+                "results": self.results}

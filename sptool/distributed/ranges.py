@@ -27,7 +27,6 @@ hidden sibling), so a rerun replaces what it may have left.
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass, field
 
 import numpy as np
 
@@ -40,30 +39,11 @@ from ..stream.sort import KeyCodec
 from .cluster import worker_count
 from .partdir import PartDirectory, check_output
 from .pieces import Piece, PieceSource, ShuffledSource, pieces_of, refuse_stdin, shared_copy
-from .progress import follow
+from .progress import Outcome, follow
+from .seams import dataset_claims
 
 # Sampled keys per output range: enough that ranges come out within a few per cent of even.
 SAMPLE_PER_RANGE = 256
-
-
-@dataclass
-class Outcome:
-    """What a distributed job did, for its summary."""
-
-    rows_in: int = 0
-    rows_out: int = 0
-    parts: int = 0
-    workers: int = 0
-    peak_worker_memory: int = 0
-    part_metas: list = field(default_factory=list)
-    results: list = field(default_factory=list)  # what the op returned for each part
-
-    def summary(self) -> dict:
-        first = self.part_metas[0]
-        return {"rows_in": self.rows_in, "rows_out": self.rows_out, "shape": list(first.shape),
-                "value_type": first.value_type, "unique": all(m.unique for m in self.part_metas),
-                "parts": self.parts, "workers": self.workers, "peak_worker_memory": self.peak_worker_memory,
-                "results": self.results}
 
 
 def _codec(meta: TensorMeta, order) -> KeyCodec:
@@ -161,13 +141,15 @@ def splitters_of(samples: list[np.ndarray], ranges: int) -> np.ndarray:
 
 def range_map(client, operands: list[tuple[list[Piece], TensorMeta]], order, fn, out: PartDirectory, *,
               ranges: int, budget: Budget, progress=None) -> Outcome:
-    """Shuffle the rows of every operand (its pieces, in order, and its metadata) into key ranges
-    of the dimensions ``order``, and write part i of ``out`` as ``fn(*range i of each operand,
-    path)``; empty ranges make no part, and an empty input one part of empty operands."""
+    """Shuffle the rows of every operand (its pieces, in order, and its metadata, whose
+    sort_order and unique claims must hold for the pieces concatenated) into key ranges of the
+    dimensions ``order``, and write part i of ``out`` as ``fn(*range i of each operand, path)``;
+    empty ranges make no part, and an empty input one part of empty operands."""
     order = tuple(order)
-    shape = operands[0][1].shape[:operands[0][1].sparse_ndim]
+    # The key's extents must agree (the other dimensions are the op's business: concat's differ).
+    shape = [operands[0][1].shape[d] for d in order]
     for _, meta in operands[1:]:
-        if tuple(meta.shape[:meta.sparse_ndim]) != tuple(shape):
+        if meta.sparse_ndim != operands[0][1].sparse_ndim or [meta.shape[d] for d in order] != shape:
             raise ShapeMismatch(f"operand shapes differ: {list(operands[0][1].shape)} and {list(meta.shape)}")
     pieces = [p for op_pieces, _ in operands for p in op_pieces]
     outcome = Outcome(rows_in=sum(p.rows for p in pieces))
@@ -191,8 +173,9 @@ def range_map(client, operands: list[tuple[list[Piece], TensorMeta]], order, fn,
     filled = [r for r in range(len(per_range)) if per_range[r]] or [0]  # an empty input: one empty part
     jobs = []
     for r in filled:
-        jobs.append([ShuffledSource(_listing(os.path.join(root, range_dir(r))),
-                                    meta.with_(sort_order=(), unique=False, nnz=int(n[r])))
+        # An operand's order and uniqueness claims (for its whole, see seams.py) hold for a range
+        # of it: its pieces' rows, concatenated in input order.
+        jobs.append([ShuffledSource(_listing(os.path.join(root, range_dir(r))), meta.with_(nnz=int(n[r])))
                      for (_, meta), root, n in zip(operands, roots, per_operand)])
     if progress:
         progress.restart()
@@ -214,11 +197,15 @@ def operand_meta(path: str) -> TensorMeta:
 
 
 def on_ranges(client, fn, paths: list[str], output: str, *, order, memory=None, progress=None,
-              ranges: int | None = None) -> dict:
+              ranges: int | None = None, claims: bool = True) -> dict:
     """An op's whole job on the cluster of ``client``: the operands at ``paths`` shuffled into key
     ranges of the dimensions ``order`` and written, range by range, by ``fn(*sources, path)``
     into the part directory ``output``; the summary (rows, shape, parts, workers, peak worker
-    memory).  ``ranges`` defaults to one per input piece, at least one per worker."""
+    memory).  ``ranges`` defaults to one per input piece, at least one per worker.  ``claims``:
+    each range of an operand whose whole is unique keeps its order and uniqueness (seams.py), so
+    ``fn`` need not sort it again (with no duplicates to combine, the result is the same); False
+    for an op whose float results depend on the path it takes (reduce), which then sorts every
+    range as the single machine sorts a directory."""
     check_output(output)
     check_inputs(paths)
     workers = worker_count(client)
@@ -228,7 +215,10 @@ def on_ranges(client, fn, paths: list[str], output: str, *, order, memory=None, 
         for j, path in enumerate(paths):
             path = shared_copy(path, os.path.join(out.scratch("inputs"), f"operand-{j}.parquet"), budget)
             with open_source(path) as src:
-                operands.append((pieces_of(path, workers), src.meta))
+                sort_order, unique = dataset_claims(client, src) if claims else ((), False)
+                if not unique:  # duplicates are combined in a path-dependent way (float sums): sort as one machine
+                    sort_order = ()
+                operands.append((pieces_of(path, workers), src.meta.with_(sort_order=sort_order, unique=unique)))
         count = ranges or max(max(len(p) for p, _ in operands), workers)
         outcome = range_map(client, operands, order, fn, out, ranges=count, budget=budget, progress=progress)
     return {**outcome.summary(), "output": output}

@@ -234,6 +234,17 @@ def dataset_meta(parts: list[Part], path: str) -> TensorMeta:
     return first.with_(nnz=nnz, sort_order=(), unique=False, attributes=first.attributes)
 
 
+def open_dataset(path: str, read_parts=None) -> ParquetSource:
+    """A part directory as one source; ``read_parts(paths)`` gives its Parts in order (a cluster
+    reads the footers in parallel), by default read here one after another."""
+    names = list_parts(path)
+    if not names:
+        raise FormatError("the directory holds no part-*.parquet files [E_NO_PARTS]", path=path)
+    paths = [os.path.join(path, n) for n in names]
+    parts = read_parts(paths) if read_parts else [read_part(p) for p in paths]
+    return ParquetSource(path, parts, dataset_meta(parts, path), "dir")
+
+
 class DamagedBatch(ValueError):
     """A record batch that arrived whole but whose buffers contradict each other (E_READ_FAILED,
     where an error while reading means the stream was cut off)."""
@@ -384,11 +395,7 @@ def open_source(path: str) -> TensorSource:
     """Open a tensor for streaming: a .parquet file, a directory of parts, or '-' (stdin)."""
     kind = locate(path)
     if kind == "dir":
-        names = list_parts(path)
-        if not names:
-            raise FormatError("the directory holds no part-*.parquet files [E_NO_PARTS]", path=path)
-        parts = [read_part(os.path.join(path, n)) for n in names]
-        return ParquetSource(path, parts, dataset_meta(parts, path), "dir")
+        return open_dataset(path)
     if kind in ("stdin", "stream"):
         return open_stream(path)
     part = read_part(path)

@@ -5,6 +5,7 @@ first n rows), with no tensor output for the engine to write."""
 
 from __future__ import annotations
 
+import contextlib
 import math
 import os
 
@@ -14,11 +15,12 @@ from .. import _kernels
 from .._memory import budget_of, format_size
 from ..errors import DataError, UsageError
 from ..format import encode_fill, index_column
-from ..io import ParquetSource, open_input
+from ..io import ParquetSource, locate, open_input
 from ..stream.axes import normalize_axes
 
 
-def info(path: str, *, scan: bool = False, histogram: int | None = None, memory=None, progress=None) -> dict:
+def info(path: str, *, scan: bool = False, histogram: int | None = None, memory=None, progress=None,
+         client=None) -> dict:
     """Summary of a tensor: shape, nnz, density, types, order flags, per-dimension ranges and
     storage.  Reads only footers unless ``scan`` (which reads the index columns once).
 
@@ -37,9 +39,18 @@ def info(path: str, *, scan: bool = False, histogram: int | None = None, memory=
     --------
     >>> info("sample_data/tensor3d.parquet")["shape"]
     [40, 30, 20]
+
+    With ``client`` (a ``distributed.Client``) the footers of a part directory are read in
+    parallel on that Dask cluster; the same summary.  Rows, when read (``scan``, ``histogram``),
+    are read here.
     """
     budget = budget_of(memory)
-    with open_input(path) as src:
+    opened = open_input(path)
+    if client is not None and isinstance(path, str) and locate(path) == "dir":
+        from ..distributed.footers import open_directory
+
+        opened = contextlib.nullcontext(open_directory(client, path))
+    with opened as src:
         meta = src.meta
         K = meta.sparse_ndim
         mins: list = [None] * K

@@ -165,8 +165,11 @@ def reduce(path: str, output: str | None = None, *, op: str, axis=None, keepdims
     [30]
 
     With ``client`` (a ``distributed.Client``) the reduction runs on that Dask cluster, to a sparse
-    part directory: the rows are shuffled into ranges of the kept dimensions, and each range is
-    reduced as here, so every op gives the single-machine result (float sums included).
+    part directory: where the combination does not depend on the order of operations (integer
+    sum, prod, max, min; count; all but sum on rows known unique), each input piece is reduced on
+    its own and the partials combined; otherwise (floats, mean) the rows are shuffled into ranges
+    of the kept dimensions and each range reduced as here.  Either way every op gives the
+    single-machine result (float sums included): see ``sptool.distributed.reduce``.
     """
     if client is not None:
         from ..distributed.ranges import on_ranges, operand_meta
@@ -178,10 +181,19 @@ def reduce(path: str, output: str | None = None, *, op: str, axis=None, keepdims
         if plan.scalar or plan.K_out == 0:
             raise UsageError("on a cluster, reduce writes a sparse part directory: keep a sparse dimension or pass "
                              "--keepdims")
-        fn = partial(reduce, op=op, axis=axis, keepdims=keepdims, empty_value=empty_value, memory=memory,
-                     tmp_dir=tmp_dir)
-        r = on_ranges(client, fn, [path], output, order=kept, memory=memory, progress=progress)
-        del r["results"]
+        from ..distributed.reduce import reduce_partials
+
+        # Only sum adds up across pieces whatever the duplicates; the others are split only when
+        # the driver has found the rows unique.
+        step = Reduce(op, axis, keepdims, empty_value, unique=op != "sum")
+        r = reduce_partials(path, meta, output, client=client, step=step, result_dtype=result_dtype(meta, op),
+                            memory=memory, tmp_dir=tmp_dir, progress=progress)
+        if r is None:
+            fn = partial(reduce, op=op, axis=axis, keepdims=keepdims, empty_value=empty_value, memory=memory,
+                         tmp_dir=tmp_dir)
+            r = {**on_ranges(client, fn, [path], output, order=kept, memory=memory, progress=progress,
+                             claims=False), "strategy": "ranges"}
+            del r["results"]
         return {"op": op, "axes": plan.axes, **r}
     dense_out = output is not None and output.endswith(".npy")
     if output == "-" and (axis is None and not keepdims):

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import math
 import os
+from dataclasses import dataclass
 
 import numpy as np
 import pyarrow as pa
@@ -330,6 +331,25 @@ def _decode(leaf: pa.Array, meta: TensorMeta) -> np.ndarray:
 
 # ---------------------------------------------------------------------------------------------
 
+@dataclass
+class PartCheck:
+    """What checking one part of a directory found: its problems, its rows (None when a fatal
+    check stopped it first), and its metadata and schema for the checks across parts."""
+
+    problems: list
+    nnz: int | None
+    meta: TensorMeta | None
+    schema: pa.Schema | None
+
+
+def check_part(path: str, name: str, *, metadata_only: bool, deep: bool, strict: bool = False, memory=None,
+               progress=None) -> PartCheck:
+    """One part of the directory ``path`` checked on its own (a cluster's task)."""
+    v = _Validator(path, metadata_only=metadata_only, deep=deep, budget=budget_of(memory), progress=progress,
+                   strict=strict)
+    return v.part(path, name)
+
+
 class _Validator:
     def __init__(self, target: str, *, metadata_only: bool, deep: bool, budget: Budget, progress,
                  strict: bool = False):
@@ -509,7 +529,9 @@ class _Validator:
                         f"permutation; they take {scanner.deep_bytes} bytes, over --memory"))
 
     # -- directory ---------------------------------------------------------------------------
-    def directory(self, path: str):
+    def directory(self, path: str, check_parts=None):
+        """``check_parts(path, names)``, when given, yields each part's ``PartCheck`` in order
+        (a cluster checks them in parallel); else they are checked here, one after another."""
         names = sorted(os.listdir(path))
         parts = list_parts(path)
         for n in names:
@@ -520,11 +542,13 @@ class _Validator:
         if not parts:
             self.add(Problem("E_NO_PARTS", "the directory holds no *.parquet part files"))
             return
+        checked = check_parts(path, parts) if check_parts else (self.part(path, name) for name in parts)
         first = None
-        for name in parts:
-            if not CANONICAL_PART_NAME.match(name):
-                self.add(Problem("W_PART_NAME", f"{name} does not match part-NNNNNN.parquet", {"part": name}))
-            meta, schema = self.parquet(os.path.join(path, name), {"part": name})
+        for name, part in zip(parts, checked):
+            self.report.problems += part.problems
+            if part.nnz is not None:
+                self.report.nnz = (self.report.nnz or 0) + part.nnz
+            meta, schema = part.meta, part.schema
             if meta is None or schema is None:
                 continue
             if first is None:
@@ -539,6 +563,15 @@ class _Validator:
                 self.add(Problem("E_PART_METADATA_MISMATCH",
                                  f"{name} has {key} {getattr(meta, key)!r} but {fname} has {getattr(fmeta, key)!r}",
                                  {"part": name}))
+
+    def part(self, path: str, name: str) -> PartCheck:
+        """Groups A, B and C of one part of the directory ``path``, on their own."""
+        one = _Validator(self.report.target, metadata_only=self.metadata_only, deep=self.deep, budget=self.budget,
+                         progress=self.progress)
+        if not CANONICAL_PART_NAME.match(name):
+            one.add(Problem("W_PART_NAME", f"{name} does not match part-NNNNNN.parquet", {"part": name}))
+        meta, schema = one.parquet(os.path.join(path, name), {"part": name})
+        return PartCheck(one.report.problems, one.report.nnz, meta, schema)
 
     # -- stream ------------------------------------------------------------------------------
     def stream(self, f, name: str):
@@ -644,7 +677,7 @@ def _trailer(raw: bytes, ndim: int, add) -> dict:
 
 
 def validate(path: str, *, metadata_only: bool = False, deep: bool = False, strict: bool = False, memory=None,
-             progress=None) -> Report:
+             progress=None, client=None) -> Report:
     """Check a tensor (file, directory or stream) against every rule of formats/SPEC.md.
 
     Returns a Report; bad data never raises.  Only an input that cannot be opened at all
@@ -657,6 +690,10 @@ def validate(path: str, *, metadata_only: bool = False, deep: bool = False, stri
     >>> report = validate("sample_data/digits.parquet")
     >>> report.valid
     True
+
+    With ``client`` (a ``distributed.Client``) the parts of a directory are checked in parallel
+    on that Dask cluster, and the checks across parts run here: the same report (see
+    ``sptool.distributed.validate``).  A file or stream is one sequence of rows, checked here.
     """
     from ..errors import InputError
 
@@ -671,7 +708,13 @@ def validate(path: str, *, metadata_only: bool = False, deep: bool = False, stri
             raise InputError("stdin is a terminal; pipe an Arrow IPC stream into sptool or name a file", path="-")
         v.stream(sys.stdin.buffer, target)
     elif kind == "dir":
-        v.directory(path)
+        check_parts = None
+        if client is not None:
+            from ..distributed.validate import parts_checker
+
+            check_parts = parts_checker(client, check_part, metadata_only=metadata_only, deep=deep, strict=strict,
+                                        memory=memory, progress=progress)
+        v.directory(path, check_parts)
     elif kind == "stream":
         with open(path, "rb") as f:
             v.stream(f, target)

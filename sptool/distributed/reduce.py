@@ -1,0 +1,101 @@
+"""reduce on a cluster by partial reductions, where combining them does not depend on the order
+of operations: every input piece reduced on its own by a task (the engine's ``Partwise`` step,
+``Reduce.map_part``), and the partials, far fewer rows than the input when the reduction
+reduces, shuffled into key ranges of the output's dimensions and combined there (ranges.py), so
+the concatenated parts are the single-machine result.
+
+Which reductions split:
+
+- sum of integers (wrapping arithmetic is associative and commutative), for any input: a
+  coordinate's duplicates on several pieces add up in the partials;
+- max, min and prod of integers, and count of any values, when no coordinate has rows on two
+  pieces: these see each coordinate once, after its duplicates are summed.  That holds for one
+  file claiming unique rows, or a directory whose parts all claim unique rows in one sort
+  order with every part's last key below the next part's first (seams.py).
+
+Float sums and products depend on the order of the additions, and max and min of floats on which
+of -0.0 and 0.0 comes first: those, and mean, keep the exact range path (ranges.py), which hands
+each output coordinate's rows whole, in input order, to the single-machine reduce.
+"""
+
+from __future__ import annotations
+
+import os
+from functools import partial
+
+import numpy as np
+
+from .._memory import Budget, budget_of, peak_rss
+from ..io import open_source, part_name
+from ..stream.engine import run
+from .cluster import worker_count
+from .partdir import PartDirectory, check_output
+from .pieces import PieceSource, pieces_of, refuse_stdin, shared_copy
+from .progress import follow
+from .ranges import Outcome, range_map
+from .seams import dataset_claims
+
+ORDER_FREE = {"sum": "iu", "prod": "iu", "max": "iu", "min": "iu", "count": None}  # op -> value kinds
+
+
+def splits(meta, op: str, result_dtype) -> bool:
+    """Whether ``op`` over ``meta``'s values, giving ``result_dtype``, combines the same in any
+    order (before uniqueness)."""
+    if op not in ORDER_FREE:
+        return False
+    kinds = ORDER_FREE[op]
+    return kinds is None or (not meta.hybrid and np.dtype(meta.dtype).kind in kinds and
+                             np.dtype(result_dtype).kind in kinds)
+
+
+def reduce_piece(step, piece, output: str, budget: Budget, tmp_dir) -> tuple:
+    """One piece's partial reduction written to ``output`` (a task): (its rows, peak memory)."""
+    src = PieceSource(piece)
+    step.check(src.meta)
+    return step.map_part(src, output, budget=budget, tmp_dir=tmp_dir).nnz, peak_rss()
+
+
+def combine_range(src, output: str, *, step, budget: Budget, tmp_dir) -> None:
+    """One key range of the partials combined into output part ``output`` (a task's op)."""
+    run(step.combine(src.meta), src, output, budget=budget, tmp_dir=tmp_dir)
+
+
+def reduce_partials(path: str, meta, output: str, *, client, step, result_dtype, memory=None, tmp_dir=None,
+                    progress=None) -> dict | None:
+    """``sptool.reduce`` of the tensor at ``path`` (of metadata ``meta``) by partial reductions
+    on the cluster of ``client`` (see the module docstring), or None when the reduction does not
+    split that way.  ``step`` is ops.reduce's ``Reduce`` (its Partwise split, handed down: this
+    package does not import the ops), ``result_dtype`` the result's type."""
+    budget = budget_of(memory)
+    check_output(output)
+    op = step.op
+    if not splits(meta, op, result_dtype):
+        return None
+    if op != "sum" and not meta.unique:
+        refuse_stdin(path)
+        with open_source(path) as src:
+            if src.kind == "stream" or not dataset_claims(client, src)[1]:
+                return None
+    step.check(meta)
+    workers = worker_count(client)
+    with PartDirectory(output) as out:
+        path = shared_copy(path, os.path.join(out.scratch("inputs"), "operand-0.parquet"), budget)
+        pieces = pieces_of(path, workers)
+        outcome = Outcome(rows_in=sum(p.rows for p in pieces))
+        partials = out.scratch("partials")
+        if progress:
+            progress.set_total(outcome.rows_in)
+        futures = [client.submit(reduce_piece, step, p, os.path.join(partials, part_name(i)), budget, tmp_dir,
+                                 pure=False) for i, p in enumerate(pieces)]
+        follow(client, futures, outcome, progress=progress, rows=[p.rows for p in pieces])
+        with open_source(partials) as done:
+            partial_meta = done.meta
+        fn = partial(combine_range, step=step, budget=budget, tmp_dir=tmp_dir)
+        combined = range_map(client, [(pieces_of(partials, workers), partial_meta)], range(partial_meta.sparse_ndim),
+                             fn, out, ranges=workers, budget=budget)
+        combined.rows_in = outcome.rows_in
+        combined.peak_worker_memory = max(combined.peak_worker_memory, outcome.peak_worker_memory)
+    r = {**combined.summary(), "output": output, "strategy": "partials"}
+    del r["results"]
+    return r
+
