@@ -302,7 +302,7 @@ def test_sigkill_at_many_points_leaves_all_old_or_all_new(tmp_path, optimizer, e
     seen = []
     rng = np.random.default_rng(99)
     env = env_with_sptool()
-    env.update(SPTOOL_BATCH_ROWS="16", SPTOOL_APPLY_PAUSE="0.02")  # ~16 blocks, a pause at every step
+    env.update(SPTOOL_BATCH_ROWS="16", SPTOOL_APPLY_PAUSE="0.05")  # a pause at every step
     for trial in range(8):
         work = tmp_path / f"trial{trial}"
         work.mkdir()
@@ -314,8 +314,9 @@ def test_sigkill_at_many_points_leaves_all_old_or_all_new(tmp_path, optimizer, e
         deadline = time.monotonic() + 60
         while not journal.exists() and proc.poll() is None and time.monotonic() < deadline:
             time.sleep(0.002)
-        # Kill at a point spread over the whole transaction (16 blocks x 2 pauses + the commit).
-        time.sleep(rng.uniform(0, 0.8) if trial < 7 else 5.0)
+        # Kill at once (mid-transaction: the first pause comes after the journal exists), at points
+        # spread over the transaction (its pauses and the commit), and after it ended.
+        time.sleep(0.0 if trial == 0 else rng.uniform(0, 0.3) if trial < 7 else 5.0)
         proc.send_signal(signal.SIGKILL)
         proc.wait()
         if trial == 7:
