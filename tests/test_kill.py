@@ -186,3 +186,37 @@ def test_the_sweep_keeps_what_it_does_not_own(tmp_path):
     (tmp_path / gone[1] / "run-000000.arrow").write_text("stale")
     assert sorted(sweep(str(tmp_path))) == sorted(gone)
     assert sorted(os.listdir(tmp_path)) == sorted(keep)
+
+
+def test_a_second_interrupt_during_cleanup_leaves_nothing(tmp_path, monkeypatch):
+    """Ctrl-C while todense writes, and a second one landing inside the output's own cleanup
+    (before it removed its temporary): the command line aborts what is still open."""
+    from click.testing import CliRunner
+
+    import sptool
+    from sptool.cli import cli
+    from sptool.io import AtomicTarget
+    from sptool.stream import dense
+
+    t = sptool.SparseTensor([[0, 1], [2, 0]], [1.0, 4.0], (3, 2))
+    src = str(tmp_path / "t.parquet")
+    sptool.write(t, src)
+    before = sorted(os.listdir(tmp_path))
+
+    def interrupted(self, *a):
+        raise KeyboardInterrupt
+
+    real_abort, calls = AtomicTarget.abort, []
+
+    def abort_cut_short(self):
+        calls.append(self.tmp)
+        if len(calls) == 1:
+            assert os.path.exists(self.tmp)  # the temporary exists when the cleanup is cut short
+            raise KeyboardInterrupt
+        real_abort(self)
+
+    monkeypatch.setattr(dense.DenseSink, "write", interrupted)
+    monkeypatch.setattr(AtomicTarget, "abort", abort_cut_short)
+    r = CliRunner().invoke(cli, ["todense", src, "-o", str(tmp_path / "out.npy")])
+    assert r.exit_code == 130 and "interrupted; no output was written" in r.output
+    assert len(calls) == 2 and sorted(os.listdir(tmp_path)) == before

@@ -68,6 +68,7 @@ class SptoolGroup(click.Group):
                 signal.signal(signal.SIGTERM, _terminate)
             return self._invoke_clearing_bars(ctx)
         except SptoolError as e:
+            _abort_outputs()
             _fail(ctx, str(e), e.exit_code)
         except BrokenPipeError:
             # The reader went away (e.g. `| head`): not an error for a pipeline stage.
@@ -75,13 +76,16 @@ class SptoolGroup(click.Group):
             os.dup2(devnull, sys.stdout.fileno())
             ctx.exit(0)
         except KeyboardInterrupt:
+            _abort_outputs()
             err.print("sptool: interrupted; no output was written", highlight=False)
             ctx.exit(130)
         except (click.exceptions.Exit, click.ClickException, click.exceptions.Abort):
             raise
         except MemoryError:
+            _abort_outputs()
             _fail(ctx, "ran out of memory; lower --memory or free some", 2)
         except Exception as e:  # noqa: BLE001 - the one place unexpected errors are reported
+            _abort_outputs()
             _fail(ctx, f"internal error: {type(e).__name__}: {e} (run with --debug for a traceback)",
                   INTERNAL_ERROR)
 
@@ -193,6 +197,15 @@ def help_command(ctx, command):
         ctx.fail(f"No such command {command!r}.")
     with click.Context(found, info_name=command, parent=ctx.parent) as sub:
         click.echo(found.get_help(sub))
+
+
+def _abort_outputs():
+    """Remove the temporaries of outputs not committed: a signal can land before a sink's own
+    cleanup is in place (between opening an output and entering its ``with``)."""
+    if "sptool.io" in sys.modules:
+        from ..io import abort_live_targets
+
+        abort_live_targets()
 
 
 def _terminate(signum, frame):

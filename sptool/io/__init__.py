@@ -5,7 +5,7 @@ import-linter contract in pyproject.toml holds the rest of sptool to that).
 """
 
 from ._arrays import arrow_of, batch_keys, batch_values, make_batch, normalize_batch, values_array
-from ._atomic import AtomicTarget, ClosesOrAborts, SideOutputs
+from ._atomic import AtomicTarget, ClosesOrAborts, SideOutputs, abort_live_targets
 from ._digest import DigestReader, digest_problem
 from ._prefetch import prefetch
 from ._rowgroups import check_text, parquet_file, plan_chunks, read_chunks, read_failure_code
@@ -48,6 +48,7 @@ __all__ = [
     "parquet_file", "read_failure_code", "check_text",
     "READ_ERRORS", "MemorySource", "open_input", "read_stream_batch", "DamagedBatch",
     "open_operands", "check_inputs", "part_name", "is_part_name", "list_parts", "sniff", "locate",
-    "CANONICAL_PART_NAME", "SideOutputs", "scratch_dir", "make_scratch_dir", "sibling_name", "sweep",
+    "CANONICAL_PART_NAME", "SideOutputs", "abort_live_targets",
+    "scratch_dir", "make_scratch_dir", "sibling_name", "sweep",
     "DigestReader", "digest_problem", "Part", "open_dataset", "open_parquet", "read_part",
 ]

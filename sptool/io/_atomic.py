@@ -35,6 +35,21 @@ class ClosesOrAborts:
         return False
 
 
+# The temporaries of the targets not yet committed or aborted: what an interrupted command has
+# to remove on its way out, even if the signal landed before a sink's own cleanup was in place.
+_LIVE: dict[int, AtomicTarget] = {}
+
+
+def abort_live_targets() -> None:
+    """Abort every target neither committed nor aborted yet (the command line's last step when
+    a command is interrupted or fails)."""
+    for target in list(_LIVE.values()):
+        try:
+            target.abort()
+        except OSError:
+            pass
+
+
 class AtomicTarget:
     """A temporary path to write; ``commit`` moves it over the final path, ``abort`` removes it.
 
@@ -68,10 +83,12 @@ class AtomicTarget:
             self.made.append(d)
         sweep(os.path.dirname(os.path.abspath(final)))  # a SIGKILLed run's .NAME.tmp-PID-... files
         self.tmp = sibling_name(final, "tmp")
+        _LIVE[id(self)] = self
         if is_dir:
             os.mkdir(self.tmp)
 
     def commit(self):
+        _LIVE.pop(id(self), None)
         if self.is_dir and os.path.exists(self.final):
             old = sibling_name(self.final, "old")
             os.rename(self.final, old)
@@ -86,6 +103,7 @@ class AtomicTarget:
         elif os.path.exists(self.tmp):
             os.remove(self.tmp)
         self._remove_made()
+        _LIVE.pop(id(self), None)  # last: an abort cut short by a second signal is done again
 
     def _remove_made(self):
         for d in reversed(self.made):
