@@ -220,3 +220,29 @@ def test_a_second_interrupt_during_cleanup_leaves_nothing(tmp_path, monkeypatch)
     r = CliRunner().invoke(cli, ["todense", src, "-o", str(tmp_path / "out.npy")])
     assert r.exit_code == 130 and "interrupted; no output was written" in r.output
     assert len(calls) == 2 and sorted(os.listdir(tmp_path)) == before
+
+
+def test_an_interrupt_while_the_output_closes_leaves_nothing(tmp_path, monkeypatch):
+    """Ctrl-C landing while a Parquet output is being closed (its last row groups drained, its
+    footer written): the output aborts instead of staying half-written beside the target."""
+    from click.testing import CliRunner
+
+    import sptool
+    from sptool.cli import cli
+    from sptool.io import sink as sinks
+
+    t = sptool.SparseTensor([[2, 1], [0, 0], [1, 1]], [1.0, 4.0, 2.0], (3, 2))
+    src = str(tmp_path / "t.parquet")
+    sptool.write(t, src)
+    before = sorted(os.listdir(tmp_path))
+
+    def interrupted(self):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(sinks.TensorSink, "_drain", interrupted)
+    r = CliRunner().invoke(cli, ["reorder", src, "-o", str(tmp_path / "out.parquet")])
+    assert r.exit_code == 130 and "interrupted; no output was written" in r.output
+    assert sorted(os.listdir(tmp_path)) == before
+    with pytest.raises(KeyboardInterrupt):  # the API too, where no command line cleans up after it
+        sptool.reorder(src, str(tmp_path / "out.parquet"))
+    assert sorted(os.listdir(tmp_path)) == before

@@ -29,7 +29,11 @@ class ClosesOrAborts:
 
     def __exit__(self, exc_type, exc, tb):
         if exc_type is None:
-            self.close()
+            try:
+                self.close()
+            except BaseException:  # Ctrl-C or an error while closing: nothing half-written stays
+                self.abort()
+                raise
         else:
             self.abort()
         return False
