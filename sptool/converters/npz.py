@@ -73,7 +73,7 @@ class NpzReader(Reader):
             hint = "; it is a binsparse file: give --from binsparse" if "binsparse" in headers else ""
             raise DataError(f"missing key 'format': not a scipy.sparse .npz file{hint}", path=path)
         nbytes = sum(int(np.prod(s)) * d.itemsize for s, d in headers.values())
-        data_shape, data_dtype = headers.get("data", ((0,), np.dtype(np.float64)))
+        data_shape, _ = headers.get("data", ((0,), np.dtype(np.float64)))
         nnz = int(data_shape[0]) if data_shape else 0
         ndim = int(np.prod(headers["shape"][0])) if "shape" in headers else 2
         need = nbytes + nnz * 8 * ndim * 2

@@ -221,9 +221,7 @@ class TensorSink(ClosesOrAborts):
         self._inflight: deque = deque()
         self._part_index = 0
         self._part_rows_written = 0
-        self._part_start_row = 0
         self._part_paths: list[str] = []
-        self._part_tracker = None
         self._budget = budget
         self._open()
 

@@ -13,7 +13,8 @@ from ..stream.engine import Plan, StreamOp, run
 from ..stream.order import SummedSource
 from ..tensor import SparseTensor
 
-# name -> NumPy function.  Each maps 0 to 0 except those in CHANGES_ZERO.
+# name -> NumPy function.  Each maps 0 to 0 except the last row (exp ... logical_not); the
+# fill check computes f(fill) itself.
 FUNCTIONS = {
     "abs": np.absolute, "neg": np.negative, "sign": np.sign, "square": np.square, "sqrt": np.sqrt,
     "cbrt": np.cbrt, "expm1": np.expm1, "log1p": np.log1p, "sin": np.sin, "tan": np.tan, "tanh": np.tanh,
@@ -23,7 +24,6 @@ FUNCTIONS = {
     "exp": np.exp, "cos": np.cos, "cosh": np.cosh, "log": np.log, "arccos": np.arccos,
     "reciprocal": lambda x: np.divide(1, x), "logical_not": np.logical_not,
 }
-CHANGES_ZERO = ("exp", "cos", "cosh", "log", "arccos", "reciprocal", "logical_not")
 # f(a) + f(b) == f(a + b): duplicates may stay as they are.
 ADDITIVE = ("neg", "conj", "real", "imag")
 

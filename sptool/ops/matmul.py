@@ -59,6 +59,8 @@ from ..stream.binary import (
 )
 from ..stream.dense import check_dense_size, copy_slabs, release
 from ..stream.duplicates import deduplicated
+from ..stream.matrices import Scratch, prepare_dense
+from ..stream.matrices import pool as second_thread
 from ..stream.order import sorted_batches, summed_if_promoted
 from ..stream.runs import whole_runs
 from ..tensor import SparseTensor
@@ -97,46 +99,6 @@ def _inner_mismatch(k1, k2, sa, sb):
                          f"[{sa[0]}, {sa[1]}] and B is [{sb[0]}, {sb[1]}] (missing --adjoint-a or --adjoint-b?)")
 
 
-class _Scratch:
-    """Temporary arrays: in memory when small, else memory-mapped files in a private temp dir."""
-
-    def __init__(self, stack: ExitStack, budget: int, tmp_dir: str | None, near: str | None):
-        self.stack = stack
-        self.budget = budget
-        self.tmp_dir = tmp_dir or (os.path.dirname(os.path.abspath(near)) if near else None)
-        self._dir = None
-        self.spent = 0
-
-    def array(self, shape, dtype, *, zero=True, order="C") -> np.ndarray:
-        nbytes = int(np.prod(shape)) * np.dtype(dtype).itemsize
-        if self.spent + nbytes <= self.budget // 4:
-            self.spent += nbytes
-            return (np.zeros if zero else np.empty)(shape, dtype=dtype, order=order)
-        if self._dir is None:
-            self._dir = self.stack.enter_context(scratch_dir("matmul", self.tmp_dir))
-        path = os.path.join(self._dir, f"scratch-{len(os.listdir(self._dir))}.npy")
-        return np.lib.format.open_memmap(path, mode="w+", dtype=dtype, shape=tuple(shape),
-                                         fortran_order=order == "F")
-
-
-def prepare_dense(arr: np.ndarray, transpose: bool, conj: bool, dtype: np.dtype, scratch: _Scratch) -> np.ndarray:
-    """op(arr) (transposed and/or conjugated) as a C-contiguous array of ``dtype``: the memory map
-    itself when nothing changes, else a copy made a slab at a time (in memory when small)."""
-    conj = conj and arr.dtype.kind == "c"
-    src = arr.T if transpose else arr
-    if not conj and src.dtype == dtype and src.flags.c_contiguous:
-        return src
-    out = scratch.array(src.shape, dtype, zero=False)
-    rows, cols = src.shape
-    row_bytes = max(cols, 1) * (dtype.itemsize + arr.dtype.itemsize)
-    step = max(1, (scratch.budget // 8) // row_bytes)
-    with np.errstate(all="ignore"):
-        for start in range(0, rows, step):
-            block = src[start:start + step]
-            out[start:start + step] = np.conj(block) if conj else block
-    return out
-
-
 def _bounds_error(keys, i, at, swap, m, k):
     """TensorFlow's per-entry message (sparse_tensor_dense_matmul_op.cc): k is checked first."""
     r_dim, k_dim = (1, 0) if swap else (0, 1)
@@ -144,13 +106,6 @@ def _bounds_error(keys, i, at, swap, m, k):
     if not 0 <= kv < k:
         return DataError(f"k ({kv}) from index[{at},{k_dim}] out of bounds (>={k})")
     return DataError(f"m ({mv}) from index[{at},{r_dim}] out of bounds (>={m})")
-
-
-def _pool(stack: ExitStack, budget: Budget, name: str) -> ThreadPoolExecutor | None:
-    """The second thread the products split their rows onto; None with one worker."""
-    if budget.workers < 2:
-        return None
-    return stack.enter_context(ThreadPoolExecutor(2, thread_name_prefix=name))
 
 
 class _SpMM:
@@ -269,7 +224,7 @@ def _dense_product(sparse_path: str, dense_path, output, *, sparse_left: bool, a
             rows_out, inner = n, kb
         if progress:
             progress.set_total(meta.nnz)
-        scratch = _Scratch(stack, budget.total, tmp_dir, output)
+        scratch = Scratch(stack, budget.total, tmp_dir, output)
         target = AtomicTarget(output, is_dir=False) if output is not None else None
         try:
             if target is None:
@@ -287,7 +242,7 @@ def _dense_product(sparse_path: str, dense_path, output, *, sparse_left: bool, a
                 acc = scratch.array(view.shape, cdt)
                 cast_back = True
             b = prepare_dense(dense, dense_t, dense_c, cdt, scratch)
-            pool = _pool(stack, budget, "sptool-spmm")
+            pool = second_thread(stack, budget, "sptool-spmm")
             spmm = _SpMM(b, acc, pool, parallel_rows=budget.parallel_rows or PARALLEL_MIN,
                          release_bytes=budget.total // 4 if acc.nbytes > budget.total // 2 else None)
             count = _stream_spmm(src, sparse_path, swap, conj, spmm, rows_out, inner, budget=budget,
@@ -538,7 +493,7 @@ def _sparse_product(path_a: str, path_b: str, output, *, adjoint_a: bool, adjoin
             progress.set_total(ma.nnz + mb.nnz if ma.nnz is not None and mb.nnz is not None else None)
         out_meta = TensorMeta(shape=(m, n), sparse_ndim=2, value_type=value_type_of_dtype(out_dtype),
                               fill_value=np.zeros((), out_dtype).item(), sort_order=(0, 1), unique=True)
-        pool = _pool(stack, budget, "sptool-spgemm")
+        pool = second_thread(stack, budget, "sptool-spgemm")
         cap_entries = max(1 << 14, (budget.total // 8) // (16 + cdt.itemsize))
         per = 16 + cdt.itemsize
         with open_sink(output, out_meta, unique_claim=True, budget=budget) as sink:

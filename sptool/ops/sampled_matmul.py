@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import math
+from contextlib import ExitStack
 
 import numpy as np
 import pyarrow as pa
@@ -15,7 +16,8 @@ from ..format import value_type_of_dtype
 from ..io import batch_values, check_inputs, known_shape, open_input, schema_of, values_array
 from ..stream.binary import is_dense_path, numeric_dtype, open_dense, require_zero_fill, scalar
 from ..stream.engine import Plan, StreamOp, run
-from ..stream.matrices import row_major
+from ..stream.matrices import Scratch, prepare_dense
+from ..stream.matrices import pool as second_thread
 from ..tensor import SparseTensor
 
 # Batches smaller than this run on one thread: splitting costs more than it saves.
@@ -120,8 +122,6 @@ def sampled_matmul(mask, a: str, b: str, output: str | None = None, *, alpha: fl
     >>> r["rows"]
     600
     """
-    from concurrent.futures import ThreadPoolExecutor
-
     budget = budget_of(memory)
     check_inputs([p for p in (mask, a, b) if isinstance(p, str)])
     for path, name in ((a, "A"), (b, "B")):
@@ -140,14 +140,13 @@ def sampled_matmul(mask, a: str, b: str, output: str | None = None, *, alpha: fl
         compute = np.dtype(np.float32) if dtype.itemsize <= 4 else np.dtype(np.float64)
         k = da.shape[-1]
         # Both operands in the kernel's type with rows contiguous: a C-ordered A of that type is
-        # read in place; B is transposed once (each copy within a third of the budget, else spilled).
-        share = max(1, budget.total // 3)
-        with row_major(da, compute, max_bytes=share, tmp_dir=tmp_dir) as a_rows, \
-                row_major(np.swapaxes(db, -1, -2), compute, max_bytes=share, tmp_dir=tmp_dir) as bt_rows, \
-                ThreadPoolExecutor(2, thread_name_prefix="sddmm") as pool:
-            a2 = a_rows.reshape(-1, k)
-            bt2 = bt_rows.reshape(-1, k)
-            op = SampledMatmul(a2, bt2, dtype, float(alpha), float(beta), pool if budget.workers >= 2 else None,
+        # read in place; B is transposed once (copies in memory within a quarter of the budget,
+        # else in scratch files under tmp_dir).
+        with ExitStack() as stack:
+            scratch = Scratch(stack, budget.total, tmp_dir)
+            a2 = prepare_dense(da, False, False, compute, scratch).reshape(-1, k)
+            bt2 = prepare_dense(db, True, False, compute, scratch).reshape(-1, k)
+            op = SampledMatmul(a2, bt2, dtype, float(alpha), float(beta), second_thread(stack, budget, "sddmm"),
                                budget.parallel_rows or PARALLEL_MIN)
             sink = run(op, src, output, budget=budget, tmp_dir=tmp_dir, progress=progress)
         if output is None:

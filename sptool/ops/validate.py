@@ -85,7 +85,6 @@ class Scanner:
         self.track_max = list(track_max)
         self.records: dict[int, list] = {k: [] for k in self.track_max}
         self.record_bytes = 0
-        self.records_complete = True
         self.running_max = {k: -1 for k in self.track_max}
         self.add = add
         self.base = base_location
@@ -186,8 +185,7 @@ class Scanner:
                 coords = np.stack([c[rises] for c in keys], axis=1)
                 self.records[k].append((self.row + rises, col[rises].copy(), coords))
                 self.record_bytes += rises.nbytes * (2 + K)
-            elif len(rises):
-                self.records_complete = False  # over budget: the bound is still checked, unnamed
+            # Over the budget a rise is not recorded: the bound is still checked, unnamed.
             self.running_max[k] = max(self.running_max[k], int(prefix[-1]))
         if self.deep:
             self.deep_bytes += 8 * K * n
