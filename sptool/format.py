@@ -346,6 +346,23 @@ def invariants_differ(a: TensorMeta, b: TensorMeta) -> str | None:
 # ---------------------------------------------------------------------------------------------
 # checking metadata (rules A of the spec)
 
+def dataset_claims(metas: list, edges: list) -> tuple[tuple, bool]:
+    """(sort_order, unique) that a directory holds as a whole (formats/SPEC.md section 7), from
+    its parts' metadata and their (first, last) coordinates, in part order ((None, None) for an
+    empty part): sorted when every part has the same non-empty sort_order and no seam goes
+    down, unique when also every part is and every seam goes up."""
+    if len(metas) == 1:
+        return tuple(metas[0].sort_order), metas[0].unique
+    order = tuple(metas[0].sort_order)
+    if not order or any(tuple(m.sort_order) != order for m in metas):
+        return (), False
+    bounds = [(first, last) for first, last in edges if first is not None]
+    seams = [(tuple(a[d] for d in order), tuple(b[d] for d in order)) for (_, a), (b, _) in zip(bounds, bounds[1:])]
+    if not all(a <= b for a, b in seams):
+        return (), False
+    return order, all(m.unique for m in metas) and all(a < b for a, b in seams)
+
+
 def _no_constants(name):
     raise ValueError(f"{name} is not JSON")
 

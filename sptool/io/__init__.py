@@ -23,6 +23,7 @@ from .source import (
     Part,
     TensorSource,
     check_inputs,
+    edge_keys,
     is_part_name,
     known_shape,
     list_parts,
@@ -51,4 +52,5 @@ __all__ = [
     "CANONICAL_PART_NAME", "SideOutputs", "abort_live_targets",
     "scratch_dir", "make_scratch_dir", "sibling_name", "sweep",
     "DigestReader", "digest_problem", "Part", "open_dataset", "open_parquet", "read_part",
+    "edge_keys",
 ]

@@ -20,6 +20,7 @@ from ..format import (
     TRAILER_KEY,
     TensorMeta,
     check_schema,
+    index_column,
     invariants_differ,
     load_json,
     parse_metadata,
@@ -194,6 +195,22 @@ class ParquetSource(TensorSource):
 
             for _, pair in self.part_batches(part, rows, prepare=normalized):
                 yield pair
+
+
+def edge_keys(path: str, K: int) -> tuple:
+    """A Parquet part's first and last coordinates as it stores them (None, None when it is
+    empty): the index columns of its first and last non-empty row groups only."""
+    pf = open_parquet(path)
+    md = pf.metadata
+    filled = [g for g in range(md.num_row_groups) if md.row_group(g).num_rows]
+    if not filled:
+        return None, None
+    columns = [index_column(k) for k in range(K)]
+    head = pf.read_row_group(filled[0], columns=columns)
+    tail = pf.read_row_group(filled[-1], columns=columns)
+    first = tuple(int(head.column(c)[0].as_py()) for c in columns)
+    last = tuple(int(tail.column(c)[tail.num_rows - 1].as_py()) for c in columns)
+    return first, last
 
 
 def read_part(path: str) -> Part:

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import math
 import os
+from contextlib import nullcontext
 from dataclasses import dataclass
 
 import numpy as np
@@ -25,6 +26,7 @@ from ..format import (
     TensorMeta,
     check_metadata,
     check_schema,
+    dataset_claims,
     default_fill,
     encode_fill,
     index_column,
@@ -39,6 +41,7 @@ from ..io import (
     DigestReader,
     check_text,
     digest_problem,
+    edge_keys,
     list_parts,
     locate,
     parquet_file,
@@ -49,7 +52,8 @@ from ..io import (
     read_stream_batch,
     row_bytes,
 )
-from ..report import FATAL, Problem, Report
+from ..report import ERROR, FATAL, Problem, Report
+from ..stream.engine import Partwise
 
 
 def _short(e: Exception) -> str:
@@ -348,6 +352,49 @@ def check_part(path: str, name: str, *, metadata_only: bool, deep: bool, strict:
     return v.part(path, name)
 
 
+@dataclass
+class DatasetCheck:
+    """Validate's result part by part: the report ``validate`` gives for the directory of those
+    parts (bar its stray files), and the order and uniqueness the parts hold as one tensor
+    (formats/SPEC.md section 7, read at the seams), when the report is valid (else (), False)."""
+
+    report: Report
+    sort_order: tuple
+    unique: bool
+
+
+class ValidateParts(Partwise):
+    """validate part by part: each part checked on its own (groups A, B and C of
+    formats/SPEC.md, which depend on that part alone) with its first and last coordinates, and the
+    combine step adds group D (schema and metadata agreement, the nnz total) and the dataset's
+    order and uniqueness across the seams.  A part is taken by its path, since a broken part
+    cannot be opened as a source.  ``target`` names the dataset in the report."""
+
+    def __init__(self, target: str, *, metadata_only: bool = False, deep: bool = False, strict: bool = False):
+        self.target, self.metadata_only, self.deep, self.strict = target, metadata_only, deep, strict
+
+    def open_part(self, path: str):
+        return nullcontext(str(path))
+
+    def map_part(self, src, output, *, budget: Budget, tmp_dir=None, operand: int = 0) -> tuple:
+        """(the part's name, its PartCheck, its (first, last) coordinates when it checked clean)."""
+        path, name = os.path.split(src)
+        part = check_part(path, name, metadata_only=self.metadata_only, deep=self.deep, strict=self.strict,
+                          memory=budget)
+        clean = part.meta is not None and not any(p.severity in (FATAL, ERROR) for p in part.problems)
+        edges = edge_keys(src, part.meta.sparse_ndim) if clean and part.meta.sort_order else (None, None)
+        return name, part, edges
+
+    def combine_parts(self, partials: str, results: list, output, *, budget: Budget, tmp_dir=None) -> DatasetCheck:
+        v = _Validator(self.target, metadata_only=self.metadata_only, deep=self.deep, budget=budget, progress=None,
+                       strict=self.strict)
+        v.across([name for name, _, _ in results], [part for _, part, _ in results])
+        if not v.report.valid:
+            return DatasetCheck(v.report, (), False)
+        order, unique = dataset_claims([part.meta for _, part, _ in results], [e for _, _, e in results])
+        return DatasetCheck(v.report, order, unique)
+
+
 class _Validator:
     def __init__(self, target: str, *, metadata_only: bool, deep: bool, budget: Budget, progress,
                  strict: bool = False):
@@ -541,8 +588,13 @@ class _Validator:
             self.add(Problem("E_NO_PARTS", "the directory holds no *.parquet part files"))
             return
         checked = check_parts(path, parts) if check_parts else (self.part(path, name) for name in parts)
+        self.across(parts, checked)
+
+    def across(self, names, checked):
+        """Group D: the parts' own findings (``PartCheck``s, in part order) gathered, and the
+        parts that passed their fatal checks compared with the first of them."""
         first = None
-        for name, part in zip(parts, checked):
+        for name, part in zip(names, checked):
             self.report.problems += part.problems
             if part.nnz is not None:
                 self.report.nnz = (self.report.nnz or 0) + part.nnz

@@ -136,7 +136,7 @@ class Partwise:
     """An op split for parts: ``partial(meta)`` is the StreamOp that maps one part (of the
     dataset, or of any operand) to a partial result; ``combine(meta)`` is the StreamOp that turns
     the partials, read together as one dataset, into the result; ``check(meta)`` refuses an input
-    the op cannot take, before any part is mapped.  An op whose per-part work is not a single
+    the op cannot take, before its part is mapped.  An op whose per-part work is not a single
     StreamOp overrides ``map_part`` instead."""
 
     def check(self, meta: TensorMeta) -> None:
@@ -148,24 +148,43 @@ class Partwise:
     def combine(self, meta: TensorMeta) -> StreamOp:
         raise NotImplementedError
 
-    def map_part(self, src, output, *, budget: Budget, tmp_dir=None) -> TensorMeta:
-        """One part's partial result, written to ``output``."""
+    def open_part(self, path: str):
+        """A part as ``map_part`` takes it: an opened source by default; validate, whose parts
+        may be too broken to open, takes the path."""
+        return open_source(path)
+
+    def map_part(self, src, output, *, budget: Budget, tmp_dir=None, operand: int = 0):
+        """One part's partial result, written to ``output`` (its metadata returned).  ``operand``
+        says whose part it is, for an op of several operands that treats them differently
+        (concat)."""
+        self.check(src.meta)
         return run(self.partial(src.meta), src, output, budget=budget, tmp_dir=tmp_dir).final_meta
 
+    def combine_parts(self, partials: str, results: list, output, *, budget: Budget, tmp_dir=None):
+        """The result of the whole from the partials: by default the partial tensors written
+        under the directory ``partials``, read together through ``combine``; an op whose
+        partials are not tensors (validate's reports) combines ``results``, what each
+        ``map_part`` returned, in part order."""
+        with open_source(partials) as src:
+            return run(self.combine(src.meta), src, output, budget=budget, tmp_dir=tmp_dir).final_meta
 
-def run_parts(op: Partwise, parts: Sequence[str], output, *, budget: Budget, tmp_dir=None) -> TensorMeta:
-    """Map every part (a path each) through ``op.partial`` on its own, then combine the partials
-    into ``output``: the same pieces a distributed driver runs, one after another here.  The
-    partials live in a temporary directory removed afterwards, whatever happens."""
+
+def run_parts(op: Partwise, parts: Sequence, output, *, budget: Budget, tmp_dir=None):
+    """Map every part (a path each; for an op of several operands, a list of part paths per
+    operand) through ``op.map_part`` on its own, then combine the partials into ``output``: the
+    same pieces a distributed driver runs, one after another here.  The partials live in a
+    temporary directory removed afterwards, whatever happens."""
+    nested = bool(parts) and not isinstance(parts[0], (str, os.PathLike))
+    tagged = [(i, p) for i, group in enumerate(parts) for p in group] if nested else [(0, p) for p in parts]
     work = make_scratch_dir("parts", tmp_dir)
     try:
         partials = os.path.join(work, "partials")
         os.mkdir(partials)
-        for i, part in enumerate(parts):
-            with open_source(part) as src:
-                op.check(src.meta)
-                op.map_part(src, os.path.join(partials, part_name(i)), budget=budget, tmp_dir=work)
-        with open_source(partials) as src:
-            return run(op.combine(src.meta), src, output, budget=budget, tmp_dir=work).final_meta
+        results = []
+        for i, (operand, part) in enumerate(tagged):
+            with op.open_part(part) as src:
+                results.append(op.map_part(src, os.path.join(partials, part_name(i)), budget=budget, tmp_dir=work,
+                                           operand=operand))
+        return op.combine_parts(partials, results, output, budget=budget, tmp_dir=work)
     finally:
         shutil.rmtree(work, ignore_errors=True)
