@@ -23,8 +23,11 @@ Kernel value types are float32/64, int32/64 and complex64/128; other types are c
 wider one and cast back at the end (integer results then wrap exactly as in their own type;
 float16 accumulates in float32; bool is OR of ANDs).
 
-A driver, not a StreamOp: a dense product accumulates into a memory map on two threads, and a
-sparse one reads A once per slab of B, so neither is one pass of plan / map / finish.
+Both are StreamOps that ``engine.run`` drives.  A dense product's ``map`` turns a batch of
+the sparse operand into the kernel's (row, column, value) entries, and its output is a sink of
+its own that adds them into the dense result (_DenseOut).  A sparse product's ``read`` gives
+blocks of whole rows of A' (after reading B' into memory) and ``map`` multiplies one block;
+when B' must be taken in slabs, ``read`` gives the products summed over the slabs.
 """
 
 from __future__ import annotations
@@ -42,6 +45,7 @@ from ..errors import DataError, ResourceError, ShapeMismatch, UsageError
 from ..format import TensorMeta, value_type_of_dtype
 from ..io import (
     AtomicTarget,
+    ClosesOrAborts,
     batch_keys,
     batch_values,
     check_inputs,
@@ -59,6 +63,7 @@ from ..stream.binary import (
 )
 from ..stream.dense import check_dense_size, copy_slabs, release
 from ..stream.duplicates import deduplicated
+from ..stream.engine import Plan, StreamOp, run
 from ..stream.matrices import Scratch, prepare_dense
 from ..stream.matrices import pool as second_thread
 from ..stream.order import sorted_batches, summed_if_promoted
@@ -158,26 +163,134 @@ class _SpMM:
             f.result()
 
 
-def _stream_spmm(src, path, swap: bool, conj: bool, spmm: _SpMM, m: int, k: int, *, budget, progress):
-    """Feed a sparse operand's entries (row, col swapped for an adjoint) to the kernel."""
-    meta = src.meta
-    bounds = np.asarray(meta.shape, dtype=np.int64)
-    r_dim, k_dim = (1, 0) if swap else (0, 1)
-    seen = 0
-    for keys, vals in src.iter_arrays(budget=budget):
-        n = keys.shape[1]
-        bad, _ = _kernels.first_out_of_bounds(keys, bounds)
+class _DenseProduct(StreamOp):
+    """A product with one dense operand: each batch of the sparse operand's entries (row and
+    column swapped for an adjoint, values conjugated) checked against its shape and added into
+    the dense output by the kernel.  The output is the op's own sink (_DenseOut)."""
+
+    def __init__(self, dense: np.ndarray, dense_path, sparse_path, output, *, sparse_left: bool, adjoint_a: bool,
+                 adjoint_b: bool, tmp_dir):
+        self.dense, self.dense_path, self.sparse_path, self.output = dense, dense_path, sparse_path, output
+        self.tmp_dir = tmp_dir
+        self.sparse_left, self.adjoint_a, self.adjoint_b = sparse_left, adjoint_a, adjoint_b
+        self.seen = 0
+
+    def plan(self, meta: TensorMeta) -> Plan:
+        dense, dense_path, sparse_path = self.dense, self.dense_path, self.sparse_path
+        adjoint_a, adjoint_b = self.adjoint_a, self.adjoint_b
+        if self.sparse_left:
+            _check_sparse(meta, sparse_path, "a")
+            _check_dense(dense, dense_path, "b")
+            sa, sb = meta.shape, dense.shape
+        else:
+            _check_dense(dense, dense_path, "a")
+            _check_sparse(meta, sparse_path, "b")
+            sa, sb = dense.shape, meta.shape
+        m, ka = (sa[1], sa[0]) if adjoint_a else (sa[0], sa[1])
+        kb, n = (sb[1], sb[0]) if adjoint_b else (sb[0], sb[1])
+        if ka != kb:
+            raise _inner_mismatch(ka, kb, sa, sb)
+        self.shape = (m, n)
+        self.out_dtype = out_dtype = promote(meta.dtype, dense.dtype)
+        self.cdt = compute_dtype(out_dtype)
+        self.nbytes = check_dense_size((m, n), out_dtype, self.output) if self.output is not None else 0
+        if self.sparse_left:
+            # out = A' @ B': the sparse entries (transposed and conjugated for adjoint_a) times B'.
+            self.swap, self.conj = adjoint_a, adjoint_a
+            self.dense_t, self.dense_c = adjoint_b, adjoint_b
+            self.rows_out, self.inner = m, ka
+        else:
+            # out^T = B'^T A'^T: B'^T is B^T, or conj(B) for adjoint_b; A'^T is A^T, or conj(A).
+            self.swap, self.conj = not adjoint_b, adjoint_b
+            self.dense_t, self.dense_c = not adjoint_a, adjoint_a
+            self.rows_out, self.inner = n, kb
+        self.bounds = np.asarray(meta.shape, dtype=np.int64)
+        out_meta = TensorMeta(shape=(m, n), sparse_ndim=2, value_type=value_type_of_dtype(out_dtype),
+                              fill_value=np.zeros((), out_dtype).item())
+        return Plan(out_meta, pieces=True)
+
+    def open_output(self, output, plan: Plan, *, budget: Budget):
+        self.out = _DenseOut(self, output, budget=budget, tmp_dir=self.tmp_dir)
+        return self.out
+
+    def read(self, src, plan: Plan, *, budget: Budget, tmp_dir=None, progress=None):
+        src = summed_if_promoted(src, self.cdt, tmp_dir=tmp_dir)  # duplicates sum in the value type first
+        for keys, vals in src.iter_arrays(budget=budget):
+            yield vals, keys
+            if progress:
+                progress.advance(keys.shape[1])
+
+    def map(self, vals, keys):
+        """The entries of one batch as (rows, columns, values) of the product's kernel."""
+        bad, _ = _kernels.first_out_of_bounds(keys, self.bounds)
         if bad >= 0:
-            e = _bounds_error(keys, bad, seen + bad, swap, m, k)
-            raise DataError(e.message, path=path)
-        vals = vals.astype(spmm.dtype, copy=False)
-        if conj and vals.dtype.kind == "c":
+            e = _bounds_error(keys, bad, self.seen + bad, self.swap, self.rows_out, self.inner)
+            raise DataError(e.message, path=self.sparse_path)
+        self.seen += keys.shape[1]
+        vals = vals.astype(self.cdt, copy=False)
+        if self.conj and vals.dtype.kind == "c":
             vals = np.conj(vals)
-        spmm.add(np.ascontiguousarray(keys[r_dim]), np.ascontiguousarray(keys[k_dim]), np.ascontiguousarray(vals))
-        seen += n
-        if progress:
-            progress.advance(n)
-    return seen
+        r_dim, k_dim = (1, 0) if self.swap else (0, 1)
+        yield np.ascontiguousarray(keys[r_dim]), np.ascontiguousarray(keys[k_dim]), np.ascontiguousarray(vals)
+
+
+class _DenseOut(ClosesOrAborts):
+    """The dense product as an output: a memory map of the .npy's hidden temporary sibling (in
+    Fortran order for dense x sparse, the row-major layout of the transposed product), or an
+    array when there is no output; entries add into it, or into a compute-type scratch cast back
+    on close, and the file is renamed into place on close (removed on abort)."""
+
+    def __init__(self, op: _DenseProduct, output, *, budget: Budget, tmp_dir):
+        self.stack = ExitStack()
+        self.budget, self.nbytes = budget, op.nbytes
+        self.target = AtomicTarget(output, is_dir=False) if output is not None else None
+        try:
+            scratch = Scratch(self.stack, budget.total, tmp_dir, output)
+            m, n = op.shape
+            if self.target is None:
+                self.final = np.zeros((m, n), dtype=op.out_dtype, order="C" if op.sparse_left else "F")
+            else:
+                self.final = np.lib.format.open_memmap(self.target.tmp, mode="w+", dtype=op.out_dtype, shape=(m, n),
+                                                       fortran_order=not op.sparse_left)
+            self.view = self.final if op.sparse_left else self.final.T  # C-contiguous (rows_out, cols) either way
+            self.cast_back = False
+            if op.cdt == op.out_dtype:
+                acc = self.view
+            elif op.out_dtype == np.uint64:
+                acc = self.view.view(np.int64)  # same bits, same arithmetic modulo 2^64
+            else:
+                acc = scratch.array(self.view.shape, op.cdt)
+                self.cast_back = True
+            b = prepare_dense(op.dense, op.dense_t, op.dense_c, op.cdt, scratch)
+            pool = second_thread(self.stack, budget, "sptool-spmm")
+            self.spmm = _SpMM(b, acc, pool, parallel_rows=budget.parallel_rows or PARALLEL_MIN,
+                              release_bytes=budget.total // 4 if acc.nbytes > budget.total // 2 else None)
+        except BaseException:
+            self.abort()
+            raise
+
+    def write(self, rows: np.ndarray, cols: np.ndarray, vals: np.ndarray):
+        self.spmm.add(rows, cols, vals)
+
+    def close(self):
+        if self.cast_back:
+            copy_slabs(self.spmm.out, self.view, self.budget)
+        if self.target is None:
+            self.stack.close()
+            return
+        self.final.flush()
+        if self.nbytes > self.budget.total // 2:
+            release(self.final)
+        self.final = self.view = self.spmm = None  # unmapped before the rename
+        self.target.commit()
+        self.stack.close()
+
+    def abort(self):
+        try:
+            if self.target is not None:
+                self.target.abort()
+        finally:
+            self.stack.close()
 
 
 def _dense_product(sparse_path: str, dense_path, output, *, sparse_left: bool, adjoint_a: bool,
@@ -192,75 +305,15 @@ def _dense_product(sparse_path: str, dense_path, output, *, sparse_left: bool, a
         dense_path = "the array operand"
         if dense.dtype.kind not in "biufc":
             raise UsageError(f"a dense operand must hold numbers, not {dense.dtype}")
-    with ExitStack() as stack:
-        (src,) = stack.enter_context(open_operands([sparse_path], tmp_dir))
-        sparse_path = src.path  # a name for messages, also when the operand is an in-memory tensor
-        meta = src.meta
-        if sparse_left:
-            _check_sparse(meta, sparse_path, "a")
-            _check_dense(dense, dense_path, "b")
-            sa, sb = meta.shape, dense.shape
-        else:
-            _check_dense(dense, dense_path, "a")
-            _check_sparse(meta, sparse_path, "b")
-            sa, sb = dense.shape, meta.shape
-        m, ka = (sa[1], sa[0]) if adjoint_a else (sa[0], sa[1])
-        kb, n = (sb[1], sb[0]) if adjoint_b else (sb[0], sb[1])
-        if ka != kb:
-            raise _inner_mismatch(ka, kb, sa, sb)
-        out_dtype = promote(meta.dtype, dense.dtype)
-        cdt = compute_dtype(out_dtype)
-        src = summed_if_promoted(src, cdt, tmp_dir=tmp_dir)  # duplicates sum in the value type first
-        nbytes = check_dense_size((m, n), out_dtype, output) if output is not None else 0
-        if sparse_left:
-            # out = A' @ B': the sparse entries (transposed and conjugated for adjoint_a) times B'.
-            swap, conj = adjoint_a, adjoint_a
-            dense_t, dense_c = adjoint_b, adjoint_b
-            rows_out, inner = m, ka
-        else:
-            # out^T = B'^T A'^T: B'^T is B^T, or conj(B) for adjoint_b; A'^T is A^T, or conj(A).
-            swap, conj = not adjoint_b, adjoint_b
-            dense_t, dense_c = not adjoint_a, adjoint_a
-            rows_out, inner = n, kb
-        if progress:
-            progress.set_total(meta.nnz)
-        scratch = Scratch(stack, budget.total, tmp_dir, output)
-        target = AtomicTarget(output, is_dir=False) if output is not None else None
-        try:
-            if target is None:
-                final = np.zeros((m, n), dtype=out_dtype, order="C" if sparse_left else "F")
-            else:
-                final = np.lib.format.open_memmap(target.tmp, mode="w+", dtype=out_dtype, shape=(m, n),
-                                                  fortran_order=not sparse_left)
-            view = final if sparse_left else final.T  # C-contiguous (rows_out, cols) either way
-            cast_back = False
-            if cdt == out_dtype:
-                acc = view
-            elif out_dtype == np.uint64:
-                acc = view.view(np.int64)  # same bits, same arithmetic modulo 2^64
-            else:
-                acc = scratch.array(view.shape, cdt)
-                cast_back = True
-            b = prepare_dense(dense, dense_t, dense_c, cdt, scratch)
-            pool = second_thread(stack, budget, "sptool-spmm")
-            spmm = _SpMM(b, acc, pool, parallel_rows=budget.parallel_rows or PARALLEL_MIN,
-                         release_bytes=budget.total // 4 if acc.nbytes > budget.total // 2 else None)
-            count = _stream_spmm(src, sparse_path, swap, conj, spmm, rows_out, inner, budget=budget,
-                                 progress=progress)
-            if cast_back:
-                copy_slabs(acc, view, budget)
-            if target is None:
-                return final
-            final.flush()
-            if nbytes > budget.total // 2:
-                release(final)
-            del final, view, acc, spmm
-            target.commit()
-        except BaseException:
-            if target is not None:
-                target.abort()
-            raise
-    return {"rows": count, "shape": [m, n], "dtype": str(out_dtype), "bytes": nbytes, "output": "dense"}
+    with open_operands([sparse_path], tmp_dir) as (src,):
+        # src.path: a name for messages, also when the operand is an in-memory tensor
+        op = _DenseProduct(dense, dense_path, src.path, output, sparse_left=sparse_left, adjoint_a=adjoint_a,
+                           adjoint_b=adjoint_b, tmp_dir=tmp_dir)
+        run(op, src, output, budget=budget, tmp_dir=tmp_dir, progress=progress)
+    if output is None:
+        return op.out.final
+    m, n = op.shape
+    return {"rows": op.seen, "shape": [m, n], "dtype": str(op.out_dtype), "bytes": op.nbytes, "output": "dense"}
 
 
 # ---------------------------------------------------------------------------------------------
@@ -418,103 +471,136 @@ def _slabs(sb, path_b, adjoint_b: bool, dtype, cap: int, *, budget: Budget, tmp_
         yield slab()
 
 
-def _slabbed_product(sa, sb, path_a, path_b, sink, n: int, cdt, out_dtype, pool, cap_entries: int, *,
-                     adjoint_a: bool, adjoint_b: bool, budget: Budget, tmp_dir, stack: ExitStack):
-    """A' @ B' when B' does not fit in memory: B' in slabs of rows that do (a quarter of the
-    budget each), A' sorted by row once (spilled to a temporary file unless stored so) and read
-    once per slab for its entries that meet the slab.  Each slab's products are row-major and
-    unique; their sum over the slabs comes out of the external sort with duplicates summed, in
-    the compute type, so the result is the in-memory one in bounded memory."""
-    from ..io import make_batch
-    from ..stream.sort import sorted_stream
+class _SparseProduct(StreamOp):
+    """A' @ B' of two sparse operands, canonical.  B' is held in memory as CSR (its entries are
+    read first), and A's entries, sorted by output row and cut into blocks of whole rows, are
+    what ``map`` multiplies: one block's product rows, in order.  When B' does not fit, it is
+    taken in slabs (``_slabbed``)."""
 
-    # A quarter of --memory for each of: B's slab, A's pass, the sort of the products (each step
-    # takes its own share of a "memory" like --memory; the slab's entries count on their own).
-    quarter = budget.share(4)
-    slab_entries = budget.slab_entries or max(1024, budget.usable // 4 // (2 * (16 + cdt.itemsize)))
-    row_dim = 1 if adjoint_a else 0
-    order = (row_dim, 1 - row_dim)
-    # A' by rows, written once and read once per slab.  Always written, even when A is stored
-    # sorted: ``sa`` may be a stream (read once) or have its duplicates summed in their own type
-    # first (summed_if_promoted), neither of which rereading the input would give.
-    tmp = stack.enter_context(scratch_dir("spgemm", tmp_dir))
-    a_path = os.path.join(tmp, "a-sorted.parquet")
-    with open_sink(a_path, sa.meta.with_(sort_order=order, nnz=None), unique_claim=None, budget=budget) as a_sink:
-        for batch, _ in sorted_batches(sa, order, budget=quarter, tmp_dir=tmp_dir, keys=False):
-            a_sink.write_batch(batch)
-    part_meta = sink.meta.with_(value_type=value_type_of_dtype(cdt), sort_order=(), unique=False,
-                                fill_value=np.zeros((), cdt).item(), nnz=None)
-    part_schema = part_meta.arrow_schema()
+    def __init__(self, paths, *, adjoint_a: bool, adjoint_b: bool, budget: Budget):
+        self.path_a, self.path_b = paths
+        self.adjoint_a, self.adjoint_b, self.budget = adjoint_a, adjoint_b, budget
 
-    def partials():
-        for csr in _slabs(sb, path_b, adjoint_b, cdt, slab_entries, budget=quarter,
-                          tmp_dir=tmp_dir):
-            lo, hi = csr.lo, csr.lo + len(csr.indptr) - 1
-            # fresh scratch: rows repeat across slabs
-            engine = _SpGEMM(csr, n, cdt, pool, cap_entries, budget.parallel_rows or PARALLEL_MIN)
-            with open_source(a_path) as src:
-                for rows, cols, vals in _RowBlocks(src, path_a, row_dim, adjoint_a, cdt, budget=quarter,
-                                                   tmp_dir=tmp_dir, progress=None):
-                    meet = (cols >= lo) & (cols < hi)
-                    if not meet.any():
-                        continue
-                    for keys, v in engine.blocks(rows[meet], cols[meet] - lo, np.ascontiguousarray(vals[meet])):
-                        if len(v):
-                            yield make_batch(keys, v, part_meta, part_schema)
+    def plan(self, ma: TensorMeta, mb: TensorMeta) -> Plan:
+        _check_sparse(ma, self.path_a, "a")
+        _check_sparse(mb, self.path_b, "b")
+        m, ka = (ma.shape[1], ma.shape[0]) if self.adjoint_a else ma.shape
+        kb, n = (mb.shape[1], mb.shape[0]) if self.adjoint_b else mb.shape
+        if ka != kb:
+            raise _inner_mismatch(ka, kb, ma.shape, mb.shape)
+        self.shape, self.k = (m, n), kb
+        self.out_dtype = out_dtype = promote(ma.dtype, mb.dtype)
+        self.cdt = cdt = compute_dtype(out_dtype)
+        scratch_bytes = min(self.budget.workers, 2) * n * (cdt.itemsize + 16)
+        if scratch_bytes > self.budget.share(2).total // 2:
+            raise ResourceError(f"sparse x sparse matmul keeps a dense accumulator of B's {n} columns per thread "
+                                f"({scratch_bytes} bytes), over a quarter of --memory; raise --memory or swap the "
+                                "operands (A B = (B^H A^H)^H)", path=self.path_b)
+        self.cap_entries = max(1 << 14, (self.budget.total // 8) // (16 + cdt.itemsize))
+        # B' in memory as CSR when it fits in half of --memory, else in slabs (_slabbed)
+        self.fits = self.budget.slab_entries is None and mb.nnz is not None and \
+            mb.nnz * (16 + cdt.itemsize) * 2 <= self.budget.share(2).total
+        out_meta = TensorMeta(shape=(m, n), sparse_ndim=2, value_type=value_type_of_dtype(out_dtype),
+                              fill_value=np.zeros((), out_dtype).item(), sort_order=(0, 1), unique=True)
+        return Plan(out_meta, unique_claim=True, pieces=True)
 
-    stream = sorted_stream(partials(), part_meta, (0, 1), budget=quarter, tmp_dir=tmp_dir)
-    for out in deduplicated(stream, "sum", part_meta.with_(sort_order=(0, 1)), part_schema):
-        sink.write(batch_keys(out, 2), batch_values(out, part_meta).astype(out_dtype, copy=False))
+    def read(self, srcs, plan: Plan, *, budget: Budget, tmp_dir=None, progress=None):
+        if not self.fits:
+            return self._slabbed(srcs, plan, budget=budget, tmp_dir=tmp_dir)
+        return self._row_blocks(srcs, budget=budget, tmp_dir=tmp_dir, progress=progress)
+
+    def _row_blocks(self, srcs, *, budget: Budget, tmp_dir, progress):
+        # duplicates sum in each operand's value type before the products are formed
+        sa, sb = (summed_if_promoted(s, self.cdt, tmp_dir=tmp_dir) for s in srcs)
+        half = budget.share(2)
+        with ExitStack() as stack:
+            pool = second_thread(stack, budget, "sptool-spgemm")
+            csr = _CSR(sb, self.path_b, self.adjoint_b, self.adjoint_b, self.k, self.cdt, budget=half)
+            if progress:
+                progress.advance(csr.nnz)
+            self.engine = _SpGEMM(csr, self.shape[1], self.cdt, pool, self.cap_entries,
+                                  budget.parallel_rows or PARALLEL_MIN)
+            yield from ((block, None) for block in _RowBlocks(sa, self.path_a, 1 if self.adjoint_a else 0,
+                                                                self.adjoint_a, self.cdt, budget=half.share(2),
+                                                                tmp_dir=tmp_dir, progress=progress))
+
+    def map(self, block, _):
+        """One block of whole rows of A' times B': the product's rows, in order.  (Slabbed, the
+        block is already the summed product, in the compute type.)"""
+        if not self.fits:
+            keys, vals = block
+            yield keys, vals.astype(self.out_dtype, copy=False)
+            return
+        for keys, v in self.engine.blocks(*block):
+            if len(v):
+                yield keys, v.astype(self.out_dtype, copy=False)
+
+    def _slabbed(self, srcs, plan: Plan, *, budget: Budget, tmp_dir=None):
+        """A' @ B' when B' does not fit in half of ``memory``: B' in slabs of rows that do (a
+        quarter of the budget each), A' sorted by row once (spilled to a temporary file unless
+        stored so) and read once per slab for its entries that meet the slab.  Each slab's
+        products are row-major and unique; their sum over the slabs comes out of the external
+        sort with duplicates summed, in the compute type, so the result is the in-memory one in
+        bounded memory."""
+        from ..io import make_batch
+        from ..stream.sort import sorted_stream
+
+        sa, sb = (summed_if_promoted(s, self.cdt, tmp_dir=tmp_dir) for s in srcs)
+        cdt, n = self.cdt, self.shape[1]
+        # A quarter of --memory for each of: B's slab, A's pass, the sort of the products (each step
+        # takes its own share of a "memory" like --memory; the slab's entries count on their own).
+        quarter = budget.share(4)
+        slab_entries = budget.slab_entries or max(1024, budget.usable // 4 // (2 * (16 + cdt.itemsize)))
+        row_dim = 1 if self.adjoint_a else 0
+        order = (row_dim, 1 - row_dim)
+        with ExitStack() as stack:
+            pool = second_thread(stack, budget, "sptool-spgemm")
+            # A' by rows, written once and read once per slab.  Always written, even when A is stored
+            # sorted: ``sa`` may be a stream (read once) or have its duplicates summed in their own type
+            # first (summed_if_promoted), neither of which rereading the input would give.
+            tmp = stack.enter_context(scratch_dir("spgemm", tmp_dir))
+            a_path = os.path.join(tmp, "a-sorted.parquet")
+            with open_sink(a_path, sa.meta.with_(sort_order=order, nnz=None), unique_claim=None,
+                           budget=budget) as a_sink:
+                for batch, _ in sorted_batches(sa, order, budget=quarter, tmp_dir=tmp_dir, keys=False):
+                    a_sink.write_batch(batch)
+            part_meta = plan.meta.with_(value_type=value_type_of_dtype(cdt), sort_order=(), unique=False,
+                                        fill_value=np.zeros((), cdt).item(), nnz=None)
+            part_schema = part_meta.arrow_schema()
+
+            def partials():
+                for csr in _slabs(sb, self.path_b, self.adjoint_b, cdt, slab_entries, budget=quarter,
+                                  tmp_dir=tmp_dir):
+                    lo, hi = csr.lo, csr.lo + len(csr.indptr) - 1
+                    # fresh scratch: rows repeat across slabs
+                    engine = _SpGEMM(csr, n, cdt, pool, self.cap_entries, budget.parallel_rows or PARALLEL_MIN)
+                    with open_source(a_path) as src:
+                        for rows, cols, vals in _RowBlocks(src, self.path_a, row_dim, self.adjoint_a, cdt,
+                                                           budget=quarter, tmp_dir=tmp_dir, progress=None):
+                            meet = (cols >= lo) & (cols < hi)
+                            if not meet.any():
+                                continue
+                            for keys, v in engine.blocks(rows[meet], cols[meet] - lo,
+                                                         np.ascontiguousarray(vals[meet])):
+                                if len(v):
+                                    yield make_batch(keys, v, part_meta, part_schema)
+
+            stream = sorted_stream(partials(), part_meta, (0, 1), budget=quarter, tmp_dir=tmp_dir)
+            for out in deduplicated(stream, "sum", part_meta.with_(sort_order=(0, 1)), part_schema):
+                yield (batch_keys(out, 2), batch_values(out, part_meta)), None
 
 
 def _sparse_product(path_a: str, path_b: str, output, *, adjoint_a: bool, adjoint_b: bool, budget: Budget, tmp_dir,
                     progress) -> dict:
-    half = budget.share(2)
-    with ExitStack() as stack:
-        sa, sb = stack.enter_context(open_operands([path_a, path_b], tmp_dir))
-        path_a, path_b = sa.path, sb.path  # names for messages, also for in-memory tensors
-        ma, mb = sa.meta, sb.meta
-        _check_sparse(ma, path_a, "a")
-        _check_sparse(mb, path_b, "b")
-        m, ka = (ma.shape[1], ma.shape[0]) if adjoint_a else ma.shape
-        kb, n = (mb.shape[1], mb.shape[0]) if adjoint_b else mb.shape
-        if ka != kb:
-            raise _inner_mismatch(ka, kb, ma.shape, mb.shape)
-        out_dtype = promote(ma.dtype, mb.dtype)
-        cdt = compute_dtype(out_dtype)
-        # duplicates sum in each operand's value type before the products are formed
-        sa, sb = (summed_if_promoted(s, cdt, tmp_dir=tmp_dir) for s in (sa, sb))
-        scratch_bytes = min(budget.workers, 2) * n * (cdt.itemsize + 16)
-        if scratch_bytes > half.total // 2:
-            raise ResourceError(f"sparse x sparse matmul keeps a dense accumulator of B's {n} columns per thread "
-                                f"({scratch_bytes} bytes), over a quarter of --memory; raise --memory or swap the "
-                                "operands (A B = (B^H A^H)^H)", path=path_b)
-        if progress:
-            progress.set_total(ma.nnz + mb.nnz if ma.nnz is not None and mb.nnz is not None else None)
-        out_meta = TensorMeta(shape=(m, n), sparse_ndim=2, value_type=value_type_of_dtype(out_dtype),
-                              fill_value=np.zeros((), out_dtype).item(), sort_order=(0, 1), unique=True)
-        pool = second_thread(stack, budget, "sptool-spgemm")
-        cap_entries = max(1 << 14, (budget.total // 8) // (16 + cdt.itemsize))
-        per = 16 + cdt.itemsize
-        with open_sink(output, out_meta, unique_claim=True, budget=budget) as sink:
-            if budget.slab_entries is None and mb.nnz is not None and mb.nnz * per * 2 <= half.total:
-                csr = _CSR(sb, path_b, adjoint_b, adjoint_b, kb, cdt, budget=half)
-                if progress:
-                    progress.advance(csr.nnz)
-                engine = _SpGEMM(csr, n, cdt, pool, cap_entries, budget.parallel_rows or PARALLEL_MIN)
-                blocks = _RowBlocks(sa, path_a, 1 if adjoint_a else 0, adjoint_a, cdt,
-                                    budget=half.share(2), tmp_dir=tmp_dir, progress=progress)
-                for rows, cols, vals in blocks:
-                    for keys, v in engine.blocks(rows, cols, vals):
-                        if len(v):
-                            sink.write(keys, v.astype(out_dtype, copy=False))
-            else:
-                _slabbed_product(sa, sb, path_a, path_b, sink, n, cdt, out_dtype, pool, cap_entries,
-                                 adjoint_a=adjoint_a, adjoint_b=adjoint_b, budget=budget, tmp_dir=tmp_dir,
-                                 stack=stack)
+    with open_operands([path_a, path_b], tmp_dir) as (sa, sb):
+        # sa.path, sb.path: names for messages, also for in-memory tensors
+        op = _SparseProduct((sa.path, sb.path), adjoint_a=adjoint_a, adjoint_b=adjoint_b, budget=budget)
+        sink = run(op, [sa, sb], output, budget=budget, tmp_dir=tmp_dir, progress=progress)
         if output is None:
             return SparseTensor.from_sink(sink)
         final = sink.final_meta
+        ma, mb = sa.meta, sb.meta
+    m, n = op.shape
     return {"rows": (ma.nnz or 0) + (mb.nnz or 0), "rows_out": final.nnz, "shape": [m, n],
             "dtype": final.value_type, "output": "sparse", "canonical": final.canonical}
 
