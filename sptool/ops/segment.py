@@ -2,16 +2,20 @@
 combined by sorted ``segment_ids`` (TensorFlow's sparse segment reductions, the embedding lookup
 and combine step), streamed over the (index, segment) pairs into a memory-mapped .npy.
 
-A driver, not a StreamOp: its operands are dense .npy arrays and id vectors, not tensors."""
+A StreamOp of no tensor operand (its operands are dense .npy arrays and id vectors), as eye is:
+the engine drives the slices of pairs into the op's own dense output."""
 
 from __future__ import annotations
 
 import numpy as np
 
 from .. import _kernels
-from .._memory import budget_of
+from .._memory import Budget, budget_of
 from ..errors import DataError, ShapeMismatch, UsageError
-from ..stream.dense import dense_output, open_npy, release
+from ..format import TensorMeta, value_type_of_dtype
+from ..io import ClosesOrAborts
+from ..stream.dense import DenseSink, open_npy, release
+from ..stream.engine import Plan, StreamOp, run
 
 # The value types the compiled scatter takes (sptool/_kernels.pyx scatter_add); mean and sqrt_n
 # need floats, as in TensorFlow.
@@ -90,57 +94,103 @@ def _ids(item, what: str):
 
 
 def _segment(kind, data, output, indices, segment_ids, num_segments, memory, progress):
-    budget = budget_of(memory)
-    table = _array(data)
-    where = data if isinstance(data, str) else None
-    if table.ndim < 1:
-        raise UsageError("data must have at least one dimension (its rows are picked)", path=where)
-    dtype = table.dtype.newbyteorder("=")
-    if kind == "sum" and (dtype.kind not in SUM_TYPES or dtype == np.float16):
-        raise UsageError(f"segment-sum needs integer, float32 or float64 data, not {dtype}", path=where)
-    if kind != "sum" and dtype not in FLOAT_TYPES:
-        raise UsageError(f"segment-{kind.replace('_', '-')} needs float32 or float64 data, not {dtype}", path=where)
-    idx, seg = _ids(indices, "--indices"), _ids(segment_ids, "--segment-ids")
-    if len(idx) != len(seg):
-        raise ShapeMismatch(f"segment_ids and indices should have same size: {len(seg)} and {len(idx)}")
-    if num_segments is not None and (not isinstance(num_segments, (int, np.integer)) or num_segments < 0):
-        raise UsageError(f"--num-segments must be a whole number >= 0, not {num_segments!r}")
-    # The ids are sorted (checked as they are read), so the last one is the largest.
-    S = num_segments if num_segments is not None else (int(seg[-1]) + 1 if len(seg) else 0)
-    n = table.shape[0]
-    m = int(np.prod(table.shape[1:], dtype=np.int64))
-    shape = (S,) + tuple(table.shape[1:])
-    if not isinstance(output, str) or not output.lower().endswith(".npy"):
-        raise UsageError(f"the output is a dense .npy file, not {output!r}")
-    if progress:
-        progress.set_total(len(seg))
-    step = budget.rows(m * dtype.itemsize * 2 + 16)
-    release_every = max(budget.usable // 2, 1 << 20)
-    with dense_output(output, shape, dtype, budget=budget) as out:
-        flat = out.reshape(S, m)
-        rows = table.reshape(n, m)
-        counts = np.zeros(S, np.int64) if kind != "sum" else None
-        prev, touched = 0, 0
-        for lo in range(0, len(seg), step):
-            i = np.asarray(idx[lo:lo + step], dtype=np.int64)
-            s = np.asarray(seg[lo:lo + step], dtype=np.int64)
-            _check_pairs(i, s, lo, n, S, prev)
+    op = _Segment(kind, data, indices, segment_ids, num_segments, output)
+    run(op, [], output, budget=budget_of(memory), progress=progress)
+    return {"rows_in": len(op.seg), "shape": list(op.shape), "dtype": str(op.dtype), "output": output}
+
+
+class _Segment(StreamOp):
+    """An op of no tensor operand (as eye): ``read`` gives the (index, segment) pairs in slices,
+    checked as TensorFlow checks them, ``map`` picks a slice's rows of data, and the output
+    (_SegmentOut) adds them into their segments."""
+
+    def __init__(self, kind, data, indices, segment_ids, num_segments, output):
+        self.kind, self.data, self.indices, self.segment_ids = kind, data, indices, segment_ids
+        self.num_segments, self.output = num_segments, output
+
+    def plan(self) -> Plan:
+        kind, data, num_segments, output = self.kind, self.data, self.num_segments, self.output
+        table = _array(data)
+        where = data if isinstance(data, str) else None
+        if table.ndim < 1:
+            raise UsageError("data must have at least one dimension (its rows are picked)", path=where)
+        dtype = table.dtype.newbyteorder("=")
+        if kind == "sum" and (dtype.kind not in SUM_TYPES or dtype == np.float16):
+            raise UsageError(f"segment-sum needs integer, float32 or float64 data, not {dtype}", path=where)
+        if kind != "sum" and dtype not in FLOAT_TYPES:
+            raise UsageError(f"segment-{kind.replace('_', '-')} needs float32 or float64 data, not {dtype}",
+                             path=where)
+        idx, seg = _ids(self.indices, "--indices"), _ids(self.segment_ids, "--segment-ids")
+        if len(idx) != len(seg):
+            raise ShapeMismatch(f"segment_ids and indices should have same size: {len(seg)} and {len(idx)}")
+        if num_segments is not None and (not isinstance(num_segments, (int, np.integer)) or num_segments < 0):
+            raise UsageError(f"--num-segments must be a whole number >= 0, not {num_segments!r}")
+        # The ids are sorted (checked as they are read), so the last one is the largest.
+        S = num_segments if num_segments is not None else (int(seg[-1]) + 1 if len(seg) else 0)
+        self.n = table.shape[0]
+        self.m = int(np.prod(table.shape[1:], dtype=np.int64))
+        self.shape = (S,) + tuple(table.shape[1:])
+        if not isinstance(output, str) or not output.lower().endswith(".npy"):
+            raise UsageError(f"the output is a dense .npy file, not {output!r}")
+        self.table, self.dtype, self.idx, self.seg, self.S = table, dtype, idx, seg, S
+        self.rows = table.reshape(self.n, self.m)
+        meta = TensorMeta(shape=self.shape, sparse_ndim=len(self.shape), value_type=value_type_of_dtype(dtype),
+                          fill_value=np.zeros((), dtype).item(), nnz=len(seg))
+        return Plan(meta, pieces=True)
+
+    def open_output(self, output, plan: Plan, *, budget: Budget):
+        return _SegmentOut(self, output, plan.meta, budget=budget)
+
+    def read(self, srcs, plan: Plan, *, budget: Budget, tmp_dir=None, progress=None):
+        step = self.step = budget.rows(self.m * self.dtype.itemsize * 2 + 16)
+        prev = 0
+        for lo in range(0, len(self.seg), step):
+            i = np.asarray(self.idx[lo:lo + step], dtype=np.int64)
+            s = np.asarray(self.seg[lo:lo + step], dtype=np.int64)
+            _check_pairs(i, s, lo, self.n, self.S, prev)
             prev = int(s[-1]) if len(s) else prev
-            _kernels.scatter_add(s, np.ascontiguousarray(rows[i], dtype=dtype), flat)
-            if counts is not None:
-                u, c = np.unique(s, return_counts=True)
-                counts[u] += c
-            touched += len(i) * m * dtype.itemsize * 2
-            if touched > release_every:  # pages of the maps would otherwise stay in RSS
-                release(out)
-                release(table)
-                touched = 0
+            yield (i, s), None
             if progress:
                 progress.advance(len(i))
-        if counts is not None:
-            _divide(flat, counts, kind, step)
-        del flat
-    return {"rows_in": len(seg), "shape": list(shape), "dtype": str(dtype), "output": output}
+
+    def map(self, pairs, _):
+        i, s = pairs
+        yield s, np.ascontiguousarray(self.rows[i], dtype=self.dtype)
+
+
+class _SegmentOut(ClosesOrAborts):
+    """The segments as the output: a DenseSink's memory map whose rows the picked data rows add
+    into (in pair order, as np.add.at does), each segment divided by its count (mean) or the
+    count's square root (sqrt_n) on close."""
+
+    def __init__(self, op: _Segment, output: str, meta: TensorMeta, *, budget: Budget):
+        self.op = op
+        self.sink = DenseSink(output, meta, fill=meta.fill_value, budget=budget)
+        self.flat = self.sink.out.reshape(op.S, op.m)
+        self.counts = np.zeros(op.S, np.int64) if op.kind != "sum" else None
+        self.touched = 0
+        self.release_every = max(budget.usable // 2, 1 << 20)
+
+    def write(self, s: np.ndarray, picked: np.ndarray):
+        _kernels.scatter_add(s, picked, self.flat)
+        if self.counts is not None:
+            u, c = np.unique(s, return_counts=True)
+            self.counts[u] += c
+        self.touched += picked.nbytes * 2
+        if self.touched > self.release_every:  # pages of the maps would otherwise stay in RSS
+            release(self.sink.out)
+            release(self.op.table)
+            self.touched = 0
+
+    def close(self):
+        if self.counts is not None:
+            _divide(self.flat, self.counts, self.op.kind, self.op.step)
+        self.flat = None
+        self.sink.close()
+
+    def abort(self):
+        self.flat = None
+        self.sink.abort()
 
 
 def _check_pairs(i, s, lo, n, S, prev):

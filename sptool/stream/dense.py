@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import contextlib
 import math
 import mmap
 import os
@@ -15,7 +14,7 @@ from .. import _kernels
 from .._memory import Budget, format_size
 from .._messages import out_of_bounds
 from ..errors import DataError, InputError, ResourceError, UsageError
-from ..format import INT64_MAX, TensorMeta, value_type_of_dtype
+from ..format import INT64_MAX, TensorMeta
 from ..io import AtomicTarget, batch_keys, batch_values, known_shape
 from .engine import Plan, StreamOp, run
 from .order import ClaimCheck
@@ -361,17 +360,6 @@ class DenseSink:
             self.close()
         else:
             self.abort()
-@contextlib.contextmanager
-def dense_output(output: str, shape, dtype, *, budget: Budget):
-    """A zero-filled .npy memory map of ``shape`` that the caller fills itself (a DenseSink's
-    array): moved into place when the block ends, removed if it fails."""
-    dtype = np.dtype(dtype)
-    meta = TensorMeta(shape=tuple(int(d) for d in shape), sparse_ndim=len(shape),
-                      value_type=value_type_of_dtype(dtype), fill_value=np.zeros((), dtype).item())
-    with DenseSink(output, meta, fill=meta.fill_value, budget=budget) as sink:
-        yield sink.out
-
-
 def dense_dtype(meta, width: int | None = None) -> np.dtype:
     if meta.value_type == "string":
         return np.dtype(f"<U{max(width or 1, 1)}")
