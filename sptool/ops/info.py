@@ -1,7 +1,8 @@
 """info and head: what a tensor holds, from its footers (or a short read).
 
-A driver, not a StreamOp: both are reports read from metadata and footer statistics (or the
-first n rows), with no tensor output for the engine to write."""
+Reports read from metadata and footer statistics; info's pass over the rows (``scan``, a
+histogram, a stream's extents) is a StreamOp that the engine drives and whose output is what it
+counted.  head reads the first n rows and stops: a short read, not a pass."""
 
 from __future__ import annotations
 
@@ -12,11 +13,12 @@ import os
 import numpy as np
 
 from .. import _kernels
-from .._memory import budget_of, format_size
+from .._memory import Budget, budget_of, format_size
 from ..errors import DataError, UsageError
 from ..format import encode_fill, index_column
-from ..io import ParquetSource, locate, open_input
+from ..io import ClosesOrAborts, ParquetSource, locate, open_input
 from ..stream.axes import normalize_axes
+from ..stream.engine import Plan, StreamOp, run
 
 
 def info(path: str, *, scan: bool = False, histogram: int | None = None, memory=None, progress=None,
@@ -109,34 +111,9 @@ def info(path: str, *, scan: bool = False, histogram: int | None = None, memory=
         if height is not None and not meta.unique and height <= budget.usable // 2:
             touched = np.zeros(height, dtype=np.bool_)
         if scan or src.kind == "stream" or counts is not None or touched is not None:
-            mins, maxs = [None] * K, [None] * K
-            rows = 0
-            if progress:
-                progress.set_total(meta.nnz)
-            for keys, _ in src.iter_arrays(budget=budget):
-                if keys.shape[1] == 0:
-                    continue
-                rows += keys.shape[1]
-                ranges = [_kernels.column_minmax(keys[k]) for k in range(K)]
-                for k, (lo, hi) in enumerate(ranges):
-                    mins[k] = lo if mins[k] is None else min(mins[k], lo)
-                    maxs[k] = hi if maxs[k] is None else max(maxs[k], hi)
-                if counts is not None:
-                    lo, hi = ranges[axis]
-                    if lo < 0 or hi >= len(counts):
-                        raise DataError(f"an index {lo if lo < 0 else hi} on dimension {axis} is outside the shape "
-                                        f"{list(meta.shape)}", path=src.path)
-                    # Only the batch's own index range: a whole-axis bincount per batch would cost
-                    # the axis's length every batch.
-                    counts[lo:hi + 1] += np.bincount(keys[axis] - lo, minlength=hi - lo + 1)
-                if touched is not None:
-                    lo, hi = ranges[0]
-                    if lo < 0 or hi >= height:
-                        raise DataError(f"a row id {lo if lo < 0 else hi} is outside the height {height}",
-                                        path=src.path)
-                    touched[keys[0]] = True
-                if progress:
-                    progress.advance(keys.shape[1])
+            scan_ = _Scan(K, counts, axis if counts is not None else None, touched, height, src.path)
+            run(scan_, src, None, budget=budget, progress=progress)
+            mins, maxs = scan_.mins, scan_.maxs
             meta = src.meta  # a stream knows its final nnz and shape only now
             out["nnz"] = meta.nnz
             out["shape"] = list(meta.shape)
@@ -155,6 +132,70 @@ def info(path: str, *, scan: bool = False, histogram: int | None = None, memory=
         if counts is not None:
             out["histogram"] = _histogram(counts, axis, meta.dimension_names)
         return out
+
+
+class _Scan(StreamOp):
+    """One pass over the index columns: each dimension's range, and when asked the entries per
+    index of the histogram's axis and the rows a row-sparse tensor touches.  Its output is what
+    it counted, kept on the op (the sink takes nothing)."""
+
+    def __init__(self, K: int, counts, axis, touched, height, path):
+        self.mins: list = [None] * K
+        self.maxs: list = [None] * K
+        self.counts, self.axis, self.touched, self.height, self.path = counts, axis, touched, height, path
+
+    def plan(self, meta) -> Plan:
+        self.shape = list(meta.shape)
+        return Plan(meta, pieces=True)
+
+    def open_output(self, output, plan: Plan, *, budget: Budget):
+        return _Counted()
+
+    def read(self, src, plan: Plan, *, budget: Budget, tmp_dir=None, progress=None):
+        for keys, _ in src.iter_arrays(budget=budget):
+            yield keys, None
+            if progress:
+                progress.advance(keys.shape[1])
+
+    def map(self, keys, _):
+        if keys.shape[1] == 0:
+            return ()
+        ranges = [_kernels.column_minmax(keys[k]) for k in range(len(self.mins))]
+        for k, (lo, hi) in enumerate(ranges):
+            self.mins[k] = lo if self.mins[k] is None else min(self.mins[k], lo)
+            self.maxs[k] = hi if self.maxs[k] is None else max(self.maxs[k], hi)
+        counts, axis = self.counts, self.axis
+        if counts is not None:
+            lo, hi = ranges[axis]
+            if lo < 0 or hi >= len(counts):
+                raise DataError(f"an index {lo if lo < 0 else hi} on dimension {axis} is outside the shape "
+                                f"{self.shape}", path=self.path)
+            # Only the batch's own index range: a whole-axis bincount per batch would cost
+            # the axis's length every batch.
+            counts[lo:hi + 1] += np.bincount(keys[axis] - lo, minlength=hi - lo + 1)
+        if self.touched is not None:
+            lo, hi = ranges[0]
+            if lo < 0 or hi >= self.height:
+                raise DataError(f"a row id {lo if lo < 0 else hi} is outside the height {self.height}",
+                                path=self.path)
+            self.touched[keys[0]] = True
+        return ()
+
+    def output_shape(self, *input_shapes):
+        return None  # nothing written, nothing to resolve
+
+
+class _Counted(ClosesOrAborts):
+    """The output of an op that keeps what it finds: nothing is written."""
+
+    def write(self, *piece):
+        pass
+
+    def close(self):
+        pass
+
+    def abort(self):
+        pass
 
 
 def _histogram(counts: np.ndarray, axis: int, names) -> dict:
