@@ -3,8 +3,10 @@ format allows.  Formats are told from names (or content) by the registry in spto
 readers check their input before any output exists, and every output appears whole or not at
 all.
 
-A driver, not a StreamOp: it moves rows from a converter's Reader (a foreign format, not a
-TensorSource) to a format's writer through _Pump; sptool to .npy runs the engine's Densify."""
+The rows move from a converter's Reader (a foreign format, not a TensorSource) to a format's
+writer through _Pump, a StreamOp of no tensor operand that the engine drives; sptool to .npy
+runs the engine's Densify.  What stays here is choosing the formats, and the spool a writer
+needing whole rows in order (or mtx's size line) is fed through."""
 
 from __future__ import annotations
 
@@ -16,7 +18,7 @@ from dataclasses import replace
 
 import numpy as np
 
-from .._memory import budget_of
+from .._memory import Budget, budget_of
 from ..converters import (
     EXTENSIONS,
     TEXT_FORMATS,
@@ -41,54 +43,84 @@ from ..converters.table import table_options
 from ..converters.tfrecord import tfrecord_options
 from ..errors import DataError, UsageError
 from ..format import INT64_MAX
-from ..io import open_source, sibling_name
+from ..io import ClosesOrAborts, open_source, sibling_name
 from ..stream.dense import write_dense
+from ..stream.engine import Plan, StreamOp, run
 
 _TEXT_EXTENSIONS = ", ".join(ext for ext, fmt in EXTENSIONS.items() if fmt in TEXT_FORMATS)
 
 
-class _Pump:
-    """Moves every batch from a reader to a writer, tracking rows and the largest indices."""
+class _Pump(StreamOp):
+    """Every batch of a converter's reader into a format's writer, tracking rows and the largest
+    indices: an op of no tensor operand (its input is a foreign format's Reader, not a
+    TensorSource) whose output is the writer."""
 
-    def __init__(self, reader: Reader, progress=None):
-        self.reader = reader
-        self.progress = progress
+    def __init__(self, reader: Reader, writer):
+        self.reader, self.writer = reader, writer
         self.rows = 0
         self.maxes = np.full(reader.meta.sparse_ndim, -1, dtype=np.int64)
 
-    def run(self, writer):
+    def plan(self) -> Plan:
+        return Plan(self.reader.meta, pieces=True)
+
+    def progress_total(self, metas, plan: Plan) -> None:
+        return None  # a reader of text knows its rows only at the end
+
+    def open_output(self, output, plan: Plan, *, budget: Budget):
+        return _Writing(self.writer)
+
+    def read(self, srcs, plan: Plan, *, budget: Budget, tmp_dir=None, progress=None):
         seen = 0
         with contextlib.closing(self.reader.batches()) as batches:
-            for keys, values in batches:
-                n = keys.shape[1]
-                if n:
-                    self.maxes = np.maximum(self.maxes, keys.max(axis=1))
-                writer.write(keys, values)
-                self.rows += n
-                if self.progress is not None:
-                    self.progress.advance(self.reader.rows_in - seen)
+            for piece in batches:
+                yield piece, None
+                if progress is not None:
+                    progress.advance(self.reader.rows_in - seen)
                     seen = self.reader.rows_in
-        resolve = getattr(writer, "resolve_shape", None)
+
+    def map(self, piece, _):
+        keys, values = piece
+        n = keys.shape[1]
+        if n:
+            self.maxes = np.maximum(self.maxes, keys.max(axis=1))
+        self.rows += n
+        yield keys, values
+
+    def finish(self):
+        resolve = getattr(self.writer, "resolve_shape", None)
         if resolve is not None and all(s is not None for s in self.reader.meta.shape):
             resolve(self.reader.meta.shape)  # extents a reader knows only at the end (svmlight's rows)
         shape = self.shape(self.reader.meta)
         if any(s is None for s in self.reader.meta.shape) and math.prod(shape) > INT64_MAX:
             raise DataError(f"the largest indices give the shape {shape}, which has more than 2^63-1 elements",
                             path=self.reader.name)
+        return ()
 
     def shape(self, meta) -> list:
         return [int(self.maxes[k] + 1) if s is None else int(s) for k, s in enumerate(meta.shape)]
 
 
-def _pump(reader: Reader, writer, progress) -> _Pump:
+class _Writing(ClosesOrAborts):
+    """A format's writer as the engine's output: closed when every row is in, aborted on any
+    failure."""
+
+    def __init__(self, writer):
+        self.writer = writer
+
+    def write(self, keys, values):
+        self.writer.write(keys, values)
+
+    def close(self):
+        self.writer.close()
+
+    def abort(self):
+        self.writer.abort()
+
+
+def _pump(reader: Reader, writer, progress, budget: Budget) -> _Pump:
     """Move every row from the reader to the writer and close it; abort it on any failure."""
-    pump = _Pump(reader, progress)
-    try:
-        pump.run(writer)
-        writer.close()
-    except BaseException:
-        writer.abort()
-        raise
+    pump = _Pump(reader, writer)
+    run(pump, [], None, budget=budget, progress=progress)
     return pump
 
 
@@ -96,10 +128,10 @@ def _spool_path(near: str) -> str:
     return sibling_name(os.path.join(tempfile.gettempdir(), "stdout") if near == "-" else near, "spool", ".parquet")
 
 
-def _spool(reader: Reader, near: str, progress) -> tuple[str, _Pump]:
+def _spool(reader: Reader, near: str, progress, budget: Budget) -> tuple[str, _Pump]:
     """Write the reader's rows to a hidden sptool file next to the output; returns its path."""
     path = _spool_path(near)
-    return path, _pump(reader, SptoolWriter(path, reader.meta, unique_claim=reader.unique_claim), progress)
+    return path, _pump(reader, SptoolWriter(path, reader.meta, unique_claim=reader.unique_claim), progress, budget)
 
 
 def _remove(path: str | None):
@@ -269,13 +301,13 @@ def _convert(src: str, dst: str, src_fmt: str, dst_fmt: str, opts: Options, prog
         if dst_fmt == "mtx" and not reader.complete:
             check_matrix(reader.meta)
             # The size line needs the final shape and nnz before the first entry.
-            spool, _ = _spool(reader, dst, progress)
+            spool, _ = _spool(reader, dst, progress, budget)
             reader = SptoolReader(spool, Options(budget=budget))
             progress = None
         elif getattr(writer_class := BY_NAME[dst_fmt].writer, "needs_row_major", False):
             # One line or record per row: rows come whole and in order, duplicates summed.
             if src_fmt != "sptool" or src == "-":
-                spool, _ = _spool(reader, dst, progress)
+                spool, _ = _spool(reader, dst, progress, budget)
                 progress = None
             reader = RowMajorReader(spool or src, replace(opts, shape=None, index_base=None),
                                     keep_duplicates=getattr(writer_class, "keeps_duplicates", False))
@@ -284,7 +316,7 @@ def _convert(src: str, dst: str, src_fmt: str, dst_fmt: str, opts: Options, prog
                 first = reader
         meta = reader.meta
         writer = open_writer(dst, dst_fmt, meta, reader.unique_claim, opts)
-        pump = _pump(reader, writer, progress)
+        pump = _pump(reader, writer, progress, budget)
         first.commit()
         out_shape = list(getattr(writer, "shape", None) or pump.shape(reader.meta))
     finally:
@@ -315,7 +347,7 @@ def _to_npy(src: str, dst: str, src_fmt: str, dst_fmt: str, opts: Options, progr
     reader = open_reader(src, src_fmt, opts)
     spool = None
     try:
-        spool, pump = _spool(reader, dst, progress)
+        spool, pump = _spool(reader, dst, progress, opts.budget)
         with open_source(spool) as opened:
             result = write_dense(opened, dst, budget=opts.budget)
         reader.commit()  # side outputs (labels) follow the output into place
