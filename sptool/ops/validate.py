@@ -356,7 +356,9 @@ def check_part(path: str, name: str, *, metadata_only: bool, deep: bool, strict:
 class DatasetCheck:
     """Validate's result part by part: the report ``validate`` gives for the directory of those
     parts (bar its stray files), and the order and uniqueness the parts hold as one tensor
-    (formats/SPEC.md section 7, read at the seams), when the report is valid (else (), False)."""
+    (formats/SPEC.md section 7, read at the seams), when the report is valid (else (), False).
+    The seams are the first and last rows' index columns of each part, read also when
+    ``metadata_only`` (two row groups' index columns a part, not a scan)."""
 
     report: Report
     sort_order: tuple
