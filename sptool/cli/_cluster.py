@@ -5,10 +5,12 @@ from __future__ import annotations
 
 import contextlib
 import os
+from functools import partial
 
 from ..errors import UsageError
 
-# Commands with a distributed driver in sptool.distributed.
+# Commands with a distributed driver: the keys of sptool.distributed.OPERATIONS (not imported
+# from there, so that the command line loads sptool.distributed only for a scheduler).
 DISTRIBUTED = {"reorder", "reduce", "add", "validate", "info", "concat"}
 ENV_VAR = "SPTOOL_SCHEDULER"
 
@@ -54,11 +56,21 @@ def cluster(obj: dict, quiet: bool):
         yield client
 
 
-def cluster_extra(result: dict) -> str:
-    """The summary line's account of a cluster run (nothing for a local one)."""
+def operation(name: str, local, client):
+    """What command ``name`` calls: its op ``local`` without a client, else sptool.distributed's
+    function for it, bound to the client (same arguments)."""
+    if client is None:
+        return local
+    from ..distributed import OPERATIONS
+
+    return partial(OPERATIONS[name], client=client)
+
+
+def cluster_extra(result: dict, before: str = "") -> str:
+    """The summary line's account of a cluster run (nothing for a local one), after ``before``."""
     if not isinstance(result, dict) or "workers" not in result:
-        return ""
+        return before
     from .._memory import format_size
 
-    return (f"{result['parts']} parts, {result['workers']} workers, peak worker memory "
-            f"{format_size(result['peak_worker_memory'])}")
+    return ", ".join(filter(None, [before, f"{result['parts']} parts, {result['workers']} workers, peak worker "
+                                           f"memory {format_size(result['peak_worker_memory'])}"]))

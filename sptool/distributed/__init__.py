@@ -3,12 +3,26 @@
 Dask (``distributed``) schedules the tasks, moves nothing but paths and small results, and
 reruns the tasks of a lost worker; sptool decides the partitioning and its compiled kernels do
 the work inside each task.  Every function here takes the op's own arguments plus ``client``
-(a ``distributed.Client``; ``connect`` makes one) and writes a part directory.  This package
-sits beside ``sptool.ops``; nothing below it imports it, and it is loaded only when a scheduler
-is asked for, so ``import sptool`` and the command line never import Dask otherwise.
+(a ``distributed.Client``; ``connect`` makes one) and writes a part directory (validate and
+info return what the op returns).  This package sits above ``sptool.ops`` and calls their
+pieces; no op imports it, and it is loaded only when a scheduler is asked for, so ``import
+sptool`` and the command line never import Dask otherwise.
+
+    >>> with sptool.distributed.connect("local:2") as client:          # doctest: +SKIP
+    ...     sptool.distributed.reorder("big/", "sorted/", client=client)
 """
 
+from .add import add
 from .cluster import connect, dashboard_link, require_distributed, scheduler_of
+from .concat import concat
+from .footers import info
+from .reduce import reduce
 from .reorder import reorder
+from .validate import validate
 
-__all__ = ["connect", "dashboard_link", "require_distributed", "scheduler_of", "reorder"]
+# The operations a command runs on a cluster when given --scheduler (cli/_cluster.py).
+OPERATIONS = {"reorder": reorder, "add": add, "reduce": reduce, "concat": concat, "validate": validate,
+              "info": info}
+
+__all__ = ["connect", "dashboard_link", "require_distributed", "scheduler_of", "OPERATIONS", "reorder", "add", "reduce",
+           "concat", "validate", "info"]
