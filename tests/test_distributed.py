@@ -372,7 +372,7 @@ def test_cli_scheduler_from_the_environment(client, tiny, tmp_path, rng, monkeyp
 
 
 def test_cli_refusals(client, tmp_path):
-    res = CliRunner().invoke(cli, ["--scheduler", client.scheduler.address, "transpose",
+    res = CliRunner().invoke(cli, ["--scheduler", client.scheduler.address, "softmax",
                                    f"{SAMPLES}/tensor3d.parquet", "-o", str(tmp_path / "t.parquet")])
     assert res.exit_code == 2 and "does not run on a cluster" in res.output
     assert not os.path.exists(tmp_path / "t.parquet")
@@ -382,7 +382,7 @@ def test_cli_refusals(client, tmp_path):
     res = CliRunner().invoke(cli, ["--scheduler", "nonsense", "reorder", f"{SAMPLES}/unsorted.parquet", "-o",
                                    str(tmp_path / "d/")])
     assert res.exit_code == 2 and "tcp://HOST:PORT" in res.output
-    assert "Cluster: runs on one machine only" in CliRunner().invoke(cli, ["transpose", "--help"]).output
+    assert "Cluster: runs on one machine only" in CliRunner().invoke(cli, ["softmax", "--help"]).output
     assert "Cluster: given --scheduler" in CliRunner().invoke(cli, ["reorder", "--help"]).output
 
 

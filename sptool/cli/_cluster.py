@@ -11,7 +11,8 @@ from ..errors import UsageError
 
 # Commands with a distributed driver: the keys of sptool.distributed.OPERATIONS (not imported
 # from there, so that the command line loads sptool.distributed only for a scheduler).
-DISTRIBUTED = {"reorder", "reduce", "add", "validate", "info", "concat"}
+DISTRIBUTED = {"reorder", "reduce", "add", "validate", "info", "concat", "transpose", "reshape", "expand-dims",
+               "retain", "map", "mul", "div"}
 ENV_VAR = "SPTOOL_SCHEDULER"
 
 RUNS_DISTRIBUTED = ("Cluster: given --scheduler (before the command name) or $SPTOOL_SCHEDULER, this runs on "
@@ -64,6 +65,19 @@ def operation(name: str, local, client):
     from ..distributed import OPERATIONS
 
     return partial(OPERATIONS[name], client=client)
+
+
+def run_job(name: str, local, opts: dict, obj: dict, *args, **kw):
+    """Command ``name`` run under its progress bar: its op ``local``, or, given a scheduler, its
+    cluster function; (the result, the Job for the summary line)."""
+    from ._console import Job
+
+    with cluster(obj, opts["quiet"]) as client:
+        job = Job(name, quiet=opts["quiet"])
+        try:
+            return operation(name, local, client)(*args, progress=job, **kw), job
+        finally:
+            job.stop()
 
 
 def cluster_extra(result: dict, before: str = "") -> str:

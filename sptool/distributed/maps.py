@@ -1,0 +1,59 @@
+"""Per-part maps on a cluster: an op whose output rows at an input row depend on that row alone
+(transpose's and reshape's index arithmetic, retain's condition, map's function, mul and div)
+applied to every input piece on its own, by a task that runs the single-machine op on the piece,
+each writing one part of the output directory.  Pieces are in input order, so the parts
+concatenated are the single-machine output row for row, and each part carries the metadata the
+single machine writes for those rows (the op's own plan, from the piece's metadata).
+
+An op that sorts its output (transpose), or sums an operand's duplicates first (map of a
+non-additive function, mul and div when the type widens), does not map piece by piece: it runs
+on key ranges of the order it sorts by (ranges.py), each range handed whole, in input order, to
+the single-machine op, so the sort and the sums come out as on one machine."""
+
+from __future__ import annotations
+
+import os
+
+from .._memory import Budget, budget_of, peak_rss
+from ..io import open_source
+from .cluster import worker_count
+from .partdir import PartDirectory, check_output
+from .pieces import Piece, PieceSource, pieces_of, shared_copy
+from .progress import Outcome, follow
+from .ranges import operand_meta
+
+
+def mapped_piece(fn, piece: Piece, output: str) -> tuple:
+    """``fn(source, output)`` on one piece (a task): (what fn returned, the written part's
+    metadata, the worker's peak memory)."""
+    result = fn(PieceSource(piece), output)
+    with open_source(output) as written:
+        return result, written.meta, peak_rss()
+
+
+def each_piece(client, fn, path: str, out: PartDirectory, target, *, budget: Budget, progress=None) -> tuple:
+    """``fn(piece source, target(i))`` for every piece i of the operand at ``path`` (an Arrow
+    stream file copied first to the job's shared scratch), in parallel: (the tasks' results in
+    piece order, the Outcome so far)."""
+    path = shared_copy(path, os.path.join(out.scratch("inputs"), "operand-0.parquet"), budget)
+    pieces = pieces_of(path, worker_count(client))
+    outcome = Outcome(rows_in=sum(p.rows for p in pieces))
+    if progress:
+        progress.set_total(outcome.rows_in)
+    futures = [client.submit(mapped_piece, fn, p, target(i), pure=False) for i, p in enumerate(pieces)]
+    return follow(client, futures, outcome, progress=progress, rows=[p.rows for p in pieces]), outcome
+
+
+def per_piece(client, fn, path: str, output: str, *, memory=None, progress=None) -> dict:
+    """The part directory ``output`` whose part i is ``fn(piece i of path, part path)``; the summary
+    (rows, shape, parts, workers, peak worker memory; ``results``: what fn returned per part)."""
+    check_output(output)
+    operand_meta(path)  # stdin refused, the input's footer readable, before any task
+    budget = budget_of(memory)
+    with PartDirectory(output) as out:
+        done, outcome = each_piece(client, fn, path, out, out.part, budget=budget, progress=progress)
+        outcome.results = [r for r, _, _ in done]
+        outcome.part_metas = [m for _, m, _ in done]
+        outcome.rows_out = sum(m.nnz for m in outcome.part_metas)
+        outcome.parts = len(done)
+    return {**outcome.summary(), "output": output, "sort_order": list(outcome.part_metas[0].sort_order)}

@@ -1,0 +1,168 @@
+"""Per-part maps on a Dask cluster (sptool.distributed.rowwise): transpose, reshape, expand_dims,
+retain, map, mul and div on a 2-worker LocalCluster with tiny parts, unsorted rows, duplicates,
+a skewed key and an empty part.  The oracle is NumPy (column permutations, ravel/unravel of the
+linear index, masks, ufuncs, a stable lexsort, sums with np.add.at); each result is also the
+single-machine command's, row for row and in order, with the same metadata."""
+
+from __future__ import annotations
+
+import os
+
+import numpy as np
+import pytest
+from click.testing import CliRunner
+from test_distributed import (
+    SHAPE,
+    _dataset,
+    _no_leftovers,
+    _oracle_sorted,
+    _oracle_summed,
+    _part_metas,
+    _read_all_k,
+    _unique_parts,
+    client,  # noqa: F401 - the module's cluster fixture
+    tiny,  # noqa: F401 - fixture
+)
+
+import sptool
+import sptool.distributed
+from sptool.cli import cli
+
+META_KEYS = ("shape", "sparse_ndim", "value_type", "fill_value", "iso", "dimension_names", "nnz")
+
+
+def _same_as_local(dist_out, local_out, K):
+    """The part directory and the single-machine file hold the same rows in the same order (bit
+    for bit), with the same dataset metadata; the parts' own claims are returned."""
+    di, dv = _read_all_k(dist_out, K)
+    li, lv = _read_all_k(local_out, K)
+    assert np.array_equal(di, li) and np.array_equal(dv.view(np.uint8), lv.view(np.uint8))
+    dmeta, lmeta = sptool.open(dist_out).meta, sptool.open(local_out).meta
+    for key in META_KEYS:
+        assert getattr(dmeta, key) == getattr(lmeta, key), key
+    return di, dv
+
+
+def _both(tmp_path, name, operands: list, *, client, **kw):  # noqa: F811 - the fixture's value
+    """``name`` of ``operands`` run on the cluster (into out/) and on one machine (into
+    local.parquet): (the cluster's summary, the two outputs)."""
+    out, local = str(tmp_path / "out") + "/", str(tmp_path / "local.parquet")
+    r = getattr(sptool.distributed, name)(*operands, out, client=client, **kw)
+    getattr(sptool, name)(*operands, local, **kw)
+    return r, out, local
+
+
+@pytest.mark.parametrize("perm", [None, (1, 2, 0)])
+@pytest.mark.parametrize("kind", ["uniform", "skewed"])
+def test_transpose_matches_numpy_and_one_machine(client, tiny, tmp_path, rng, perm, kind):  # noqa: F811
+    src, idx, val = _dataset(tmp_path, rng, skew=0.7 if kind == "skewed" else 0.0, dup_pool=600)
+    r, out, local = _both(tmp_path, "transpose", [src], perm=perm, memory=tiny, client=client)
+    p = list(perm or (2, 1, 0))
+    oi, ov = _oracle_sorted(idx[:, p], val, (0, 1, 2))  # stable: rows sharing a coordinate keep input order
+    di, dv = _same_as_local(out, local, 3)
+    assert np.array_equal(di, oi) and np.array_equal(dv, ov)
+    assert r["perm"] == p and r["rows"] == len(idx) and r["parts"] > 1 and r["workers"] == 2
+    assert r["shape"] == [SHAPE[d] for d in p]
+    assert all(m.sort_order == (0, 1, 2) and not m.unique for m in _part_metas(out))
+    _no_leftovers(tmp_path, ["in", "out", "local.parquet"])
+
+
+@pytest.mark.parametrize("layout", ["unsorted", "canonical"])
+def test_reshape_matches_numpy_and_one_machine(client, tiny, tmp_path, rng, layout):  # noqa: F811
+    if layout == "canonical":
+        src, idx, val = _unique_parts(tmp_path, rng, n=2500)
+    else:
+        src, idx, val = _dataset(tmp_path, rng, dup_pool=500)
+    new = (SHAPE[0] * SHAPE[1], 5, -1)
+    r, out, local = _both(tmp_path, "reshape", [src], shape=new, memory=tiny, client=client)
+    full = (SHAPE[0] * SHAPE[1], 5, SHAPE[2] // 5)
+    want = np.stack(np.unravel_index(np.ravel_multi_index(idx.T, SHAPE), full), axis=1)
+    di, dv = _same_as_local(out, local, 3)
+    assert np.array_equal(di, want) and np.array_equal(dv, val)
+    assert r["shape"] == list(full) and r["rows"] == len(idx) and r["parts"] > 1
+    # Each part claims what one machine claims for its rows (as a file of its own): reshape keeps a
+    # row-major order, so the parts of a canonical input stay canonical (an empty part is sorted
+    # and unique whatever the input).
+    want_claims = ((0, 1, 2), True) if layout == "canonical" else ((), False)
+    assert all((m.sort_order, m.unique) == want_claims for m in _part_metas(out) if m.nnz)
+
+
+def test_expand_dims_matches_numpy_and_one_machine(client, tiny, tmp_path, rng):  # noqa: F811
+    src, idx, val = _unique_parts(tmp_path, rng, n=2000)
+    r, out, local = _both(tmp_path, "expand_dims", [src], axis=1, memory=tiny, client=client)
+    di, dv = _same_as_local(out, local, 4)
+    assert np.array_equal(di, np.insert(idx, 1, 0, axis=1)) and np.array_equal(dv, val)
+    assert r["shape"] == [SHAPE[0], 1, SHAPE[1], SHAPE[2]] and r["sparse_ndim"] == 4
+    assert all(m.sort_order == (0, 1, 2, 3) and m.unique for m in _part_metas(out))
+
+
+def test_retain_where_matches_numpy_and_one_machine(client, tiny, tmp_path, rng):  # noqa: F811
+    src, idx, val = _dataset(tmp_path, rng, dup_pool=700, skew=0.3)
+    where = "values > 0 and indices_1 % 2 == 0"
+    r, out, local = _both(tmp_path, "retain", [src], where=where, memory=tiny, client=client)
+    keep = (val > 0) & (idx[:, 1] % 2 == 0)
+    di, dv = _same_as_local(out, local, 3)
+    assert np.array_equal(di, idx[keep]) and np.array_equal(dv, val[keep])
+    assert r["rows_in"] == len(idx) and r["rows_out"] == keep.sum()
+    with pytest.raises(sptool.UsageError, match="not --mask"):
+        sptool.distributed.retain(src, str(tmp_path / "o2") + "/", mask=np.ones(len(idx), bool), client=client)
+    _no_leftovers(tmp_path, ["in", "out", "local.parquet"])
+
+
+@pytest.mark.parametrize("fn,ufunc", [("neg", np.negative), ("abs", np.abs), ("square", np.square)])
+def test_map_matches_numpy_and_one_machine(client, tiny, tmp_path, rng, fn, ufunc):  # noqa: F811
+    """neg is additive: mapped piece by piece, in input order.  abs and square of a tensor with
+    repeated coordinates sum the repeats first: by key ranges, in row-major order, as one machine."""
+    src, idx, val = _dataset(tmp_path, rng, dup_pool=400, values="float")
+    r, out, local = _both(tmp_path, "map_values", [src], fn=fn, memory=tiny, client=client)
+    di, dv = _same_as_local(out, local, 3)
+    if fn == "neg":
+        assert np.array_equal(di, idx) and np.array_equal(dv, -val)
+    else:
+        keys, sums = _oracle_summed(idx, val)
+        assert np.array_equal(di, keys) and np.allclose(dv, ufunc(sums), rtol=1e-12, atol=1e-12)
+        assert all(m.unique and m.sort_order == (0, 1, 2) for m in _part_metas(out))
+    assert r["rows_in"] == len(idx) and r["value_type"] == "float64" and r["parts"] > 1
+
+
+def test_mul_and_div_by_a_dense_operand_and_a_number(client, tiny, tmp_path, rng):  # noqa: F811
+    src, idx, val = _dataset(tmp_path, rng, dup_pool=500)  # int64 values, repeated coordinates
+    dense = rng.integers(1, 9, (1, SHAPE[1], SHAPE[2])).astype(np.int64)
+    npy = str(tmp_path / "d.npy")
+    np.save(npy, dense)
+    # int64 * int64: no promotion, so piece by piece, in input order.
+    r, out, local = _both(tmp_path, "mul", [src, npy], memory=tiny, client=client)
+    di, dv = _same_as_local(out, local, 3)
+    assert np.array_equal(di, idx) and np.array_equal(dv, val * dense[0, idx[:, 1], idx[:, 2]])
+    assert r["broadcast_shape"] == [1, SHAPE[1], SHAPE[2]] and r["rows"] == len(idx)
+    # int64 / int64 is float64: the repeats are summed (in int64) first, by key ranges, row-major.
+    os.rename(out, str(tmp_path / "mul-out"))
+    os.remove(local)
+    r, out, local = _both(tmp_path, "div", [src, npy], memory=tiny, client=client)
+    di, dv = _same_as_local(out, local, 3)
+    keys, sums = _oracle_summed(idx, val)
+    assert np.array_equal(di, keys) and np.array_equal(dv, sums / dense[0, keys[:, 1], keys[:, 2]])
+    os.rename(out, str(tmp_path / "div-out"))
+    os.remove(local)
+    r, out, local = _both(tmp_path, "mul", [src, "2"], memory=tiny, client=client)
+    di, dv = _same_as_local(out, local, 3)
+    assert np.array_equal(di, idx) and np.array_equal(dv, val * 2)
+    assert r["parts"] > 1 and r["workers"] == 2
+
+
+def test_cli_transpose_and_map_on_the_scheduler(client, tiny, tmp_path, rng):  # noqa: F811
+    src, idx, val = _dataset(tmp_path, rng)
+    out = str(tmp_path / "t") + "/"
+    res = CliRunner().invoke(cli, ["--scheduler", client.scheduler.address, "transpose", src, "--perm", "2,0,1",
+                                   "-o", out, "--memory", tiny])
+    assert res.exit_code == 0, res.output
+    assert "2 workers" in res.output and "peak worker memory" in res.output and "shape [30, 50, 40]" in res.output
+    assert np.array_equal(_read_all_k(out, 3)[0], _oracle_sorted(idx[:, [2, 0, 1]], val, (0, 1, 2))[0])
+    res = CliRunner().invoke(cli, ["--scheduler", client.scheduler.address, "map", src, "--fn", "neg",
+                                   "-o", str(tmp_path / "m") + "/"])
+    assert res.exit_code == 0 and "int64, fill value 0" in res.output, res.output
+    assert np.array_equal(_read_all_k(str(tmp_path / "m"), 3)[1], -val)
+    res = CliRunner().invoke(cli, ["--scheduler", client.scheduler.address, "reshape", src, "--shape", "60,-1",
+                                   "-o", str(tmp_path / "r.parquet")])
+    assert res.exit_code == 2 and "directory of parts" in res.output
+    assert "Cluster: given --scheduler" in CliRunner().invoke(cli, ["retain", "--help"]).output
