@@ -9,6 +9,7 @@ from __future__ import annotations
 import os
 
 import numpy as np
+import pyarrow.parquet as pq
 import pytest
 from click.testing import CliRunner
 from test_distributed import (
@@ -166,3 +167,42 @@ def test_cli_transpose_and_map_on_the_scheduler(client, tiny, tmp_path, rng):  #
                                    "-o", str(tmp_path / "r.parquet")])
     assert res.exit_code == 2 and "directory of parts" in res.output
     assert "Cluster: given --scheduler" in CliRunner().invoke(cli, ["retain", "--help"]).output
+
+
+# -- slice: parts and row groups pruned by their statistics, the rest sliced part by part ---------
+
+def test_slice_prunes_parts_and_matches_numpy_and_one_machine(client, tiny, tmp_path, rng):  # noqa: F811
+    src, idx, val = _unique_parts(tmp_path, rng, n=6000, parts=8)  # parts of consecutive rows: few hold the box
+    start, size = [10, 0, 5], [5, -1, 10]
+    r, out, local = _both(tmp_path, "slice_", [src], start=start, size=size, memory=tiny, client=client)
+    lo, hi = np.array(start), np.array([15, SHAPE[1], 15])
+    inside = np.all((idx >= lo) & (idx < hi), axis=1)
+    di, dv = _same_as_local(out, local, 3)
+    assert np.array_equal(di, idx[inside] - lo) and np.array_equal(dv, val[inside])
+    one = sptool.slice_(src, str(tmp_path / "again.parquet"), start=start, size=size, memory=tiny)
+    for key in ("row_groups_read", "row_groups_total", "bytes_read", "bytes_total", "shape", "rows_out"):
+        assert r[key] == one[key], key
+    # The parts whose index_0 range misses [10, 15) are not read: pyarrow's own statistics say which.
+    hit = [n for n in sorted(os.listdir(src))
+           if pq.ParquetFile(os.path.join(src, n)).metadata.num_rows
+           and pq.read_table(os.path.join(src, n), columns=["indices_0"]).column(0).to_numpy().max() >= 10
+           and pq.read_table(os.path.join(src, n), columns=["indices_0"]).column(0).to_numpy().min() < 15]
+    assert r["parts"] == len(hit) < 8 and r["row_groups_read"] < r["row_groups_total"]
+    assert all(m.sort_order == (0, 1, 2) and m.unique for m in _part_metas(out))
+
+
+def test_slice_of_unsorted_parts_and_an_empty_box(client, tiny, tmp_path, rng):  # noqa: F811
+    src, idx, val = _dataset(tmp_path, rng, dup_pool=900)
+    r, out, local = _both(tmp_path, "slice_", [src], start=[3, 4, 0], size=[20, 9, -1], memory=tiny, client=client)
+    inside = np.all((idx >= [3, 4, 0]) & (idx < [23, 13, SHAPE[2]]), axis=1)
+    di, dv = _same_as_local(out, local, 3)
+    assert np.array_equal(di, idx[inside] - [3, 4, 0]) and np.array_equal(dv, val[inside])
+    one = sptool.slice_(src, str(tmp_path / "again.parquet"), start=[3, 4, 0], size=[20, 9, -1], memory=tiny)
+    assert r["parts"] > 1 and r["rows_in"] == one["rows_in"] and r["row_groups_read"] == one["row_groups_read"]
+    empty = str(tmp_path / "empty") + "/"
+    r = sptool.distributed.slice_(src, empty, start=[0, 0, 0], size=[0, -1, -1], client=client)
+    assert r["rows_out"] == 0 and r["shape"] == [0, SHAPE[1], SHAPE[2]] and r["parts"] == 1
+    assert sptool.open(empty).meta.shape == (0, SHAPE[1], SHAPE[2])
+    with pytest.raises(sptool.UsageError, match="start"):
+        sptool.distributed.slice_(src, str(tmp_path / "bad") + "/", start=[0, 0], size=[1, 1], client=client)
+    assert not os.path.exists(tmp_path / "bad")

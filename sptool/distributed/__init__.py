@@ -19,12 +19,15 @@ from .footers import info
 from .reduce import reduce
 from .reorder import reorder
 from .rowwise import div, expand_dims, map_values, mul, reshape, retain, transpose
+from .slice import slice_
 from .validate import validate
 
 # The operations a command runs on a cluster when given --scheduler (cli/_cluster.py).
 OPERATIONS = {"reorder": reorder, "add": add, "reduce": reduce, "concat": concat, "validate": validate,
               "info": info, "transpose": transpose, "reshape": reshape, "expand-dims": expand_dims,
-              "retain": retain, "map": map_values, "mul": mul, "div": div}
+              "retain": retain, "map": map_values, "mul": mul, "div": div,
+              "slice": slice_}
 
 __all__ = ["connect", "dashboard_link", "require_distributed", "scheduler_of", "OPERATIONS", "reorder", "add", "reduce",
-           "concat", "validate", "info", "transpose", "reshape", "expand_dims", "retain", "map_values", "mul", "div"]
+           "concat", "validate", "info", "transpose", "reshape", "expand_dims", "retain", "map_values", "mul", "div",
+           "slice_"]

@@ -18,9 +18,8 @@ from .._memory import Budget, budget_of, peak_rss
 from ..io import open_source
 from .cluster import worker_count
 from .partdir import PartDirectory, check_output
-from .pieces import Piece, PieceSource, pieces_of, shared_copy
+from .pieces import Piece, PieceSource, pieces_of, refuse_stdin, shared_copy
 from .progress import Outcome, follow
-from .ranges import operand_meta
 
 
 def mapped_piece(fn, piece: Piece, output: str) -> tuple:
@@ -31,27 +30,30 @@ def mapped_piece(fn, piece: Piece, output: str) -> tuple:
         return result, written.meta, peak_rss()
 
 
-def each_piece(client, fn, path: str, out: PartDirectory, target, *, budget: Budget, progress=None) -> tuple:
+def each_piece(client, fn, path: str, out: PartDirectory, target, *, budget: Budget, progress=None,
+               pieces=None) -> tuple:
     """``fn(piece source, target(i))`` for every piece i of the operand at ``path`` (an Arrow
     stream file copied first to the job's shared scratch), in parallel: (the tasks' results in
-    piece order, the Outcome so far)."""
+    piece order, the Outcome so far).  ``pieces(path, workers)`` cuts the operand (default
+    ``pieces_of``; an op that skips what it cannot need gives its own)."""
     path = shared_copy(path, os.path.join(out.scratch("inputs"), "operand-0.parquet"), budget)
-    pieces = pieces_of(path, worker_count(client))
-    outcome = Outcome(rows_in=sum(p.rows for p in pieces))
+    cut = (pieces or pieces_of)(path, worker_count(client))
+    outcome = Outcome(rows_in=sum(p.rows for p in cut))
     if progress:
         progress.set_total(outcome.rows_in)
-    futures = [client.submit(mapped_piece, fn, p, target(i), pure=False) for i, p in enumerate(pieces)]
-    return follow(client, futures, outcome, progress=progress, rows=[p.rows for p in pieces]), outcome
+    futures = [client.submit(mapped_piece, fn, p, target(i), pure=False) for i, p in enumerate(cut)]
+    return follow(client, futures, outcome, progress=progress, rows=[p.rows for p in cut]), outcome
 
 
-def per_piece(client, fn, path: str, output: str, *, memory=None, progress=None) -> dict:
+def per_piece(client, fn, path: str, output: str, *, memory=None, progress=None, pieces=None) -> dict:
     """The part directory ``output`` whose part i is ``fn(piece i of path, part path)``; the summary
-    (rows, shape, parts, workers, peak worker memory; ``results``: what fn returned per part)."""
+    (rows, shape, parts, workers, peak worker memory; ``results``: what fn returned per part).
+    ``pieces``: as each_piece takes it."""
     check_output(output)
-    operand_meta(path)  # stdin refused, the input's footer readable, before any task
+    refuse_stdin(path)
     budget = budget_of(memory)
     with PartDirectory(output) as out:
-        done, outcome = each_piece(client, fn, path, out, out.part, budget=budget, progress=progress)
+        done, outcome = each_piece(client, fn, path, out, out.part, budget=budget, progress=progress, pieces=pieces)
         outcome.results = [r for r, _, _ in done]
         outcome.part_metas = [m for _, m, _ in done]
         outcome.rows_out = sum(m.nnz for m in outcome.part_metas)
