@@ -12,7 +12,8 @@ from ..errors import UsageError
 # Commands with a distributed driver: the keys of sptool.distributed.OPERATIONS (not imported
 # from there, so that the command line loads sptool.distributed only for a scheduler).
 DISTRIBUTED = {"reorder", "reduce", "add", "validate", "info", "concat", "transpose", "reshape", "expand-dims",
-               "retain", "map", "mul", "div", "slice"}
+               "retain", "map", "mul", "div", "slice",
+               "split"}
 ENV_VAR = "SPTOOL_SCHEDULER"
 
 RUNS_DISTRIBUTED = ("Cluster: given --scheduler (before the command name) or $SPTOOL_SCHEDULER, this runs on "

@@ -31,17 +31,18 @@ def mapped_piece(fn, piece: Piece, output: str) -> tuple:
 
 
 def each_piece(client, fn, path: str, out: PartDirectory, target, *, budget: Budget, progress=None,
-               pieces=None) -> tuple:
+               pieces=None, task=mapped_piece) -> tuple:
     """``fn(piece source, target(i))`` for every piece i of the operand at ``path`` (an Arrow
-    stream file copied first to the job's shared scratch), in parallel: (the tasks' results in
-    piece order, the Outcome so far).  ``pieces(path, workers)`` cuts the operand (default
-    ``pieces_of``; an op that skips what it cannot need gives its own)."""
+    stream file copied first to the job's shared scratch), in parallel, each by ``task(fn, piece,
+    target(i))``: (the tasks' results in piece order, the Outcome so far).  ``pieces(path,
+    workers)`` cuts the operand (default ``pieces_of``; an op that skips what it cannot need
+    gives its own)."""
     path = shared_copy(path, os.path.join(out.scratch("inputs"), "operand-0.parquet"), budget)
     cut = (pieces or pieces_of)(path, worker_count(client))
     outcome = Outcome(rows_in=sum(p.rows for p in cut))
     if progress:
         progress.set_total(outcome.rows_in)
-    futures = [client.submit(mapped_piece, fn, p, target(i), pure=False) for i, p in enumerate(cut)]
+    futures = [client.submit(task, fn, p, target(i), pure=False) for i, p in enumerate(cut)]
     return follow(client, futures, outcome, progress=progress, rows=[p.rows for p in cut]), outcome
 
 
