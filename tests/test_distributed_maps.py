@@ -232,3 +232,34 @@ def test_split_into_part_directories_matches_numpy_and_one_machine(client, tiny,
     with pytest.raises(sptool.UsageError, match="num_split"):
         sptool.distributed.split(src, str(tmp_path / "q{i}") + "/", axis=0, num=99, client=client)
     assert not any(n.startswith(("p", "q", ".")) for n in os.listdir(tmp_path))
+
+
+# -- todense: key ranges are runs of cells, each task writes its own into the preallocated .npy -----
+
+@pytest.mark.parametrize("values", ["float", "int"])
+def test_todense_matches_numpy_and_one_machine(client, tiny, tmp_path, rng, values):  # noqa: F811
+    src, idx, val = _dataset(tmp_path, rng, dup_pool=700, skew=0.5, values=values)
+    out, local = str(tmp_path / "d.npy"), str(tmp_path / "local.npy")
+    r = sptool.distributed.todense(src, out, memory=tiny, client=client)
+    sptool.todense(src, local, memory=tiny)
+    want = np.zeros(SHAPE, dtype=val.dtype)
+    np.add.at(want, tuple(idx.T), val)  # duplicates summed, in input order
+    got = np.load(out)
+    assert got.dtype == val.dtype and got.shape == SHAPE
+    assert np.array_equal(got.view(np.uint8), np.load(local).view(np.uint8))  # one machine's sums, bit for bit
+    assert np.array_equal(got, want) if values == "int" else np.allclose(got, want, rtol=1e-12, atol=1e-12)
+    assert r["parts"] > 1 and r["workers"] == 2 and r["bytes"] == want.nbytes
+    _no_leftovers(tmp_path, ["in", "d.npy", "local.npy"])
+
+
+def test_todense_on_a_cluster_refuses_a_nonzero_fill(client, tmp_path, rng):  # noqa: F811
+    src, _, _ = _dataset(tmp_path, rng)
+    with pytest.raises(sptool.UsageError, match="fill value"):
+        sptool.distributed.todense(src, str(tmp_path / "d.npy"), default_value=1, client=client)
+    with pytest.raises(sptool.UsageError, match=r"\.npy"):
+        sptool.distributed.todense(src, str(tmp_path / "d.parquet"), client=client)
+    _no_leftovers(tmp_path, ["in"])
+    res = CliRunner().invoke(cli, ["--scheduler", client.scheduler.address, "todense", src, "-o",
+                                   str(tmp_path / "c.npy")])
+    assert res.exit_code == 0 and "2 workers" in res.output, res.output
+    assert np.load(str(tmp_path / "c.npy")).shape == SHAPE

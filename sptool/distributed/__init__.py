@@ -21,14 +21,15 @@ from .reorder import reorder
 from .rowwise import div, expand_dims, map_values, mul, reshape, retain, transpose
 from .slice import slice_
 from .split import split
+from .todense import todense
 from .validate import validate
 
 # The operations a command runs on a cluster when given --scheduler (cli/_cluster.py).
 OPERATIONS = {"reorder": reorder, "add": add, "reduce": reduce, "concat": concat, "validate": validate,
               "info": info, "transpose": transpose, "reshape": reshape, "expand-dims": expand_dims,
               "retain": retain, "map": map_values, "mul": mul, "div": div,
-              "slice": slice_, "split": split}
+              "slice": slice_, "split": split, "todense": todense}
 
 __all__ = ["connect", "dashboard_link", "require_distributed", "scheduler_of", "OPERATIONS", "reorder", "add", "reduce",
            "concat", "validate", "info", "transpose", "reshape", "expand_dims", "retain", "map_values", "mul", "div",
-           "slice_", "split"]
+           "slice_", "split", "todense"]
