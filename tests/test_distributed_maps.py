@@ -263,3 +263,43 @@ def test_todense_on_a_cluster_refuses_a_nonzero_fill(client, tmp_path, rng):  # 
                                    str(tmp_path / "c.npy")])
     assert res.exit_code == 0 and "2 workers" in res.output, res.output
     assert np.load(str(tmp_path / "c.npy")).shape == SHAPE
+
+
+# -- convert: one task per input file, each into its part -----------------------------------------
+
+def _write_tns(path, idx, val):
+    """FROSTT text written by NumPy: 1-based indices, then the value."""
+    np.savetxt(path, np.column_stack([idx + 1, val]), fmt=["%d"] * idx.shape[1] + ["%.17g"])
+
+
+def test_convert_many_files_on_a_cluster(client, tmp_path, rng):  # noqa: F811
+    files = []
+    for i in range(5):
+        n = int(rng.integers(0, 300)) if i != 2 else 0  # one empty file
+        idx = np.stack([rng.integers(0, s, n) for s in SHAPE], axis=1).reshape(-1, 3)
+        files.append((idx, rng.standard_normal(n)))
+        _write_tns(tmp_path / f"f{i}.tns", *files[-1])
+    out = str(tmp_path / "out") + "/"
+    shape = list(SHAPE)
+    r = sptool.distributed.convert(str(tmp_path / "f*.tns"), out, shape=shape, client=client)
+    gi, gv = _read_all_k(out, 3)
+    assert np.array_equal(gi, np.concatenate([f[0] for f in files])) and np.array_equal(gv, np.concatenate(
+        [f[1] for f in files]))
+    assert r["parts"] == 5 and r["rows"] == sum(len(f[1]) for f in files) and r["shape"] == shape
+    for i in range(5):  # part i is file i as one machine converts it
+        local = str(tmp_path / f"local{i}.parquet")
+        sptool.convert(str(tmp_path / f"f{i}.tns"), local, shape=shape)
+        assert all(np.array_equal(a, b) for a, b in zip(_read_all_k(os.path.join(out, f"part-{i:06d}.parquet"), 3),
+                                                        _read_all_k(local, 3)))
+        assert sptool.open(os.path.join(out, f"part-{i:06d}.parquet")).meta.shape == sptool.open(local).meta.shape
+    with pytest.raises(sptool.DataError, match="give --shape"):  # each file's largest index differs
+        sptool.distributed.convert(str(tmp_path / "f[0134].tns"), str(tmp_path / "o2") + "/", client=client)
+    with pytest.raises(sptool.UsageError, match="--labels"):
+        sptool.distributed.convert(str(tmp_path / "f*.tns"), str(tmp_path / "o3") + "/", labels="l.npy",
+                                   client=client)
+    with pytest.raises(sptool.InputError, match="no file matches"):
+        sptool.distributed.convert(str(tmp_path / "none*.tns"), str(tmp_path / "o4") + "/", client=client)
+    assert not any(n.startswith(("o2", "o3", "o4", ".")) for n in os.listdir(tmp_path)), os.listdir(tmp_path)
+    res = CliRunner().invoke(cli, ["--scheduler", client.scheduler.address, "convert", str(tmp_path / "f*.tns"),
+                                   "--shape", "50,40,30", "-o", str(tmp_path / "cli") + "/"])
+    assert res.exit_code == 0 and "5 parts, 2 workers" in res.output, res.output

@@ -15,6 +15,7 @@ sptool`` and the command line never import Dask otherwise.
 from .add import add
 from .cluster import connect, dashboard_link, require_distributed, scheduler_of
 from .concat import concat
+from .convert import convert
 from .footers import info
 from .reduce import reduce
 from .reorder import reorder
@@ -28,8 +29,9 @@ from .validate import validate
 OPERATIONS = {"reorder": reorder, "add": add, "reduce": reduce, "concat": concat, "validate": validate,
               "info": info, "transpose": transpose, "reshape": reshape, "expand-dims": expand_dims,
               "retain": retain, "map": map_values, "mul": mul, "div": div,
-              "slice": slice_, "split": split, "todense": todense}
+              "slice": slice_, "split": split, "todense": todense,
+              "convert": convert}
 
 __all__ = ["connect", "dashboard_link", "require_distributed", "scheduler_of", "OPERATIONS", "reorder", "add", "reduce",
            "concat", "validate", "info", "transpose", "reshape", "expand_dims", "retain", "map_values", "mul", "div",
-           "slice_", "split", "todense"]
+           "slice_", "split", "todense", "convert"]
