@@ -303,3 +303,50 @@ def test_convert_many_files_on_a_cluster(client, tmp_path, rng):  # noqa: F811
     res = CliRunner().invoke(cli, ["--scheduler", client.scheduler.address, "convert", str(tmp_path / "f*.tns"),
                                    "--shape", "50,40,30", "-o", str(tmp_path / "cli") + "/"])
     assert res.exit_code == 0 and "5 parts, 2 workers" in res.output, res.output
+
+
+# -- matmul: sparse A by a dense B, output rows by key ranges, written into the shared .npy --------
+
+def _matrix_parts(path, rng, shape, n, parts, values):
+    idx = np.stack([rng.integers(0, s, n) for s in shape], axis=1)
+    idx = idx[rng.integers(0, n // 3, n)]  # repeated coordinates
+    val = rng.standard_normal(n) if values == "float" else rng.integers(-9, 9, n).astype(np.int64)
+    os.makedirs(path)
+    for i, rows in enumerate(np.array_split(np.arange(n), parts)):
+        sptool.write(sptool.SparseTensor(idx[rows], val[rows], shape), os.path.join(path, f"part-{i:06d}.parquet"))
+    dense = np.zeros(shape, dtype=val.dtype)
+    np.add.at(dense, tuple(idx.T), val)
+    return str(path) + "/", dense
+
+
+@pytest.mark.parametrize("values,dense_type,adjoint_a,adjoint_b", [
+    ("float", np.float64, False, False), ("float", np.float64, True, False), ("int", np.int64, False, True),
+    ("int", np.float32, False, False),  # int64 x float32 is float64: A's repeats are summed first
+])
+def test_matmul_sparse_dense_matches_numpy_and_one_machine(client, tiny, tmp_path, rng, values, dense_type,  # noqa: F811
+                                                           adjoint_a, adjoint_b):
+    src, a = _matrix_parts(tmp_path / "a", rng, (60, 45), 1500, 5, values)
+    a_op = a.T if adjoint_a else a
+    b = (rng.standard_normal((7, a_op.shape[1])) * 4).astype(dense_type)
+    if not adjoint_b:
+        b = np.ascontiguousarray(b.T)
+    np.save(tmp_path / "b.npy", b)
+    out, local = str(tmp_path / "ab.npy"), str(tmp_path / "local.npy")
+    kw = dict(adjoint_a=adjoint_a, adjoint_b=adjoint_b, memory=tiny)
+    r = sptool.distributed.matmul(src, str(tmp_path / "b.npy"), out, client=client, **kw)
+    sptool.matmul(src, str(tmp_path / "b.npy"), local, **kw)
+    got, want = np.load(out), a_op @ (b.T if adjoint_b else b)
+    assert got.dtype == np.load(local).dtype and np.array_equal(got.view(np.uint8), np.load(local).view(np.uint8))
+    assert np.allclose(got, want, rtol=1e-9, atol=1e-9) if got.dtype.kind == "f" else np.array_equal(got, want)
+    assert r["shape"] == list(want.shape) and r["parts"] > 1 and r["workers"] == 2
+    _no_leftovers(tmp_path, ["a", "b.npy", "ab.npy", "local.npy"])
+
+
+def test_matmul_on_a_cluster_refuses_what_it_does_not_split(client, tmp_path, rng):  # noqa: F811
+    src, a = _matrix_parts(tmp_path / "a", rng, (20, 10), 100, 2, "float")
+    np.save(tmp_path / "b.npy", np.ones((11, 3)))
+    with pytest.raises(sptool.ShapeMismatch, match="inner dimensions"):
+        sptool.distributed.matmul(src, str(tmp_path / "b.npy"), str(tmp_path / "o.npy"), client=client)
+    with pytest.raises(sptool.UsageError, match="sparse A by a dense B"):
+        sptool.distributed.matmul(src, src, str(tmp_path / "o") + "/", client=client)
+    _no_leftovers(tmp_path, ["a", "b.npy"])

@@ -13,7 +13,7 @@ from ..errors import UsageError
 # from there, so that the command line loads sptool.distributed only for a scheduler).
 DISTRIBUTED = {"reorder", "reduce", "add", "validate", "info", "concat", "transpose", "reshape", "expand-dims",
                "retain", "map", "mul", "div", "slice",
-               "split", "todense", "convert"}
+               "split", "todense", "convert", "matmul"}
 ENV_VAR = "SPTOOL_SCHEDULER"
 
 RUNS_DISTRIBUTED = ("Cluster: given --scheduler (before the command name) or $SPTOOL_SCHEDULER, this runs on "

@@ -17,6 +17,7 @@ from .cluster import connect, dashboard_link, require_distributed, scheduler_of
 from .concat import concat
 from .convert import convert
 from .footers import info
+from .matmul import matmul
 from .reduce import reduce
 from .reorder import reorder
 from .rowwise import div, expand_dims, map_values, mul, reshape, retain, transpose
@@ -30,8 +31,9 @@ OPERATIONS = {"reorder": reorder, "add": add, "reduce": reduce, "concat": concat
               "info": info, "transpose": transpose, "reshape": reshape, "expand-dims": expand_dims,
               "retain": retain, "map": map_values, "mul": mul, "div": div,
               "slice": slice_, "split": split, "todense": todense,
-              "convert": convert}
+              "convert": convert, "matmul": matmul}
 
 __all__ = ["connect", "dashboard_link", "require_distributed", "scheduler_of", "OPERATIONS", "reorder", "add", "reduce",
            "concat", "validate", "info", "transpose", "reshape", "expand_dims", "retain", "map_values", "mul", "div",
-           "slice_", "split", "todense", "convert"]
+           "slice_", "split", "todense", "convert",
+           "matmul"]

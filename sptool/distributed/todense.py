@@ -3,27 +3,22 @@ file (a sparse file: header, then holes that read as zeros); the rows are shuffl
 ranges of the row-major order (ranges.py), which are runs of consecutive cells, so each task
 owns a region of the file no other task writes: it sorts its range and writes the cells its rows
 reach with pwrite (stream.dense.BlockScatter), duplicates summed in input order as on one machine.
-The driver renames the file into place when every task is done (removes it otherwise).
+The driver renames the file into place when every task is done (npyfile.py).
 
 Cells no row reaches stay the file's zeros, so the fill value must be 0; string and binary
 values (two passes, a width) stay on one machine."""
 
 from __future__ import annotations
 
-import os
 from functools import partial
 
-import numpy as np
-
-from .._memory import Budget, budget_of, peak_rss
+from .._memory import Budget, budget_of
 from ..errors import UsageError
-from ..io import AtomicTarget, batch_keys, batch_values
+from ..io import batch_keys, batch_values
 from ..stream.dense import BlockScatter, check_dense_size, dense_dtype, is_zero
 from ..stream.order import ClaimCheck, sorted_batches
-from .cluster import worker_count
-from .partdir import PartDirectory
-from .pieces import pieces_of, shared_copy
-from .ranges import operand_meta, range_map
+from .npyfile import by_regions, shared_npy
+from .ranges import operand_meta
 
 
 def scatter_range(src, _part: str, *, npy: str, offset: int, dtype, budget: Budget, tmp_dir, unique: bool,
@@ -49,12 +44,6 @@ def scatter_range(src, _part: str, *, npy: str, offset: int, dtype, budget: Budg
     return scatter.rows
 
 
-def scatter_task(fn, sources: list, output: str) -> tuple:
-    """``fn`` on one range (a task): range_task's triple, the range's metadata standing for a part's."""
-    rows = fn(*sources, output)
-    return rows, sources[0].meta.with_(nnz=rows), peak_rss()
-
-
 def todense(path: str, output: str, *, client, default_value=None, validate: bool = True, memory=None,
             progress=None) -> dict:
     """``sptool.todense`` on the cluster of ``client``, into the .npy ``output`` on shared storage
@@ -72,25 +61,10 @@ def todense(path: str, output: str, *, client, default_value=None, validate: boo
     dtype = dense_dtype(meta)
     nbytes = check_dense_size(meta.shape, dtype, output)
     budget = budget_of(memory)
-    target = AtomicTarget(output, is_dir=False)
-    try:
-        offset = np.lib.format.open_memmap(target.tmp, mode="w+", dtype=dtype, shape=tuple(meta.shape)).offset
-        folder, name = os.path.split(os.path.abspath(output))
-        scratch = PartDirectory(os.path.join(folder, f".{name}.scratch") + "/")  # on the shared storage
-        try:
-            src = shared_copy(path, os.path.join(scratch.scratch("inputs"), "operand-0.parquet"), budget)
-            workers = worker_count(client)
-            pieces = pieces_of(src, workers)
-            fn = partial(scatter_range, npy=target.tmp, offset=offset, dtype=dtype, budget=budget, tmp_dir=None,
-                         unique=validate and meta.unique, path=path)
-            outcome = range_map(client, [(pieces, meta.with_(sort_order=(), unique=False))], range(meta.sparse_ndim),
-                                fn, scratch, ranges=max(len(pieces), workers), budget=budget, progress=progress,
-                                task=scatter_task)
-        finally:
-            scratch.abort()  # nothing in it is kept
-    except BaseException:
-        target.abort()
-        raise
-    target.commit()
+    with shared_npy(output, meta.shape, dtype) as (npy, offset, scratch):
+        fn = partial(scatter_range, npy=npy, offset=offset, dtype=dtype, budget=budget, tmp_dir=None,
+                     unique=validate and meta.unique, path=path)
+        outcome = by_regions(client, path, meta, range(meta.sparse_ndim), fn, scratch, budget=budget,
+                             progress=progress)
     return {"rows": meta.nnz, "shape": list(meta.shape), "dtype": str(dtype), "bytes": nbytes, "parts": outcome.parts,
             "workers": outcome.workers, "peak_worker_memory": outcome.peak_worker_memory}
