@@ -17,8 +17,8 @@ DISTRIBUTED = {"reorder", "reduce", "add", "validate", "info", "concat", "transp
 ENV_VAR = "SPTOOL_SCHEDULER"
 
 RUNS_DISTRIBUTED = ("Cluster: given --scheduler (before the command name) or $SPTOOL_SCHEDULER, this runs on "
-                    "a Dask cluster over files every worker sees, writing a part directory (-o DIR/); --memory "
-                    "is then each task's budget on its worker.")
+                    "a Dask cluster over files every worker sees, writing a part directory (-o DIR/; a dense "
+                    "output: a .npy there); --memory is then each task's budget on its worker.")
 ONE_MACHINE = "Cluster: runs on one machine only; refuses --scheduler (and $SPTOOL_SCHEDULER)."
 
 
