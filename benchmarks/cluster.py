@@ -22,7 +22,7 @@ _clusters: dict = {}
 
 
 # What each cluster's workers import before timing (a cluster in use has its libraries loaded).
-WARM = {"sptool": ["sptool.distributed.reorder", "sptool.ops.reduce", "sptool.ops.add"],
+WARM = {"sptool": ["sptool.distributed.reorder", "sptool.distributed.reduce", "sptool.distributed.add"],
         "dask": ["dask.dataframe", "pandas", "pyarrow.parquet"]}
 
 

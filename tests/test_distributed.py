@@ -24,6 +24,7 @@ from command_examples import ROOT, env_with_sptool, in_workdir
 from pty_terminal import cursor_restored, run_in_terminal
 
 import sptool
+import sptool.distributed
 from sptool.cli import cli
 
 distributed = pytest.importorskip("distributed")
@@ -117,7 +118,7 @@ def _same_as_local(tmp_path, dist_out, local_out):
 def test_reorder_keep_matches_numpy_and_one_machine(client, tiny, tmp_path, rng, order, kind):
     src, idx, val = _dataset(tmp_path, rng, skew=0.8 if kind == "skewed" else 0.0)
     out = str(tmp_path / "out") + "/"
-    r = sptool.reorder(src, out, order=order, memory=tiny, client=client)
+    r = sptool.distributed.reorder(src, out, order=order, memory=tiny, client=client)
     want_order = order or (0, 1, 2)
     oi, ov = _oracle_sorted(idx, val, want_order)
     gi, gv = _read_all(out)
@@ -136,7 +137,7 @@ def test_reorder_keep_matches_numpy_and_one_machine(client, tiny, tmp_path, rng,
 def test_reorder_duplicates_matches_one_machine(client, tiny, tmp_path, rng, policy):
     src, idx, val = _dataset(tmp_path, rng, dup_pool=300, skew=0.3)
     out = str(tmp_path / "out") + "/"
-    r = sptool.reorder(src, out, duplicates=policy, memory=tiny, client=client)
+    r = sptool.distributed.reorder(src, out, duplicates=policy, memory=tiny, client=client)
     local = str(tmp_path / "local.parquet")
     sptool.reorder(src, local, duplicates=policy, memory=tiny)
     _same_as_local(tmp_path, out, local)
@@ -160,7 +161,7 @@ def test_reorder_of_one_file_split_by_row_group(client, tiny, tmp_path, rng):
     sptool.write(sptool.SparseTensor(idx, val, SHAPE), src, batch_rows=100)
     assert pq.ParquetFile(src).metadata.num_row_groups > 4
     out = str(tmp_path / "out") + "/"
-    r = sptool.reorder(src, out, order=(1, 2, 0), memory=tiny, client=client)
+    r = sptool.distributed.reorder(src, out, order=(1, 2, 0), memory=tiny, client=client)
     oi, ov = _oracle_sorted(idx, val, (1, 2, 0))
     gi, gv = _read_all(out)
     assert np.array_equal(gi, oi) and np.array_equal(gv, ov)
@@ -172,15 +173,15 @@ def test_reorder_of_an_arrow_stream_file(client, tiny, tmp_path, rng):
     src = str(tmp_path / "in.arrows")
     sptool.write(sptool.SparseTensor(idx, val, SHAPE), src)
     out = str(tmp_path / "out") + "/"
-    r = sptool.reorder(src, out, order=(2, 1, 0), memory=tiny, client=client)
+    r = sptool.distributed.reorder(src, out, order=(2, 1, 0), memory=tiny, client=client)
     oi, ov = _oracle_sorted(idx, val, (2, 1, 0))
     gi, gv = _read_all(out)
     assert np.array_equal(gi, oi) and np.array_equal(gv, ov) and r["parts"] > 1
     _no_leftovers(tmp_path, ["in.arrows", "out"])
     with pytest.raises(sptool.UsageError, match="not stdin"):
-        sptool.reorder("-", str(tmp_path / "o2") + "/", client=client)
+        sptool.distributed.reorder("-", str(tmp_path / "o2") + "/", client=client)
     with pytest.raises(sptool.UsageError, match="not a SparseTensor"):
-        sptool.reorder(sptool.SparseTensor(idx, val, SHAPE), str(tmp_path / "o2") + "/", client=client)
+        sptool.distributed.reorder(sptool.SparseTensor(idx, val, SHAPE), str(tmp_path / "o2") + "/", client=client)
 
 
 def test_reorder_with_keys_wider_than_64_bits(client, tiny, tmp_path, rng):
@@ -193,7 +194,7 @@ def test_reorder_with_keys_wider_than_64_bits(client, tiny, tmp_path, rng):
     for i, part in enumerate(np.array_split(np.arange(1200), 4)):
         sptool.write(sptool.SparseTensor(idx[part], val[part], shape), str(tmp_path / "in" / f"part-{i:06d}.parquet"))
     out = str(tmp_path / "out") + "/"
-    r = sptool.reorder(str(tmp_path / "in"), out, memory=tiny, client=client)
+    r = sptool.distributed.reorder(str(tmp_path / "in"), out, memory=tiny, client=client)
     oi, ov = _oracle_sorted(idx, val, (0, 1, 2))
     gi, gv = _read_all(out)
     assert np.array_equal(gi, oi) and np.array_equal(gv, ov) and r["parts"] > 1
@@ -202,7 +203,7 @@ def test_reorder_with_keys_wider_than_64_bits(client, tiny, tmp_path, rng):
 def test_reorder_of_an_empty_tensor(client, tiny, tmp_path):
     src = _write_parts(tmp_path / "in", [np.empty((0, 3), np.int64)] * 2, [np.empty(0)] * 2)
     out = str(tmp_path / "out") + "/"
-    r = sptool.reorder(src, out, memory=tiny, client=client)
+    r = sptool.distributed.reorder(src, out, memory=tiny, client=client)
     assert r["rows_out"] == 0 and os.listdir(out) == ["part-000000.parquet"]
     assert sptool.open(out).meta.shape == SHAPE and sptool.open(out).meta.nnz == 0
 
@@ -216,7 +217,7 @@ def test_bad_part_fails_and_leaves_nothing(client, tiny, tmp_path, rng):
     pq.write_table(table.set_column(1, "indices_1", pa.array(cols)), bad)
     out = str(tmp_path / "out") + "/"
     with pytest.raises(sptool.DataError, match="part-000001.parquet"):
-        sptool.reorder(src, out, memory=tiny, client=client)
+        sptool.distributed.reorder(src, out, memory=tiny, client=client)
     _no_leftovers(tmp_path, ["in"])
 
 
@@ -228,7 +229,7 @@ def test_worker_killed_during_reorder(client, tiny, tmp_path, rng):
 
     def job():
         try:
-            result.update(sptool.reorder(src, out, duplicates="sum", memory=tiny, client=client))
+            result.update(sptool.distributed.reorder(src, out, duplicates="sum", memory=tiny, client=client))
         except BaseException as e:  # noqa: BLE001 - reported by the assertion below
             error.append(e)
 
@@ -274,7 +275,7 @@ def _oracle_reduced(idx, val, axes, keepdims, fn):
 def test_reduce_matches_numpy_and_one_machine(client, tiny, tmp_path, rng, op, axis, keepdims, values):
     src, idx, val = _dataset(tmp_path, rng, skew=0.4, values=values, dup_pool=800)
     out = str(tmp_path / "out") + "/"
-    r = sptool.reduce(src, out, op=op, axis=axis, keepdims=keepdims, memory=tiny, client=client)
+    r = sptool.distributed.reduce(src, out, op=op, axis=axis, keepdims=keepdims, memory=tiny, client=client)
     local = str(tmp_path / "local.parquet")
     sptool.reduce(src, local, op=op, axis=axis, keepdims=keepdims, memory=tiny)
     axes = [axis] if isinstance(axis, int) else axis
@@ -298,7 +299,7 @@ def test_reduce_matches_numpy_and_one_machine(client, tiny, tmp_path, rng, op, a
 def test_reduce_to_a_scalar_is_refused_on_a_cluster(client, tmp_path, rng):
     src, _, _ = _dataset(tmp_path, rng)
     with pytest.raises(sptool.UsageError, match="keep a sparse dimension"):
-        sptool.reduce(src, str(tmp_path / "out") + "/", op="sum", axis=[0, 1, 2], client=client)
+        sptool.distributed.reduce(src, str(tmp_path / "out") + "/", op="sum", axis=[0, 1, 2], client=client)
     _no_leftovers(tmp_path, ["in"])
 
 
@@ -307,7 +308,7 @@ def test_add_matches_numpy_and_one_machine(client, tiny, tmp_path, rng, values, 
     a, ia, va = _dataset(tmp_path / "a", rng, values=values, dup_pool=400)
     b, ib, vb = _dataset(tmp_path / "b", rng, n=2000, parts=4, values=values, skew=0.5)
     out = str(tmp_path / "out") + "/"
-    r = sptool.add(a, b, out, thresh=thresh, memory=tiny, client=client)
+    r = sptool.distributed.add(a, b, out, thresh=thresh, memory=tiny, client=client)
     local = str(tmp_path / "local.parquet")
     sptool.add(a, b, local, thresh=thresh, memory=tiny)
     _same_as_local(tmp_path, out, local)
@@ -330,7 +331,7 @@ def _flat(keys):
 def test_add_refuses_what_does_not_split(client, tmp_path, rng):
     a, _, _ = _dataset(tmp_path, rng)
     with pytest.raises(sptool.UsageError, match="on a cluster, add"):
-        sptool.add(a, scalar=2, output=str(tmp_path / "out") + "/", client=client)
+        sptool.distributed.add(a, scalar=2, output=str(tmp_path / "out") + "/", client=client)
 
 
 def _unique_copy(path, idx, val):
@@ -371,7 +372,7 @@ def test_cli_scheduler_from_the_environment(client, tiny, tmp_path, rng, monkeyp
 
 
 def test_cli_refusals(client, tmp_path):
-    res = CliRunner().invoke(cli, ["--scheduler", client.scheduler.address, "transpose",
+    res = CliRunner().invoke(cli, ["--scheduler", client.scheduler.address, "softmax",
                                    f"{SAMPLES}/tensor3d.parquet", "-o", str(tmp_path / "t.parquet")])
     assert res.exit_code == 2 and "does not run on a cluster" in res.output
     assert not os.path.exists(tmp_path / "t.parquet")
@@ -381,7 +382,7 @@ def test_cli_refusals(client, tmp_path):
     res = CliRunner().invoke(cli, ["--scheduler", "nonsense", "reorder", f"{SAMPLES}/unsorted.parquet", "-o",
                                    str(tmp_path / "d/")])
     assert res.exit_code == 2 and "tcp://HOST:PORT" in res.output
-    assert "Cluster: runs on one machine only" in CliRunner().invoke(cli, ["transpose", "--help"]).output
+    assert "Cluster: runs on one machine only" in CliRunner().invoke(cli, ["softmax", "--help"]).output
     assert "Cluster: given --scheduler" in CliRunner().invoke(cli, ["reorder", "--help"]).output
 
 
@@ -423,6 +424,7 @@ def test_readme_cluster_example(client, tmp_path):
 NO_DASK = """
 import sys
 import sptool
+import sptool.distributed
 from sptool.cli import cli
 out = sys.argv[1]
 sptool.reorder("sample_data/unsorted.parquet", out + "/a.parquet")
@@ -502,7 +504,7 @@ def broken_dir(tmp_path, rng):
 def test_validate_on_a_cluster_equals_one_machine(client, broken_dir, mode):
     path, shuffled = broken_dir
     local = sptool.validate(path, memory="16MiB", **mode).as_dict()
-    dist = sptool.validate(path, memory="16MiB", client=client, **mode).as_dict()
+    dist = sptool.distributed.validate(path, memory="16MiB", client=client, **mode).as_dict()
     assert dist == local
     codes = [c["code"] for c in dist["checks"]]
     for code in ("W_STRAY_FILE", "E_PART_METADATA_MISMATCH", "E_NOT_PARQUET", "W_PART_NAME"):
@@ -521,7 +523,7 @@ def test_validate_of_a_valid_directory_on_a_cluster(client, tmp_path, rng):
     d = tmp_path / "ok"
     d.mkdir()
     n = [_canonical_part(str(d / f"part-{i:06d}.parquet"), rng, 150).shape[0] for i in range(5)]
-    dist = sptool.validate(str(d) + "/", client=client)
+    dist = sptool.distributed.validate(str(d) + "/", client=client)
     assert dist.as_dict() == sptool.validate(str(d) + "/").as_dict()
     assert dist.valid and dist.nnz == sum(n)
 
@@ -543,7 +545,7 @@ def test_cli_validate_on_the_scheduler(client, broken_dir):
 def test_info_on_a_cluster_equals_one_machine(client, tiny, tmp_path, rng, scan):
     src, idx, val = _dataset(tmp_path, rng)
     local = sptool.info(src, scan=scan, histogram=1 if scan else None, memory=tiny)
-    dist = sptool.info(src, scan=scan, histogram=1 if scan else None, memory=tiny, client=client)
+    dist = sptool.distributed.info(src, scan=scan, histogram=1 if scan else None, memory=tiny, client=client)
     assert dist == local
     assert dist["nnz"] == len(idx) and dist["parts"] == 6
     assert dist["min_index"] == idx.min(axis=0).tolist() and dist["max_index"] == idx.max(axis=0).tolist()
@@ -583,7 +585,7 @@ def test_concat_matches_numpy_and_one_machine(client, tiny, tmp_path, rng, axis)
     a, ai, av = _dataset(tmp_path / "a", rng, skew=0.5)
     b, bi, bv = _dataset(tmp_path / "b", rng, n=2000, dup_pool=300)
     out = str(tmp_path / "out") + "/"
-    r = sptool.concat([a, b], out, axis=axis, memory=tiny, client=client)
+    r = sptool.distributed.concat([a, b], out, axis=axis, memory=tiny, client=client)
     shifted = bi.copy()
     shifted[:, axis] += SHAPE[axis]
     oi, ov = _oracle_sorted(np.concatenate([ai, shifted]), np.concatenate([av, bv]), (0, 1, 2))
@@ -605,7 +607,8 @@ def test_concat_of_unique_inputs_stays_unique_on_a_cluster(client, tiny, tmp_pat
     ai = _canonical_part(str(d / "a.parquet"), rng, 500)
     bi = _canonical_part(str(d / "b.parquet"), rng, 500)
     out = str(tmp_path / "out") + "/"
-    r = sptool.concat([str(d / "a.parquet"), str(d / "b.parquet")], out, axis=2, memory=tiny, client=client)
+    r = sptool.distributed.concat([str(d / "a.parquet"), str(d / "b.parquet")], out, axis=2, memory=tiny,
+                                  client=client)
     assert r["unique"] and r["canonical"] and all(m.unique for m in _part_metas(out))
     shifted = bi.copy()
     shifted[:, 2] += SHAPE[2]
@@ -638,7 +641,7 @@ def test_reduce_by_partials_matches_numpy_and_one_machine(client, tiny, tmp_path
     src, idx, val = _unique_parts(tmp_path, rng, seam_repeat=seam_repeat)
     assert all(m.unique for m in _part_metas(src))
     out = str(tmp_path / "out") + "/"
-    r = sptool.reduce(src, out, op=op, axis=1, memory=tiny, client=client)
+    r = sptool.distributed.reduce(src, out, op=op, axis=1, memory=tiny, client=client)
     # sum splits always; the others only when the seams show no coordinate on two parts.
     assert r["strategy"] == ("ranges" if seam_repeat and op != "sum" else "partials")
     local = str(tmp_path / "local.parquet")
@@ -661,7 +664,7 @@ def test_reduce_integer_sum_of_repeats_by_partials(client, tiny, tmp_path, rng):
     src, idx, val = _dataset(tmp_path, rng, dup_pool=500, skew=0.3)
     for op, strategy in (("sum", "partials"), ("max", "ranges")):
         out = str(tmp_path / f"out-{op}") + "/"
-        r = sptool.reduce(src, out, op=op, axis=[0, 2], keepdims=True, memory=tiny, client=client)
+        r = sptool.distributed.reduce(src, out, op=op, axis=[0, 2], keepdims=True, memory=tiny, client=client)
         assert r["strategy"] == strategy
         local = str(tmp_path / f"local-{op}.parquet")
         sptool.reduce(src, local, op=op, axis=[0, 2], keepdims=True, memory=tiny)
@@ -693,7 +696,7 @@ def test_add_of_sorted_parts_on_a_cluster(client, tiny, tmp_path, rng):
     a, ai, av = _unique_parts(tmp_path / "a", rng)
     b, bi, bv = _unique_parts(tmp_path / "b", rng)
     out = str(tmp_path / "out") + "/"
-    sptool.add(a, b, out, memory=tiny, client=client)
+    sptool.distributed.add(a, b, out, memory=tiny, client=client)
     keys, sums = _oracle_summed(np.concatenate([ai, bi]), np.concatenate([av, bv]))
     gi, gv = _read_all_k(out, 3)
     assert np.array_equal(gi, keys) and np.array_equal(gv, sums)
@@ -708,7 +711,7 @@ def test_float_reduce_of_sorted_parts_is_bitwise_one_machines(client, tiny, tmp_
     machine reduces it (every range sorted), so the sums agree to the bit."""
     src, idx, val = _unique_parts(tmp_path, rng, n=20000, values="float")
     out = str(tmp_path / "out") + "/"
-    r = sptool.reduce(src, out, op="sum", axis=1, memory=tiny, client=client)
+    r = sptool.distributed.reduce(src, out, op="sum", axis=1, memory=tiny, client=client)
     local = str(tmp_path / "local.parquet")
     sptool.reduce(src, local, op="sum", axis=1, memory=tiny)
     assert r["strategy"] == "ranges"

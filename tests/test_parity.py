@@ -15,7 +15,9 @@ import click
 import pytest
 
 import sptool
+import sptool.distributed
 from sptool.cli import COMMANDS, cli
+from sptool.cli._cluster import DISTRIBUTED
 
 # Command name -> public function name, where "replace - with _" is not the rule.
 FUNCTION_NAMES = {
@@ -56,10 +58,17 @@ RENAMED = {
 # API parameters that are not meant to be reachable from the command line.
 API_ONLY_COMMON = {
     "progress": "a progress sink object; the command line passes its own bar (and --quiet turns it off)",
-    "client": "a distributed.Client; the command line makes one from the global --scheduler",
+    "client": "sptool.distributed's functions take a distributed.Client; the command line makes one from the "
+              "global --scheduler",
 }
 # (command, API parameter name) -> reason.  Empty: every keyword-only parameter has its option.
 API_ONLY: dict[tuple[str, str], str] = {}
+
+# (command, parameter of its sptool.distributed function) -> reason: cluster-only tuning.
+DISTRIBUTED_ONLY = {
+    ("reorder", "ranges"): "the number of key ranges (parts); the command line takes the default, one per input "
+                           "piece and at least one per worker",
+}
 
 # Real gaps: not exceptions, failing tests.  (command, direction) -> reason.
 GAPS: dict[tuple[str, str], str] = {}
@@ -136,6 +145,23 @@ def test_api_keywords_are_reachable_from_cli(command_name):
     assert not problems, "\n".join(problems)
 
 
+@pytest.mark.parametrize("command_name", sorted(DISTRIBUTED))
+def test_distributed_functions_take_the_commands_parameters(command_name):
+    """What a command calls given --scheduler (sptool.distributed's function for it) takes the same
+    options and arguments as the op it replaces, plus the client."""
+    func = sptool.distributed.OPERATIONS[command_name]
+    command = command_for(command_name)
+    problems = missing_in_api(command_name, command, func) + [
+        p for p in unreachable_from_cli(command_name, command, func)
+        if not any(f"..., {name}=)" in p for c, name in DISTRIBUTED_ONLY if c == command_name)]
+    assert not problems, "\n".join(problems)
+    assert inspect.signature(func).parameters["client"].kind is inspect.Parameter.KEYWORD_ONLY
+
+
+def test_the_commands_with_a_scheduler_are_the_distributed_functions():
+    assert DISTRIBUTED == set(sptool.distributed.OPERATIONS)
+
+
 def test_exception_tables_are_not_stale():
     """Every exception names a command param and API parameter that exist, so the tables shrink
     when the surface changes instead of silently excusing nothing."""
@@ -146,6 +172,8 @@ def test_exception_tables_are_not_stale():
         assert target in inspect.signature(function_for(name)).parameters, (name, target)
     for (name, param), _reason in API_ONLY.items():
         assert param in inspect.signature(function_for(name)).parameters, (name, param)
+    for (name, param), _reason in DISTRIBUTED_ONLY.items():
+        assert param in inspect.signature(sptool.distributed.OPERATIONS[name]).parameters, (name, param)
     for name in FUNCTION_NAMES:
         assert name in COMMANDS, name
     for name, _direction in GAPS:

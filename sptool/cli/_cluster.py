@@ -5,16 +5,20 @@ from __future__ import annotations
 
 import contextlib
 import os
+from functools import partial
 
 from ..errors import UsageError
 
-# Commands with a distributed driver in sptool.distributed.
-DISTRIBUTED = {"reorder", "reduce", "add", "validate", "info", "concat"}
+# Commands with a distributed driver: the keys of sptool.distributed.OPERATIONS (not imported
+# from there, so that the command line loads sptool.distributed only for a scheduler).
+DISTRIBUTED = {"reorder", "reduce", "add", "validate", "info", "concat", "transpose", "reshape", "expand-dims",
+               "retain", "map", "mul", "div", "slice",
+               "split", "todense", "convert", "matmul"}
 ENV_VAR = "SPTOOL_SCHEDULER"
 
 RUNS_DISTRIBUTED = ("Cluster: given --scheduler (before the command name) or $SPTOOL_SCHEDULER, this runs on "
-                    "a Dask cluster over files every worker sees, writing a part directory (-o DIR/); --memory "
-                    "is then each task's budget on its worker.")
+                    "a Dask cluster over files every worker sees, writing a part directory (-o DIR/; a dense "
+                    "output: a .npy there); --memory is then each task's budget on its worker.")
 ONE_MACHINE = "Cluster: runs on one machine only; refuses --scheduler (and $SPTOOL_SCHEDULER)."
 
 
@@ -54,11 +58,34 @@ def cluster(obj: dict, quiet: bool):
         yield client
 
 
-def cluster_extra(result: dict) -> str:
-    """The summary line's account of a cluster run (nothing for a local one)."""
+def operation(name: str, local, client):
+    """What command ``name`` calls: its op ``local`` without a client, else sptool.distributed's
+    function for it, bound to the client (same arguments)."""
+    if client is None:
+        return local
+    from ..distributed import OPERATIONS
+
+    return partial(OPERATIONS[name], client=client)
+
+
+def run_job(name: str, local, opts: dict, obj: dict, *args, **kw):
+    """Command ``name`` run under its progress bar: its op ``local``, or, given a scheduler, its
+    cluster function; (the result, the Job for the summary line)."""
+    from ._console import Job
+
+    with cluster(obj, opts["quiet"]) as client:
+        job = Job(name, quiet=opts["quiet"])
+        try:
+            return operation(name, local, client)(*args, progress=job, **kw), job
+        finally:
+            job.stop()
+
+
+def cluster_extra(result: dict, before: str = "") -> str:
+    """The summary line's account of a cluster run (nothing for a local one), after ``before``."""
     if not isinstance(result, dict) or "workers" not in result:
-        return ""
+        return before
     from .._memory import format_size
 
-    return (f"{result['parts']} parts, {result['workers']} workers, peak worker memory "
-            f"{format_size(result['peak_worker_memory'])}")
+    return ", ".join(filter(None, [before, f"{result['parts']} parts, {result['workers']} workers, peak worker "
+                                           f"memory {format_size(result['peak_worker_memory'])}"]))

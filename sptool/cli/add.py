@@ -6,7 +6,7 @@ import click
 
 from .._memory import format_size
 from ..ops.add import add as add_op
-from ._cluster import cluster, cluster_extra
+from ._cluster import cluster, cluster_extra, operation
 from ._console import Job
 from ._options import common_options, input_argument, output_option, settings, tmp_dir_option
 
@@ -54,8 +54,8 @@ def add(ctx, a, b, output, thresh, prune, scalar, tmp_dir):
     with cluster(ctx.obj, opts["quiet"]) as client:
         job = Job("add", quiet=opts["quiet"])
         try:
-            r = add_op(a, b, output, scalar=scalar, thresh=thresh, prune=prune, memory=opts["memory"],
-                       tmp_dir=tmp_dir, progress=job, client=client)
+            r = operation("add", add_op, client)(a, b, output, scalar=scalar, thresh=thresh, prune=prune,
+                                                 memory=opts["memory"], tmp_dir=tmp_dir, progress=job)
         finally:
             job.stop()
     if "bytes" in r:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import click
 
 from ..ops.concat import concat as concat_op
-from ._cluster import cluster, cluster_extra
+from ._cluster import cluster, cluster_extra, operation
 from ._console import Job
 from ._options import common_options, output_option, settings, tmp_dir_option
 
@@ -42,8 +42,9 @@ def concat(ctx, tensors, axis, expand_nonconcat, output, tmp_dir):
     with cluster(ctx.obj, opts["quiet"]) as client:
         job = Job("concat", quiet=opts["quiet"])
         try:
-            r = concat_op(list(tensors), output, axis=axis, expand_nonconcat=expand_nonconcat, memory=opts["memory"],
-                          tmp_dir=tmp_dir, progress=job, client=client)
+            r = operation("concat", concat_op, client)(list(tensors), output, axis=axis,
+                                                       expand_nonconcat=expand_nonconcat, memory=opts["memory"],
+                                                       tmp_dir=tmp_dir, progress=job)
         finally:
             job.stop()
     job.summary(result=r, rows_out=r["rows_out"], extra=", ".join(filter(None, [f"shape {r['shape']}",

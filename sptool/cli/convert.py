@@ -6,7 +6,7 @@ import click
 
 from ..converters import FORMATS
 from ..ops.convert import convert as convert_op
-from ._console import Job
+from ._cluster import cluster_extra, run_job
 from ._options import common_options, parse_scalar, settings
 from ._tfrecord_options import tfrecord_options
 
@@ -74,6 +74,8 @@ def convert(ctx, src, dst, from_format, to_format, shape, value_type, fill_value
     inputs claim no order; symmetric, skew-symmetric and hermitian .mtx files are expanded
     to both triangles; a .mtx pattern becomes bool. Floats are written in their shortest
     round-trip form. Bad lines are errors naming the file and line; nothing is written.
+    On a cluster (--scheduler) SRC may be a glob pattern ('data/*.tns'): each file is
+    converted by its own task into a part of the output directory (-o DIR/).
 
     svmlight reads as scikit-learn's load_svmlight_file: a [lines, features] matrix
     sorted row-major (explicit zeros kept, empty lines giving empty rows); ids unsorted
@@ -135,22 +137,18 @@ def convert(ctx, src, dst, from_format, to_format, shape, value_type, fill_value
       sptool convert /tmp/tensor3d.bsp.h5 -o /tmp/tensor3d-back.parquet
     """
     opts = settings(ctx)
-    job = Job("convert", quiet=opts["quiet"])
-    try:
-        result = convert_op(src, dst, from_format=from_format, to_format=to_format, shape=shape,
-                            value_type=value_type, fill_value=parse_scalar(fill_value),
-                            index_base=None if index_base is None else int(index_base),
-                            zero_based=zero_based, n_features=n_features, labels=labels, multilabel=multilabel,
-                            query_id=query_id, strict=strict, index_columns=index_columns,
-                            values_column=values_column, plain=plain, dimension_names=dimension_names,
-                            label_key=label_key, rows=rows, height=height, memory=opts["memory"], progress=job,
-                            **tfrecord)
-    finally:
-        job.stop()
+    result, job = run_job("convert", convert_op, opts, ctx.obj, src, dst, from_format=from_format,
+                          to_format=to_format, shape=shape, value_type=value_type, fill_value=parse_scalar(fill_value),
+                          index_base=None if index_base is None else int(index_base),
+                          zero_based=zero_based, n_features=n_features, labels=labels, multilabel=multilabel,
+                          query_id=query_id, strict=strict, index_columns=index_columns,
+                          values_column=values_column, plain=plain, dimension_names=dimension_names,
+                          label_key=label_key, rows=rows, height=height, memory=opts["memory"], **tfrecord)
     where = "stdout" if dst == "-" else dst
     job.summary(result=result, rows_out=result["rows"],
-                extra=f"wrote {where} ({result['to']}, shape {result['shape']}, {result['value_type']})"
-                + "".join(f"; {note}" for note in result.get("notes", [])))
+                extra=cluster_extra(result, f"wrote {where} ({result['to']}, shape {result['shape']}, "
+                                            f"{result['value_type']})"
+                                    + "".join(f"; {note}" for note in result.get("notes", []))))
 
 
 def register(cli):

@@ -5,7 +5,7 @@ from __future__ import annotations
 import click
 
 from ..ops.expand_dims import expand_dims as expand_dims_op
-from ._console import Job
+from ._cluster import cluster_extra, run_job
 from ._options import common_options, input_argument, output_option, settings
 
 
@@ -30,12 +30,8 @@ def expand_dims(ctx, tensor, output, axis):
       sptool expand-dims sample_data/matrix_a.parquet --axis 0 -o /tmp/expanded.parquet
     """
     opts = settings(ctx)
-    job = Job("expand-dims", quiet=opts["quiet"])
-    try:
-        r = expand_dims_op(tensor, output, axis=axis, memory=opts["memory"], progress=job)
-    finally:
-        job.stop()
-    job.summary(result=r, rows_out=r["rows"], extra=f"shape {r['shape']}", output=output)
+    r, job = run_job("expand-dims", expand_dims_op, opts, ctx.obj, tensor, output, axis=axis, memory=opts["memory"])
+    job.summary(result=r, rows_out=r["rows"], extra=cluster_extra(r, f"shape {r['shape']}"), output=output)
 
 
 def register(cli):

@@ -11,7 +11,7 @@ from .._memory import format_size
 from ..format import index_column
 from ..ops.info import head as head_op
 from ..ops.info import info as info_op
-from ._cluster import cluster
+from ._cluster import cluster, operation
 from ._console import Job, out
 from ._options import common_options, input_argument, settings
 
@@ -47,7 +47,8 @@ def info(ctx, tensor, as_json, scan, histogram):
     with cluster(ctx.obj, opts["quiet"] or as_json) as client:
         job = Job("info", quiet=opts["quiet"] or not (scan or histogram is not None))
         try:
-            d = info_op(tensor, scan=scan, histogram=histogram, memory=opts["memory"], progress=job, client=client)
+            d = operation("info", info_op, client)(tensor, scan=scan, histogram=histogram, memory=opts["memory"],
+                                                   progress=job)
         finally:
             job.stop()
     if as_json:

@@ -6,7 +6,7 @@ import click
 
 from ..ops.map_values import FUNCTIONS
 from ..ops.map_values import map_values as map_op
-from ._console import Job
+from ._cluster import cluster_extra, run_job
 from ._options import common_options, input_argument, output_option, settings, tmp_dir_option
 
 
@@ -41,14 +41,10 @@ def map_(ctx, tensor, fn, allow_fill_change, output, tmp_dir):
       sptool map sample_data/matrix_a.parquet --fn exp --allow-fill-change -o /tmp/exp.parquet
     """
     opts = settings(ctx)
-    job = Job("map", quiet=opts["quiet"])
-    try:
-        r = map_op(tensor, output, fn=fn, allow_fill_change=allow_fill_change, memory=opts["memory"],
-                   tmp_dir=tmp_dir, progress=job)
-    finally:
-        job.stop()
-    job.summary(result=r, rows_out=r["rows_out"], extra=f"{r['value_type']}, fill value {r['fill_value']!r}",
-                output=output)
+    r, job = run_job("map", map_op, opts, ctx.obj, tensor, output, fn=fn, allow_fill_change=allow_fill_change,
+                     memory=opts["memory"], tmp_dir=tmp_dir)
+    extra = cluster_extra(r, f"{r['value_type']}, fill value {r['fill_value']!r}")
+    job.summary(result=r, rows_out=r["rows_out"], extra=extra, output=output)
 
 
 def register(cli):

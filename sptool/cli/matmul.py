@@ -6,7 +6,7 @@ import click
 
 from .._memory import format_size
 from ..ops.matmul import matmul as matmul_op
-from ._console import Job
+from ._cluster import cluster_extra, run_job
 from ._options import common_options, input_argument, output_option, settings, tmp_dir_option
 
 
@@ -39,7 +39,9 @@ def matmul(ctx, a, b, output, adjoint_a, adjoint_b, tmp_dir):
     and the dense output are memory maps. Sparse x sparse sorts A by rows within --memory
     (spilling to --tmp-dir) and holds B in memory when it fits in half of --memory; a bigger B
     is taken in slabs that do (A is read once per slab). B's column count must stay small
-    enough for two dense rows of it in a quarter of --memory.
+    enough for two dense rows of it in a quarter of --memory. On a cluster (--scheduler),
+    sparse A x dense B only: A's entries go by ranges of output rows, each task writing its
+    rows into the .npy on shared storage (B is read there by every worker).
 
     \b
     Example:
@@ -47,14 +49,11 @@ def matmul(ctx, a, b, output, adjoint_a, adjoint_b, tmp_dir):
       sptool matmul sample_data/matrix_a.parquet sample_data/matrix_b.parquet --adjoint-b -o /tmp/abt.parquet
     """
     opts = settings(ctx)
-    job = Job("matmul", quiet=opts["quiet"])
-    try:
-        r = matmul_op(a, b, output, adjoint_a=adjoint_a, adjoint_b=adjoint_b, memory=opts["memory"],
-                      tmp_dir=tmp_dir, progress=job)
-    finally:
-        job.stop()
+    r, job = run_job("matmul", matmul_op, opts, ctx.obj, a, b, output, adjoint_a=adjoint_a, adjoint_b=adjoint_b,
+                     memory=opts["memory"], tmp_dir=tmp_dir)
     if r["output"] == "dense":
-        job.summary(result=r, extra=f"wrote {output} ({r['dtype']}, {format_size(r['bytes'])}), shape {r['shape']}")
+        job.summary(result=r, extra=cluster_extra(r, f"wrote {output} ({r['dtype']}, {format_size(r['bytes'])}), "
+                                                     f"shape {r['shape']}"))
     else:
         job.summary(result=r, rows_out=r["rows_out"], extra=f"shape {r['shape']}", output=output)
 

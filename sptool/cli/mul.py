@@ -6,18 +6,14 @@ import click
 
 from ..ops.mul import div as div_op
 from ..ops.mul import mul as mul_op
-from ._console import Job
+from ._cluster import cluster_extra, run_job
 from ._options import common_options, input_argument, output_option, settings
 
 
 def _run(ctx, name, op, tensor, dense, output):
     opts = settings(ctx)
-    job = Job(name, quiet=opts["quiet"])
-    try:
-        r = op(tensor, dense, output, memory=opts["memory"], progress=job)
-    finally:
-        job.stop()
-    job.summary(result=r, rows_out=r["rows"], extra=r["value_type"], output=output)
+    r, job = run_job(name, op, opts, ctx.obj, tensor, dense, output, memory=opts["memory"])
+    job.summary(result=r, rows_out=r["rows"], extra=cluster_extra(r, r["value_type"]), output=output)
 
 
 @click.command("mul")

@@ -10,7 +10,7 @@ import click
 from ..errors import UsageError
 from ..ops.reduce import OPS
 from ..ops.reduce import reduce as reduce_op
-from ._cluster import cluster, cluster_extra
+from ._cluster import cluster, cluster_extra, operation
 from ._console import Job
 from ._options import INT_LIST, common_options, input_argument, parse_scalar, settings, tmp_dir_option
 
@@ -67,9 +67,9 @@ def reduce(ctx, tensor, op, axes, keepdims, empty_value, output, as_json, tmp_di
     with cluster(ctx.obj, opts["quiet"]) as client:
         job = Job("reduce", quiet=opts["quiet"] or (axis is None and not keepdims))
         try:
-            r = reduce_op(tensor, "-" if output is None else output, op=op, axis=axis, keepdims=keepdims,
-                          empty_value=parse_scalar(empty_value),
-                          memory=opts["memory"], tmp_dir=tmp_dir, progress=job, client=client)
+            r = operation("reduce", reduce_op, client)(tensor, "-" if output is None else output, op=op, axis=axis,
+                                                       keepdims=keepdims, empty_value=parse_scalar(empty_value),
+                                                       memory=opts["memory"], tmp_dir=tmp_dir, progress=job)
         finally:
             job.stop()
     if not isinstance(r, dict):

@@ -6,7 +6,7 @@ import click
 
 from ..ops.reorder import reorder as reorder_op
 from ..stream.duplicates import POLICIES
-from ._cluster import cluster, cluster_extra
+from ._cluster import cluster, cluster_extra, operation
 from ._console import Job
 from ._options import INT_LIST, common_options, input_argument, output_option, settings, tmp_dir_option
 
@@ -40,8 +40,8 @@ def reorder(ctx, tensor, output, order, duplicates, tmp_dir):
     with cluster(ctx.obj, opts["quiet"]) as client:
         job = Job("reorder", quiet=opts["quiet"])
         try:
-            r = reorder_op(tensor, output, order=order, duplicates=duplicates, memory=opts["memory"], tmp_dir=tmp_dir,
-                           progress=job, client=client)
+            r = operation("reorder", reorder_op, client)(tensor, output, order=order, duplicates=duplicates,
+                                                         memory=opts["memory"], tmp_dir=tmp_dir, progress=job)
         finally:
             job.stop()
     job.summary(result=r, rows_out=r["rows_out"], output=output, extra=cluster_extra(r))

@@ -5,7 +5,7 @@ from __future__ import annotations
 import click
 
 from ..ops.reshape import reshape as reshape_op
-from ._console import Job
+from ._cluster import cluster_extra, run_job
 from ._options import INT_LIST, common_options, input_argument, output_option, settings
 
 
@@ -31,12 +31,8 @@ def reshape(ctx, tensor, output, shape):
       sptool reshape sample_data/tensor3d.parquet --shape 1200,-1 -o /tmp/reshaped.parquet
     """
     opts = settings(ctx)
-    job = Job("reshape", quiet=opts["quiet"])
-    try:
-        r = reshape_op(tensor, output, shape=shape, memory=opts["memory"], progress=job)
-    finally:
-        job.stop()
-    job.summary(result=r, rows_out=r["rows"], extra=f"shape {r['shape']}", output=output)
+    r, job = run_job("reshape", reshape_op, opts, ctx.obj, tensor, output, shape=shape, memory=opts["memory"])
+    job.summary(result=r, rows_out=r["rows"], extra=cluster_extra(r, f"shape {r['shape']}"), output=output)
 
 
 def register(cli):

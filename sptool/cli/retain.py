@@ -6,7 +6,7 @@ import click
 
 from ..errors import UsageError
 from ..ops.retain import retain as retain_op
-from ._console import Job
+from ._cluster import cluster_extra, run_job
 from ._options import common_options, input_argument, output_option, settings
 
 
@@ -30,7 +30,8 @@ def retain(ctx, tensor, output, mask, where):
     over the dense block of a hybrid tensor (needed there: values is a block).
     It is parsed, never run as Python. Binary values take --mask only.
 
-    Memory: one pass in batches within --memory; the mask is memory-mapped.
+    Memory: one pass in batches within --memory; the mask is memory-mapped. On a cluster
+    (--scheduler) each part is filtered by its own task, with --where only.
 
     \b
     Example:
@@ -39,12 +40,9 @@ def retain(ctx, tensor, output, mask, where):
     opts = settings(ctx)
     if (mask is None) == (where is None):
         raise UsageError("give exactly one of --mask M.npy and --where EXPR")
-    job = Job("retain", quiet=opts["quiet"])
-    try:
-        r = retain_op(tensor, output, mask=mask, where=where, memory=opts["memory"], progress=job)
-    finally:
-        job.stop()
-    job.summary(result=r, rows_out=r["rows_out"], output=output)
+    r, job = run_job("retain", retain_op, opts, ctx.obj, tensor, output, mask=mask, where=where,
+                     memory=opts["memory"])
+    job.summary(result=r, rows_out=r["rows_out"], extra=cluster_extra(r), output=output)
 
 
 def register(cli):

@@ -6,7 +6,7 @@ import click
 
 from .._memory import format_size
 from ..ops.slice import slice_ as slice_op
-from ._console import Job
+from ._cluster import cluster_extra, run_job
 from ._options import INT_LIST, common_options, input_argument, output_option, settings
 
 
@@ -29,23 +29,20 @@ def slice_cmd(ctx, tensor, start, size, output):
 
     Memory: one streaming pass in batches. From a Parquet file or directory only the row
     groups whose min/max statistics overlap the box are read, so a small box out of a sorted
-    file reads a small part of it.
+    file reads a small part of it. On a cluster the footers of a directory's parts are read
+    in parallel and each part with such row groups is sliced by its own task.
 
     \b
     Example:
       sptool slice sample_data/tensor3d.parquet --start 10,0,5 --size 5,-1,10 -o /tmp/box.parquet
     """
     opts = settings(ctx)
-    job = Job("slice", quiet=opts["quiet"])
-    try:
-        r = slice_op(tensor, output, start=start, size=size, memory=opts["memory"], progress=job)
-    finally:
-        job.stop()
+    r, job = run_job("slice", slice_op, opts, ctx.obj, tensor, output, start=start, size=size, memory=opts["memory"])
     extra = f"shape {r['shape']}"
     if r["row_groups_total"] is not None:
         extra += (f", read {r['row_groups_read']}/{r['row_groups_total']} row groups "
                   f"({format_size(r['bytes_read'])} of {format_size(r['bytes_total'])})")
-    job.summary(result=r, rows_out=r["rows_out"], extra=extra, output=output)
+    job.summary(result=r, rows_out=r["rows_out"], extra=cluster_extra(r, extra), output=output)
 
 
 def register(cli):

@@ -5,7 +5,7 @@ from __future__ import annotations
 import click
 
 from ..ops.split import split as split_op
-from ._console import Job
+from ._cluster import cluster_extra, run_job
 from ._options import common_options, input_argument, settings
 
 
@@ -27,19 +27,18 @@ def split(ctx, tensor, axis, num, output):
     piece fails, no piece is left behind.
 
     Memory: one streaming pass; all N outputs are written at once, their row groups sized
-    so that the N buffers together stay within --memory.
+    so that the N buffers together stay within --memory. On a cluster (--scheduler) the
+    pattern names directories (-o out-{i}/): each input part is split by its own task,
+    and its share of piece i becomes a part of directory i.
 
     \b
     Example:
       sptool split sample_data/tensor3d.parquet --axis 0 --num 4 -o /tmp/piece-{i}.parquet
     """
     opts = settings(ctx)
-    job = Job("split", quiet=opts["quiet"])
-    try:
-        r = split_op(tensor, output, axis=axis, num=num, memory=opts["memory"], progress=job)
-    finally:
-        job.stop()
-    job.summary(result=r, rows_out=sum(r["rows"]), extra=f"{len(r['outputs'])} pieces", output=output)
+    r, job = run_job("split", split_op, opts, ctx.obj, tensor, output, axis=axis, num=num, memory=opts["memory"])
+    job.summary(result=r, rows_out=sum(r["rows"]), extra=cluster_extra(r, f"{len(r['outputs'])} pieces"),
+                output=output)
 
 
 def register(cli):

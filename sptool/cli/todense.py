@@ -6,7 +6,7 @@ import click
 
 from .._memory import format_size
 from ..ops.todense import todense as todense_op
-from ._console import Job
+from ._cluster import cluster_extra, run_job
 from ._options import common_options, input_argument, parse_scalar, settings
 
 
@@ -27,21 +27,19 @@ def todense(ctx, tensor, output, default_value, validate):
 
     Memory: the .npy is written through a memory map, so it may be larger than
     --memory; a size that overflows int64 or exceeds the free disk is refused before
-    anything is written.
+    anything is written. On a cluster (--scheduler) the .npy goes on storage every worker
+    sees: the rows are shuffled into runs of consecutive cells and each task writes its own
+    run's cells into the preallocated file; the fill value must then be 0.
 
     \b
     Example:
       sptool todense sample_data/tensor3d.parquet -o /tmp/tensor3d.npy
     """
     opts = settings(ctx)
-    job = Job("todense", quiet=opts["quiet"])
-    dv = parse_scalar(default_value)
-    try:
-        result = todense_op(tensor, output, default_value=dv, validate=validate, memory=opts["memory"],
-                            progress=job)
-    finally:
-        job.stop()
-    job.summary(result=result, extra=f"wrote {output} ({result['dtype']}, {format_size(result['bytes'])})")
+    result, job = run_job("todense", todense_op, opts, ctx.obj, tensor, output,
+                          default_value=parse_scalar(default_value), validate=validate, memory=opts["memory"])
+    extra = f"wrote {output} ({result['dtype']}, {format_size(result['bytes'])})"
+    job.summary(result=result, extra=cluster_extra(result, extra))
 
 
 def register(cli):

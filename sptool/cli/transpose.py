@@ -5,7 +5,7 @@ from __future__ import annotations
 import click
 
 from ..ops.transpose import transpose as transpose_op
-from ._console import Job
+from ._cluster import cluster_extra, run_job
 from ._options import INT_LIST, common_options, input_argument, output_option, settings, tmp_dir_option
 
 
@@ -31,12 +31,9 @@ def transpose(ctx, tensor, output, perm, tmp_dir):
       sptool transpose sample_data/tensor3d.parquet --perm 2,0,1 -o /tmp/transposed.parquet
     """
     opts = settings(ctx)
-    job = Job("transpose", quiet=opts["quiet"])
-    try:
-        r = transpose_op(tensor, output, perm=perm, memory=opts["memory"], tmp_dir=tmp_dir, progress=job)
-    finally:
-        job.stop()
-    job.summary(result=r, rows_out=r["rows"], extra=f"shape {r['shape']}", output=output)
+    r, job = run_job("transpose", transpose_op, opts, ctx.obj, tensor, output, perm=perm, memory=opts["memory"],
+                     tmp_dir=tmp_dir)
+    job.summary(result=r, rows_out=r["rows"], extra=cluster_extra(r, f"shape {r['shape']}"), output=output)
 
 
 def register(cli):

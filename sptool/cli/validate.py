@@ -6,7 +6,7 @@ import click
 
 from ..errors import SptoolError
 from ..ops.validate import validate as validate_op
-from ._cluster import cluster
+from ._cluster import cluster, operation
 from ._console import Job, out
 from ._options import common_options, settings
 
@@ -54,8 +54,8 @@ def _validate_all(tensors, as_json, metadata_only, deep, strict, opts, client):
     for path in tensors:
         job = Job(f"validate {path}", quiet=opts["quiet"] or as_json)
         try:
-            report = validate_op(path, metadata_only=metadata_only, deep=deep, strict=strict, memory=opts["memory"],
-                                 progress=job, client=client)
+            report = operation("validate", validate_op, client)(path, metadata_only=metadata_only, deep=deep,
+                                                                strict=strict, memory=opts["memory"], progress=job)
         except SptoolError as e:
             # One unreadable tensor does not stop the others; its line says why, and the exit
             # code is the worst of all.

@@ -10,31 +10,37 @@ from functools import partial
 
 from .._memory import budget_of
 from ..errors import UsageError
+from ..ops.concat import concat as concat_one
+from ..ops.concat import plan_concat
 from .pieces import ShuffledSource
 from .ranges import on_ranges, operand_meta
 
 
-def concat_range(*sources_and_output, concat_one, unique: list[bool], **kw) -> None:
-    """One key range of every input concatenated by ``concat_one`` into the part at the last
-    argument (a task's op).  A range of a unique input is unique: its claim is kept, for the
+def concat_range(*sources_and_output, unique: list[bool], **kw) -> None:
+    """One key range of every input concatenated by the single-machine concat into the part at
+    the last argument (a task's op).  A range of a unique input is unique: its claim is kept, for the
     output's."""
     *sources, output = sources_and_output
     sources = [ShuffledSource(s.paths, s.meta.with_(unique=u)) for s, u in zip(sources, unique)]
     concat_one(sources, output, **kw)
 
 
-def concat(paths, output: str, *, client, concat_one, plan_concat, axis: int, expand_nonconcat: bool = False,
-           memory=None, tmp_dir: str | None = None, progress=None) -> dict:
+def concat(paths, output: str, *, client, axis: int, expand_nonconcat: bool = False, memory=None,
+           tmp_dir: str | None = None, progress=None) -> dict:
     """``sptool.concat`` on the Dask cluster of ``client``, written as a part directory whose
-    concatenated parts are the single-machine output; ``concat_one`` and ``plan_concat`` are
-    ops.concat's (handed down: this package does not import the ops)."""
+    concatenated parts are the single-machine output."""
+    if isinstance(paths, str):
+        paths = [paths]
+    paths = list(paths)
+    if not paths:
+        raise UsageError("concat needs at least one input tensor")
     budget = budget_of(memory)
     metas = [operand_meta(p) for p in paths]
     out_meta, axis, _ = plan_concat(metas, axis, expand_nonconcat)  # refused here, before any task
     if expand_nonconcat and any(m.shape[:axis] != metas[0].shape[:axis] for m in metas):
         raise UsageError("on a cluster, --expand-nonconcat needs the dimensions before the concat axis to agree "
                          "(they key the ranges)")
-    fn = partial(concat_range, concat_one=concat_one, unique=[m.unique for m in metas], axis=axis,
+    fn = partial(concat_range, unique=[m.unique for m in metas], axis=axis,
                  expand_nonconcat=expand_nonconcat, memory=budget, tmp_dir=tmp_dir)
     r = on_ranges(client, fn, list(paths), output, order=tuple(range(axis)), memory=budget, progress=progress,
                   ranges=1 if axis == 0 else None)

@@ -5,13 +5,15 @@ no more; rows, if an op reads them, are read here from the files themselves."""
 
 from __future__ import annotations
 
+import contextlib
 from dataclasses import dataclass
 
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from .._memory import peak_rss
-from ..io import ParquetSource, Part, open_dataset, open_parquet, read_part
+from .._memory import budget_of, peak_rss
+from ..io import ParquetSource, Part, locate, open_dataset, open_input, open_parquet, read_part
+from ..ops.info import summary
 from .progress import follow
 from .ranges import Outcome
 
@@ -45,3 +47,14 @@ def open_directory(client, path: str) -> ParquetSource:
         return [Part(p, f, meta) for p, (f, meta, _) in zip(paths, read)]
 
     return open_dataset(path, read_parts)
+
+
+def info(path: str, *, client, scan: bool = False, histogram: int | None = None, memory=None, progress=None) -> dict:
+    """``sptool.info`` with the footers of a part directory read in parallel on the cluster of
+    ``client``: the same summary.  Rows, when read (``scan``, ``histogram``), are read here."""
+    budget_of(memory)  # a bad --memory is refused before any task, as on one machine
+    if isinstance(path, str) and locate(path) == "dir":
+        opened = contextlib.nullcontext(open_directory(client, path))
+    else:
+        opened = open_input(path)
+    return summary(path, opened, scan=scan, histogram=histogram, memory=memory, progress=progress)

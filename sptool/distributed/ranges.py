@@ -140,11 +140,12 @@ def splitters_of(samples: list[np.ndarray], ranges: int) -> np.ndarray:
 
 
 def range_map(client, operands: list[tuple[list[Piece], TensorMeta]], order, fn, out: PartDirectory, *,
-              ranges: int, budget: Budget, progress=None) -> Outcome:
+              ranges: int, budget: Budget, progress=None, task=range_task) -> Outcome:
     """Shuffle the rows of every operand (its pieces, in order, and its metadata, whose
     sort_order and unique claims must hold for the pieces concatenated) into key ranges of the
-    dimensions ``order``, and write part i of ``out`` as ``fn(*range i of each operand, path)``;
-    empty ranges make no part, and an empty input one part of empty operands."""
+    dimensions ``order``, and write part i of ``out`` as ``fn(*range i of each operand, path)``
+    (run by ``task``, which returns range_task's triple); empty ranges make no part, and an
+    empty input one part of empty operands."""
     order = tuple(order)
     # The key's extents must agree (the other dimensions are the op's business: concat's differ).
     shape = [operands[0][1].shape[d] for d in order]
@@ -179,7 +180,7 @@ def range_map(client, operands: list[tuple[list[Piece], TensorMeta]], order, fn,
                      for (_, meta), root, n in zip(operands, roots, per_operand)])
     if progress:
         progress.restart()
-    futures = [client.submit(range_task, fn, sources, out.part(i), pure=False) for i, sources in enumerate(jobs)]
+    futures = [client.submit(task, fn, sources, out.part(i), pure=False) for i, sources in enumerate(jobs)]
     done = follow(client, futures, outcome, progress=progress, rows=[int(per_range[r]) for r in filled])
     outcome.results = [r for r, _, _ in done]
     outcome.part_metas = [m for _, m, _ in done]

@@ -25,14 +25,17 @@ from functools import partial
 
 import numpy as np
 
-from .._memory import Budget, budget_of, peak_rss
+from .._memory import Budget, budget_of
+from ..errors import UsageError
 from ..io import open_source, part_name
+from ..ops.reduce import Axes, Reduce, check_op, result_dtype
+from ..ops.reduce import reduce as reduce_one
 from ..stream.engine import run
 from .cluster import worker_count
+from .maps import each_piece
 from .partdir import PartDirectory, check_output
-from .pieces import PieceSource, pieces_of, refuse_stdin, shared_copy
-from .progress import follow
-from .ranges import Outcome, range_map
+from .pieces import pieces_of, refuse_stdin
+from .ranges import on_ranges, operand_meta, range_map
 from .seams import dataset_claims
 
 ORDER_FREE = {"sum": "iu", "prod": "iu", "max": "iu", "min": "iu", "count": None}  # op -> value kinds
@@ -48,11 +51,10 @@ def splits(meta, op: str, result_dtype) -> bool:
                              np.dtype(result_dtype).kind in kinds)
 
 
-def reduce_piece(step, piece, output: str, budget: Budget, tmp_dir) -> tuple:
-    """One piece's partial reduction written to ``output`` (a task): (its rows, peak memory)."""
-    src = PieceSource(piece)
+def reduce_piece(step, src, output: str, *, budget: Budget, tmp_dir) -> None:
+    """One piece's partial reduction written to ``output`` (a task's op)."""
     step.check(src.meta)
-    return step.map_part(src, output, budget=budget, tmp_dir=tmp_dir).nnz, peak_rss()
+    step.map_part(src, output, budget=budget, tmp_dir=tmp_dir)
 
 
 def combine_range(src, output: str, *, step, budget: Budget, tmp_dir) -> None:
@@ -64,8 +66,8 @@ def reduce_partials(path: str, meta, output: str, *, client, step, result_dtype,
                     progress=None) -> dict | None:
     """``sptool.reduce`` of the tensor at ``path`` (of metadata ``meta``) by partial reductions
     on the cluster of ``client`` (see the module docstring), or None when the reduction does not
-    split that way.  ``step`` is ops.reduce's ``Reduce`` (its Partwise split, handed down: this
-    package does not import the ops), ``result_dtype`` the result's type."""
+    split that way.  ``step`` is ops.reduce's ``Reduce`` (its Partwise split), ``result_dtype``
+    the result's type."""
     budget = budget_of(memory)
     check_output(output)
     op = step.op
@@ -79,15 +81,10 @@ def reduce_partials(path: str, meta, output: str, *, client, step, result_dtype,
     step.check(meta)
     workers = worker_count(client)
     with PartDirectory(output) as out:
-        path = shared_copy(path, os.path.join(out.scratch("inputs"), "operand-0.parquet"), budget)
-        pieces = pieces_of(path, workers)
-        outcome = Outcome(rows_in=sum(p.rows for p in pieces))
         partials = out.scratch("partials")
-        if progress:
-            progress.set_total(outcome.rows_in)
-        futures = [client.submit(reduce_piece, step, p, os.path.join(partials, part_name(i)), budget, tmp_dir,
-                                 pure=False) for i, p in enumerate(pieces)]
-        follow(client, futures, outcome, progress=progress, rows=[p.rows for p in pieces])
+        fn = partial(reduce_piece, step, budget=budget, tmp_dir=tmp_dir)
+        _, outcome = each_piece(client, fn, path, out, lambda i: os.path.join(partials, part_name(i)), budget=budget,
+                                progress=progress)
         with open_source(partials) as done:
             partial_meta = done.meta
         fn = partial(combine_range, step=step, budget=budget, tmp_dir=tmp_dir)
@@ -99,3 +96,30 @@ def reduce_partials(path: str, meta, output: str, *, client, step, result_dtype,
     del r["results"]
     return r
 
+
+
+def reduce(path: str, output: str, *, client, op: str, axis=None, keepdims: bool = False, empty_value=None,
+           memory=None, tmp_dir: str | None = None, progress=None) -> dict:
+    """``sptool.reduce`` on the Dask cluster of ``client``, to a sparse part directory: by partials
+    where the combination does not depend on the order of operations, otherwise the rows shuffled
+    into ranges of the kept dimensions and each range reduced by the single-machine reduce.  Either
+    way every op gives the single-machine result (float sums included)."""
+    meta = operand_meta(path)
+    check_op(op, meta)
+    plan = Axes(meta, op, axis, keepdims)
+    kept = [d for d in range(meta.sparse_ndim) if d not in plan.axes]
+    if plan.scalar or plan.K_out == 0:
+        raise UsageError("on a cluster, reduce writes a sparse part directory: keep a sparse dimension or pass "
+                         "--keepdims")
+    # Only sum adds up across pieces whatever the duplicates; the others are split only when
+    # the driver has found the rows unique.
+    step = Reduce(op, axis, keepdims, empty_value, unique=op != "sum")
+    r = reduce_partials(path, meta, output, client=client, step=step, result_dtype=result_dtype(meta, op),
+                        memory=memory, tmp_dir=tmp_dir, progress=progress)
+    if r is None:
+        fn = partial(reduce_one, op=op, axis=axis, keepdims=keepdims, empty_value=empty_value, memory=memory,
+                     tmp_dir=tmp_dir)
+        r = {**on_ranges(client, fn, [path], output, order=kept, memory=memory, progress=progress,
+                         claims=False), "strategy": "ranges"}
+        del r["results"]
+    return {"op": op, "axes": plan.axes, **r}

@@ -8,8 +8,6 @@ TensorFlow instead requires equal types; promotion gives the same answer wheneve
 
 from __future__ import annotations
 
-from functools import partial
-
 import numpy as np
 
 from .. import _linalg
@@ -170,7 +168,7 @@ def _add_scalar(t, b, output, given, thresholded: bool, *, memory, tmp_dir=None,
 # the command
 
 def add(a: str, b: str | None = None, output: str | None = None, *, scalar=None, thresh=0, prune: bool = False,
-        memory=None, tmp_dir: str | None = None, progress=None, client=None) -> dict:
+        memory=None, tmp_dir: str | None = None, progress=None) -> dict:
     """Add two tensors (TensorFlow's sparse.add).
 
     sparse + sparse → sparse, canonical (row-major sorted, unique): a streaming merge join of the
@@ -208,20 +206,9 @@ def add(a: str, b: str | None = None, output: str | None = None, *, scalar=None,
     >>> add("sample_data/matrix_a.parquet", scalar=0.5).nnz
     600
 
-    With ``client`` (a ``distributed.Client``) sparse + sparse runs on that Dask cluster: both
-    operands are shuffled into the same key ranges and each range is added as here, into a part
-    directory whose parts are key ranges.
+    ``sptool.distributed.add`` runs sparse + sparse on a Dask cluster, writing a part directory.
     """
     budget = budget_of(memory)
-    if client is not None:
-        from ..distributed.ranges import on_ranges, operand_meta
-
-        if scalar is not None or b is None or is_dense_path(a) or is_dense_path(b):
-            raise UsageError("on a cluster, add sums two sparse tensors (no --scalar or dense operand)")
-        order = range(operand_meta(a).sparse_ndim)
-        r = on_ranges(client, partial(add, thresh=thresh, prune=prune, memory=budget, tmp_dir=tmp_dir), [a, b],
-                      output, order=order, memory=budget, progress=progress)
-        return {**r, "dropped": sum(part["dropped"] for part in r.pop("results"))}
     if scalar is not None or b is None:
         return _add_scalar(a, b, output, scalar, thresh or prune, memory=budget, tmp_dir=tmp_dir, progress=progress)
     check_inputs([a, b])

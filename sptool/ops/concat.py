@@ -125,7 +125,7 @@ def _shifted(src, shifter: _Shifter, rows: int, progress, codec=None):
 
 
 def concat(paths, output: str | None, *, axis: int, expand_nonconcat: bool = False, memory=None,
-           tmp_dir: str | None = None, progress=None, client=None) -> dict:
+           tmp_dir: str | None = None, progress=None) -> dict:
     """Concatenate tensors along ``axis`` (TensorFlow's sparse.concat, incl. expand_nonconcat_dims).
 
     Indices along the axis are offset by the preceding inputs' sizes; with
@@ -140,20 +140,13 @@ def concat(paths, output: str | None, *, axis: int, expand_nonconcat: bool = Fal
     >>> concat(["sample_data/matrix_a.parquet", "sample_data/matrix_b.parquet"], out, axis=1)["shape"]
     [200, 300]
 
-    With ``client`` (a ``distributed.Client``) it runs on that Dask cluster and writes a part
-    directory: the inputs shuffled into ranges of the dimensions before ``axis``, each range
-    concatenated as here (see ``sptool.distributed.concat``).
+    ``sptool.distributed.concat`` runs it on a Dask cluster, writing a part directory.
     """
     if isinstance(paths, str):
         paths = [paths]
     paths = list(paths)
     if not paths:
         raise UsageError("concat needs at least one input tensor")
-    if client is not None:
-        from ..distributed.concat import concat as on_cluster
-
-        return on_cluster(paths, output, client=client, concat_one=concat, plan_concat=plan_concat, axis=axis,
-                          expand_nonconcat=expand_nonconcat, memory=memory, tmp_dir=tmp_dir, progress=progress)
     budget = budget_of(memory)
     with open_operands(paths, tmp_dir) as srcs:
         op = Concat(axis, expand_nonconcat)

@@ -6,7 +6,6 @@ counted.  head reads the first n rows and stops: a short read, not a pass."""
 
 from __future__ import annotations
 
-import contextlib
 import math
 import os
 
@@ -16,13 +15,12 @@ from .. import _kernels
 from .._memory import Budget, budget_of, format_size
 from ..errors import DataError, UsageError
 from ..format import encode_fill, index_column
-from ..io import ClosesOrAborts, ParquetSource, locate, open_input
+from ..io import ClosesOrAborts, ParquetSource, open_input
 from ..stream.axes import normalize_axes
 from ..stream.engine import Plan, StreamOp, run
 
 
-def info(path: str, *, scan: bool = False, histogram: int | None = None, memory=None, progress=None,
-         client=None) -> dict:
+def info(path: str, *, scan: bool = False, histogram: int | None = None, memory=None, progress=None) -> dict:
     """Summary of a tensor: shape, nnz, density, types, order flags, per-dimension ranges and
     storage.  Reads only footers unless ``scan`` (which reads the index columns once).
 
@@ -42,16 +40,15 @@ def info(path: str, *, scan: bool = False, histogram: int | None = None, memory=
     >>> info("sample_data/tensor3d.parquet")["shape"]
     [40, 30, 20]
 
-    With ``client`` (a ``distributed.Client``) the footers of a part directory are read in
-    parallel on that Dask cluster; the same summary.  Rows, when read (``scan``, ``histogram``),
-    are read here.
+    ``sptool.distributed.info`` reads the footers of a part directory on a Dask cluster.
     """
-    budget = budget_of(memory)
-    opened = open_input(path)
-    if client is not None and isinstance(path, str) and locate(path) == "dir":
-        from ..distributed.footers import open_directory
+    return summary(path, open_input(path), scan=scan, histogram=histogram, memory=memory, progress=progress)
 
-        opened = contextlib.nullcontext(open_directory(client, path))
+
+def summary(path, opened, *, scan: bool, histogram: int | None, memory, progress) -> dict:
+    """info of ``path``, whose source ``opened`` (a context) gives: sptool.distributed.info's
+    has the footers read on a cluster."""
+    budget = budget_of(memory)
     with opened as src:
         meta = src.meta
         K = meta.sparse_ndim

@@ -49,6 +49,14 @@ def gather(dense: np.ndarray, keys: np.ndarray, K: int) -> np.ndarray:
     return np.asarray(dense[index])
 
 
+def result_dtype(op: str, dtype: np.dtype, dense_dtype: np.dtype, number=None) -> np.dtype:
+    """The value type of ``op`` (mul or div) of values of ``dtype`` by a dense operand of
+    ``dense_dtype``, or by ``number``: a number promotes as NumPy's Python scalars do (float32 *
+    2.5 stays float32)."""
+    dtype = promote(dtype, dense_dtype) if number is None else np.result_type(dtype, number)
+    return truediv_dtype(dtype) if op == "div" else dtype
+
+
 def _cwise(op: str, t: str, d: str, output, *, memory=None, progress=None) -> dict:
     budget = budget_of(memory)
     check_inputs([t, d])
@@ -70,10 +78,7 @@ def _cwise(op: str, t: str, d: str, output, *, memory=None, progress=None) -> di
         require_zero_fill(meta, t, op)
         full = broadcast_plan(meta.shape, dense.shape)
         dview = dense.reshape(full)
-        # A number promotes as NumPy's Python scalars do (float32 * 2.5 stays float32).
-        dtype = promote(meta.dtype, dense.dtype) if number is None else np.result_type(meta.dtype, number)
-        if op == "div":
-            dtype = truediv_dtype(dtype)
+        dtype = result_dtype(op, meta.dtype, dense.dtype, number)
         src = summed_if_promoted(src, dtype)  # duplicates sum in the value type, before the cast
         sink = run(Cwise(op, dview, dtype, src.path), src, output, budget=budget, progress=progress)
         if output is None:

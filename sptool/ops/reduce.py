@@ -15,7 +15,6 @@ count once, with their sum as the value.
 from __future__ import annotations
 
 import math
-from functools import partial
 
 import numpy as np
 
@@ -134,7 +133,7 @@ def empty_value_for(empty_value, op, meta, dtype: np.dtype):
 # ---------------------------------------------------------------------------------------------
 
 def reduce(path: str, output: str | None = None, *, op: str, axis=None, keepdims: bool = False,
-           empty_value=None, memory=None, tmp_dir: str | None = None, progress=None, client=None):
+           empty_value=None, memory=None, tmp_dir: str | None = None, progress=None):
     """Reduce a tensor over ``axis`` (an int or a list; None: all axes) with ``op``: sum, max,
     min, prod, mean or count (TensorFlow's reduce_sum / reduce_max, plus the others).
 
@@ -164,37 +163,8 @@ def reduce(path: str, output: str | None = None, *, op: str, axis=None, keepdims
     >>> reduce("sample_data/tensor3d.parquet", out, op="max", axis=[0, -1])["shape"]
     [30]
 
-    With ``client`` (a ``distributed.Client``) the reduction runs on that Dask cluster, to a sparse
-    part directory: where the combination does not depend on the order of operations (integer
-    sum, prod, max, min; count; all but sum on rows known unique), each input piece is reduced on
-    its own and the partials combined; otherwise (floats, mean) the rows are shuffled into ranges
-    of the kept dimensions and each range reduced as here.  Either way every op gives the
-    single-machine result (float sums included): see ``sptool.distributed.reduce``.
+    ``sptool.distributed.reduce`` runs it on a Dask cluster, to a sparse part directory.
     """
-    if client is not None:
-        from ..distributed.ranges import on_ranges, operand_meta
-
-        meta = operand_meta(path)
-        check_op(op, meta)
-        plan = Axes(meta, op, axis, keepdims)
-        kept = [d for d in range(meta.sparse_ndim) if d not in plan.axes]
-        if plan.scalar or plan.K_out == 0:
-            raise UsageError("on a cluster, reduce writes a sparse part directory: keep a sparse dimension or pass "
-                             "--keepdims")
-        from ..distributed.reduce import reduce_partials
-
-        # Only sum adds up across pieces whatever the duplicates; the others are split only when
-        # the driver has found the rows unique.
-        step = Reduce(op, axis, keepdims, empty_value, unique=op != "sum")
-        r = reduce_partials(path, meta, output, client=client, step=step, result_dtype=result_dtype(meta, op),
-                            memory=memory, tmp_dir=tmp_dir, progress=progress)
-        if r is None:
-            fn = partial(reduce, op=op, axis=axis, keepdims=keepdims, empty_value=empty_value, memory=memory,
-                         tmp_dir=tmp_dir)
-            r = {**on_ranges(client, fn, [path], output, order=kept, memory=memory, progress=progress,
-                             claims=False), "strategy": "ranges"}
-            del r["results"]
-        return {"op": op, "axes": plan.axes, **r}
     dense_out = output is not None and output.endswith(".npy")
     if output == "-" and (axis is None and not keepdims):
         output = None  # a scalar result goes to stdout as text

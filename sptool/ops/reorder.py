@@ -10,7 +10,7 @@ from ..tensor import SparseTensor
 
 
 def reorder(path: str, output: str | None, *, order=None, duplicates: str = "keep", memory=None,
-            tmp_dir: str | None = None, progress=None, client=None) -> dict:
+            tmp_dir: str | None = None, progress=None) -> dict:
     """Sort a tensor's rows by ``order`` (default row-major: TensorFlow's reorder).
 
     ``duplicates``: keep (repeated coordinates stay adjacent, in input order), sum (the
@@ -24,14 +24,8 @@ def reorder(path: str, output: str | None, *, order=None, duplicates: str = "kee
     >>> reorder("sample_data/unsorted.parquet", out, duplicates="sum")["canonical"]
     True
 
-    With ``client`` (a ``distributed.Client``) the sort runs on that Dask cluster and writes a
-    part directory (see ``sptool.distributed.reorder``).
+    ``sptool.distributed.reorder`` runs the sort on a Dask cluster, writing a part directory.
     """
-    if client is not None:
-        from ..distributed.reorder import reorder as on_cluster
-
-        return on_cluster(path, output, client=client, order=order, duplicates=duplicates, memory=memory,
-                          tmp_dir=tmp_dir, progress=progress)
     budget = budget_of(memory)
     with open_input(path) as opened, known_shape(opened, tmp_dir) as src:
         rows_in = src.meta.nnz

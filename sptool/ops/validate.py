@@ -729,7 +729,7 @@ def _trailer(raw: bytes, ndim: int, add) -> dict:
 
 
 def validate(path: str, *, metadata_only: bool = False, deep: bool = False, strict: bool = False, memory=None,
-             progress=None, client=None) -> Report:
+             progress=None) -> Report:
     """Check a tensor (file, directory or stream) against every rule of formats/SPEC.md.
 
     Returns a Report; bad data never raises.  Only an input that cannot be opened at all
@@ -743,10 +743,16 @@ def validate(path: str, *, metadata_only: bool = False, deep: bool = False, stri
     >>> report.valid
     True
 
-    With ``client`` (a ``distributed.Client``) the parts of a directory are checked in parallel
-    on that Dask cluster, and the checks across parts run here: the same report (see
-    ``sptool.distributed.validate``).  A file or stream is one sequence of rows, checked here.
+    ``sptool.distributed.validate`` checks the parts of a directory on a Dask cluster.
     """
+    return checked_report(path, metadata_only=metadata_only, deep=deep, strict=strict, memory=memory,
+                          progress=progress)
+
+
+def checked_report(path: str, *, metadata_only: bool, deep: bool, strict: bool, memory, progress,
+           check_parts=None) -> Report:
+    """validate's Report; ``check_parts(path, names)``, when given, checks a directory's parts
+    (sptool.distributed.validate's checks them on a cluster)."""
     from ..errors import InputError
 
     target = path  # "-" for stdin, as the spec's report says
@@ -760,12 +766,6 @@ def validate(path: str, *, metadata_only: bool = False, deep: bool = False, stri
             raise InputError("stdin is a terminal; pipe an Arrow IPC stream into sptool or name a file", path="-")
         v.stream(sys.stdin.buffer, target)
     elif kind == "dir":
-        check_parts = None
-        if client is not None:
-            from ..distributed.validate import parts_checker
-
-            check_parts = parts_checker(client, check_part, metadata_only=metadata_only, deep=deep, strict=strict,
-                                        memory=memory, progress=progress)
         v.directory(path, check_parts)
     elif kind == "stream":
         with open(path, "rb") as f:

@@ -181,11 +181,13 @@ class SummedSource(TensorSource):
 def summed_if_promoted(src: TensorSource, dtype, *, tmp_dir: str | None = None) -> TensorSource:
     """``src`` itself when accumulating its values in ``dtype`` gives the format's answer (the rows
     are unique, or ``dtype`` is the value type and not bool); otherwise a SummedSource."""
-    meta = src.meta
+    return SummedSource(src, tmp_dir=tmp_dir) if sums_when_promoted(src.meta, dtype) else src
+
+
+def sums_when_promoted(meta, dtype) -> bool:
+    """Whether ``summed_if_promoted`` sums the duplicates of a tensor of ``meta`` for ``dtype``."""
     if meta.unique or meta.value_type in ("string", "binary"):
-        return src
-    if np.dtype(dtype) == meta.dtype and meta.value_type != "bool":
-        return src
-    return SummedSource(src, tmp_dir=tmp_dir)
+        return False
+    return np.dtype(dtype) != meta.dtype or meta.value_type == "bool"
 
 

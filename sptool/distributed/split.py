@@ -1,0 +1,55 @@
+"""split on a cluster, into part directories: every input piece split by its own task with the
+single-machine split (into its scratch), and piece j's share of output i moved into output
+directory i as its part j.  Output i's parts concatenated are the single-machine piece i, in
+input order; the directories are committed once every task is done (a failed task leaves none)."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+from functools import partial
+
+from .._memory import budget_of, peak_rss
+from ..io import part_name
+from ..ops.split import Split, piece_paths
+from ..ops.split import split as split_one
+from .maps import each_piece
+from .partdir import PartDirectory, check_output
+from .pieces import PieceSource
+from .ranges import operand_meta
+
+SHARE = "{i}.parquet"  # a task's pattern, in its own scratch directory
+
+
+def split_piece(fn, piece, pattern: str) -> tuple:
+    """``fn(piece source, pattern)`` on one piece (a task): (what fn returned, peak memory)."""
+    return fn(PieceSource(piece), pattern), peak_rss()
+
+
+def split(path: str, pattern: str, *, client, axis: int, num: int, memory=None, progress=None) -> dict:
+    """``sptool.split`` on the cluster of ``client``: ``pattern`` names part directories (``out-{i}/``),
+    output i holding piece i of the split, one part per input piece."""
+    budget = budget_of(memory)
+    Split(pattern, axis, num, budget).plan(operand_meta(path))  # a bad axis, num or pattern: before any task
+    outputs = piece_paths(pattern, int(num))
+    for output in outputs:
+        check_output(output)
+    one = partial(split_one, axis=axis, num=num, memory=budget)
+
+    with contextlib.ExitStack() as stack:
+        dirs = [stack.enter_context(PartDirectory(o)) for o in outputs]
+        scratch = dirs[0].scratch("split")
+
+        def shares(j: int) -> str:  # piece j's pattern
+            return os.path.join(scratch, part_name(j), SHARE)
+
+        done, outcome = each_piece(client, one, path, dirs[0], shares, budget=budget, progress=progress,
+                                   task=split_piece)
+        for j in range(len(done)):
+            for i, d in enumerate(dirs):
+                os.replace(piece_paths(shares(j), len(dirs))[i], d.part(j))
+        results = [r for r, _ in done]
+    rows = [sum(r["rows"][i] for r in results) for i in range(len(outputs))]
+    return {"outputs": outputs, "rows_in": outcome.rows_in, "rows": rows, "shapes": results[0]["shapes"],
+            "sort_order": results[0]["sort_order"], "unique": all(r["unique"] for r in results),
+            "parts": len(done), "workers": outcome.workers, "peak_worker_memory": outcome.peak_worker_memory}
