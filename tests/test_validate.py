@@ -183,3 +183,24 @@ def test_strict_requires_page_checksums(tmp_path):
     assert code == 0 and doc["valid"], doc
     assert sptool.validate(str(foreign), strict=True).codes == ["W_NO_PAGE_CHECKSUMS"]
     assert not sptool.validate(str(foreign), strict=True).ok(strict=True)
+
+
+def test_strict_reaches_the_parts_of_a_directory(tmp_path):
+    """--strict on a part directory checks each part's footer: a part rewritten by pyarrow
+    without page checksums (its own footer, read by pyarrow, is the oracle) fails strict mode
+    and only strict mode, locally and through the per-part check a cluster task runs."""
+    from sptool.ops.validate import check_part
+
+    d = tmp_path / "d"
+    sptool.write(sptool.SparseTensor(np.array([[0, 1], [1, 0], [2, 2]]), np.array([1.0, 2.0, 3.0]), (3, 3)),
+                 str(d) + "/")
+    part = d / "part-000000.parquet"
+    table = pq.read_table(str(part))
+    md = pq.read_metadata(str(part)).metadata
+    pq.write_table(table.replace_schema_metadata({b"sptool": md[b"sptool"]}), str(part),
+                   sorting_columns=[pq.SortingColumn(0), pq.SortingColumn(1)])
+    assert b"sptool.page_checksums" not in pq.read_metadata(str(part)).metadata
+    assert "W_NO_PAGE_CHECKSUMS" not in sptool.validate(str(d)).codes
+    assert "W_NO_PAGE_CHECKSUMS" in sptool.validate(str(d), strict=True).codes
+    one = check_part(str(d), part.name, metadata_only=False, deep=False, strict=True)
+    assert [p.code for p in one.problems] == ["W_NO_PAGE_CHECKSUMS"]

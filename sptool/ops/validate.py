@@ -619,7 +619,7 @@ class _Validator:
     def part(self, path: str, name: str) -> PartCheck:
         """Groups A, B and C of one part of the directory ``path``, on their own."""
         one = _Validator(self.report.target, metadata_only=self.metadata_only, deep=self.deep, budget=self.budget,
-                         progress=self.progress)
+                         progress=self.progress, strict=self.strict)
         if not CANONICAL_PART_NAME.match(name):
             one.add(Problem("W_PART_NAME", f"{name} does not match part-NNNNNN.parquet", {"part": name}))
         meta, schema = one.parquet(os.path.join(path, name), {"part": name})
