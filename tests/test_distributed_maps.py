@@ -12,6 +12,8 @@ import numpy as np
 import pyarrow.parquet as pq
 import pytest
 from click.testing import CliRunner
+from command_examples import ROOT
+from pty_terminal import cursor_restored, run_in_terminal
 from test_distributed import (
     SHAPE,
     _dataset,
@@ -350,3 +352,22 @@ def test_matmul_on_a_cluster_refuses_what_it_does_not_split(client, tmp_path, rn
     with pytest.raises(sptool.UsageError, match="sparse A by a dense B"):
         sptool.distributed.matmul(src, src, str(tmp_path / "o") + "/", client=client)
     _no_leftovers(tmp_path, ["a", "b.npy"])
+
+
+def test_cli_map_and_todense_in_a_terminal(tmp_path):
+    """Under a pseudo-terminal, a per-piece map and a .npy written by the tasks (--scheduler
+    local:2, its own cluster): the bar is drawn and taken down, the summary names the workers."""
+    out, dense = str(tmp_path / "m") + "/", str(tmp_path / "d.npy")
+    code, output = run_in_terminal(["sptool", "--scheduler", "local:2", "map", "sample_data/tensor3d.parquet",
+                                    "--fn", "square", "-o", out], cwd=ROOT, timeout=120)
+    text = output.decode("utf-8", "replace")
+    assert code == 0 and cursor_restored(output), text
+    assert "2 workers" in text and "float64, fill value" in text and "Traceback" not in text, text
+    code, output = run_in_terminal(["sptool", "--scheduler", "local:2", "todense", out, "-o", dense], cwd=ROOT,
+                                   timeout=120)
+    text = output.decode("utf-8", "replace")
+    assert code == 0 and cursor_restored(output) and "2 workers" in text and "Traceback" not in text, text
+    src = sptool.read(str(ROOT / "sample_data" / "tensor3d.parquet"))
+    want = np.zeros(src.shape)
+    np.add.at(want, tuple(src.indices.T), src.values)  # duplicates (if any) summed, then squared
+    assert np.allclose(np.load(dense), want ** 2, rtol=1e-12, atol=0)
