@@ -52,8 +52,8 @@ def splits(meta, op: str, result_dtype) -> bool:
 
 
 def reduce_piece(step, src, output: str, *, budget: Budget, tmp_dir) -> None:
-    """One piece's partial reduction written to ``output`` (a task's op)."""
-    step.check(src.meta)
+    """One piece's partial reduction written to ``output`` (a task's op; map_part checks the
+    piece's metadata)."""
     step.map_part(src, output, budget=budget, tmp_dir=tmp_dir)
 
 
