@@ -174,6 +174,11 @@ def test_kernels_match_their_numpy_reference(dtype):
         for x, y in zip(a, b):
             np.testing.assert_allclose(x, y, rtol=1e-6 if dtype == np.float32 else 1e-14, err_msg=name)
         assert not np.array_equal(a[0], base), name
+        # In place: a block of rows as both the table (rows 0 .. n-1) and the old contents.
+        blocks = [base[rows].copy()] + [state[rows].copy() for _ in range(n_state)]
+        getattr(_optim, name)(*blocks, np.arange(n, dtype=np.int64), grad, *blocks, *scalars)
+        for x, y in zip(blocks, b):
+            np.testing.assert_allclose(x, y[rows], rtol=1e-6 if dtype == np.float32 else 1e-14, err_msg=name)
     with pytest.raises(ValueError, match="outside"):
         _optim.sgd_rows(base, np.array([N], np.int64), grad[:1], grad[:1], 0.1)
     with pytest.raises(ValueError, match="must be"):

@@ -251,12 +251,13 @@ def _applied_record() -> bytes:
 
 
 def _replay(fd: int, blocks, arrays: list[np.ndarray], budget_bytes: int, pause=None):
-    """Write each block's rows into the (N, m) memory maps ``arrays``: read in slices of at most
-    ``budget_bytes`` into one reusable buffer, the maps' pages given back after each slice (a
-    row written through a map stays in RSS until then)."""
+    """Write each block's rows into the (N, m) memory maps ``arrays``: read in slices into one
+    reusable buffer, the maps' pages given back after each slice, the buffer and those pages
+    within ``budget_bytes``."""
     widths = [a.shape[1] * a.dtype.itemsize for a in arrays]
     row_bytes = 8 + sum(widths)
-    per = max(1, budget_bytes // row_bytes)
+    # A row written through a map holds its whole page in RSS until given back.
+    per = max(1, budget_bytes // (row_bytes + sum(max(w, mmap.PAGESIZE) for w in widths)))
     buf = np.empty(min(per, max((n for _, n in blocks), default=0)) * row_bytes, np.uint8)
     for pos, n in blocks:
         for lo in range(0, n, per):
@@ -340,19 +341,25 @@ def recover_journal(path: str, *, durable: bool = True, budget_bytes: int = 64 <
             raise DataError(e.message, path=path) from None
         finally:
             if isinstance(raw, mmap.mmap):
-                raw.close()
+                try:
+                    raw.close()
+                except BufferError:  # a view still held by a traceback or a profiler: the collector unmaps it
+                    pass
         if not committed:
             _remove(path, durable)
             return -1
-        arrays = _reopen(header, path)
         replayed = 0
         if not applied:
+            arrays = _reopen(header, path)
             _replay(f.fileno(), blocks, [a for _, a in arrays], budget_bytes, pause)
             replayed = sum(n for _, n in blocks)
+            del arrays
     if durable:
-        for p, _ in arrays:
-            _sync_file(p)
-    del arrays
+        for spec in header["arrays"]:
+            # Written by this boot: only synced, and an array removed since (a state reset) is
+            # left alone.
+            if os.path.exists(spec["path"]):
+                _sync_file(spec["path"])
     for p, text in header["files"].items():
         write_durably(p, text.encode(), durable=durable)
     _remove(path, durable)
