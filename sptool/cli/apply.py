@@ -70,8 +70,8 @@ def apply(ctx, table, gradients, optimizer, lr, state, initial_accumulator, eps,
     where the journal is written in one sequential piece (about 75 MB there).
     When apply returns, the update is durable (in the journal). The next apply on
     TABLE (or --recover) pays the checkpoint first: fdatasync of TABLE and the
-    state, whose writeback apply started as it returned (usually done by then),
-    then the journal is removed. A crash, SIGKILL or Ctrl-C at any moment leaves
+    state, whose dirty pages the OS writes back meanwhile in its own time (within
+    30 s by Linux's default), then the journal is removed. A crash, SIGKILL or Ctrl-C at any moment leaves
     TABLE and its state entirely old or entirely new after the next apply or
     --recover: a journal without a whole commit record is discarded (TABLE was
     never touched), a committed one is replayed (it holds the final contents of

@@ -29,12 +29,11 @@ from ..errors import DataError, InputError, ShapeMismatch, UsageError
 from ..io import batch_keys, batch_values, open_input
 from ..stream.dense import open_npy, release
 from ..stream.journal import (
-    FAULT_AROUND,
     RowJournal,
     as_rows,
+    file_offset,
     journal_path,
     recover_journal,
-    release_rows,
     write_durably,
 )
 from ..stream.order import sorted_batches
@@ -306,11 +305,9 @@ def _transaction(table, arr, sources, st: _State, params, budget, tmp_dir, progr
     # The working set: larger blocks than this gain nothing measurable, and a budget of a GiB
     # would otherwise hold hundreds of MB of rows and mapped pages at once.
     work = min(budget.usable // 4, WORK_BYTES)
-    # Rows are gathered from the maps a piece at a time, the piece's pages given back at once: a
-    # row read through a map holds up to FAULT_AROUND of it.  A chunk (its rows in each array, a
-    # copy of them for the kernel's input, each gradient's rows) is computed and journaled at a time.
-    piece = max(64, work // (len(maps) * max(width, FAULT_AROUND)))
-    chunk = max(piece, work // (8 + (2 * len(maps) + len(sources)) * width))
+    # A chunk (its rows in each array, read with pread, not through the maps; a copy of them for
+    # the kernel's input; each gradient's rows) is computed and journaled at a time.
+    chunk = max(256, work // (8 + (2 * len(maps) + len(sources)) * width))
     # Each gradient is read and summed within its share of the budget, and at most within
     # GRADIENT_BUDGET: bigger batches gain little here, and a gradient's row group read whole
     # at a budget of a GiB held about 4 times its size.
@@ -319,13 +316,15 @@ def _transaction(table, arr, sources, st: _State, params, budget, tmp_dir, progr
     streams = [_summed(src, share, tmp_dir, progress, m, arr.dtype) for src in sources]
     journal = RowJournal(journal_path(table), arrays, files, durable=durable)
     touched = 0
+    offsets = {}
     try:
+        for path, offset in map(file_offset, maps):
+            offsets[os.open(path, os.O_RDONLY)] = offset
+        fds = list(offsets)
         for ids, parts in _merged(streams, chunk):
             rows = [np.empty((len(ids), m), arr.dtype) for _ in maps]
-            for lo in range(0, len(ids), piece):
-                for mp, r in zip(maps, rows):
-                    np.take(mp, ids[lo:lo + piece], axis=0, out=r[lo:lo + piece])
-                release_rows(maps, ids[lo:lo + piece])
+            for fd, r in zip(fds, rows):
+                _optim.read_rows(fd, offsets[fd], ids, r.view(np.uint8))
             for (pos, grad), args in zip(parts, scalars):
                 if len(pos) == len(ids):
                     # Every row of the chunk, in order: updated in place (the kernel reads each
@@ -341,6 +340,9 @@ def _transaction(table, arr, sources, st: _State, params, budget, tmp_dir, progr
     except BaseException:
         journal.discard()
         raise
+    finally:
+        for fd in offsets:
+            os.close(fd)
     _pause("committed")
     # Committed: from here a crash is finished by the next apply (or --recover), not undone.
     journal.apply(work, pause=_pause)

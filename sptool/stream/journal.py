@@ -26,8 +26,6 @@ CRC of the record.
 
 from __future__ import annotations
 
-import ctypes
-import ctypes.util
 import json
 import mmap
 import os
@@ -86,27 +84,6 @@ def _sync_file(path: str):
         os.close(fd)
 
 
-_libc = None
-
-
-def start_writeback(path: str):
-    """Ask the kernel to start writing ``path``'s dirty pages back now, without waiting
-    (sync_file_range(SYNC_FILE_RANGE_WRITE)): the next checkpoint's fdatasync then finds
-    little left to wait for.  Best effort: nothing where the call is missing."""
-    global _libc
-    if _libc is None:
-        _libc = ctypes.CDLL(ctypes.util.find_library("c"), use_errno=True)
-    fn = getattr(_libc, "sync_file_range", None)
-    if fn is None:
-        return
-    fn.argtypes = (ctypes.c_int, ctypes.c_int64, ctypes.c_int64, ctypes.c_uint)
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        fn(fd, 0, 0, 2)  # SYNC_FILE_RANGE_WRITE
-    finally:
-        os.close(fd)
-
-
 def boot_id() -> str:
     """This boot of the system (a page cache that outlived a process but not an OS crash)."""
     try:
@@ -128,9 +105,10 @@ def _memmap_of(arr: np.ndarray):
     return base if base is not None and getattr(base, "_mmap", None) is not None else None
 
 
-# A page fault on a file map also maps the neighbouring cached pages (Linux's fault-around,
-# 64 KiB by default), so a row read through a map holds up to this much of it in RSS.
-FAULT_AROUND = 64 << 10
+def file_offset(arr: np.ndarray) -> tuple[str, int]:
+    """The file behind a memory-mapped array, and the offset where its data starts."""
+    base = _memmap_of(arr)
+    return base.filename, base.offset
 
 
 def release_rows(arrays, rows: np.ndarray):
@@ -215,17 +193,19 @@ class RowJournal:
 
     def apply(self, budget_bytes: int, pause=None):
         """After the commit: write the rows into the arrays and the files, waiting for no disk.
-        Durable: the journal stays (with an "applied" record) for the next checkpoint, and the
-        arrays' writeback is started; otherwise it is removed (nothing was promised beyond a
+        Durable: the journal stays (with an "applied" record) for the next checkpoint;
+        otherwise it is removed (nothing was promised beyond a
         killed process, and the page cache has it all)."""
         arrays = [a for _, a in self.arrays.values()]
         _replay(self.fd, self.blocks, arrays, budget_bytes, pause)
         for p, text in self.files.items():
             write_durably(p, text.encode(), durable=False)
         if self.durable:
+            # Not waited for: the kernel writes the dirty pages back in its own time (within
+            # dirty_expire, 30 s by default); the next checkpoint waits for what is left.
+            # (Starting that writeback here with sync_file_range(WRITE) blocked for 1.3 s on
+            # the apply-adam benchmark and saved the next apply as much: no gain, measured.)
             _write_all(self.fd, _applied_record())
-            for p, _ in self.arrays.values():
-                start_writeback(p)
         os.close(self.fd)
         self.fd = None
         if not self.durable:
