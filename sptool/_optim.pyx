@@ -17,11 +17,8 @@ in place: ``old`` the same (n, m) array as ``table`` with rows = 0 .. n-1 (sptoo
 buffers).  sptool/_optim_reference.py holds the NumPy equivalent of each function, the test oracle.
 """
 
-from libc.errno cimport EINTR, errno
 from libc.math cimport sqrt, sqrtf
 from libc.stdint cimport int64_t
-from libc.string cimport strerror
-from posix.unistd cimport pread
 
 ctypedef fused float_t:
     float
@@ -98,43 +95,3 @@ def adam_rows(float_t[:, ::1] table, float_t[:, ::1] m1, float_t[:, ::1] m2, con
                 m1[r, j] = u
                 m2[r, j] = v
                 table[r, j] = old[i, j] - a * u / (_sqrt(v) + e)
-
-
-def read_rows(int fd, long long offset, const int64_t[::1] rows, out_array):
-    """out_array[i] = the out_array.shape[1] bytes of row rows[i] (sorted) of the file ``fd``, whose rows
-    start at ``offset``: pread of each run of consecutive rows.  Reading a row through a memory
-    map instead maps its neighbouring pages too (fault-around), which must then be unmapped
-    again to keep RSS down; on 100k random rows of 256 bytes, about a third of apply's time."""
-    cdef unsigned char[:, ::1] out = out_array
-    cdef Py_ssize_t i = 0, j, n = rows.shape[0], w = out.shape[1]
-    cdef ssize_t got
-    cdef size_t want, done
-    cdef int err = 0
-    if out.shape[0] != n:
-        raise ValueError("out must be (len(rows), row bytes)")
-    with nogil:
-        while i < n:
-            j = i + 1
-            while j < n and rows[j] == rows[j - 1] + 1:
-                j += 1
-            want = (j - i) * w
-            done = 0
-            while done < want:
-                got = pread(fd, &out[i, 0] + done, want - done, offset + rows[i] * w + done)
-                if got < 0:
-                    if errno == EINTR:
-                        continue
-                    err = errno
-                    break
-                if got == 0:
-                    err = -1
-                    break
-                done += got
-            if err:
-                break
-            i = j
-    if err > 0:
-        raise OSError(err, strerror(err).decode())
-    if err:
-        raise OSError(f"row {rows[i]} lies past the end of the file")
-    return out_array

@@ -6,8 +6,6 @@ kernels.  Arithmetic is in the table's dtype, the scalars rounded to it once, as
 
 from __future__ import annotations
 
-import os
-
 import numpy as np
 
 
@@ -30,10 +28,3 @@ def adam_rows(table, m1, m2, rows, grad, old, old_m1, old_m2, step_size, beta1, 
     m1[rows] = u
     m2[rows] = v
     table[rows] = old - t(step_size) * u / (np.sqrt(v) + t(eps))
-
-
-def read_rows(fd, offset, rows, out):
-    w = out.shape[1]
-    for i, r in enumerate(rows):
-        out[i] = np.frombuffer(os.pread(fd, w, offset + int(r) * w), np.uint8)
-    return out

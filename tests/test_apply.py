@@ -185,23 +185,6 @@ def test_kernels_match_their_numpy_reference(dtype):
         _optim.sgd_rows(base, rows, grad, grad[:-1], 0.1)
 
 
-def test_read_rows_matches_numpy_indexing_and_its_reference(tmp_path):
-    rng = np.random.default_rng(13)
-    table = rng.standard_normal((300, 5)).astype(np.float32)
-    np.save(tmp_path / "t.npy", table)
-    offset = np.load(tmp_path / "t.npy", mmap_mode="r").offset
-    rows = np.unique(np.concatenate([rng.integers(0, 300, 40), np.arange(100, 120), [0, 299]])).astype(np.int64)
-    fd = os.open(tmp_path / "t.npy", os.O_RDONLY)
-    try:
-        got = _optim.read_rows(fd, offset, rows, np.empty((len(rows), 20), np.uint8))
-        ref = _optim_reference.read_rows(fd, offset, rows, np.empty((len(rows), 20), np.uint8))
-        with pytest.raises(OSError, match="past the end"):
-            _optim.read_rows(fd, offset, np.array([300], np.int64), np.empty((1, 20), np.uint8))
-    finally:
-        os.close(fd)
-    assert np.array_equal(got.view(np.float32), table[rows]) and np.array_equal(ref, got)
-
-
 def _crafted(tmp_path, height, block, bad):
     """A gradient file claiming sorted rows whose first (bad < 0) or last row id is outside
     [0, height): written with pyarrow over a valid file's metadata, as no sptool writer would."""

@@ -105,10 +105,9 @@ def _memmap_of(arr: np.ndarray):
     return base if base is not None and getattr(base, "_mmap", None) is not None else None
 
 
-def file_offset(arr: np.ndarray) -> tuple[str, int]:
-    """The file behind a memory-mapped array, and the offset where its data starts."""
-    base = _memmap_of(arr)
-    return base.filename, base.offset
+# A page fault on a file map also maps the neighbouring cached pages (Linux's fault-around,
+# 64 KiB by default), so a row read through a map holds up to this much of it in RSS.
+FAULT_AROUND = 64 << 10
 
 
 def release_rows(arrays, rows: np.ndarray):
