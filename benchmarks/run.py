@@ -1873,6 +1873,7 @@ def _prepare_apply(optimizer: str):
             state = os.path.join(data, f"apply-{optimizer}-{tool}-state")
             shutil.copyfile(base, table)
             _remove(state)
+            _remove(os.path.join(data, f".apply-{optimizer}-{tool}.npy.journal"))  # the last run's redo journal
             os.makedirs(state)
             work[tool] = (table, state)
         _, state = work["numpy"]

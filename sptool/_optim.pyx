@@ -12,7 +12,9 @@ writing after reading took about three times as long as writing alone (100k rows
 measured).  Arithmetic is in the table's type
 (float or double), as PyTorch, TensorFlow and Paddle compute in the parameter's type; the
 scalars (lr, the bias-corrected step size) arrive as doubles and are rounded to it once.
-sptool/_optim_reference.py holds the NumPy equivalent of each function, the test oracle.
+Each element is read (from ``old``, ``old_*``) before it is written, so a block may be updated
+in place: ``old`` the same (n, m) array as ``table`` with rows = 0 .. n-1 (sptool apply's
+buffers).  sptool/_optim_reference.py holds the NumPy equivalent of each function, the test oracle.
 """
 
 from libc.math cimport sqrt, sqrtf

@@ -174,6 +174,11 @@ def test_kernels_match_their_numpy_reference(dtype):
         for x, y in zip(a, b):
             np.testing.assert_allclose(x, y, rtol=1e-6 if dtype == np.float32 else 1e-14, err_msg=name)
         assert not np.array_equal(a[0], base), name
+        # In place: a block of rows as both the table (rows 0 .. n-1) and the old contents.
+        blocks = [base[rows].copy()] + [state[rows].copy() for _ in range(n_state)]
+        getattr(_optim, name)(*blocks, np.arange(n, dtype=np.int64), grad, *blocks, *scalars)
+        for x, y in zip(blocks, b):
+            np.testing.assert_allclose(x, y[rows], rtol=1e-6 if dtype == np.float32 else 1e-14, err_msg=name)
     with pytest.raises(ValueError, match="outside"):
         _optim.sgd_rows(base, np.array([N], np.int64), grad[:1], grad[:1], 0.1)
     with pytest.raises(ValueError, match="must be"):
@@ -237,7 +242,9 @@ def test_bad_input_leaves_the_table_untouched(tmp_path, monkeypatch, case):
     assert message in r.output and "Traceback" not in r.output
     assert len(r.output.strip().splitlines()) == 1
     assert {p: digest(p) for p in before} == before
-    assert not [n for n in os.listdir(tmp_path) if n.endswith(".journal") or ".tmp-" in n]
+    # The setup's own apply on other.npy keeps its committed journal until a later checkpoint.
+    left = [n for n in os.listdir(tmp_path) if (n.endswith(".journal") and n != ".other.npy.journal") or ".tmp-" in n]
+    assert not left
 
 
 def test_other_optimizer_state_is_refused(tmp_path):
@@ -328,30 +335,78 @@ def test_sigkill_at_many_points_leaves_all_old_or_all_new(tmp_path, optimizer, e
     assert "old" in seen and "new" in seen, seen
 
 
-def test_next_apply_rolls_back_an_interrupted_one_first(tmp_path):
-    paths, state, old, _ = _crash_setup(tmp_path, "adam")
-    env = env_with_sptool()
-    env.update(SPTOOL_BATCH_ROWS="16", SPTOOL_APPLY_PAUSE="0.05")
-    journal = tmp_path / ".t.npy.journal"
-    cmd = [os.path.join(os.path.dirname(sys.executable), "sptool"), "apply", str(tmp_path / "t.npy"), *paths,
-           "--optimizer", "adam", "--lr", "0.01", "--state", state]
-    proc = subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
-    sizes = set()
-    while len(sizes) < 3 and proc.poll() is None:  # the header and two blocks: the first is written
-        if journal.exists():
-            sizes.add(journal.stat().st_size)
-        time.sleep(0.002)
+def _parse_journal(path):
+    from sptool.stream.journal import _parse
+
+    return _parse(open(path, "rb").read())
+
+
+def _paused_apply(args, env, phase):
+    """A real sptool process stopped at ``phase`` (SPTOOL_APPLY_PAUSE=PHASE=SECONDS), then SIGKILLed."""
+    env = {**env, "SPTOOL_BATCH_ROWS": "16", "SPTOOL_APPLY_PAUSE": f"{phase}=60"}
+    proc = subprocess.Popen([os.path.join(os.path.dirname(sys.executable), "sptool"), "-q", "apply", *args], env=env,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    line = proc.stderr.readline().decode()
     proc.send_signal(signal.SIGKILL)
     proc.wait()
-    assert journal.exists() and not np.array_equal(np.load(tmp_path / "t.npy"), old[0])
-    r = CliRunner().invoke(cli, ["apply", str(tmp_path / "t.npy"), paths[0], "--optimizer", "adam", "--lr", "0.01",
-                                 "--state", state])
-    assert r.exit_code == 0 and "rolled back an interrupted apply" in r.output
-    g = sptool.read(paths[0])
-    grads = [(g.indices[:, 0], g.values)]
-    want, _ = numpy_optimizer(old[0], grads, "adam", 0.01, eps=1e-8, t0=1, state=old[1])
+    assert line == f"paused at {phase}\n", line + proc.stderr.read().decode()
+
+
+# Killed in each phase of the redo journal: while blocks are appended and once the journal is
+# synced (no commit record: the table was never touched, the journal is discarded), after the
+# commit record and while the rows are written into the table (the journal is replayed), and
+# while a recovery replays it; then a second apply with another gradient, checked against NumPy
+# from the old or the new contents.
+@pytest.mark.parametrize("phase", ["appended", "journaled", "committed", "written", "written+recovery"])
+def test_sigkill_in_each_phase_then_a_second_apply(tmp_path, phase):
+    paths, state, old, new = _crash_setup(tmp_path, "adam")
+    table, journal = tmp_path / "t.npy", tmp_path / ".t.npy.journal"
+    rng = np.random.default_rng(7)
+    third = gradient(rng, 400, (8,), 90, np.float32)
+    g3 = write_gradient(tmp_path / "g3.parquet", *third, 400)
+    env = env_with_sptool()
+    sptool.apply(str(table), recover=True)  # the setup's own journal checkpointed: old[0] is durable
+    before = digest(table)
+    _paused_apply([str(table), *paths, "--optimizer", "adam", "--lr", "0.01", "--state", state], env,
+                  phase.split("+")[0])
+    _, blocks, committed, applied = _parse_journal(journal)
+    assert blocks and not applied
+    assert committed == (phase not in ("appended", "journaled"))
+    assert (digest(table) == before) == (phase not in ("written", "written+recovery")), \
+        "the table is touched only after the commit record"
+    if phase == "written+recovery":  # a recovery killed while it replays: replayed again later
+        _paused_apply([str(table), "--recover"], env, "written")
+        assert _parse_journal(journal)[2]
+    r = CliRunner().invoke(cli, ["apply", str(table), g3, "--optimizer", "adam", "--lr", "0.01", "--state", state])
+    assert r.exit_code == 0, r.output
+    done = committed
+    assert ("finished an interrupted apply" if done else "discarded an interrupted apply") in r.output, r.output
+    base_p, base_s, t0 = (new[0], new[1], 3) if done else (old[0], old[1], 1)
+    want, want_state = numpy_optimizer(base_p, [third], "adam", 0.01, eps=1e-8, t0=t0, state=base_s)
+    np.testing.assert_allclose(np.load(table), want, **tolerance(np.float32))
+    for n in ("m", "v"):
+        np.testing.assert_allclose(np.load(os.path.join(state, f"{n}.npy")), want_state[n], **tolerance(np.float32))
+    assert json.load(open(os.path.join(state, "state.json")))["step"] == t0 + 1
+    # This apply's own journal: committed and applied, kept for the next checkpoint.
+    assert _parse_journal(journal)[2:] == (True, True)
+
+
+def test_a_durable_apply_keeps_its_journal_until_the_next_checkpoint(tmp_path):
+    rng = np.random.default_rng(12)
+    p0 = rng.standard_normal((80, 4)).astype(np.float32)
+    np.save(tmp_path / "t.npy", p0)
+    grads = [gradient(rng, 80, (4,), 30, np.float32) for _ in range(2)]
+    paths = [write_gradient(tmp_path / f"g{i}.parquet", r, v, 80) for i, (r, v) in enumerate(grads)]
+    journal = tmp_path / ".t.npy.journal"
+    sptool.apply(str(tmp_path / "t.npy"), paths[:1], optimizer="sgd", lr=0.1)
+    assert journal.exists()
+    r = sptool.apply(str(tmp_path / "t.npy"), paths[1:], optimizer="sgd", lr=0.1)
+    assert r["recovered"] == 0  # checkpointed: written by this boot already, only synced
+    r = sptool.apply(str(tmp_path / "t.npy"), recover=True)
+    assert r["recovered"] == 0 and not journal.exists()
+    assert sptool.apply(str(tmp_path / "t.npy"), recover=True)["recovered"] is None
+    want, _ = numpy_optimizer(p0, grads, "sgd", 0.1)
     np.testing.assert_allclose(np.load(tmp_path / "t.npy"), want, **tolerance(np.float32))
-    assert json.load(open(os.path.join(state, "state.json")))["step"] == 2
 
 
 def test_apply_progress_in_a_terminal(tmp_path):
@@ -367,38 +422,58 @@ def test_apply_progress_in_a_terminal(tmp_path):
     assert f"updated {len(np.unique(rows))} rows of t.npy (sgd, 1 gradient(s))" in text
 
 
-def test_journal_cut_at_every_byte_rolls_back_exactly_the_whole_blocks(tmp_path):
-    from sptool.stream.journal import RowJournal, recover_journal
+def test_torn_journal_tail_is_ignored_and_a_committed_one_replayed(tmp_path, monkeypatch):
+    from sptool.stream import journal as jr
 
     rng = np.random.default_rng(8)
     original = rng.standard_normal((20, 3))
     np.save(tmp_path / "a.npy", original)
+    doc = tmp_path / "s.json"
+    doc.write_text("old\n")
     arr = np.load(tmp_path / "a.npy", mmap_mode="r+")
     path = str(tmp_path / "j")
-    j = RowJournal(path, {"a": (str(tmp_path / "a.npy"), arr)}, {})
+    blocks = [(np.array([2, 5, 7]), rng.standard_normal((3, 3))), (np.array([9, 11]), rng.standard_normal((2, 3)))]
+    want = original.copy()  # the oracle: NumPy's own assignment of the new rows
+    for rows, new in blocks:
+        want[rows] = new
+    j = jr.RowJournal(path, {"a": (str(tmp_path / "a.npy"), arr)}, {str(doc): "new\n"})
     header_end = os.path.getsize(path)
-    j.record(np.array([2, 5, 7]))
-    arr[[2, 5, 7]] = 99.0  # block 1 applied
-    block_end = os.path.getsize(path)
-    j.record(np.array([1, 5]))  # block 2 journaled; its rows are changed only in the full case below
-    os.close(j.fd)
-    full = open(path, "rb").read()
-    changed = np.array(arr)
+    for rows, new in blocks:
+        j.append(rows, [new])
+    assert np.array_equal(np.load(tmp_path / "a.npy"), original), "nothing written before the commit"
+    j.commit()
+    committed = open(path, "rb").read()
+    j.apply(1 << 20)
+    applied = open(path, "rb").read()
     del arr
-    for cut in range(header_end, len(full) + 1):
-        np.save(tmp_path / "a.npy", changed)
-        if cut == len(full):
-            a = np.load(tmp_path / "a.npy", mmap_mode="r+")
-            a[[1, 5]] = -7.0
-            a.flush()
-            del a
+    assert np.array_equal(np.load(tmp_path / "a.npy"), want) and doc.read_text() == "new\n"
+
+    def recover(data):
+        np.save(tmp_path / "a.npy", original)
+        doc.write_text("old\n")
         with open(path, "wb") as f:
-            f.write(full[:cut])
-        restored = recover_journal(path)
-        assert restored == (5 if cut == len(full) else 3 if cut >= block_end else 0), cut
-        want = original if cut >= block_end else changed
-        assert np.array_equal(np.load(tmp_path / "a.npy"), want), cut
+            f.write(data)
+        n = jr.recover_journal(path)
         assert not os.path.exists(path)
+        return n
+
+    for cut in range(header_end, len(committed) + 1):  # a tail torn anywhere before the whole commit record
+        whole = cut == len(committed)
+        assert recover(committed[:cut]) == (5 if whole else -1), cut
+        assert np.array_equal(np.load(tmp_path / "a.npy"), want if whole else original), cut
+        assert doc.read_text() == ("new\n" if whole else "old\n")
+    for cut in range(len(jr.MAGIC)):  # cut inside the magic: nothing to do
+        assert recover(jr.MAGIC[:cut]) == -1
+    flipped = bytearray(committed)
+    flipped[header_end + 30] ^= 1  # a block's payload damaged: its CRC and the commit record's refuse it
+    assert recover(bytes(flipped)) == -1 and np.array_equal(np.load(tmp_path / "a.npy"), original)
+    # The "applied" record of this boot: the page cache holds the rows, only synced, not rewritten...
+    assert recover(applied) == 0 and np.array_equal(np.load(tmp_path / "a.npy"), original)
+    # ...but a record from another boot (an OS crash since) is replayed.
+    other = tmp_path / "boot_id"
+    other.write_text("00000000-0000-0000-0000-000000000000\n")
+    monkeypatch.setattr(jr, "BOOT_ID", str(other))
+    assert recover(applied) == 5 and np.array_equal(np.load(tmp_path / "a.npy"), want)
 
 
 def test_readme_row_sparse_tour(tmp_path):

@@ -1,18 +1,27 @@
-"""An undo journal for updating rows of memory-mapped .npy arrays in place, all or nothing.
+"""A redo (write-ahead) journal for updating rows of memory-mapped .npy arrays in place, all or
+nothing, without waiting for the arrays' own writeback.
 
-Before a block of rows is changed, their old contents (in every array the update touches) are
-appended to the journal and fsynced; only then are the arrays written.  Small files replaced
-in the same transaction (a state JSON) have their old text in the journal's header.  The
-transaction commits when the journal is deleted, after every array and file is flushed and
-fsynced.  A journal found later (the process was killed, the machine stopped) is rolled back:
-its complete blocks are written back newest first, which restores every row's contents from
-before the first block, then the old files, then the journal goes.  A block cut short by a
-crash was never applied (the arrays are touched only after its fsync), so it is skipped; each
-block ends with a CRC-32 of its bytes, so a torn block is told from a whole one.
+A transaction appends the NEW contents of the rows it changes (in every array it touches),
+block by block, to the journal; small files replaced in the same transaction (a state JSON)
+have their new text in the journal's header.  ``commit()`` fsyncs the journal and then appends
+and fsyncs a commit record: from then on the transaction has happened.  Only then are the rows
+written into the arrays (``apply()``), and the files replaced, neither waited for: the journal
+says it all.  The arrays are never touched before the commit record is durable, so a journal
+without one is simply discarded.
+
+The journal stays beside the table until the next transaction (or ``recover_journal``)
+checkpoints it: a committed journal's rows are written again (idempotent: the blocks hold
+disjoint rows' final contents) unless an "applied" record says that this very boot of the
+system already wrote them (a page cache that has not been through an OS crash or power loss
+holds them, written back or not), then the arrays are fdatasynced and the journal goes.  Each
+block and record ends with a CRC-32, so a torn tail is told from a whole one, and the commit
+record carries the number of blocks and a CRC of their CRCs, so it vouches for all of them.
 
 Layout: ``MAGIC``, u64 header length, the header JSON, u32 CRC; then blocks of ``BLOCK``, u64
-rows n, u64 payload length, the payload (rows as int64 [n], then the old rows of each array in
-header order, [n, m] in its dtype), u32 CRC.
+rows n, u64 payload length, the payload (rows as int64 [n], then the new rows of each array in
+header order, [n, m] in its dtype), u32 CRC; then ``COMMIT``, u64 blocks, u64 rows, u32 CRC of
+the blocks' CRCs, u32 CRC of the record; then, maybe, ``APPLIED``, the boot id (36 bytes), u32
+CRC of the record.
 """
 
 from __future__ import annotations
@@ -26,12 +35,15 @@ import zlib
 import numpy as np
 
 from ..errors import DataError
-from .dense import release
 
-MAGIC = b"SPTJRNL1"
-BLOCK = b"BLK1"
+MAGIC = b"SPTREDO1"
+BLOCK = b"BLK2"
+COMMIT = b"CMT2"
+APPLIED = b"APL2"
 _U64 = struct.Struct("<Q")
 _U32 = struct.Struct("<I")
+_COMMIT = struct.Struct("<4sQQI")
+BOOT_ID = "/proc/sys/kernel/random/boot_id"
 
 
 def journal_path(table: str) -> str:
@@ -62,50 +74,23 @@ def write_durably(path: str, data: bytes, *, durable: bool = True):
         fsync_dir(path)
 
 
-def flush_array(arr: np.ndarray):
-    """Write a memory map's dirty pages to its file and fsync it (``release`` also drops the pages)."""
-    release(arr)
-    base = arr
-    while base is not None and not isinstance(base, np.memmap):
-        base = base.base
-    if isinstance(base, np.memmap) and base.filename:
-        fd = os.open(base.filename, os.O_RDONLY)
-        try:
-            os.fsync(fd)
-        finally:
-            os.close(fd)
+def _sync_file(path: str):
+    # fdatasync alone: a shared map's dirty pages are the file's own (Linux's msync(MS_SYNC) is
+    # the same data sync), and the size and mtime need no sync.
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fdatasync(fd)
+    finally:
+        os.close(fd)
 
 
-# A page fault on a file map also maps the neighbouring cached pages (Linux's fault-around,
-# 64 KiB by default), so a row read through a map holds up to this much of it in RSS.
-FAULT_AROUND = 64 << 10
-
-
-def release_rows(arrays, rows: np.ndarray, *, flush: bool = True):
-    """Give back the pages of the (N, m) memory maps ``arrays`` that hold rows rows[0] ..
-    rows[-1] (sorted): only that range of each map.  Dirty pages of a shared file map stay
-    dirty in the page cache when dropped (the kernel moves the dirty bit to the page), so
-    ``flush`` (write them to the file now, and wait) is needed only for durability."""
-    if not len(rows):
-        return
-    for arr in arrays:
-        base = arr
-        while base is not None and not isinstance(base, np.memmap):
-            base = base.base
-        if base is None or getattr(base, "_mmap", None) is None:
-            continue
-        width = arr.shape[1] * arr.dtype.itemsize
-        start = base.offset % mmap.ALLOCATIONGRANULARITY  # where the array begins in the map
-        lo = start + int(rows[0]) * width
-        hi = start + (int(rows[-1]) + 1) * width
-        lo -= lo % mmap.PAGESIZE
-        hi = min(-(-hi // mmap.PAGESIZE) * mmap.PAGESIZE, len(base._mmap))
-        if flush:
-            base._mmap.flush(lo, hi - lo)
-        try:
-            base._mmap.madvise(mmap.MADV_DONTNEED, lo, hi - lo)
-        except (AttributeError, OSError, ValueError):
-            pass
+def boot_id() -> str:
+    """This boot of the system (a page cache that outlived a process but not an OS crash)."""
+    try:
+        with open(BOOT_ID, encoding="ascii") as f:
+            return f.read().strip()[:36].ljust(36)
+    except OSError:
+        return "?" * 36  # never matches: every checkpoint then writes the rows again
 
 
 def as_rows(arr: np.ndarray) -> np.ndarray:
@@ -113,183 +98,269 @@ def as_rows(arr: np.ndarray) -> np.ndarray:
     return arr.reshape(arr.shape[0], -1) if arr.ndim != 1 else arr.reshape(-1, 1)
 
 
+def _memmap_of(arr: np.ndarray):
+    base = arr
+    while base is not None and not isinstance(base, np.memmap):
+        base = base.base
+    return base if base is not None and getattr(base, "_mmap", None) is not None else None
+
+
+# A page fault on a file map also maps the neighbouring cached pages (Linux's fault-around,
+# 64 KiB by default), so a row read through a map holds up to this much of it in RSS.
+FAULT_AROUND = 64 << 10
+
+
+def release_rows(arrays, rows: np.ndarray):
+    """Give back the pages of the (N, m) memory maps ``arrays`` that hold rows rows[0] ..
+    rows[-1] (sorted): only that range of each map.  Dirty pages of a shared file map stay
+    dirty in the page cache when dropped (the kernel moves the dirty bit to the page)."""
+    if not len(rows):
+        return
+    for arr in arrays:
+        base = _memmap_of(arr)
+        if base is None:
+            continue
+        width = arr.shape[1] * arr.dtype.itemsize
+        start = base.offset % mmap.ALLOCATIONGRANULARITY  # where the array begins in the map
+        lo = start + int(rows[0]) * width
+        hi = start + (int(rows[-1]) + 1) * width
+        lo -= lo % mmap.PAGESIZE
+        hi = min(-(-hi // mmap.PAGESIZE) * mmap.PAGESIZE, len(base._mmap))
+        try:
+            base._mmap.madvise(mmap.MADV_DONTNEED, lo, hi - lo)
+        except (AttributeError, OSError, ValueError):
+            pass
+
+
+def _write_all(fd: int, data):
+    data = memoryview(data).cast("B")
+    while len(data):
+        data = data[os.write(fd, data):]
+
+
 class RowJournal:
     """The journal of one transaction over ``arrays`` (name -> (path, memory map opened r+)) and
-    ``files`` (path -> the new text written at commit).  ``record(rows)`` before changing rows;
-    ``commit()`` at the end; ``rollback()`` on any failure."""
+    ``files`` (path -> the new text).  ``append(rows, new)`` for each block of rows (their new
+    contents, nothing written to the arrays yet); ``commit()``; then ``apply()`` writes them.
+    A failure before the commit: ``discard()``."""
 
     def __init__(self, path: str, arrays: dict, files: dict, *, durable: bool = True):
         self.path = path
         self.durable = durable
         self.arrays = {name: (os.path.abspath(p), as_rows(a)) for name, (p, a) in arrays.items()}
         self.files = {os.path.abspath(p): text for p, text in files.items()}
-        old = {p: (open(p, encoding="utf-8").read() if os.path.exists(p) else None) for p in self.files}
         header = json.dumps({"arrays": [{"name": n, "path": p, "dtype": a.dtype.str, "shape": list(a.shape)}
-                                        for n, (p, a) in self.arrays.items()], "files": old}).encode()
+                                        for n, (p, a) in self.arrays.items()], "files": self.files}).encode()
         # O_EXCL: a second apply on the same table while one runs (the caller holds a lock too).
-        self.fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
+        self.fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_EXCL, 0o644)
+        self.size = len(MAGIC) + _U64.size + len(header) + _U32.size
         os.write(self.fd, MAGIC + _U64.pack(len(header)) + header + _U32.pack(zlib.crc32(header)))
-        # Without durability the order still holds for a killed process: the journal's bytes are
-        # in the page cache, which outlives it, before any row changes.
-        if durable:
-            os.fdatasync(self.fd)
-            fsync_dir(path)
+        self.blocks = []  # (payload offset, rows)
+        self.chain = 0  # CRC of the blocks' CRCs
         self.rows = 0
+        self.committed = False
 
-    def record(self, rows: np.ndarray) -> list[np.ndarray]:
-        """Append the current contents of ``rows`` and fsync: the rows may change now."""
-        old = self.append(rows)
-        self.sync()
-        return old
-
-    def sync(self):
-        if self.durable:
-            os.fdatasync(self.fd)
-
-    def append(self, rows: np.ndarray) -> list[np.ndarray]:
-        """Append the current contents of ``rows`` (int64, within every array), not yet fsynced:
-        ``sync()`` before any of them changes.  Returns those contents, (n, m) per array."""
+    def append(self, rows: np.ndarray, new: list[np.ndarray]):
+        """Append the new contents ``new`` ((n, m) per array, in order) of ``rows`` (int64,
+        sorted, unique, and disjoint from every other block's)."""
         rows = np.ascontiguousarray(rows, dtype=np.int64)
-        size = rows.nbytes + sum(len(rows) * a.shape[1] * a.dtype.itemsize for _, a in self.arrays.values())
-        os.write(self.fd, BLOCK + _U64.pack(len(rows)) + _U64.pack(size))
-        old = [a[rows] for _, a in self.arrays.values()]
+        parts = [rows, *(np.ascontiguousarray(a) for a in new)]
+        size = sum(p.nbytes for p in parts)
+        head = BLOCK + _U64.pack(len(rows)) + _U64.pack(size)
+        _write_all(self.fd, head)
         crc = 0
-        for part in (rows, *old):
+        for part in parts:
             crc = zlib.crc32(part, crc)
-            _write_all(self.fd, memoryview(part).cast("B"))
+            _write_all(self.fd, part)
         os.write(self.fd, _U32.pack(crc))
+        self.blocks.append((self.size + len(head), len(rows)))
+        self.size += len(head) + size + _U32.size
+        self.chain = zlib.crc32(_U32.pack(crc), self.chain)
         self.rows += len(rows)
-        release_rows([a for _, a in self.arrays.values()], rows, flush=False)
-        return old
-
-    def written(self, rows: np.ndarray):
-        """After ``rows`` (sorted) changed: give their pages back, not synced (a shared map's
-        dirty pages stay dirty in the page cache, for the commit's fdatasync)."""
-        release_rows([a for _, a in self.arrays.values()], rows, flush=False)
 
     def commit(self, pause=None):
-        """Make the new contents durable, write the new files, then delete the journal."""
-        if self.durable:  # else the rows are in the page cache already (a shared map)
-            for p, _ in self.arrays.values():
-                # fdatasync alone: a shared map's dirty pages are the file's own (Linux's
-                # msync(MS_SYNC) is the same data sync), and the size and mtime need no sync.
-                fd = os.open(p, os.O_RDONLY)
-                try:
-                    os.fdatasync(fd)
-                finally:
-                    os.close(fd)
-        for p, text in self.files.items():
-            write_durably(p, text.encode(), durable=self.durable)
+        """Make the transaction happen: the blocks durable, then a durable commit record."""
+        if self.durable:
+            os.fdatasync(self.fd)
+            fsync_dir(self.path)
         if pause:
-            pause("commit")
+            pause("journaled")
+        _write_all(self.fd, _commit_record(len(self.blocks), self.rows, self.chain))
+        if self.durable:
+            os.fdatasync(self.fd)
+        self.committed = True
+
+    def apply(self, budget_bytes: int, pause=None):
+        """After the commit: write the rows into the arrays and the files, waiting for no disk.
+        Durable: the journal stays (with an "applied" record) for the next checkpoint;
+        otherwise it is removed (nothing was promised beyond a
+        killed process, and the page cache has it all)."""
+        arrays = [a for _, a in self.arrays.values()]
+        _replay(self.fd, self.blocks, arrays, budget_bytes, pause)
+        for p, text in self.files.items():
+            write_durably(p, text.encode(), durable=False)
+        if self.durable:
+            # Not waited for: the kernel writes the dirty pages back in its own time (within
+            # dirty_expire, 30 s by default); the next checkpoint waits for what is left.
+            # (Starting that writeback here with sync_file_range(WRITE) blocked for 1.3 s on
+            # the apply-adam benchmark and saved the next apply as much: no gain, measured.)
+            _write_all(self.fd, _applied_record())
         os.close(self.fd)
         self.fd = None
-        if self.durable:
-            _remove(self.path)
-        else:
+        if not self.durable:
             os.remove(self.path)
 
-    def rollback(self):
+    def discard(self):
+        """Before the commit: the arrays were never touched; the journal goes."""
         if self.fd is not None:
             os.close(self.fd)
             self.fd = None
-        recover_journal(self.path)
+        if not self.committed and os.path.exists(self.path):
+            os.remove(self.path)
 
 
-def _write_all(fd: int, data: memoryview):
-    while len(data):
-        data = data[os.write(fd, data):]
+def _commit_record(blocks: int, rows: int, chain: int) -> bytes:
+    body = _COMMIT.pack(COMMIT, blocks, rows, chain)
+    return body + _U32.pack(zlib.crc32(body))
 
 
-def _blocks(data: memoryview, start: int, widths: list[int]):
-    """(offset, n) of each whole block after the header; a torn last block ends the list."""
-    out = []
-    pos = start
-    head = len(BLOCK) + 2 * _U64.size
-    while pos + head <= len(data):
-        if bytes(data[pos:pos + len(BLOCK)]) != BLOCK:
-            break
-        n = _U64.unpack_from(data, pos + len(BLOCK))[0]
-        size = _U64.unpack_from(data, pos + len(BLOCK) + _U64.size)[0]
-        end = pos + head + size + _U32.size
-        if size != n * (8 + sum(widths)) or end > len(data):
-            break
-        payload = data[pos + head:pos + head + size]
-        if zlib.crc32(payload) != _U32.unpack_from(data, pos + head + size)[0]:
-            break
-        out.append((pos + head, n))
-        pos = end
+def _applied_record() -> bytes:
+    body = APPLIED + boot_id().encode("ascii")
+    return body + _U32.pack(zlib.crc32(body))
+
+
+def _replay(fd: int, blocks, arrays: list[np.ndarray], budget_bytes: int, pause=None):
+    """Write each block's rows into the (N, m) memory maps ``arrays``: read in slices into one
+    reusable buffer, the maps' pages given back after each slice, the buffer and those pages
+    within ``budget_bytes``."""
+    widths = [a.shape[1] * a.dtype.itemsize for a in arrays]
+    row_bytes = 8 + sum(widths)
+    # A row written through a map holds its whole page in RSS until given back.
+    per = max(1, budget_bytes // (row_bytes + sum(max(w, mmap.PAGESIZE) for w in widths)))
+    buf = np.empty(min(per, max((n for _, n in blocks), default=0)) * row_bytes, np.uint8)
+    for pos, n in blocks:
+        for lo in range(0, n, per):
+            k = min(per, n - lo)
+            rows = _pread(fd, buf[:8 * k], pos + 8 * lo).view(np.int64)
+            at = pos + 8 * n
+            used = 8 * k
+            for a, w in zip(arrays, widths):
+                new = _pread(fd, buf[used:used + k * w], at + lo * w).view(a.dtype).reshape(k, a.shape[1])
+                a[rows] = new
+                at += n * w
+                used += k * w
+            release_rows(arrays, rows)
+        if pause:
+            pause("written")
+
+
+def _pread(fd: int, out: np.ndarray, offset: int) -> np.ndarray:
+    view = memoryview(out)
+    done = 0
+    while done < len(view):
+        got = os.preadv(fd, [view[done:]], offset + done)
+        if got <= 0:
+            raise DataError("the journal ended early", path=f"/proc/self/fd/{fd}")
+        done += got
     return out
 
 
-def recover_journal(path: str) -> int | None:
-    """Roll back the transaction ``path`` records; the number of rows written back (0 when the
-    journal was cut short before any block), or None when there is no journal."""
+def _parse(raw) -> tuple[dict | None, list, bool, bool]:
+    """(header, whole blocks, committed, applied in this boot) of a journal's bytes; a header
+    cut short gives (None, [], False, False)."""
+    data = memoryview(raw)
+    if len(raw) < len(MAGIC) + _U64.size or raw[:len(MAGIC)] != MAGIC:
+        if len(raw) < len(MAGIC) + _U64.size and MAGIC.startswith(bytes(raw[:len(MAGIC)])):
+            return None, [], False, False  # cut short while its header was written
+        raise DataError("not an sptool apply journal; move it away if the table is known to be intact")
+    length = _U64.unpack_from(data, len(MAGIC))[0]
+    start = len(MAGIC) + _U64.size
+    end = start + length + _U32.size
+    if end > len(raw) or zlib.crc32(data[start:start + length]) != _U32.unpack_from(data, start + length)[0]:
+        return None, [], False, False
+    header = json.loads(bytes(data[start:start + length]))
+    widths = [int(np.prod(s["shape"][1:], dtype=np.int64)) * np.dtype(s["dtype"]).itemsize
+              for s in header["arrays"]]
+    blocks, chain, pos = [], 0, end
+    head = len(BLOCK) + 2 * _U64.size
+    while pos + head <= len(data) and bytes(data[pos:pos + len(BLOCK)]) == BLOCK:
+        n = _U64.unpack_from(data, pos + len(BLOCK))[0]
+        size = _U64.unpack_from(data, pos + len(BLOCK) + _U64.size)[0]
+        stop = pos + head + size + _U32.size
+        if size != n * (8 + sum(widths)) or stop > len(data):
+            break
+        crc = zlib.crc32(data[pos + head:pos + head + size])
+        if crc != _U32.unpack_from(data, pos + head + size)[0]:
+            break
+        blocks.append((pos + head, n))
+        chain = zlib.crc32(_U32.pack(crc), chain)
+        pos = stop
+    rows = sum(n for _, n in blocks)
+    record = _commit_record(len(blocks), rows, chain)
+    committed = bytes(data[pos:pos + len(record)]) == record
+    pos += len(record)
+    applied = committed and bytes(data[pos:pos + len(APPLIED) + 40]) == _applied_record()
+    return header, blocks, committed, applied
+
+
+def recover_journal(path: str, *, durable: bool = True, budget_bytes: int = 64 << 20, pause=None) -> int | None:
+    """Checkpoint the transaction ``path`` records: a committed one is made durable in its
+    arrays and files (its rows written again unless this boot already wrote them), an
+    uncommitted one discarded; the journal goes either way.  Returns the rows replayed (0 when
+    nothing needed writing), -1 when an uncommitted journal was discarded, or None when there
+    is no journal.  Not ``durable``: nothing waits for the disk."""
     if not os.path.exists(path):
         return None
     with open(path, "rb") as f:
         # Mapped, not read: a journal can be larger than --memory.
         raw = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) if os.fstat(f.fileno()).st_size else b""
-    try:
-        return _roll_back(path, raw)
-    finally:
-        if isinstance(raw, mmap.mmap):
-            try:
-                raw.close()
-            except BufferError:  # a view still held by a traceback: the collector unmaps it
-                pass
+        try:
+            header, blocks, committed, applied = _parse(raw)
+        except DataError as e:
+            raise DataError(e.message, path=path) from None
+        finally:
+            if isinstance(raw, mmap.mmap):
+                try:
+                    raw.close()
+                except BufferError:  # a view still held by a traceback or a profiler: the collector unmaps it
+                    pass
+        if not committed:
+            _remove(path, durable)
+            return -1
+        replayed = 0
+        if not applied:
+            arrays = _reopen(header, path)
+            _replay(f.fileno(), blocks, [a for _, a in arrays], budget_bytes, pause)
+            replayed = sum(n for _, n in blocks)
+            del arrays
+    if durable:
+        for spec in header["arrays"]:
+            # Written by this boot: only synced, and an array removed since (a state reset) is
+            # left alone.
+            if os.path.exists(spec["path"]):
+                _sync_file(spec["path"])
+    for p, text in header["files"].items():
+        write_durably(p, text.encode(), durable=durable)
+    _remove(path, durable)
+    return replayed
 
 
-def _roll_back(path: str, raw) -> int:
-    data = memoryview(raw)
-    if len(raw) < len(MAGIC) + _U64.size or raw[:len(MAGIC)] != MAGIC:
-        if len(raw) < len(MAGIC) + _U64.size and MAGIC.startswith(raw[:len(MAGIC)]):
-            _remove(path)  # cut short while its header was written: nothing was touched
-            return 0
-        raise DataError("not an sptool apply journal; move it away if the table is known to be intact", path=path)
-    length = _U64.unpack_from(data, len(MAGIC))[0]
-    start = len(MAGIC) + _U64.size
-    end = start + length + _U32.size
-    if end > len(raw) or zlib.crc32(data[start:start + length]) != _U32.unpack_from(data, start + length)[0]:
-        _remove(path)  # the header never became whole, so no block followed it
-        return 0
-    header = json.loads(bytes(data[start:start + length]))
+def _reopen(header: dict, path: str) -> list:
     arrays = []
     for spec in header["arrays"]:
         try:
             a = np.load(spec["path"], mmap_mode="r+")
         except (OSError, ValueError) as e:
-            raise DataError(f"cannot reopen {spec['path']} to roll back an interrupted apply ({e})", path=path) \
-                from None
+            raise DataError(f"cannot reopen {spec['path']} to finish a committed apply ({e})", path=path) from None
         a = as_rows(a)
         if a.dtype.str != spec["dtype"] or list(a.shape) != spec["shape"]:
-            raise DataError(f"{spec['path']} changed shape or type since the interrupted apply; cannot roll back",
+            raise DataError(f"{spec['path']} changed shape or type since the committed apply; cannot finish it",
                             path=path)
-        arrays.append(a)
-    widths = [a.shape[1] * a.dtype.itemsize for a in arrays]
-    blocks = _blocks(data, end, widths)
-    restored = 0
-    for pos, n in reversed(blocks):
-        rows = np.frombuffer(data, np.int64, n, pos)
-        pos += 8 * n
-        for a, w in zip(arrays, widths):
-            a[rows] = np.frombuffer(data, a.dtype, n * a.shape[1], pos).reshape(n, a.shape[1])
-            pos += n * w
-        restored += n
-    for a in arrays:
-        flush_array(a)
-    rows = None
-    del arrays
-    for p, text in header["files"].items():
-        if text is None:
-            if os.path.exists(p):
-                os.remove(p)
-        else:
-            write_durably(p, text.encode())
-    _remove(path)
-    return restored
+        arrays.append((spec["path"], a))
+    return arrays
 
 
-def _remove(path: str):
+def _remove(path: str, durable: bool = True):
     os.remove(path)
-    fsync_dir(path)
+    if durable:
+        fsync_dir(path)

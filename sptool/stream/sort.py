@@ -365,8 +365,13 @@ def sorted_stream(batches: Iterable, meta: TensorMeta, order, *, budget: Budget,
                     pending_keys = [] if keyed else None
         if not store.runs:
             if pending_rows:
-                # Everything fit in one run: no spill, no merge.
-                payload, keys = sort_run(pa.Table.from_batches(pending), codec, K, run_keys())
+                # Everything fit in one run: no spill, no merge.  The unsorted rows are let go
+                # before the sorted ones are yielded (the last batch read too: a slice of a row
+                # group read whole holds all of it), or both copies stay alive downstream.
+                table, unsorted_keys = pa.Table.from_batches(pending), run_keys()
+                pending, pending_keys, batch, keys = [], None, None, None
+                payload, keys = sort_run(table, codec, K, unsorted_keys)
+                del table, unsorted_keys
                 yield from codec.batches(payload, keys, schema)
             return
         if pending_rows:
