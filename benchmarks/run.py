@@ -1234,8 +1234,10 @@ def _prepare_tfrecord(shape: str):
             with open(path + ".tmp", "wb") as f:
                 f.write(tfrecord_oracle.frame(records))
             os.replace(path + ".tmp", path)
+        # bytes / text: the MB/s notes, reading and writing alike (the write side's output is this file's size).
         return {"tfrecord": path, "rows": n, "examples": len(counts), "vocab": vocab,
-                "megabytes": round(os.path.getsize(path) / 1e6, 1)}
+                "megabytes": round(os.path.getsize(path) / 1e6, 1), "bytes": os.path.getsize(path),
+                "text": "TFRecord"}
     return prepare
 
 
@@ -1447,7 +1449,7 @@ def run_benchmark(b: Benchmark, size: str, repeat: int) -> dict:
             notes.append(f"{row['tool']}: {row['rows_per_s']:,} gradient rows/s")
         if paths.get("bytes") and row["median"]:  # text formats: throughput of the text read or written
             row["mb_per_s"] = round(paths["bytes"] / 1e6 / row["median"], 1)
-            notes.append(f"{row['tool']}: {row['mb_per_s']} MB/s of svmlight text")
+            notes.append(f"{row['tool']}: {row['mb_per_s']} MB/s of {paths.get('text', 'svmlight text')}")
     return {"benchmark": b.name, "description": b.description, "target": b.target, "params": paths,
             "tools": rows, "notes": notes}
 

@@ -157,3 +157,9 @@ def test_options_apply_where_they_mean_something(tmp_path):
     with pytest.raises(DataError):
         (tmp_path / "e.jsonl").write_text('{"ids": [0], "values": [1]}\n{"ids": [0]}\n')
         convert_api(str(tmp_path / "e.jsonl"), str(tmp_path / "e.parquet"))
+    # A TFRecord-only option on JSON lines names itself, not --ids/--values (which JSON lines take).
+    (tmp_path / "k.jsonl").write_text('{"f": [1], "w": [2.5]}\n')
+    r = CliRunner().invoke(cli, ["convert", str(tmp_path / "k.jsonl"), "-o", str(tmp_path / "k.parquet"), "--ids", "f",
+                                 "--values", "w", "--vocab-size", "5"])
+    assert r.exit_code == 2 and "--vocab-size: only for TFRecord" in r.output and "--ids" not in r.output, r.output
+    assert not (tmp_path / "k.parquet").exists()

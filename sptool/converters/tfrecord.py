@@ -79,8 +79,10 @@ def tfrecord_options(src_fmt: str, dst_fmt: str, **given) -> TFRecordOptions | N
     t = TFRecordOptions(**{k: v for k, v in given.items() if v is not None})
     if "tfrecord" not in (src_fmt, dst_fmt):
         if t.given:
-            raise UsageError("--ids, --values, --vocab-size, --feature, --label-feature and --compression "
-                             "apply to TFRecord (.tfrecord) input or output only")
+            # Name only the options given: --ids and --values also name JSON lines keys.
+            named = [f"--{k.replace('_', '-')}" for k, v in given.items()
+                     if v not in (None, getattr(TFRecordOptions, k))]
+            raise UsageError(f"{', '.join(named)}: only for TFRecord (.tfrecord) input or output here")
         return None
     if t.compression is not None and t.compression.lower() not in COMPRESSIONS:
         raise UsageError(f"--compression {t.compression!r} is not one of {', '.join(COMPRESSIONS)}")

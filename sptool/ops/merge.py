@@ -105,6 +105,9 @@ class Merge(StreamOp):
         if tuple(mi.shape) != tuple(mv.shape):
             raise ShapeMismatch(f"ids has shape {list(mi.shape)} but values has {list(mv.shape)}; sparse_merge "
                                 "needs the same sparsity pattern")
+        if mi.nnz is not None and mv.nnz is not None and mi.nnz != mv.nnz:
+            # TensorFlow's own error comes first, as there, when both counts are known upfront.
+            raise DataError(_counts_differ(mi.nnz, mv.nnz))
         K = mi.sparse_ndim
         out_meta = TensorMeta(shape=tuple(mi.shape[:-1]) + (self.vocab_size,), sparse_ndim=K,
                               value_type=mv.value_type, fill_value=mv.fill_value, sort_order=tuple(range(K)),
@@ -128,6 +131,11 @@ class Merge(StreamOp):
         yield keys[:, order], vals[order]
 
 
+def _counts_differ(na: int, nb: int) -> str:
+    return (f"ids has {na} entries but values has {nb} (TensorFlow: Dimensions {na} and {nb} are not compatible); "
+            "sparse_merge needs one value per id")
+
+
 def _moved(pairs, mi: TensorMeta, vocab_size: int, path, progress):
     """(keys, values) with each entry's last index replaced by its id, checked entry by entry."""
     K = mi.sparse_ndim
@@ -138,8 +146,7 @@ def _moved(pairs, mi: TensorMeta, vocab_size: int, path, progress):
         except StopIteration as stop:
             na, nb = stop.value
             if na != nb:
-                raise DataError(f"ids has {na} entries but values has {nb} (TensorFlow: Dimensions {na} and "
-                                f"{nb} are not compatible); sparse_merge needs one value per id") from None
+                raise DataError(_counts_differ(na, nb)) from None
             return
         differ = (ka != kb).any(axis=0)
         if differ.any():
