@@ -14,6 +14,9 @@ def _interrupted(signum, frame):
 def run():
     signal.signal(signal.SIGINT, _interrupted)
     signal.signal(signal.SIGTERM, _interrupted)
+    from ._memory import lean_allocators
+
+    lean_allocators()
     from .cli import main
 
     main()

@@ -154,6 +154,31 @@ def budget_of(memory: str | int | Budget | None) -> Budget:
     return Budget(total, **tuning)
 
 
+# mallopt's M_ARENA_MAX (glibc malloc.h).
+_M_ARENA_MAX = -8
+
+
+def lean_allocators() -> None:
+    """Allocators that give freed memory back, for a process whose peak RSS --memory bounds:
+    called by the ``sptool`` script before it imports pyarrow or starts a thread.  pyarrow's default
+    mimalloc pool keeps freed segments committed per thread, and glibc gives every thread
+    its own arena; with both, peak RSS at --memory 64MiB was 150-210 MiB where the data held
+    was 30-60 MiB (split, add, reduce --axis 2, slice; benchmarks/README.md).  The system pool
+    and two arenas cut 25-60 MiB from those peaks at the same CPU time; mimalloc told to purge
+    at once cut as much but cost 20-30% more CPU.  $ARROW_DEFAULT_MEMORY_POOL, when set, wins."""
+    # Read by Arrow's C++ once, when pyarrow loads: pa.set_memory_pool later would not reach
+    # the Parquet reader and writer, which take C++'s default pool.
+    os.environ.setdefault("ARROW_DEFAULT_MEMORY_POOL", "system")
+    if not sys.platform.startswith("linux"):
+        return
+    try:
+        import ctypes
+
+        ctypes.CDLL(None).mallopt(_M_ARENA_MAX, 2)
+    except (OSError, AttributeError):  # not glibc (musl has no arenas to cap)
+        pass
+
+
 def peak_rss() -> int:
     """Peak resident set size of this process, in bytes."""
     ru = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss

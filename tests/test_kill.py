@@ -79,13 +79,58 @@ def _check_todense(path, inputs):
     assert np.array_equal(np.load(str(path)), inputs["dense"])
 
 
+def _entries(path, K=3):
+    t = pq.read_table(str(path))
+    return np.stack([t.column(f"indices_{k}").to_numpy() for k in range(K)], axis=1), t.column("values").to_numpy()
+
+
+def _check_reduce(path, inputs):
+    """Sum over axis 2: NumPy's dense sums at the (i, j) that hold an entry, row-major."""
+    idx, vals = inputs["idx"], inputs["vals"]
+    dense = np.zeros((400, 300))
+    np.add.at(dense, (idx[:, 0], idx[:, 1]), vals)
+    kept = np.unique(idx[:, :2], axis=0)
+    got, sums = _entries(path, 2)
+    assert np.array_equal(got, kept)
+    assert np.allclose(sums, dense[kept[:, 0], kept[:, 1]], rtol=1e-12, atol=1e-12)
+
+
+def _check_add(path, inputs):
+    """The tensor added to itself: every entry once, doubled, in row-major order."""
+    order = np.lexsort(inputs["idx"].T[::-1])
+    got, vals = _entries(path)
+    assert np.array_equal(got, inputs["idx"][order])
+    assert np.array_equal(vals, 2 * inputs["vals"][order])
+
+
+def _check_split(folder, inputs):
+    """Each piece present: the rows of its quarter of axis 0 (100 each), rebased, in input order."""
+    for i in range(4):
+        piece = folder / f"p-{i}.parquet"
+        if not piece.exists():
+            continue
+        rows = (inputs["idx"][:, 0] >= 100 * i) & (inputs["idx"][:, 0] < 100 * (i + 1))
+        got, vals = _entries(piece)
+        assert np.array_equal(got, inputs["idx"][rows] - [100 * i, 0, 0])
+        assert np.array_equal(vals, inputs["vals"][rows])
+
+
 COMMANDS = {
     "reorder": (["reorder", "IN/big.parquet", "--order", "2,1,0", "-o", "out.parquet", "--tmp-dir", "spill"],
                 "out.parquet", _check_reorder),
     "convert": (["convert", "IN/big.tns", "-o", "out.parquet", "--shape", "400,300,50"], "out.parquet",
                 _check_convert),
     "todense": (["todense", "IN/mat.parquet", "-o", "out.npy"], "out.npy", _check_todense),
+    # 16 MiB: the (i, j) accumulators would not fit, so the rows are sorted by (i, j), spilling.
+    "reduce": (["reduce", "IN/big.parquet", "--op", "sum", "--axis", "2", "-o", "out.parquet", "--tmp-dir",
+                "spill", "--memory", "16MiB"], "out.parquet", _check_reduce),
+    "add": (["add", "IN/big.parquet", "IN/big.parquet", "-o", "out.parquet", "--tmp-dir", "spill"], "out.parquet",
+            _check_add),
+    "split": (["split", "IN/big.parquet", "--axis", "0", "-n", "4", "-o", "p-{i}.parquet"],
+              tuple(f"p-{i}.parquet" for i in range(4)), None),
 }
+# Commands run over a previous output, which must stay whole until the new one replaces it.
+PREVIOUS = {"reduce", "add"}
 
 
 def _start(cwd, argv, indir):
@@ -104,7 +149,7 @@ def _wait_for(proc, cwd, moment: str, timeout=120):
         names = set(_files(cwd))
         if moment == "spill" and any(n.startswith("spill/sptool-") for n in names):
             return True
-        if moment == "temporary" and any(n.startswith(".out.") for n in names):
+        if moment == "temporary" and any(n.startswith((".out.", ".p-")) for n in names):
             return True
         if moment.startswith("delay") and time.monotonic() - start >= float(moment[5:]):
             return True
@@ -113,7 +158,8 @@ def _wait_for(proc, cwd, moment: str, timeout=120):
 
 
 MOMENTS = {"reorder": ["spill", "temporary", "delay0.3"], "convert": ["temporary", "delay0.6"],
-           "todense": ["temporary", "delay0.3"]}
+           "todense": ["temporary", "delay0.3"], "reduce": ["spill", "temporary"], "add": ["spill", "delay0.8"],
+           "split": ["temporary", "delay0.4"]}
 CASES = [(c, m) for c in COMMANDS for m in MOMENTS[c]]
 
 
@@ -121,7 +167,13 @@ CASES = [(c, m) for c in COMMANDS for m in MOMENTS[c]]
 @pytest.mark.parametrize(("command", "moment"), CASES, ids=[f"{c}-{m}" for c, m in CASES])
 def test_killed_at_a_moment_then_run_again(tmp_path, inputs, command, moment, sig):
     argv, out, check = COMMANDS[command]
+    outs = out if isinstance(out, tuple) else (out,)
+    if check is None:  # several outputs: each one absent or whole
+        check, out = (lambda _, inputs: _check_split(tmp_path, inputs)), outs[0]
     (tmp_path / "spill").mkdir()
+    previous = b"PAR1 the previous output PAR1"
+    if command in PREVIOUS:
+        (tmp_path / out).write_bytes(previous)
     before = {p: _digest(inputs["dir"] / p) for p in ("big.parquet", "big.tns", "mat.parquet")}
     proc = _start(tmp_path, argv, inputs["dir"])
     reached = _wait_for(proc, tmp_path, moment)
@@ -130,16 +182,19 @@ def test_killed_at_a_moment_then_run_again(tmp_path, inputs, command, moment, si
     _, err = proc.communicate(timeout=300)
     err = err.decode()
     left = _files(tmp_path)
-    if (tmp_path / out).exists():  # finished before the signal landed: the whole result
+    kept_previous = command in PREVIOUS and _digest(tmp_path / out) == previous
+    if any((tmp_path / o).exists() for o in outs) and not kept_previous:  # finished before the signal landed
         check(tmp_path / out, inputs)
     if sig != signal.SIGKILL:
         assert "Traceback" not in err, err
         if proc.returncode != 0:
             assert proc.returncode == 130 and "interrupted; no output was written" in err, (proc.returncode, err)
-            assert left == {"spill": None}, left  # nothing left, not even for the next run to sweep
+            # nothing left, not even for the next run to sweep; a previous output untouched
+            assert left == {"spill": None, **({out: len(previous)} if command in PREVIOUS else {})}, left
+            assert command not in PREVIOUS or kept_previous
     else:
         assert proc.returncode == -signal.SIGKILL or not reached
-    stale = {n for n in left if n != "spill" and n != out and "/" not in n[len("spill/"):]}
+    stale = {n for n in left if n != "spill" and n not in outs and "/" not in n[len("spill/"):]}
     # The next run, writing to the same places, sweeps the dead process's temporaries and says so.
     again = _start(tmp_path, argv, inputs["dir"])
     _, err2 = again.communicate(timeout=600)
@@ -147,7 +202,7 @@ def test_killed_at_a_moment_then_run_again(tmp_path, inputs, command, moment, si
     assert again.returncode == 0, err2
     for name in stale:
         assert f"removed {tmp_path / name}, left by an sptool process that is no longer running" in err2, (name, err2)
-    assert set(_files(tmp_path)) - {"spill"} == {out}, _files(tmp_path)
+    assert set(_files(tmp_path)) - {"spill"} == set(outs), _files(tmp_path)
     check(tmp_path / out, inputs)
     assert {p: _digest(inputs["dir"] / p) for p in before} == before
 

@@ -204,3 +204,33 @@ def test_strict_reaches_the_parts_of_a_directory(tmp_path):
     assert "W_NO_PAGE_CHECKSUMS" in sptool.validate(str(d), strict=True).codes
     one = check_part(str(d), part.name, metadata_only=False, deep=False, strict=True)
     assert [p.code for p in one.problems] == ["W_NO_PAGE_CHECKSUMS"]
+
+
+@pytest.mark.parametrize("crc", [False, True], ids=["pages-without-crc", "pages-with-crc"])
+def test_strict_reads_the_page_headers_behind_the_footer_claim(tmp_path, crc):
+    """A file whose footer records page checksums (sptool.page_checksums = crc32) but whose
+    pages were written by pyarrow with write_page_checksum=False: --strict finds the pages
+    without a CRC by reading their headers (W_NO_PAGE_CHECKSUMS, naming the first page);
+    written with checksums, the same claim passes."""
+    ours = tmp_path / "ours.parquet"
+    n = 5000
+    idx = np.stack(np.unravel_index(np.arange(0, 3 * n, 3), (100, 150)), axis=1)
+    sptool.write(sptool.SparseTensor(idx, np.arange(n, dtype=np.float64), (100, 150)), str(ours))
+    md = pq.read_metadata(str(ours)).metadata
+    claimed = tmp_path / "claimed.parquet"
+    pq.write_table(pq.read_table(str(ours)).replace_schema_metadata(md), str(claimed), write_page_checksum=crc,
+                   sorting_columns=[pq.SortingColumn(0), pq.SortingColumn(1)], data_page_size=4096,
+                   row_group_size=2000)
+    assert pq.read_metadata(str(claimed)).metadata[b"sptool.page_checksums"] == b"crc32"
+    assert pq.read_metadata(str(claimed)).num_row_groups == 3
+    assert sptool.validate(str(claimed)).valid  # not looked for unless strict
+    r = sptool.validate(str(claimed), strict=True)
+    found = [c for c in r.codes if not c.startswith("I_")]  # notes (I_EXPLICIT_FILL) are no failures
+    if crc:
+        assert found == [] and r.ok(strict=True)
+        return
+    assert found == ["W_NO_PAGE_CHECKSUMS"] and not r.ok(strict=True)
+    text = next(p.message for p in r.problems if p.code == "W_NO_PAGE_CHECKSUMS")
+    missing, pages = re.search(r"but (\d+) of (\d+) pages have none", text).groups()
+    assert missing == pages and int(pages) > 3 * 3  # every page of every column chunk of 3 row groups
+    assert "(indices_0, row group 0)" in text

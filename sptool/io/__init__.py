@@ -7,6 +7,7 @@ import-linter contract in pyproject.toml holds the rest of sptool to that).
 from ._arrays import arrow_of, batch_keys, batch_values, make_batch, normalize_batch, values_array
 from ._atomic import AtomicTarget, ClosesOrAborts, SideOutputs, abort_live_targets
 from ._digest import DigestReader, digest_problem
+from ._footer import FooterError, pages_without_crc
 from ._prefetch import prefetch
 from ._rowgroups import check_text, parquet_file, plan_chunks, read_chunks, read_failure_code
 from ._scratch import make_scratch_dir, scratch_dir, sibling_name, sweep
@@ -53,4 +54,5 @@ __all__ = [
     "scratch_dir", "make_scratch_dir", "sibling_name", "sweep",
     "DigestReader", "digest_problem", "Part", "open_dataset", "open_parquet", "read_part",
     "edge_keys",
+    "FooterError", "pages_without_crc",
 ]

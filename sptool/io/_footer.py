@@ -208,3 +208,66 @@ def check_levels(path: str, schema) -> str | None:
                     return (f"row group {r}, column {col.name}: a level histogram has {chunk[key]} entries, the "
                             f"schema allows {level + 1}")
     return None
+
+
+# parquet.thrift PageType values of the pages a checksum covers: DATA_PAGE, DICTIONARY_PAGE, DATA_PAGE_V2.
+_CHECKED_PAGES = {0: "data", 2: "dictionary", 3: "data"}
+_HEADER_READ = 1 << 12  # bytes read for a page header; more (up to the chunk's end) if it is longer
+
+
+def _page_header(buf: bytes) -> tuple[int, int, bool, int]:
+    """(page type, compressed size, has a CRC, header length) of the PageHeader at buf's start;
+    IndexError when buf ends inside it."""
+    found = {}
+    pos = last = 0
+    while True:
+        last, ftype, pos = _field(buf, pos, last)
+        if not ftype:
+            break
+        if last in (1, 3, 4) and ftype == _I32:
+            z, pos = _varint(buf, pos)
+            found[last] = (z >> 1) ^ -(z & 1)
+        else:
+            pos = _skip(buf, pos, ftype)
+    if pos > len(buf):
+        raise IndexError
+    if 1 not in found or found.get(3, -1) < 0:
+        raise FooterError("a page header lacks its type or size")
+    return found[1], found[3], 4 in found, pos
+
+
+def pages_without_crc(path: str, md) -> tuple[int, int, str | None]:
+    """(pages without a CRC-32, pages checked, where the first is) over every column chunk of
+    ``md`` (pyarrow's FileMetaData of ``path``): the page headers alone are read, each chunk's
+    from its first page to its end, skipping the pages' bodies.  Finds what a footer's record
+    that checksums were written cannot prove."""
+    missing = checked = 0
+    first = None
+    with open(path, "rb") as f:
+        for r in range(md.num_row_groups):
+            rg = md.row_group(r)
+            for c in range(rg.num_columns):
+                col = rg.column(c)
+                pos = min(o for o in (col.dictionary_page_offset, col.data_page_offset) if o is not None)
+                end = pos + col.total_compressed_size
+                while pos < end:
+                    want = _HEADER_READ
+                    while True:
+                        f.seek(pos)
+                        buf = f.read(min(want, end - pos))
+                        try:
+                            kind, size, has_crc, length = _page_header(buf)
+                            break
+                        except IndexError:
+                            if want >= end - pos:
+                                raise FooterError(f"a page header of column {col.path_in_schema} in row group "
+                                                  f"{r} runs past its column chunk") from None
+                            want *= 4
+                    if kind in _CHECKED_PAGES:
+                        checked += 1
+                        if not has_crc:
+                            missing += 1
+                            first = first or (f"the {_CHECKED_PAGES[kind]} page at byte {pos} "
+                                              f"({col.path_in_schema}, row group {r})")
+                    pos += length + size
+    return missing, checked, first

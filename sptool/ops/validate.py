@@ -39,11 +39,13 @@ from ..io import (
     READ_ERRORS,
     DamagedBatch,
     DigestReader,
+    FooterError,
     check_text,
     digest_problem,
     edge_keys,
     list_parts,
     locate,
+    pages_without_crc,
     parquet_file,
     plan_chunks,
     prefetch,
@@ -441,6 +443,15 @@ class _Validator:
         if self.strict and md.metadata.get(CHECKSUMS_KEY.encode()) != b"crc32":
             add(Problem("W_NO_PAGE_CHECKSUMS", f"the footer has no {CHECKSUMS_KEY} = \"crc32\" entry: flipped bits "
                                                "in its pages could not be detected"))
+        elif self.strict:  # the footer's record is a claim: the page headers say what was written
+            try:
+                missing, pages, first = pages_without_crc(path, md)
+            except (FooterError, OSError) as e:
+                add(Problem("E_READ_FAILED", f"the page headers cannot be read: {e}"))
+            else:
+                if missing:
+                    add(Problem("W_NO_PAGE_CHECKSUMS", f"the footer records page checksums, but {missing} of {pages} "
+                                                       f"pages have none, first {first}"))
         try:
             schema = pf.schema_arrow
         except READ_ERRORS as e:
