@@ -63,6 +63,37 @@ def _footer(buf: memoryview) -> tuple[list, int]:
     return fields, start
 
 
+class _Encoded:
+    """One row group encoded (on a pool thread, where its footer is read too, off the
+    appender's path): its column chunks' bytes and their metadata, offsets as in its own file."""
+
+    def __init__(self, table: pa.Table, schema: pa.Schema, options: dict):
+        buf = _bytes_of(encode_file(table, schema, options))
+        meta, footer_start = _footer(buf)
+        self.rows = t.get(meta, _FILE_NUM_ROWS)
+        self.groups = t.get(meta, _FILE_ROW_GROUPS, (t.STRUCT, []))[1]
+        self.column_indexes: list[tuple[list, bytes]] = []  # (column chunk, its column index)
+        self.offset_indexes: list[tuple[list, list]] = []  # (column chunk, its offset index)
+        end = len(_MAGIC)
+        for group in self.groups:
+            for chunk in t.get(group, _GROUP_COLUMNS)[1]:
+                cmeta = t.get(chunk, _CHUNK_META)
+                if t.get(cmeta, _META_BLOOM_FILTER) is not None:
+                    raise StitchError("a bloom filter in an encoded row group")
+                first = t.get(cmeta, _META_DICTIONARY_PAGE) or t.get(cmeta, _META_DATA_PAGE)
+                end = max(end, first + t.get(cmeta, _META_COMPRESSED))
+                at = t.get(chunk, _CHUNK_COLUMN_INDEX)
+                if at is not None:
+                    self.column_indexes.append((chunk, bytes(buf[at:at + t.get(chunk, _CHUNK_COLUMN_INDEX_LENGTH)])))
+                at = t.get(chunk, _CHUNK_OFFSET_INDEX)
+                if at is not None:
+                    index, _ = t.read_struct(buf[at:at + t.get(chunk, _CHUNK_OFFSET_INDEX_LENGTH)])
+                    self.offset_indexes.append((chunk, index))
+        if end > footer_start:
+            raise StitchError("column chunks run into the footer")
+        self.chunks = buf[len(_MAGIC):end]
+
+
 class StitchedWriter:
     """Writes a Parquet file at ``path`` from row groups encoded on ``workers`` threads.
 
@@ -88,7 +119,7 @@ class StitchedWriter:
     def write_table(self, table: pa.Table, row_group_size: int | None = None) -> None:
         while len(self._pending) >= self._inflight_max:
             self._append(self._pending.popleft().result())
-        self._pending.append(self._pool.submit(encode_file, table, self.schema, self.options))
+        self._pending.append(self._pool.submit(_Encoded, table, self.schema, self.options))
 
     def add_key_value_metadata(self, entries: dict) -> None:
         self._entries.update(entries)
@@ -108,46 +139,26 @@ class StitchedWriter:
         self._pending.clear()
         self._file.close()
 
-    def _append(self, encoded: pa.Buffer) -> None:
-        buf = _bytes_of(encoded)
-        meta, footer_start = _footer(buf)
-        end = len(_MAGIC)
-        groups = t.get(meta, _FILE_ROW_GROUPS, (t.STRUCT, []))[1]
-        for group in groups:
-            for chunk in t.get(group, _GROUP_COLUMNS)[1]:
-                cmeta = t.get(chunk, _CHUNK_META)
-                if t.get(cmeta, _META_BLOOM_FILTER) is not None:
-                    raise StitchError("a bloom filter in an encoded row group")
-                first = t.get(cmeta, _META_DICTIONARY_PAGE) or t.get(cmeta, _META_DATA_PAGE)
-                end = max(end, first + t.get(cmeta, _META_COMPRESSED))
-        if end > footer_start:
-            raise StitchError("column chunks run into the footer")
+    def _append(self, encoded: _Encoded) -> None:
         shift = self._pos - len(_MAGIC)
-        for group in groups:
-            self._move_group(buf, group, shift)
-        self._file.write(buf[len(_MAGIC):end])
-        self._pos += end - len(_MAGIC)
-        self._rows += t.get(meta, _FILE_NUM_ROWS)
-
-    def _move_group(self, buf: memoryview, group: list, shift: int) -> None:
-        _shift(group, _GROUP_FILE_OFFSET, shift)
-        if t.get(group, _GROUP_ORDINAL) is not None:
-            t.put(group, _GROUP_ORDINAL, len(self._groups))
-        for chunk in t.get(group, _GROUP_COLUMNS)[1]:
-            _shift(chunk, _CHUNK_FILE_OFFSET, shift)
-            cmeta = t.get(chunk, _CHUNK_META)
-            for fid in (_META_DATA_PAGE, _META_INDEX_PAGE, _META_DICTIONARY_PAGE):
-                _shift(cmeta, fid, shift)
-            at = t.get(chunk, _CHUNK_COLUMN_INDEX)
-            if at is not None:
-                self._column_indexes.append((chunk, bytes(buf[at:at + t.get(chunk, _CHUNK_COLUMN_INDEX_LENGTH)])))
-            at = t.get(chunk, _CHUNK_OFFSET_INDEX)
-            if at is not None:
-                index, _ = t.read_struct(buf[at:at + t.get(chunk, _CHUNK_OFFSET_INDEX_LENGTH)])
-                for page in t.get(index, _OFFSET_INDEX_PAGES)[1]:
-                    _shift(page, _PAGE_OFFSET, shift)
-                self._offset_indexes.append((chunk, index))
-        self._groups.append(group)
+        for group in encoded.groups:
+            _shift(group, _GROUP_FILE_OFFSET, shift)
+            if t.get(group, _GROUP_ORDINAL) is not None:
+                t.put(group, _GROUP_ORDINAL, len(self._groups))
+            for chunk in t.get(group, _GROUP_COLUMNS)[1]:
+                _shift(chunk, _CHUNK_FILE_OFFSET, shift)
+                cmeta = t.get(chunk, _CHUNK_META)
+                for fid in (_META_DATA_PAGE, _META_INDEX_PAGE, _META_DICTIONARY_PAGE):
+                    _shift(cmeta, fid, shift)
+            self._groups.append(group)
+        for _chunk, index in encoded.offset_indexes:
+            for page in t.get(index, _OFFSET_INDEX_PAGES)[1]:
+                _shift(page, _PAGE_OFFSET, shift)
+        self._column_indexes += encoded.column_indexes
+        self._offset_indexes += encoded.offset_indexes
+        self._file.write(encoded.chunks)
+        self._pos += len(encoded.chunks)
+        self._rows += encoded.rows
 
     def _finish(self) -> None:
         out = bytearray()
