@@ -187,3 +187,21 @@ def test_error_leaves_nothing(monkeypatch, tmp_path, stitched, rng):
         sink.write(np.ascontiguousarray(tensor.keys[:, :10]), tensor.values[:10])
     assert len(stitched) == 1
     assert os.listdir(tmp_path) == []
+
+
+def test_small_budget_keeps_one_writer(monkeypatch, tmp_path, stitched, rng):
+    """Stitching needs room for two waiting row groups (rows and encoded bytes, 2 x 1000 x 32
+    bytes each) eight times over in the usable budget (a quarter of a small total)."""
+    from sptool._memory import budget_of
+
+    tensor = random_tensor(rng, SHAPE, 3000, sort=True)
+    monkeypatch.setenv("SPTOOL_THREADS", "2")
+    monkeypatch.setenv("SPTOOL_ROW_GROUP_ROWS", "1000")
+    room = 4 * 8 * 2 * (2 * 1000 * 32)
+    for total, made in ((room - 4, 0), (room, 1)):
+        budget = budget_of(None).with_total(total)
+        with open_sink(str(tmp_path / f"{total}.parquet"), tensor.meta, budget=budget) as sink:
+            sink.write(tensor.keys, tensor.values)
+        assert len(stitched) == made
+    with open(tmp_path / f"{room - 4}.parquet", "rb") as a, open(tmp_path / f"{room}.parquet", "rb") as b:
+        assert a.read() == b.read()

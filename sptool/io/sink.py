@@ -259,12 +259,14 @@ class TensorSink(ClosesOrAborts):
     def _parquet_writer(self, path: str, *, many: bool = False):
         """A writer for one file; with ``many`` row groups to come and more than one worker, one
         that encodes them on the workers side by side (StitchedWriter: the same bytes)."""
-        workers = budget_of(self._budget).workers
-        if many and workers > 1:
-            # As many row groups wait as before plus one per extra worker: each holds its rows
-            # and then their encoded bytes.
-            return StitchedWriter(path, self.schema, parquet_writer_options(self.meta), workers=workers,
-                                  inflight=workers + 1)
+        budget = budget_of(self._budget)
+        # A row group waiting to be appended holds its rows and then their encoded bytes: one per
+        # worker and one more, within an eighth of the budget (or no stitching).
+        group_bytes = 2 * self.row_group_rows * row_bytes(self.meta)
+        inflight = min(budget.workers + 1, budget.usable // (8 * group_bytes))
+        if many and budget.workers > 1 and inflight >= 2:
+            return StitchedWriter(path, self.schema, parquet_writer_options(self.meta), workers=budget.workers,
+                                  inflight=inflight)
         return pq.ParquetWriter(path, self.schema, **parquet_writer_options(self.meta))
 
     # -- writing ------------------------------------------------------------------------------
