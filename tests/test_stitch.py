@@ -37,6 +37,7 @@ def stitched(monkeypatch):
 
 
 def _write(monkeypatch, tensor, path, *, threads: int, group_rows: int):
+    # 1 or 2 workers: one writer thread; 3: two encoders and the stitched file
     monkeypatch.setenv("SPTOOL_THREADS", str(threads))
     monkeypatch.setenv("SPTOOL_ROW_GROUP_ROWS", str(group_rows))
     sptool.write(tensor, path)
@@ -62,9 +63,9 @@ def _tensor(rng, dtype, nnz):
 def test_same_bytes_as_one_writer(monkeypatch, tmp_path, stitched, rng, dtype, group_rows):
     """Many row groups, a few, and one (the single-threaded path) on every value type."""
     tensor = _tensor(rng, dtype, 2500)
-    plain = _write(monkeypatch, tensor, str(tmp_path / "plain.parquet"), threads=1, group_rows=group_rows)
-    assert not stitched
-    both = _write(monkeypatch, tensor, str(tmp_path / "both.parquet"), threads=2, group_rows=group_rows)
+    plain = _write(monkeypatch, tensor, str(tmp_path / "plain.parquet"), threads=2, group_rows=group_rows)
+    assert not stitched  # two cores: the one writer thread (see TensorSink._parquet_writer)
+    both = _write(monkeypatch, tensor, str(tmp_path / "both.parquet"), threads=3, group_rows=group_rows)
     assert len(stitched) == (1 if tensor.nnz > group_rows else 0)
     with open(plain, "rb") as a, open(both, "rb") as b:
         assert a.read() == b.read()
@@ -93,7 +94,7 @@ def _check_read_back(path, tensor, group_rows):
 
 def test_readers_agree(monkeypatch, tmp_path, stitched, rng):
     tensor = random_tensor(rng, SHAPE, 4000, sort=True)
-    path = _write(monkeypatch, tensor, str(tmp_path / "t.parquet"), threads=2, group_rows=300)
+    path = _write(monkeypatch, tensor, str(tmp_path / "t.parquet"), threads=3, group_rows=300)
     assert len(stitched) == 1
     _check_read_back(path, tensor, 300)
     report = sptool.validate(path, deep=True, strict=True)
@@ -114,7 +115,7 @@ def test_directory_parts(monkeypatch, tmp_path, stitched, rng):
     """Each part of a directory is stitched on its own and equals the one-thread part."""
     tensor = random_tensor(rng, SHAPE, 3000, sort=True)
     out = {}
-    for threads in (1, 2):
+    for threads in (2, 3):
         monkeypatch.setenv("SPTOOL_THREADS", str(threads))
         monkeypatch.setenv("SPTOOL_ROW_GROUP_ROWS", "200")
         path = str(tmp_path / f"d{threads}") + "/"
@@ -123,9 +124,9 @@ def test_directory_parts(monkeypatch, tmp_path, stitched, rng):
                 sink.write(np.ascontiguousarray(tensor.keys[:, start:start + 450]), tensor.values[start:start + 450])
         out[threads] = {n: open(os.path.join(path, n), "rb").read() for n in sorted(os.listdir(path))}
     assert len(stitched) == 3
-    assert list(out[1]) == list(out[2]) and len(out[1]) == 3
-    assert out[1] == out[2]
-    back = sptool.read(str(tmp_path / "d2"))
+    assert list(out[2]) == list(out[3]) and len(out[2]) == 3
+    assert out[2] == out[3]
+    back = sptool.read(str(tmp_path / "d3"))
     np.testing.assert_array_equal(back.indices, tensor.indices)
 
 
@@ -179,7 +180,7 @@ def test_thrift_round_trip(rng, dtype):
 def test_error_leaves_nothing(monkeypatch, tmp_path, stitched, rng):
     """Rows out of the promised order after several stitched row groups: no output, no temporary."""
     tensor = random_tensor(rng, SHAPE, 3000, sort=True)
-    monkeypatch.setenv("SPTOOL_THREADS", "2")
+    monkeypatch.setenv("SPTOOL_THREADS", "3")
     monkeypatch.setenv("SPTOOL_ROW_GROUP_ROWS", "100")
     path = str(tmp_path / "t.parquet")
     with pytest.raises(DataError), open_sink(path, tensor.meta) as sink:
@@ -195,7 +196,7 @@ def test_small_budget_keeps_one_writer(monkeypatch, tmp_path, stitched, rng):
     from sptool._memory import budget_of
 
     tensor = random_tensor(rng, SHAPE, 3000, sort=True)
-    monkeypatch.setenv("SPTOOL_THREADS", "2")
+    monkeypatch.setenv("SPTOOL_THREADS", "3")
     monkeypatch.setenv("SPTOOL_ROW_GROUP_ROWS", "1000")
     room = 4 * 8 * 2 * (2 * 1000 * 32)
     for total, made in ((room - 4, 0), (room, 1)):

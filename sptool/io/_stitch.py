@@ -10,6 +10,11 @@ then all offset indexes) and one footer: the buffers' row groups with every file
 where their bytes now are, under the metadata of an empty file written with the same schema,
 options and key-value entries.  The result is byte for byte what one ``pq.ParquetWriter``
 writes for the same row groups (tests/test_stitch.py compares them).
+
+TensorSink uses it only with three workers or more (TensorSink._parquet_writer): on two cores
+its one writer thread already keeps the second core busy, and per-thread CPU times show the
+stitched writer adding 0.1-0.2 CPU s per 20M entries (a writer per row group, the footers read
+in Python, one more copy of the bytes) for no shorter path.
 """
 
 from __future__ import annotations
