@@ -57,6 +57,22 @@ SIZES = {
 # The issue's reorder benchmark: an unsorted 3-D tensor (20M entries at --size large).
 SHAPE_REORDER = (1_000_000, 5_000, 200)
 SHAPE_3D = (2_000, 1_000, 500)
+# --shape issue: issue 15's own tensors (2^17 x 2^12 x 2^8) for both of the above, in data/<size>-issue/.
+SHAPE_ISSUE = (1 << 17, 1 << 12, 1 << 8)
+DATA_TAG = ""
+# --one-writer: each sptool row is followed by the same command with the Parquet writer of before
+# issue 15 (one encoding thread), so that both are timed in the same minutes.
+ONE_WRITER = False
+ONE_WRITER_CODE = """
+    import os, sys
+    os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")  # as sptool.cli.main does, before numpy loads
+    import sptool.io.sink as sink
+    plain = sink.TensorSink._parquet_writer
+    sink.TensorSink._parquet_writer = lambda self, path, many=False: plain(self, path)
+    from sptool.cli import main
+    sys.argv[0] = "sptool"
+    main()
+"""
 
 
 # ---------------------------------------------------------------------------------------------
@@ -1398,13 +1414,17 @@ def run_benchmark(b: Benchmark, size: str, repeat: int) -> dict:
     if reason:
         print(f"{b.name}: skipped: {reason}", flush=True)
         return {"benchmark": b.name, "skipped": reason}
-    data = os.path.join(DATA, size)
+    data = os.path.join(DATA, size + DATA_TAG)
     out = os.path.join(data, "out")
     os.makedirs(out, exist_ok=True)
     t0 = time.perf_counter()
     paths = b.prepare(data, SIZES[size])
     print(f"{b.name}: data ready in {time.perf_counter() - t0:.1f} s; timing...", flush=True)
     tools = b.tools(paths, out)
+    if ONE_WRITER and tools[0].name == "sptool":
+        first = tools[0]
+        tools.insert(1, python_tool("sptool, one-thread Parquet writer (before)", ONE_WRITER_CODE,
+                                    *first.argv[1:], outputs=first.outputs))
     runs: dict[str, list[Run]] = {t.name: [] for t in tools}
     notes = []
     load_before = os.getloadavg()
@@ -1950,7 +1970,16 @@ def main(argv=None) -> int:
                    help=f"run only this benchmark (repeatable): {', '.join(BENCHMARKS)}")
     p.add_argument("--repeat", type=int, default=3, metavar="N", help="runs per tool; the median counts [3]")
     p.add_argument("--output", default=os.path.join(RESULTS, "latest.json"), help="JSON results file")
+    p.add_argument("--shape", choices=["default", "issue"], default="default",
+                   help="issue: the 3-D tensors are issue 15's 2^17 x 2^12 x 2^8")
+    p.add_argument("--one-writer", action="store_true",
+                   help="also time each sptool command with the one-thread Parquet writer")
     args = p.parse_args(argv)
+    global SHAPE_REORDER, SHAPE_3D, DATA_TAG, ONE_WRITER
+    ONE_WRITER = args.one_writer
+    if args.shape == "issue":
+        SHAPE_REORDER = SHAPE_3D = SHAPE_ISSUE
+        DATA_TAG = "-issue"
     byte_compile_sptool()
     info = machine()
     started = time.time()

@@ -31,6 +31,7 @@ from ..format import (
 from ._arrays import batch_values, make_batch
 from ._atomic import AtomicTarget, ClosesOrAborts
 from ._digest import DigestWriter
+from ._stitch import StitchedWriter
 from .source import part_name, row_bytes
 
 # Rows per part file when writing a directory; parts of this size (about 8.4M rows) stay
@@ -255,7 +256,25 @@ class TensorSink(ClosesOrAborts):
         self._digest = DigestWriter(out)
         self._writer = pa.ipc.new_stream(self._digest, schema)
 
-    def _parquet_writer(self, path: str):
+    def _parquet_writer(self, path: str, *, many: bool = False):
+        """A writer for one file: with ``many`` row groups to come and cores to spare, one that
+        encodes them side by side (StitchedWriter: the same bytes); else pyarrow's, fed by the
+        one writer thread (_submit_write)."""
+        budget = budget_of(self._budget)
+        # The one writer thread already overlaps encoding with the rest of the command, which
+        # keeps the other core busy: on 2 cores the stitched writer only adds its own cost.
+        # Measured per thread (CPU s, 20M-entry 2^17 x 2^12 x 2^8 float64, one writer thread /
+        # stitched): reorder writer 1.08-1.19 / encoders 1.19, main 0.82 / 1.06; concat writer
+        # 1.11 / 1.24, main 0.55 / 0.75; add writer 1.11 / 1.19, main 0.70 / 0.76.  So encoders
+        # are one fewer than the workers, leaving a core to the producer, and at least two.
+        encoders = budget.workers - 1
+        # A row group waiting to be appended holds its rows and then their encoded bytes: one
+        # per encoder and one more, within an eighth of the budget (or no stitching).
+        group_bytes = 2 * self.row_group_rows * row_bytes(self.meta)
+        inflight = min(encoders + 1, budget.usable // (8 * group_bytes))
+        if many and encoders >= 2 and inflight >= 2:
+            return StitchedWriter(path, self.schema, parquet_writer_options(self.meta), workers=encoders,
+                                  inflight=inflight)
         return pq.ParquetWriter(path, self.schema, **parquet_writer_options(self.meta))
 
     # -- writing ------------------------------------------------------------------------------
@@ -321,18 +340,20 @@ class TensorSink(ClosesOrAborts):
             return
         table = pa.Table.from_batches(self._pending, schema=self.schema)
         start, n = 0, table.num_rows
+        # More than one row group to come: worth encoding them side by side.
+        many = not final or n > self.row_group_rows
         while n - start >= self.row_group_rows or (final and n > start):
             take = min(self.row_group_rows, n - start)
             if self.kind == "dir":
                 take = min(take, self.part_rows - self._part_rows_written)
-            self._write_rows(table.slice(start, take))
+            self._write_rows(table.slice(start, take), many)
             start += take
         rest = table.slice(start)
         # Copy the remainder (less than a row group): a slice would keep its parent batches alive.
         self._pending = [_copied(rest)] if rest.num_rows else []
         self._pending_rows = rest.num_rows
 
-    def _write_rows(self, table: pa.Table):
+    def _write_rows(self, table: pa.Table, many: bool):
         if self._writer is None:
             if self.kind == "dir":
                 path = os.path.join(self._target.tmp, part_name(self._part_index))
@@ -341,9 +362,12 @@ class TensorSink(ClosesOrAborts):
                 # claims follow the dataset's, checked by the same tracker.
             else:
                 path = self._target.tmp
-            self._writer = self._parquet_writer(path)
+            self._writer = self._parquet_writer(path, many=many)
             self._part_rows_written = 0
-        self._submit_write(self._writer, table)
+        if isinstance(self._writer, StitchedWriter):
+            self._writer.write_table(table)  # queued on its own encoders
+        else:
+            self._submit_write(self._writer, table)
         self._part_rows_written += table.num_rows
         if self.kind == "dir" and self._part_rows_written >= self.part_rows:
             self._close_part()
@@ -489,7 +513,9 @@ class TensorSink(ClosesOrAborts):
         if self._io is not None:
             self._io.shutdown()
         try:
-            if self._writer is not None:
+            if isinstance(self._writer, StitchedWriter):
+                self._writer.abort()
+            elif self._writer is not None:
                 self._writer.close()
         except Exception:
             pass
