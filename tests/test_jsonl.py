@@ -163,3 +163,14 @@ def test_options_apply_where_they_mean_something(tmp_path):
                                  "--values", "w", "--vocab-size", "5"])
     assert r.exit_code == 2 and "--vocab-size: only for TFRecord" in r.output and "--ids" not in r.output, r.output
     assert not (tmp_path / "k.parquet").exists()
+
+
+def test_rows_in_counts_ids_as_written(tmp_path):
+    """rows_in counts every id of every line, repeats included; rows, the entries written,
+    counts each (row, id) once: both counted here with Python's json module."""
+    lines = [{"ids": [3, 1, 3], "values": [1.0, 2.0, 3.0]}, {"ids": [], "values": []},
+             {"ids": [2, 2, 2, 0], "values": [1.0, 1.0, 1.0, 5.0]}]
+    (tmp_path / "r.jsonl").write_text("".join(json.dumps(x) + "\n" for x in lines))
+    out = convert_api(str(tmp_path / "r.jsonl"), str(tmp_path / "r.parquet"))
+    assert out["rows_in"] == sum(len(x["ids"]) for x in lines) == 7
+    assert out["rows"] == sum(len(set(x["ids"])) for x in lines) == 4

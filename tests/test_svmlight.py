@@ -607,3 +607,17 @@ def test_rows_far_apart_are_written_in_blocks(tmp_path):
     np.testing.assert_array_equal(X.tocoo().row, t.indices[:, 0])
     np.testing.assert_array_equal(X.tocoo().col, t.indices[:, 1])
     np.testing.assert_array_equal(X.tocoo().data, t.values)
+
+
+def test_rows_in_counts_pairs_as_written(tmp_path):
+    """The summary's rows_in counts the id:value pairs of the file, repeats included (they are
+    summed into one entry each, so rows can be fewer); both counted here from the text alone."""
+    text = "1 qid:7 3:1 1:2 3:3 5:4\n0 qid:7 2:1\n# a comment 9:9\n1\n0 4:0 4:1 4:2\n"
+    (tmp_path / "r.svm").write_text(text)
+    pairs = [tok for line in text.splitlines() for tok in line.split("#")[0].split()[1:]
+             if not tok.startswith("qid:")]
+    distinct = sum(len({tok.split(":")[0] for tok in line.split("#")[0].split()[1:] if not tok.startswith("qid:")})
+                   for line in text.splitlines())
+    out = convert_api(str(tmp_path / "r.svm"), str(tmp_path / "r.parquet"))
+    assert out["rows_in"] == len(pairs) == 8
+    assert out["rows"] == distinct == 5

@@ -100,7 +100,6 @@ class JsonlReader(Reader):
             if keys.shape[1]:
                 self.max_col = max(self.max_col, int(keys[1].max()))
             self.rows += table.num_rows
-            self.rows_in += keys.shape[1]
             yield keys, values
         n_features = ex.n_features
         self.meta = self.meta.with_(shape=(self.rows, n_features if n_features is not None else self.max_col + 1))
@@ -124,6 +123,7 @@ class JsonlReader(Reader):
         values = pc.list_flatten(vals_col).to_numpy(zero_copy_only=False)
         if len(ids) and (pc.list_flatten(ids_col).null_count or pc.list_flatten(vals_col).null_count):
             raise DataError(self._locate(data, first, None), path=self.name)
+        self.rows_in += len(ids)  # as written: repeats count before they are summed
         keys = np.empty((2, len(ids)), dtype=np.int64)
         keys[0] = np.repeat(np.arange(self.rows, self.rows + table.num_rows, dtype=np.int64), counts)
         keys[1] = ids

@@ -270,7 +270,6 @@ class SvmlightReader(Reader):
         for keys, values in self._converted():
             if keys.shape[1]:
                 self.max_col = max(self.max_col, int(keys[1].max()))
-            self.rows_in += keys.shape[1]
             yield keys, values
         n_features = self.svm.n_features
         # scikit-learn: the largest id + 1, and 1 for a file without ids.
@@ -284,6 +283,7 @@ class SvmlightReader(Reader):
         dtype = VALUE_TYPES[self.meta.value_type]
         for block in self._decided():
             self._sidecar_rows(block)
+            self.rows_in += block.keys.shape[1]  # as written: repeats count before they are summed
             keys, values = self._canonical(block)
             if self.base:
                 keys[1] -= self.base  # the block's own arrays, not shared with anything
