@@ -301,3 +301,44 @@ def test_an_interrupt_while_the_output_closes_leaves_nothing(tmp_path, monkeypat
     with pytest.raises(KeyboardInterrupt):  # the API too, where no command line cleans up after it
         sptool.reorder(src, str(tmp_path / "out.parquet"))
     assert sorted(os.listdir(tmp_path)) == before
+
+
+def test_an_interrupt_with_two_sorts_suspended_leaves_no_spill(tmp_path, monkeypatch):
+    """Ctrl-C while add writes, both operands' external sorts spilled and suspended in their
+    generators (which nothing resumes; the process ends with os._exit, so no finalizer runs):
+    the command line removes their scratch directories on its way out.  The garbage collector
+    is kept off so that only the command line can have removed them."""
+    import gc
+
+    from click.testing import CliRunner
+
+    from sptool.cli import cli
+    from sptool.io import sink as sinks
+
+    rng = np.random.default_rng(5)
+    idx = np.unique(np.stack([rng.integers(0, 300, 30_000), rng.integers(0, 200, 30_000)], axis=1), axis=0)
+    rng.shuffle(idx)
+    a, b = str(tmp_path / "a.parquet"), str(tmp_path / "b.parquet")
+    sptool.write(sptool.SparseTensor(idx, rng.standard_normal(len(idx)), (300, 200)), a)
+    sptool.write(sptool.SparseTensor(idx[::-1], rng.standard_normal(len(idx)), (300, 200)), b)
+    spill = tmp_path / "spill"
+    spill.mkdir()
+    for k, v in {"SPTOOL_RUN_ROWS": "2000", "SPTOOL_KEEP_BYTES": "0", "SPTOOL_BATCH_ROWS": "2000"}.items():
+        monkeypatch.setenv(k, v)
+    seen = []
+
+    def interrupted(self, *args, **kwargs):
+        seen.extend(os.listdir(spill))  # both sorts have spilled by the first output rows
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(sinks.TensorSink, "write", interrupted)
+    gc.disable()
+    try:
+        r = CliRunner().invoke(cli, ["add", a, b, "-o", str(tmp_path / "out.parquet"), "--tmp-dir", str(spill)])
+        left = os.listdir(spill)
+    finally:
+        gc.enable()
+    assert r.exit_code == 130 and "interrupted; no output was written" in r.output
+    assert len([n for n in seen if n.startswith("sptool-sort-")]) == 2, seen
+    assert left == []
+    assert not (tmp_path / "out.parquet").exists()

@@ -200,12 +200,14 @@ def help_command(ctx, command):
 
 
 def _abort_outputs():
-    """Remove the temporaries of outputs not committed: a signal can land before a sink's own
-    cleanup is in place (between opening an output and entering its ``with``)."""
+    """Remove the temporaries of outputs not committed (a signal can land before a sink's own
+    cleanup is in place, between opening an output and entering its ``with``) and the scratch
+    directories not removed (an external sort suspended in a generator that nothing resumes)."""
     if "sptool.io" in sys.modules:
-        from ..io import abort_live_targets
+        from ..io import abort_live_targets, remove_live_scratch
 
         abort_live_targets()
+        remove_live_scratch()
 
 
 def _terminate(signum, frame):

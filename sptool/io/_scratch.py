@@ -68,17 +68,42 @@ def sibling_name(path: str, tag: str, suffix: str = "") -> str:
     return os.path.join(head, f".{tail}.{tag}-{owner()}-{uuid.uuid4().hex[:8]}{suffix}")
 
 
+# Scratch directories made by this process and perhaps not removed yet.  A directory's owner
+# removes it in a ``with`` or ``finally``, but an owner suspended in a generator (one operand's
+# external sort while a merge join reads the other) is never resumed when an error or Ctrl-C
+# unwinds past it, and the command line ends with os._exit, which runs no finalizer: the
+# command line removes what is still here on its way out (remove_live_scratch).
+_LIVE: set[str] = set()
+
+
+def _registered(path: str) -> str:
+    for old in [p for p in _LIVE if not os.path.exists(p)]:
+        _LIVE.discard(old)
+    _LIVE.add(path)
+    return path
+
+
 def scratch_dir(kind: str, tmp_dir: str | None = None) -> tempfile.TemporaryDirectory:
     """A TemporaryDirectory sptool-KIND-PID-START-RAND in ``tmp_dir`` (default: the system's),
     made after sweeping that directory of a dead process's scratch directories."""
     sweep(tmp_dir or tempfile.gettempdir())
-    return tempfile.TemporaryDirectory(prefix=f"sptool-{kind}-{owner()}-", dir=tmp_dir)
+    made = tempfile.TemporaryDirectory(prefix=f"sptool-{kind}-{owner()}-", dir=tmp_dir)
+    _registered(made.name)
+    return made
 
 
 def make_scratch_dir(kind: str, tmp_dir: str | None = None) -> str:
     """As scratch_dir, for a caller that removes the directory itself."""
     sweep(tmp_dir or tempfile.gettempdir())
-    return tempfile.mkdtemp(prefix=f"sptool-{kind}-{owner()}-", dir=tmp_dir)
+    return _registered(tempfile.mkdtemp(prefix=f"sptool-{kind}-{owner()}-", dir=tmp_dir))
+
+
+def remove_live_scratch() -> None:
+    """Remove every scratch directory this process made and has not removed (the command
+    line's last step when a command is interrupted or fails; never during one)."""
+    for path in list(_LIVE):
+        shutil.rmtree(path, ignore_errors=True)
+        _LIVE.discard(path)
 
 
 def stale(name: str) -> bool:
