@@ -196,3 +196,33 @@ def test_cli(tmp_path, rng):
     r = runner.invoke(cli, ["-q", "split", path, "--axis", "-1", "-n", "2", "-o", str(tmp_path / "p{i}.parquet")])
     assert r.exit_code == 0 and sptool.read(str(tmp_path / "p1.parquet")).shape == (5, 2)
     assert not any(n.startswith("q") for n in os.listdir(tmp_path))
+
+
+def test_a_failure_while_finishing_the_pieces_keeps_the_previous_files(tmp_path, monkeypatch):
+    """Ctrl-C while the third of four pieces is being finished: every piece is finished before
+    any is moved into place, so the previous files at the four paths stay byte for byte and no
+    temporary is left (the oracle: the bytes written before, and a directory listing)."""
+    from sptool.io import sink as sinks
+
+    rng = np.random.default_rng(8)
+    idx = np.unique(np.stack([rng.integers(0, 40, 500), rng.integers(0, 30, 500)], axis=1), axis=0)
+    src = str(tmp_path / "t.parquet")
+    sptool.write(sptool.SparseTensor(idx, rng.standard_normal(len(idx)), (40, 30)), src)
+    previous = {i: f"previous piece {i}".encode() for i in range(4)}
+    for i, data in previous.items():
+        (tmp_path / f"p-{i}.parquet").write_bytes(data)
+    before = sorted(os.listdir(tmp_path))
+    real_close, calls = sinks.TensorSink.close, []
+
+    def close(self, **kw):
+        calls.append(self.dst)
+        if len(calls) == 3:
+            raise KeyboardInterrupt
+        return real_close(self, **kw)
+
+    monkeypatch.setattr(sinks.TensorSink, "close", close)
+    with pytest.raises(KeyboardInterrupt):
+        sptool.split(src, str(tmp_path / "p-{i}.parquet"), axis=0, num=4)
+    assert len(calls) == 3
+    assert sorted(os.listdir(tmp_path)) == before
+    assert {i: (tmp_path / f"p-{i}.parquet").read_bytes() for i in range(4)} == previous

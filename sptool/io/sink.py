@@ -431,8 +431,10 @@ class TensorSink(ClosesOrAborts):
                                 f"{shape[k]}")
         self.meta = self.meta.with_(shape=shape)
 
-    def close(self) -> TensorMeta:
-        """Finish the output and move it into place; returns the final metadata."""
+    def close(self, *, commit: bool = True) -> TensorMeta:
+        """Finish the output and move it into place (with ``commit=False``, leave that to
+        ``commit()``: outputs written together are all finished before any is moved); returns the
+        final metadata."""
         final = self._final(self.rows)
         check_shape(final.shape)  # an inferred shape (max + 1) may still overflow
         if self.kind == "memory":
@@ -451,7 +453,8 @@ class TensorSink(ClosesOrAborts):
             self._writer.close()
             if self.kind == "stream-file":
                 self._file.close()
-                self._target.commit()
+                if commit:
+                    self._target.commit()
             else:
                 sys.stdout.buffer.flush()
         else:
@@ -470,9 +473,15 @@ class TensorSink(ClosesOrAborts):
                     self._writer.close()
                     self._writer = None
             self.bytes_written = _size(self._target.tmp)
-            self._target.commit()
+            if commit:
+                self._target.commit()
         self.final_meta = final
         return final
+
+    def commit(self):
+        """Move a finished output (``close(commit=False)``) into place."""
+        if self._target is not None:
+            self._target.commit()
 
     def _write_empty(self):
         path = self._target.tmp

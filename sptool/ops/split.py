@@ -170,9 +170,14 @@ class _Pieces(ClosesOrAborts):
         self.router(batch, self.meta, self.axis, self.starts, self.sinks, self.metas)
 
     def close(self):
+        # Every piece is finished before any is moved into place, so a failure (or Ctrl-C) while
+        # writing leaves the previous files at those paths as they were; only the renames
+        # themselves remain, back to back.
         try:
             for sink in self.sinks:
-                sink.close()
+                sink.close(commit=False)
+            for sink in self.sinks:
+                sink.commit()
                 self.done.append(sink)
         except BaseException:
             self.abort()
