@@ -17,6 +17,7 @@ import fcntl
 import json
 import math
 import os
+import signal
 import sys
 import time
 
@@ -25,11 +26,12 @@ import pyarrow as pa
 
 from .. import _optim
 from .._memory import budget_of
-from ..errors import DataError, InputError, ShapeMismatch, UsageError
+from ..errors import DataError, InputError, Interrupted, ShapeMismatch, UsageError
 from ..io import batch_keys, batch_values, open_input
 from ..stream.dense import open_npy, release
 from ..stream.journal import (
     FAULT_AROUND,
+    HeldSignals,
     RowJournal,
     as_rows,
     journal_path,
@@ -320,6 +322,7 @@ def _transaction(table, arr, sources, st: _State, params, budget, tmp_dir, progr
     share = share.with_total(min(share.total, GRADIENT_BUDGET))
     streams = [_summed(src, share, tmp_dir, progress, m, arr.dtype) for src in sources]
     journal = RowJournal(journal_path(table), arrays, files, durable=durable)
+    held = HeldSignals()
     touched = 0
     try:
         for ids, parts in _merged(streams, chunk):
@@ -328,6 +331,7 @@ def _transaction(table, arr, sources, st: _State, params, budget, tmp_dir, progr
                 for mp, r in zip(maps, rows):
                     np.take(mp, ids[lo:lo + piece], axis=0, out=r[lo:lo + piece])
                 release_rows(maps, ids[lo:lo + piece])
+            old = journal.checksums(ids, rows)  # before the kernel overwrites them
             for (pos, grad), args in zip(parts, scalars):
                 if len(pos) == len(ids):
                     # Every row of the chunk, in order: updated in place (the kernel reads each
@@ -337,15 +341,26 @@ def _transaction(table, arr, sources, st: _State, params, budget, tmp_dir, progr
                     # The kernel updates rows[...][pos] of the chunk, from their current contents.
                     kernel(*rows, pos, grad, *(r[pos] for r in rows), *args)
                 touched += len(pos)
-            journal.append(ids, rows)
+            journal.append(ids, rows, old)
             _pause("appended")
-        journal.commit(pause=_pause)
+        # From the commit record on, Ctrl-C and SIGTERM wait until the rows are written (memory
+        # copies): the command then stops saying the update was applied, not that it failed.
+        journal.commit(pause=_pause, before_record=held.hold)
     except BaseException:
+        held.release()
         journal.discard()
         raise
-    _pause("committed")
-    # Committed: from here a crash is finished by the next apply (or --recover), not undone.
-    journal.apply(work, pause=_pause)
+    try:
+        _pause("committed")
+        # Committed: from here a crash is finished by the next apply (or --recover), not undone.
+        journal.apply(work, pause=_pause)
+    finally:
+        held.release()
+    if held.signum is not None:
+        name = signal.Signals(held.signum).name
+        raise Interrupted(f"{name} arrived after the update was committed: it was applied in full first "
+                          f"({touched:,} rows{f', step {st.step + len(sources)}' if st.dir else ''}), then sptool "
+                          "stopped", held.signum, path=table)
     return {"table": table, "optimizer": params["optimizer"], "gradients": len(sources), "rows": touched,
             "rows_in": sum(src.meta.nnz or 0 for src in sources), "step": st.step + len(sources) if st.dir else None,
             "state": st.dir, "recovered": recovered}
