@@ -6,8 +6,9 @@ engine's MergeAdd); the gradients are then merged side by side over ranges of ro
 range's rows are gathered, updated by the compiled kernel (sptool/_optim.pyx) in a buffer, and
 appended, new, to a redo journal (stream/journal.py).  The command commits by syncing the journal
 and a commit record; only then are the rows written into the table and state, without waiting
-for their writeback.  The journal stays until the next apply (or ``recover=True``) checkpoints
-it: fdatasync of the table and state, the rows written again first if the system crashed since.
+for their writeback (SIGINT and SIGTERM held meanwhile).  The journal stays until the next
+apply (or ``recover=True``) checkpoints it: fdatasync of the table and state, the rows written
+again first if the system crashed since.
 """
 
 from __future__ import annotations
@@ -85,7 +86,11 @@ def apply(table: str, gradients=(), *, optimizer: str = "sgd", lr: float | None 
     on the table (or ``recover=True``) first makes it durable in the table (fdatasync of the
     table and state, which the OS writes back meanwhile in its own time) and removes the journal, or, after a
     crash, finishes it (a committed journal is replayed; an uncommitted one is discarded, the
-    table never having been touched).  ``fsync=False`` waits for no disk at all (nor for the
+    table never having been touched; a table or state that holds, in a journaled row, neither
+    its old contents (by their CRC-32C) nor its new ones was replaced since: refused, DataError,
+    nothing touched, the journal kept for the user to remove).  SIGINT or SIGTERM after the
+    commit record is held until the rows are written, then raises ``Interrupted`` (exit 130 or
+    143) saying the update was applied.  ``fsync=False`` waits for no disk at all (nor for the
     previous apply's checkpoint): still all or nothing when the process is killed (the
     journal and rows sit in the OS page cache, which outlives the process), but not after a
     power loss or an OS crash; its journal is removed when it returns.
