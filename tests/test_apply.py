@@ -662,3 +662,23 @@ def test_a_signal_before_the_commit_still_aborts_with_nothing_written(tmp_path):
     assert code == 130 and "interrupted; no output was written" in err, err
     assert digest(tmp_path / "t.npy") == before and not (tmp_path / ".t.npy.journal").exists()
     assert _outcome(tmp_path, state, "adam", old, new) == "old"
+
+
+def test_a_signal_after_the_commit_in_a_terminal(tmp_path):
+    """SIGTERM while paused after the commit record, in a terminal: the bar goes, the cursor
+    comes back, and the one line says the update was applied; exit 143."""
+    rng = np.random.default_rng(14)
+    p0 = rng.standard_normal((300, 8)).astype(np.float32)
+    np.save(tmp_path / "t.npy", p0)
+    rows, vals = gradient(rng, 300, (8,), 200, np.float32)
+    write_gradient(tmp_path / "g.parquet", rows, vals, 300)
+    script = ("SPTOOL_BATCH_ROWS=20 SPTOOL_APPLY_PAUSE=committed=5 sptool apply t.npy g.parquet --lr 0.1 & pid=$!; "
+              "until grep -qa CMT2 .t.npy.journal 2>/dev/null; do sleep 0.05; done; "
+              "kill -TERM $pid; wait $pid; echo exit=$?")
+    code, output = run_in_terminal(["bash", "-c", script], cwd=tmp_path)
+    text = output.decode("utf-8", "replace")
+    assert code == 0 and "exit=143" in text, text
+    assert "SIGTERM arrived after the update was committed: it was applied in full first" in text, text
+    assert cursor_restored(output), text
+    want, _ = numpy_optimizer(p0, [(rows, vals)], "sgd", 0.1)
+    np.testing.assert_allclose(np.load(tmp_path / "t.npy"), want, **tolerance(np.float32))
