@@ -552,8 +552,9 @@ def _monday(tmp_path):
                            state=old_state)
     np.testing.assert_allclose(np.load(tmp_path / "t.npy"), want[0], **tolerance(np.float32))
     rng2 = np.random.default_rng(42)
-    g2 = write_gradient(tmp_path / "g2.parquet", *gradient(rng2, height, block, 50, np.float32), height)
-    return files, before, after, state, g2
+    tuesday = gradient(rng2, height, block, 50, np.float32)
+    g2 = write_gradient(tmp_path / "g2.parquet", *tuesday, height)
+    return files, before, after, state, g2, tuesday
 
 
 def _another_boot(tmp_path, monkeypatch):
@@ -567,7 +568,7 @@ def _another_boot(tmp_path, monkeypatch):
 def test_a_replaced_table_is_refused_not_replayed_into(tmp_path, monkeypatch):
     """Monday's apply keeps its journal; a reboot; the user overwrites the table in place with
     another array of the same shape; Tuesday's apply must not replay Monday's rows into it."""
-    files, before, after, state, g2 = _monday(tmp_path)
+    files, before, after, state, g2, tuesday = _monday(tmp_path)
     table, journal = files[0], str(tmp_path / ".t.npy.journal")
     _another_boot(tmp_path, monkeypatch)
     inode = os.stat(table).st_ino
@@ -585,15 +586,18 @@ def test_a_replaced_table_is_refused_not_replayed_into(tmp_path, monkeypatch):
     assert {f: digest(f) for f in untouched} == untouched, "the table, its state and the journal byte-untouched"
     r = CliRunner().invoke(cli, ["apply", table, "--recover"])
     assert r.exit_code == 1 and {f: digest(f) for f in untouched} == untouched
-    # The documented way out: remove the journal; then the new table is updated as it stands.
+    # The documented way out: remove the journal; then the new table is updated as it stands,
+    # from the state Monday left (step 2).
+    moments = {n: np.load(os.path.join(state, f"{n}.npy")) for n in ("m", "v")}
     os.remove(journal)
     r = CliRunner().invoke(cli, args)
     assert r.exit_code == 0, r.output
-    assert not np.array_equal(np.load(table), replaced)
+    want, _ = numpy_optimizer(replaced, [tuesday], "adam", 0.01, eps=1e-8, t0=2, state=moments)
+    np.testing.assert_allclose(np.load(table), want, **tolerance(np.float32))
 
 
 def test_a_replaced_state_array_is_refused_too(tmp_path, monkeypatch):
-    files, before, after, state, g2 = _monday(tmp_path)
+    files, before, after, state, _, _ = _monday(tmp_path)
     _another_boot(tmp_path, monkeypatch)
     np.save(files[2], np.zeros((300, 64), np.float32))  # v.npy reset by hand
     untouched = {f: digest(f) for f in files}
@@ -607,7 +611,7 @@ def test_a_torn_writeback_is_replayed_to_exactly_the_new_state(tmp_path, monkeyp
     """After a power loss each page of the table and state is old or new (pages are written
     back whole, rows straddling pages torn between them): Tuesday's apply replays Monday's
     journal to exactly Monday's result."""
-    files, before, after, state, g2 = _monday(tmp_path)
+    files, before, after, state, _, _ = _monday(tmp_path)
     _another_boot(tmp_path, monkeypatch)
     rng = np.random.default_rng(hash(mix) % 2**32)
     for f in files[:3]:
