@@ -128,6 +128,64 @@ def masked_crc32c(const uint8_t[::1] buf):
     return crc
 
 
+cdef bint _walk_pieces(const uint8_t* row, Py_ssize_t w, int64_t first, int64_t piece, uint32_t* out,
+                       const uint8_t* new, const uint32_t* old) noexcept nogil:
+    """The pieces of a row of ``w`` bytes at file offset ``first``, cut at the multiples of
+    ``piece``: with ``out``, each piece's CRC-32C stored there; otherwise whether every piece
+    equals that of ``new`` or has the CRC-32C ``old[j]``."""
+    cdef int64_t at = first, end = first + w, cut
+    cdef Py_ssize_t j = 0
+    while at < end:
+        cut = min(end, (at // piece + 1) * piece)
+        if out != NULL:
+            out[j] = _crc32c(0, row + (at - first), cut - at)
+        elif (memcmp(row + (at - first), new + (at - first), cut - at) != 0 and
+                _crc32c(0, row + (at - first), cut - at) != old[j]):
+            return False
+        at, j = cut, j + 1
+    return True
+
+
+def crc32c_pieces(const uint8_t[:, ::1] rows, const int64_t[::1] ids, int64_t start, int64_t piece,
+                  Py_ssize_t pieces):
+    """The CRC-32C of each piece of each row: row i lies at byte ``start + ids[i] * width`` of
+    its file (width = rows.shape[1]) and is cut at the multiples of ``piece``; out[i, j] is the
+    CRC of its j-th piece, 0 past its last.  ``pieces`` columns must hold the most pieces a
+    row can be cut into.  (The apply journal's check of a table: a file's pages are written back
+    whole, so a crash tears a row only at these cuts.)"""
+    cdef Py_ssize_t n = rows.shape[0], w = rows.shape[1], i
+    if piece <= 0 or ids.shape[0] != n:
+        raise ValueError("crc32c_pieces: piece must be > 0 and ids must have a row id per row")
+    if w and pieces < (piece - 1 + w - 1) // piece + 1:
+        raise ValueError(f"crc32c_pieces: {pieces} pieces cannot hold a row of {w} bytes cut every {piece}")
+    out = np.zeros((n, pieces), dtype=np.uint32)
+    cdef uint32_t[:, ::1] o = out
+    if w:
+        with nogil:
+            for i in range(n):
+                _walk_pieces(&rows[i, 0], w, start + ids[i] * w, piece, &o[i, 0], NULL, NULL)
+    return out
+
+
+def first_unmatched_row(const uint8_t[:, ::1] cur, const uint8_t[:, ::1] new, const uint32_t[:, ::1] old,
+                        const int64_t[::1] ids, int64_t start, int64_t piece):
+    """The first i for which a piece of row cur[i] (cut as crc32c_pieces cuts it) is neither
+    the same piece of new[i] nor of CRC-32C old[i, j]; -1 when every row is, piece by piece,
+    new or old."""
+    cdef Py_ssize_t n = cur.shape[0], w = cur.shape[1], i, bad = -1
+    if piece <= 0 or new.shape[0] != n or new.shape[1] != w or old.shape[0] != n or ids.shape[0] != n:
+        raise ValueError("first_unmatched_row: cur, new, old and ids must have the same rows")
+    if w and old.shape[1] < (piece - 1 + w - 1) // piece + 1:
+        raise ValueError("first_unmatched_row: too few pieces in old")
+    if w:
+        with nogil:
+            for i in range(n):
+                if not _walk_pieces(&cur[i, 0], w, start + ids[i] * w, piece, NULL, &new[i, 0], &old[i, 0]):
+                    bad = i
+                    break
+    return bad
+
+
 def scan_records(const uint8_t[::1] buf):
     """The whole records at the start of ``buf``, their CRCs verified.
 

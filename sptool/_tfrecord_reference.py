@@ -35,6 +35,32 @@ def masked_crc32c(buf):
     return (((crc >> 15) | (crc << 17)) + 0xA282EAD8) & 0xFFFFFFFF
 
 
+def _pieces(ids, width, start, piece):
+    """Each row's pieces as (row, j, lo, hi) byte ranges within the row."""
+    for i, row in enumerate(ids):
+        first = start + int(row) * width
+        cuts = [first] + [c for c in range((first // piece + 1) * piece, first + width, piece)] + [first + width]
+        for j, (a, b) in enumerate(zip(cuts[:-1], cuts[1:])):
+            if b > a:
+                yield i, j, a - first, b - first
+
+
+def crc32c_pieces(rows, ids, start, piece, pieces):
+    rows = np.asarray(rows, dtype=np.uint8)
+    out = np.zeros((len(rows), pieces), dtype=np.uint32)
+    for i, j, a, b in _pieces(ids, rows.shape[1], start, piece):
+        out[i, j] = crc32c(rows[i, a:b].tobytes())
+    return out
+
+
+def first_unmatched_row(cur, new, old, ids, start, piece):
+    cur, new = np.asarray(cur, dtype=np.uint8), np.asarray(new, dtype=np.uint8)
+    for i, j, a, b in _pieces(ids, cur.shape[1], start, piece):
+        if cur[i, a:b].tobytes() != new[i, a:b].tobytes() and crc32c(cur[i, a:b].tobytes()) != old[i][j]:
+            return i
+    return -1
+
+
 def scan_records(buf):
     buf = bytes(buf)
     n, pos = len(buf), 0

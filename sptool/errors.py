@@ -45,6 +45,15 @@ class InputError(SptoolError):
     exit_code = 2
 
 
+class Interrupted(SptoolError):
+    """SIGINT or SIGTERM arrived during a step that had to finish (it did): the command stops
+    with 128 + the signal's number (130, 143), saying what was done."""
+
+    def __init__(self, message: str, signum: int, *, path: str | None = None):
+        super().__init__(message, path=path)
+        self.exit_code = 128 + signum
+
+
 class ResourceError(SptoolError):
     """The job cannot be done within --memory or the free disk space."""
 

@@ -7,6 +7,7 @@ entirely new."""
 from __future__ import annotations
 
 import hashlib
+import io
 import json
 import os
 import signal
@@ -491,3 +492,197 @@ def test_readme_row_sparse_tour(tmp_path):
                               eps=1e-8)
     np.testing.assert_allclose(np.load(tmp_path / "emb.npy"), want, **tolerance(np.float32))
     assert json.load(open(tmp_path / "emb-adam" / "state.json"))["step"] == 3
+
+
+# --- the journal's check of the table before a replay, and signals after the commit --------
+
+def test_row_piece_checksums_match_google_crc32c_and_their_reference():
+    import google_crc32c
+
+    from sptool import _tfrecord, _tfrecord_reference
+
+    rng = np.random.default_rng(31)
+    for width, piece, start in [(40, 64, 128), (256, 4096, 128), (9000, 4096, 80), (8, 8, 0)]:
+        ids = np.sort(rng.choice(500, 60, replace=False)).astype(np.int64)
+        old = rng.integers(0, 256, (60, width), dtype=np.uint8)
+        pieces = (piece - 1 + width - 1) // piece + 1
+        got = _tfrecord.crc32c_pieces(old, ids, start, piece, pieces)
+        # The oracle: each row cut at the multiples of piece of its file offset, each piece's CRC-32C.
+        want = np.zeros((60, pieces), np.uint32)
+        for i, row in enumerate(ids):
+            first = start + int(row) * width
+            cuts = sorted({first, first + width, *range(-(-first // piece) * piece, first + width, piece)})
+            for j, (a, b) in enumerate(zip(cuts[:-1], cuts[1:])):
+                want[i, j] = google_crc32c.value(old[i, a - first:b - first].tobytes())
+        assert np.array_equal(got, want), (width, piece)
+        assert np.array_equal(_tfrecord_reference.crc32c_pieces(old, ids, start, piece, pieces), want)
+        new = rng.integers(0, 256, (60, width), dtype=np.uint8)
+        # A mix of old and new, cut where a page of the file ends (a torn writeback): matched.
+        page_of = (start + ids[:, None] * width + np.arange(width)) // piece
+        cur = np.where(page_of % 2 == 1, new, old)
+        for fn in (_tfrecord.first_unmatched_row, _tfrecord_reference.first_unmatched_row):
+            assert fn(cur, new, want, ids, start, piece) == -1
+            bad = cur.copy()
+            bad[17, width // 2] ^= 0x40  # a byte neither old nor new
+            assert fn(bad, new, want, ids, start, piece) == 17
+    with pytest.raises(ValueError, match="pieces"):
+        _tfrecord.crc32c_pieces(old, ids, 0, 4, 1)
+
+
+def _monday(tmp_path):
+    """An adam apply whose journal is kept (committed and applied, this boot), with the table
+    and state files before and after it, and the NumPy oracle of after."""
+    rng = np.random.default_rng(41)
+    height, block = 300, (64,)  # 256-byte rows after a 128-byte header: every 16th row straddles a page
+    np.save(tmp_path / "t.npy", rng.standard_normal((height,) + block).astype(np.float32))
+    state = str(tmp_path / "state")
+    first = gradient(rng, height, block, 80, np.float32)
+    sptool.apply(str(tmp_path / "t.npy"), [write_gradient(tmp_path / "g0.parquet", *first, height)],
+                 optimizer="adam", lr=0.01, state=state)
+    sptool.apply(str(tmp_path / "t.npy"), recover=True)  # checkpointed: the state exists, no journal
+    files = [str(tmp_path / "t.npy"), *(os.path.join(state, f"{n}.npy") for n in ("m", "v")),
+             os.path.join(state, "state.json")]
+    before = {f: open(f, "rb").read() for f in files}
+    old_state = {n: np.load(os.path.join(state, f"{n}.npy")) for n in ("m", "v")}
+    grad = gradient(rng, height, block, 200, np.float32)
+    sptool.apply(str(tmp_path / "t.npy"), [write_gradient(tmp_path / "g1.parquet", *grad, height)],
+                 optimizer="adam", lr=0.01, state=state)
+    after = {f: open(f, "rb").read() for f in files}
+    want = numpy_optimizer(np.load(io.BytesIO(before[files[0]])), [grad], "adam", 0.01, eps=1e-8, t0=1,
+                           state=old_state)
+    np.testing.assert_allclose(np.load(tmp_path / "t.npy"), want[0], **tolerance(np.float32))
+    rng2 = np.random.default_rng(42)
+    tuesday = gradient(rng2, height, block, 50, np.float32)
+    g2 = write_gradient(tmp_path / "g2.parquet", *tuesday, height)
+    return files, before, after, state, g2, tuesday
+
+
+def _another_boot(tmp_path, monkeypatch):
+    from sptool.stream import journal as jr
+
+    other = tmp_path / "boot_id"
+    other.write_text("00000000-0000-0000-0000-000000000000\n")
+    monkeypatch.setattr(jr, "BOOT_ID", str(other))
+
+
+def test_a_replaced_table_is_refused_not_replayed_into(tmp_path, monkeypatch):
+    """Monday's apply keeps its journal; a reboot; the user overwrites the table in place with
+    another array of the same shape; Tuesday's apply must not replay Monday's rows into it."""
+    files, before, after, state, g2, tuesday = _monday(tmp_path)
+    table, journal = files[0], str(tmp_path / ".t.npy.journal")
+    _another_boot(tmp_path, monkeypatch)
+    inode = os.stat(table).st_ino
+    replaced = np.random.default_rng(5).standard_normal((300, 64)).astype(np.float32)
+    np.save(table, replaced)  # in place: same name, same inode, same shape and type
+    assert os.stat(table).st_ino == inode
+    untouched = {f: digest(f) for f in files + [journal]}
+    args = ["apply", table, g2, "--optimizer", "adam", "--lr", "0.01", "--state", state]
+    r = CliRunner().invoke(cli, args)
+    assert r.exit_code == 1, r.output
+    line = r.output.strip()
+    assert len(line.splitlines()) == 1 and "Traceback" not in line
+    assert line.startswith(f"Error: {table}: no longer holds what the journal {journal}"), line
+    assert f"remove {journal}" in line and "nothing was touched" in line
+    assert {f: digest(f) for f in untouched} == untouched, "the table, its state and the journal byte-untouched"
+    r = CliRunner().invoke(cli, ["apply", table, "--recover"])
+    assert r.exit_code == 1 and {f: digest(f) for f in untouched} == untouched
+    # The documented way out: remove the journal; then the new table is updated as it stands,
+    # from the state Monday left (step 2).
+    moments = {n: np.load(os.path.join(state, f"{n}.npy")) for n in ("m", "v")}
+    os.remove(journal)
+    r = CliRunner().invoke(cli, args)
+    assert r.exit_code == 0, r.output
+    want, _ = numpy_optimizer(replaced, [tuesday], "adam", 0.01, eps=1e-8, t0=2, state=moments)
+    np.testing.assert_allclose(np.load(table), want, **tolerance(np.float32))
+
+
+def test_a_replaced_state_array_is_refused_too(tmp_path, monkeypatch):
+    files, before, after, state, _, _ = _monday(tmp_path)
+    _another_boot(tmp_path, monkeypatch)
+    np.save(files[2], np.zeros((300, 64), np.float32))  # v.npy reset by hand
+    untouched = {f: digest(f) for f in files}
+    r = CliRunner().invoke(cli, ["apply", files[0], "--recover"])
+    assert r.exit_code == 1 and f"Error: {files[2]}: no longer holds what the journal" in r.output, r.output
+    assert {f: digest(f) for f in untouched} == untouched
+
+
+@pytest.mark.parametrize("mix", ["untorn old", "untorn new", "alternate pages", "random pages"])
+def test_a_torn_writeback_is_replayed_to_exactly_the_new_state(tmp_path, monkeypatch, mix):
+    """After a power loss each page of the table and state is old or new (pages are written
+    back whole, rows straddling pages torn between them): Tuesday's apply replays Monday's
+    journal to exactly Monday's result."""
+    files, before, after, state, _, _ = _monday(tmp_path)
+    _another_boot(tmp_path, monkeypatch)
+    rng = np.random.default_rng(hash(mix) % 2**32)
+    for f in files[:3]:
+        old, new = np.frombuffer(before[f], np.uint8), np.frombuffer(after[f], np.uint8)
+        page = np.arange(len(old)) // 4096
+        pick = {"untorn old": page < 0, "untorn new": page >= 0, "alternate pages": page % 2 == 1,
+                "random pages": rng.random(page.max() + 1)[page] < 0.5}[mix]
+        torn = np.where(pick, new, old)
+        assert mix.startswith("untorn") or not (np.array_equal(torn, old) or np.array_equal(torn, new))
+        with open(f, "r+b") as out:  # in place, as writeback does
+            out.write(torn.tobytes())
+    with open(files[3], "wb") as out:
+        out.write(before[files[3]])  # the state.json's rename not durable either
+    r = CliRunner().invoke(cli, ["apply", files[0], "--recover"])
+    assert r.exit_code == 0 and "finished an interrupted apply" in r.output, r.output
+    for f in files:
+        assert open(f, "rb").read() == after[f], f
+
+
+def _signalled_apply(tmp_path, phase, signum):
+    paths, state, old, new = _crash_setup(tmp_path, "adam")
+    table = tmp_path / "t.npy"
+    sptool.apply(str(table), recover=True)
+    before = digest(table)
+    env = {**env_with_sptool(), "SPTOOL_BATCH_ROWS": "16", "SPTOOL_APPLY_PAUSE": f"{phase}=1"}
+    proc = subprocess.Popen([os.path.join(os.path.dirname(sys.executable), "sptool"), "apply", str(table), *paths,
+                             "--optimizer", "adam", "--lr", "0.01", "--state", state], env=env,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    line = proc.stderr.readline().decode()
+    assert line == f"paused at {phase}\n", line
+    proc.send_signal(signum)
+    _, err = proc.communicate(timeout=120)
+    return proc.returncode, err.decode(), state, old, new, before
+
+
+# Ctrl-C or SIGTERM once the commit record is written (at the commit, and while the rows are
+# written into the table): the update is finished, and the command says so with 130 / 143.
+@pytest.mark.parametrize("phase, signum", [("committed", signal.SIGINT), ("committed", signal.SIGTERM),
+                                           ("written", signal.SIGINT)])
+def test_a_signal_after_the_commit_finishes_the_update_and_says_so(tmp_path, phase, signum):
+    code, err, state, old, new, _ = _signalled_apply(tmp_path, phase, signum)
+    assert code == 128 + signum, err
+    name = signal.Signals(signum).name
+    assert f"{name} arrived after the update was committed: it was applied in full first" in err, err
+    assert "step 3" in err and "Traceback" not in err
+    assert _outcome(tmp_path, state, "adam", old, new) == "new"
+    assert _parse_journal(tmp_path / ".t.npy.journal")[2:] == (True, True)  # kept, as after any durable apply
+
+
+def test_a_signal_before_the_commit_still_aborts_with_nothing_written(tmp_path):
+    code, err, state, old, new, before = _signalled_apply(tmp_path, "journaled", signal.SIGINT)
+    assert code == 130 and "interrupted; no output was written" in err, err
+    assert digest(tmp_path / "t.npy") == before and not (tmp_path / ".t.npy.journal").exists()
+    assert _outcome(tmp_path, state, "adam", old, new) == "old"
+
+
+def test_a_signal_after_the_commit_in_a_terminal(tmp_path):
+    """SIGTERM while paused after the commit record, in a terminal: the bar goes, the cursor
+    comes back, and the one line says the update was applied; exit 143."""
+    rng = np.random.default_rng(14)
+    p0 = rng.standard_normal((300, 8)).astype(np.float32)
+    np.save(tmp_path / "t.npy", p0)
+    rows, vals = gradient(rng, 300, (8,), 200, np.float32)
+    write_gradient(tmp_path / "g.parquet", rows, vals, 300)
+    script = ("SPTOOL_BATCH_ROWS=20 SPTOOL_APPLY_PAUSE=committed=5 sptool apply t.npy g.parquet --lr 0.1 & pid=$!; "
+              "until grep -qa CMT2 .t.npy.journal 2>/dev/null; do sleep 0.05; done; "
+              "kill -TERM $pid; wait $pid; echo exit=$?")
+    code, output = run_in_terminal(["bash", "-c", script], cwd=tmp_path)
+    text = output.decode("utf-8", "replace")
+    assert code == 0 and "exit=143" in text, text
+    assert "SIGTERM arrived after the update was committed: it was applied in full first" in text, text
+    assert cursor_restored(output), text
+    want, _ = numpy_optimizer(p0, [(rows, vals)], "sgd", 0.1)
+    np.testing.assert_allclose(np.load(tmp_path / "t.npy"), want, **tolerance(np.float32))

@@ -77,7 +77,14 @@ def apply(ctx, table, gradients, optimizer, lr, state, initial_accumulator, eps,
     never touched), a committed one is replayed (it holds the final contents of
     each row, so replaying twice changes nothing); the rows are written again
     only if the system itself crashed since (a page cache that outlived the
-    process already holds them). Bad input (block shape, height, a row id outside
+    process already holds them). Before a replay each journaled row of TABLE and
+    the state must be, piece by piece (cut at 4 KiB pages, the unit the OS writes
+    back), either its new contents or its old ones (by a CRC-32C the journal keeps):
+    a TABLE replaced since (cp, np.save: same name and shape) is refused, exit 1,
+    nothing touched; to discard that apply, remove .TABLE.npy.journal. Ctrl-C or
+    SIGTERM after the commit record waits until the rows are written (memory
+    copies), then apply exits 130 / 143 saying the update was applied. Bad input
+    (block shape, height, a row id outside
     the table, a value type that would lose precision such as float64 onto
     float32, a state of another table) is an error, exit 1, and TABLE is left
     untouched. One apply at a time per table (a lock). --no-fsync keeps the same

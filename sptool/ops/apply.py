@@ -6,8 +6,9 @@ engine's MergeAdd); the gradients are then merged side by side over ranges of ro
 range's rows are gathered, updated by the compiled kernel (sptool/_optim.pyx) in a buffer, and
 appended, new, to a redo journal (stream/journal.py).  The command commits by syncing the journal
 and a commit record; only then are the rows written into the table and state, without waiting
-for their writeback.  The journal stays until the next apply (or ``recover=True``) checkpoints
-it: fdatasync of the table and state, the rows written again first if the system crashed since.
+for their writeback (SIGINT and SIGTERM held meanwhile).  The journal stays until the next
+apply (or ``recover=True``) checkpoints it: fdatasync of the table and state, the rows written
+again first if the system crashed since.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ import fcntl
 import json
 import math
 import os
+import signal
 import sys
 import time
 
@@ -25,11 +27,12 @@ import pyarrow as pa
 
 from .. import _optim
 from .._memory import budget_of
-from ..errors import DataError, InputError, ShapeMismatch, UsageError
+from ..errors import DataError, InputError, Interrupted, ShapeMismatch, UsageError
 from ..io import batch_keys, batch_values, open_input
 from ..stream.dense import open_npy, release
 from ..stream.journal import (
     FAULT_AROUND,
+    HeldSignals,
     RowJournal,
     as_rows,
     journal_path,
@@ -83,7 +86,11 @@ def apply(table: str, gradients=(), *, optimizer: str = "sgd", lr: float | None 
     on the table (or ``recover=True``) first makes it durable in the table (fdatasync of the
     table and state, which the OS writes back meanwhile in its own time) and removes the journal, or, after a
     crash, finishes it (a committed journal is replayed; an uncommitted one is discarded, the
-    table never having been touched).  ``fsync=False`` waits for no disk at all (nor for the
+    table never having been touched; a table or state that holds, in a journaled row, neither
+    its old contents (by their CRC-32C) nor its new ones was replaced since: refused, DataError,
+    nothing touched, the journal kept for the user to remove).  SIGINT or SIGTERM after the
+    commit record is held until the rows are written, then raises ``Interrupted`` (exit 130 or
+    143) saying the update was applied.  ``fsync=False`` waits for no disk at all (nor for the
     previous apply's checkpoint): still all or nothing when the process is killed (the
     journal and rows sit in the OS page cache, which outlives the process), but not after a
     power loss or an OS crash; its journal is removed when it returns.
@@ -320,6 +327,7 @@ def _transaction(table, arr, sources, st: _State, params, budget, tmp_dir, progr
     share = share.with_total(min(share.total, GRADIENT_BUDGET))
     streams = [_summed(src, share, tmp_dir, progress, m, arr.dtype) for src in sources]
     journal = RowJournal(journal_path(table), arrays, files, durable=durable)
+    held = HeldSignals()
     touched = 0
     try:
         for ids, parts in _merged(streams, chunk):
@@ -328,6 +336,7 @@ def _transaction(table, arr, sources, st: _State, params, budget, tmp_dir, progr
                 for mp, r in zip(maps, rows):
                     np.take(mp, ids[lo:lo + piece], axis=0, out=r[lo:lo + piece])
                 release_rows(maps, ids[lo:lo + piece])
+            old = journal.checksums(ids, rows)  # before the kernel overwrites them
             for (pos, grad), args in zip(parts, scalars):
                 if len(pos) == len(ids):
                     # Every row of the chunk, in order: updated in place (the kernel reads each
@@ -337,15 +346,26 @@ def _transaction(table, arr, sources, st: _State, params, budget, tmp_dir, progr
                     # The kernel updates rows[...][pos] of the chunk, from their current contents.
                     kernel(*rows, pos, grad, *(r[pos] for r in rows), *args)
                 touched += len(pos)
-            journal.append(ids, rows)
+            journal.append(ids, rows, old)
             _pause("appended")
-        journal.commit(pause=_pause)
+        # From the commit record on, Ctrl-C and SIGTERM wait until the rows are written (memory
+        # copies): the command then stops saying the update was applied, not that it failed.
+        journal.commit(pause=_pause, before_record=held.hold)
     except BaseException:
+        held.release()
         journal.discard()
         raise
-    _pause("committed")
-    # Committed: from here a crash is finished by the next apply (or --recover), not undone.
-    journal.apply(work, pause=_pause)
+    try:
+        _pause("committed")
+        # Committed: from here a crash is finished by the next apply (or --recover), not undone.
+        journal.apply(work, pause=_pause)
+    finally:
+        held.release()
+    if held.signum is not None:
+        name = signal.Signals(held.signum).name
+        raise Interrupted(f"{name} arrived after the update was committed: it was applied in full first "
+                          f"({touched:,} rows{f', step {st.step + len(sources)}' if st.dir else ''}), then sptool "
+                          "stopped", held.signum, path=table)
     return {"table": table, "optimizer": params["optimizer"], "gradients": len(sources), "rows": touched,
             "rows_in": sum(src.meta.nnz or 0 for src in sources), "step": st.step + len(sources) if st.dir else None,
             "state": st.dir, "recovered": recovered}

@@ -17,9 +17,18 @@ holds them, written back or not), then the arrays are fdatasynced and the journa
 block and record ends with a CRC-32, so a torn tail is told from a whole one, and the commit
 record carries the number of blocks and a CRC of their CRCs, so it vouches for all of them.
 
+A block also holds, per row and array, the CRC-32C of the row's OLD contents, piece by piece
+(a row cut at the file's page boundaries, ``PIECE``: pages are written back whole, so a crash
+tears a row only there).  Before a replay every journaled row must be, piece by piece, either
+its new contents (written before the crash) or of its old CRC (not yet written); a row that is
+neither means the array is no longer the one the journal was written against (replaced by
+``cp`` or ``np.save`` since: same name, same shape), and the replay is refused, touching
+nothing, rather than writing an old update into a new array.
+
 Layout: ``MAGIC``, u64 header length, the header JSON, u32 CRC; then blocks of ``BLOCK``, u64
 rows n, u64 payload length, the payload (rows as int64 [n], then the new rows of each array in
-header order, [n, m] in its dtype), u32 CRC; then ``COMMIT``, u64 blocks, u64 rows, u32 CRC of
+header order, [n, m] in its dtype, then the old rows' CRC-32Cs of each array, uint32 [n, pieces]
+with the array's ``pieces`` from the header), u32 CRC; then ``COMMIT``, u64 blocks, u64 rows, u32 CRC of
 the blocks' CRCs, u32 CRC of the record; then, maybe, ``APPLIED``, the boot id (36 bytes), u32
 CRC of the record.
 """
@@ -29,17 +38,22 @@ from __future__ import annotations
 import json
 import mmap
 import os
+import signal
 import struct
+import threading
 import zlib
 
 import numpy as np
 
+from .._tfrecord import crc32c_pieces, first_unmatched_row
 from ..errors import DataError
 
-MAGIC = b"SPTREDO1"
-BLOCK = b"BLK2"
+MAGIC = b"SPTREDO2"
+OLD_MAGICS = (b"SPTREDO1",)  # journals without the old rows' CRCs
+BLOCK = b"BLK3"
 COMMIT = b"CMT2"
 APPLIED = b"APL2"
+PIECE = 4096  # where rows are cut for their CRCs: a page, the unit the OS writes back
 _U64 = struct.Struct("<Q")
 _U32 = struct.Struct("<I")
 _COMMIT = struct.Struct("<4sQQI")
@@ -132,6 +146,33 @@ def release_rows(arrays, rows: np.ndarray):
             pass
 
 
+class HeldSignals:
+    """SIGINT and SIGTERM held off (recorded, not acted on) between ``hold()`` and
+    ``release()``: a committed transaction's rows are written whole, then the caller says so
+    and stops.  ``signum`` is the first signal that arrived, or None.  Only the main thread
+    can set handlers; elsewhere nothing is held (the caller's handlers act as before)."""
+
+    SIGNALS = (signal.SIGINT, signal.SIGTERM)
+
+    def __init__(self):
+        self.signum = None
+        self.saved = None
+
+    def hold(self):
+        if self.saved is None and threading.current_thread() is threading.main_thread():
+            self.saved = {s: signal.signal(s, self._record) for s in self.SIGNALS}
+
+    def _record(self, signum, frame):
+        if self.signum is None:
+            self.signum = signum
+
+    def release(self):
+        if self.saved is not None:
+            for s, handler in self.saved.items():
+                signal.signal(s, handler)
+            self.saved = None
+
+
 def _write_all(fd: int, data):
     data = memoryview(data).cast("B")
     while len(data):
@@ -149,8 +190,9 @@ class RowJournal:
         self.durable = durable
         self.arrays = {name: (os.path.abspath(p), as_rows(a)) for name, (p, a) in arrays.items()}
         self.files = {os.path.abspath(p): text for p, text in files.items()}
-        header = json.dumps({"arrays": [{"name": n, "path": p, "dtype": a.dtype.str, "shape": list(a.shape)}
-                                        for n, (p, a) in self.arrays.items()], "files": self.files}).encode()
+        self.specs = [{"name": n, "path": p, "dtype": a.dtype.str, "shape": list(a.shape), "offset": _offset(a),
+                       "pieces": _pieces(a.shape[1] * a.dtype.itemsize)} for n, (p, a) in self.arrays.items()]
+        header = json.dumps({"arrays": self.specs, "piece": PIECE, "files": self.files}).encode()
         # O_EXCL: a second apply on the same table while one runs (the caller holds a lock too).
         self.fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_EXCL, 0o644)
         self.size = len(MAGIC) + _U64.size + len(header) + _U32.size
@@ -160,11 +202,21 @@ class RowJournal:
         self.rows = 0
         self.committed = False
 
-    def append(self, rows: np.ndarray, new: list[np.ndarray]):
-        """Append the new contents ``new`` ((n, m) per array, in order) of ``rows`` (int64,
-        sorted, unique, and disjoint from every other block's)."""
+    def checksums(self, rows: np.ndarray, old: list[np.ndarray]) -> list[np.ndarray]:
+        """The CRC-32Cs, piece by piece, of the OLD contents ``old`` ((n, m) per array, in
+        order) of ``rows``, to append with their new contents."""
         rows = np.ascontiguousarray(rows, dtype=np.int64)
-        parts = [rows, *(np.ascontiguousarray(a) for a in new)]
+        return [crc32c_pieces(_bytes(a), rows, spec["offset"], PIECE, spec["pieces"])
+                for a, spec in zip(old, self.specs)]
+
+    def append(self, rows: np.ndarray, new: list[np.ndarray], old_crcs: list[np.ndarray] | None = None):
+        """Append the new contents ``new`` ((n, m) per array, in order) of ``rows`` (int64,
+        sorted, unique, and disjoint from every other block's) and the ``checksums`` of their
+        old contents (by default of the rows the arrays hold now)."""
+        rows = np.ascontiguousarray(rows, dtype=np.int64)
+        if old_crcs is None:
+            old_crcs = self.checksums(rows, [np.take(a, rows, axis=0) for _, a in self.arrays.values()])
+        parts = [rows, *(np.ascontiguousarray(a) for a in new), *(np.ascontiguousarray(c) for c in old_crcs)]
         size = sum(p.nbytes for p in parts)
         head = BLOCK + _U64.pack(len(rows)) + _U64.pack(size)
         _write_all(self.fd, head)
@@ -178,13 +230,17 @@ class RowJournal:
         self.chain = zlib.crc32(_U32.pack(crc), self.chain)
         self.rows += len(rows)
 
-    def commit(self, pause=None):
-        """Make the transaction happen: the blocks durable, then a durable commit record."""
+    def commit(self, pause=None, before_record=None):
+        """Make the transaction happen: the blocks durable, then a durable commit record
+        (``before_record()`` called just before it is written: from then on the transaction
+        is to be finished)."""
         if self.durable:
             os.fdatasync(self.fd)
             fsync_dir(self.path)
         if pause:
             pause("journaled")
+        if before_record:
+            before_record()
         _write_all(self.fd, _commit_record(len(self.blocks), self.rows, self.chain))
         if self.durable:
             os.fdatasync(self.fd)
@@ -196,7 +252,7 @@ class RowJournal:
         otherwise it is removed (nothing was promised beyond a
         killed process, and the page cache has it all)."""
         arrays = [a for _, a in self.arrays.values()]
-        _replay(self.fd, self.blocks, arrays, budget_bytes, pause)
+        _replay(self.fd, self.blocks, arrays, self.specs, budget_bytes, pause)
         for p, text in self.files.items():
             write_durably(p, text.encode(), durable=False)
         if self.durable:
@@ -229,29 +285,76 @@ def _applied_record() -> bytes:
     return body + _U32.pack(zlib.crc32(body))
 
 
-def _replay(fd: int, blocks, arrays: list[np.ndarray], budget_bytes: int, pause=None):
-    """Write each block's rows into the (N, m) memory maps ``arrays``: read in slices into one
-    reusable buffer, the maps' pages given back after each slice, the buffer and those pages
-    within ``budget_bytes``."""
+def _slices(fd: int, blocks, arrays: list[np.ndarray], specs: list[dict], budget_bytes: int, pause=None,
+            extra: int = 0):
+    """Each block's (rows, the new rows of each array, the old rows' CRCs of each array), read
+    in slices into one reusable buffer, the buffer, the pages written through the (N, m) maps
+    ``arrays`` and ``extra`` bytes a row within ``budget_bytes``; the maps' pages given back
+    after each slice."""
     widths = [a.shape[1] * a.dtype.itemsize for a in arrays]
-    row_bytes = 8 + sum(widths)
+    sums = [4 * s["pieces"] for s in specs]
+    row_bytes = 8 + sum(widths) + sum(sums)
     # A row written through a map holds its whole page in RSS until given back.
-    per = max(1, budget_bytes // (row_bytes + sum(max(w, mmap.PAGESIZE) for w in widths)))
+    per = max(1, budget_bytes // (row_bytes + extra + sum(max(w, mmap.PAGESIZE) for w in widths)))
     buf = np.empty(min(per, max((n for _, n in blocks), default=0)) * row_bytes, np.uint8)
     for pos, n in blocks:
         for lo in range(0, n, per):
             k = min(per, n - lo)
             rows = _pread(fd, buf[:8 * k], pos + 8 * lo).view(np.int64)
-            at = pos + 8 * n
-            used = 8 * k
+            at, used, news, olds = pos + 8 * n, 8 * k, [], []
             for a, w in zip(arrays, widths):
-                new = _pread(fd, buf[used:used + k * w], at + lo * w).view(a.dtype).reshape(k, a.shape[1])
-                a[rows] = new
+                news.append(_pread(fd, buf[used:used + k * w], at + lo * w).view(a.dtype).reshape(k, a.shape[1]))
                 at += n * w
                 used += k * w
+            for spec, c in zip(specs, sums):
+                olds.append(_pread(fd, buf[used:used + k * c], at + lo * c).view(np.uint32).reshape(k, spec["pieces"]))
+                at += n * c
+                used += k * c
+            yield rows, news, olds
             release_rows(arrays, rows)
         if pause:
             pause("written")
+
+
+def _replay(fd: int, blocks, arrays: list[np.ndarray], specs: list[dict], budget_bytes: int, pause=None):
+    """Write each block's rows into the (N, m) memory maps ``arrays``."""
+    for rows, news, _ in _slices(fd, blocks, arrays, specs, budget_bytes, pause):
+        for a, new in zip(arrays, news):
+            a[rows] = new
+
+
+def _check_unchanged(fd: int, blocks, arrays: list[np.ndarray], specs: list[dict], piece: int, budget_bytes: int,
+                     path: str):
+    """Refuse (DataError) a replay into arrays that no longer hold, in every journaled row,
+    either the row's new contents or its old ones (by their CRCs): arrays replaced since."""
+    extra = sum(a.shape[1] * a.dtype.itemsize for a in arrays)  # each slice's current rows, copied
+    for rows, news, olds in _slices(fd, blocks, arrays, specs, budget_bytes, extra=extra):
+        for a, spec, new, old in zip(arrays, specs, news, olds):
+            bad = first_unmatched_row(_bytes(np.take(a, rows, axis=0)), _bytes(new), old, rows, spec["offset"],
+                                      piece)
+            if bad >= 0:
+                raise DataError(
+                    f"no longer holds what the journal {path} of an interrupted apply was written against (its "
+                    f"row {int(rows[bad])} is neither that row before the apply nor after it): replaced or changed "
+                    f"since, so the journal is not replayed and nothing was touched; to discard that apply, "
+                    f"remove {path}", path=spec["path"])
+
+
+def _offset(arr: np.ndarray) -> int:
+    """Where ``arr``'s data starts in its file (0 when it is not a memory map)."""
+    base = _memmap_of(arr)
+    return int(base.offset) if base is not None else 0
+
+
+def _pieces(width: int) -> int:
+    """The most pieces a row of ``width`` bytes is cut into at multiples of PIECE (1 when empty)."""
+    return (PIECE - 1 + width - 1) // PIECE + 1 if width else 1
+
+
+def _bytes(rows: np.ndarray) -> np.ndarray:
+    """An (n, m) array's rows as bytes, (n, m * itemsize) uint8."""
+    rows = np.ascontiguousarray(rows)
+    return rows.view(np.uint8).reshape(rows.shape[0], -1)
 
 
 def _pread(fd: int, out: np.ndarray, offset: int) -> np.ndarray:
@@ -269,6 +372,9 @@ def _parse(raw) -> tuple[dict | None, list, bool, bool]:
     """(header, whole blocks, committed, applied in this boot) of a journal's bytes; a header
     cut short gives (None, [], False, False)."""
     data = memoryview(raw)
+    if bytes(raw[:len(MAGIC)]) in OLD_MAGICS:
+        raise DataError("a journal of an older sptool, without the checks this one replays with: finish it with "
+                        "that version (apply TABLE --recover), or remove it if the table is known to be intact")
     if len(raw) < len(MAGIC) + _U64.size or raw[:len(MAGIC)] != MAGIC:
         if len(raw) < len(MAGIC) + _U64.size and MAGIC.startswith(bytes(raw[:len(MAGIC)])):
             return None, [], False, False  # cut short while its header was written
@@ -279,7 +385,7 @@ def _parse(raw) -> tuple[dict | None, list, bool, bool]:
     if end > len(raw) or zlib.crc32(data[start:start + length]) != _U32.unpack_from(data, start + length)[0]:
         return None, [], False, False
     header = json.loads(bytes(data[start:start + length]))
-    widths = [int(np.prod(s["shape"][1:], dtype=np.int64)) * np.dtype(s["dtype"]).itemsize
+    widths = [int(np.prod(s["shape"][1:], dtype=np.int64)) * np.dtype(s["dtype"]).itemsize + 4 * s["pieces"]
               for s in header["arrays"]]
     blocks, chain, pos = [], 0, end
     head = len(BLOCK) + 2 * _U64.size
@@ -329,8 +435,9 @@ def recover_journal(path: str, *, durable: bool = True, budget_bytes: int = 64 <
             return -1
         replayed = 0
         if not applied:
-            arrays = _reopen(header, path)
-            _replay(f.fileno(), blocks, [a for _, a in arrays], budget_bytes, pause)
+            arrays = [a for _, a in _reopen(header, path)]
+            _check_unchanged(f.fileno(), blocks, arrays, header["arrays"], header["piece"], budget_bytes, path)
+            _replay(f.fileno(), blocks, arrays, header["arrays"], budget_bytes, pause)
             replayed = sum(n for _, n in blocks)
             del arrays
     if durable:
