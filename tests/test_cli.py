@@ -63,6 +63,24 @@ def test_command_help_states_memory_and_example(name):
     assert "Example:" in text and "sample_data/" in text.split("Example:")[1]
 
 
+@pytest.mark.parametrize("name", [n for n in cli.list_commands(None) if n != "help"])
+def test_command_help_paragraphs_start_at_the_margin(name):
+    """Each prose paragraph of the docstring (inspect.cleandoc's reading of it) starts a line of
+    the rendered help at click's two-space margin: an undedented docstring (click 8.5 dedents at
+    format time) would indent every paragraph after the first by the source's four spaces."""
+    import inspect
+
+    cmd = cli.get_command(None, name)
+    doc = inspect.cleandoc(cmd.callback.__doc__ or cmd.help)
+    lines = run(name, "--help").output.splitlines()
+    for para in doc.split("\n\n")[:4]:
+        if para.startswith("\b"):
+            continue
+        head = " ".join(para.split()[:2])
+        found = [ln for ln in lines if " ".join(ln.split()).startswith(head)]
+        assert found and all(ln.startswith("  " + para.split()[0]) for ln in found), (name, head, found)
+
+
 def test_validate_exit_codes_and_json(tmp_path, tensor):
     _, path = tensor
     assert run("validate", path).exit_code == 0

@@ -4,6 +4,7 @@ a command runs under.  Dask is imported only once a scheduler is asked for (spto
 from __future__ import annotations
 
 import contextlib
+import inspect
 import os
 from functools import partial
 
@@ -30,7 +31,10 @@ def asked(obj: dict) -> str | None:
 def note_help(command):
     """Say in a command's help whether it runs on a cluster."""
     if command.help and "Cluster:" not in command.help:
-        command.help += "\n\n" + (RUNS_DISTRIBUTED if command.name in DISTRIBUTED else ONE_MACHINE)
+        # Click 8.5 keeps a docstring as written and dedents it when formatting: an unindented
+        # note appended to the raw text would stop that, so the text is dedented first.
+        command.help = inspect.cleandoc(command.help) + "\n\n" + (
+            RUNS_DISTRIBUTED if command.name in DISTRIBUTED else ONE_MACHINE)
 
 
 def refuse_unless_distributed(name: str, obj: dict):
