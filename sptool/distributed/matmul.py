@@ -15,9 +15,10 @@ Sparse A x sparse B, into a part directory: A's entries by key ranges of the out
 (ranges.py), and each range multiplied by the whole of B with the single-machine op, which
 holds B in memory when it fits in half of the task's --memory and takes it in slabs of rows
 otherwise (each task then reads B once per slab); part i holds output rows of range i, so the
-parts concatenate to the canonical single-machine product.  Every task reads all of B: the
-cost is B's size times the number of ranges, the price of sums identical to one machine's
-(partitioning on the contracted dimension would sum partial products in another order)."""
+parts concatenate to the canonical single-machine product.  Every task reads all of B, so
+there is one range per worker (B read as many times; one per input piece doubled the workers'
+CPU time on 8 parts): the price of sums identical to one machine's (partitioning on the
+contracted dimension would sum the partial products in another order)."""
 
 from __future__ import annotations
 
@@ -36,6 +37,7 @@ from ..ops.matmul import matmul as matmul_one
 from ..stream.binary import is_dense_path, open_dense
 from ..stream.matrices import Scratch, prepare_dense
 from ..stream.order import sorted_batches, summed_if_promoted
+from .cluster import worker_count
 from .npyfile import by_regions, pwrite_all, shared_npy
 from .ranges import on_ranges, operand_meta
 
@@ -124,7 +126,9 @@ def _sparse_product(a: str, b: str, output, *, client, adjoint_a: bool, adjoint_
     budget = budget_of(memory)
     fn = partial(product_rows, b=os.path.abspath(b), adjoint_a=adjoint_a, adjoint_b=adjoint_b, budget=budget,
                  tmp_dir=tmp_dir)
-    r = on_ranges(client, fn, [a], output, order=(1 if adjoint_a else 0,), memory=budget, progress=progress)
+    # One range per worker: every range reads all of B, so fewer ranges read it fewer times.
+    r = on_ranges(client, fn, [a], output, order=(1 if adjoint_a else 0,), memory=budget, progress=progress,
+                  ranges=worker_count(client))
     parts = r.pop("results")
     if progress:
         progress.advance(mb.nnz or 0)  # B's entries count in, as on one machine (read by every task)
