@@ -307,7 +307,7 @@ def test_convert_many_files_on_a_cluster(client, tmp_path, rng):  # noqa: F811
     assert res.exit_code == 0 and "5 parts, 2 workers" in res.output, res.output
 
 
-# -- matmul: sparse A by a dense B, output rows by key ranges, written into the shared .npy --------
+# -- matmul: the sparse operand by key ranges of output rows; a dense product into the shared .npy --
 
 def _matrix_parts(path, rng, shape, n, parts, values):
     idx = np.stack([rng.integers(0, s, n) for s in shape], axis=1)
@@ -344,14 +344,111 @@ def test_matmul_sparse_dense_matches_numpy_and_one_machine(client, tiny, tmp_pat
     _no_leftovers(tmp_path, ["a", "b.npy", "ab.npy", "local.npy"])
 
 
-def test_matmul_on_a_cluster_refuses_what_it_does_not_split(client, tmp_path, rng):  # noqa: F811
+def test_matmul_on_a_cluster_checks_operands_before_any_task(client, tmp_path, rng):  # noqa: F811
     src, a = _matrix_parts(tmp_path / "a", rng, (20, 10), 100, 2, "float")
     np.save(tmp_path / "b.npy", np.ones((11, 3)))
     with pytest.raises(sptool.ShapeMismatch, match="inner dimensions"):
         sptool.distributed.matmul(src, str(tmp_path / "b.npy"), str(tmp_path / "o.npy"), client=client)
-    with pytest.raises(sptool.UsageError, match="sparse A by a dense B"):
+    with pytest.raises(sptool.ShapeMismatch, match="inner dimensions"):
+        sptool.distributed.matmul(str(tmp_path / "b.npy"), src, str(tmp_path / "o.npy"), client=client)
+    with pytest.raises(sptool.ShapeMismatch, match="inner dimensions"):
         sptool.distributed.matmul(src, src, str(tmp_path / "o") + "/", client=client)
+    with pytest.raises(sptool.UsageError, match="both operands are dense"):
+        sptool.distributed.matmul(str(tmp_path / "b.npy"), str(tmp_path / "b.npy"), str(tmp_path / "o.npy"),
+                                  client=client)
+    with pytest.raises(sptool.UsageError, match="not stdin"):
+        sptool.distributed.matmul(src, "-", str(tmp_path / "o") + "/", client=client)
     _no_leftovers(tmp_path, ["a", "b.npy"])
+
+
+def _with_empty_part(path, shape, dtype):
+    """An empty part appended to the directory at ``path``."""
+    n = len([f for f in os.listdir(path) if f.endswith(".parquet")])
+    sptool.write(sptool.SparseTensor(np.empty((0, 2), np.int64), np.empty(0, dtype), shape),
+                 os.path.join(path, f"part-{n:06d}.parquet"))
+
+
+@pytest.mark.parametrize("values,adjoint_a,adjoint_b,slabs", [
+    ("float", False, False, False), ("float", True, True, False), ("int", False, True, False),
+    ("float", False, False, True),  # B taken in slabs by every task: the slabs' products summed by the sort
+])
+def test_matmul_sparse_sparse_matches_numpy_and_one_machine(client, tiny, tmp_path, rng, monkeypatch, values,  # noqa: F811
+                                                            adjoint_a, adjoint_b, slabs):
+    """Unsorted parts with repeated coordinates and an empty part: NumPy's dense product (exact
+    for integers, within rounding for floats), the structural pattern (an entry wherever some
+    A[i,k] B[k,j] exists) and the single-machine file bit for bit."""
+    if slabs:
+        monkeypatch.setenv("SPTOOL_SLAB_ENTRIES", "40")
+    src_a, a = _matrix_parts(tmp_path / "a", rng, (60, 45), 1200, 5, values)
+    a_op = a.T if adjoint_a else a
+    k = a_op.shape[1]
+    src_b, b = _matrix_parts(tmp_path / "b", rng, (50, k) if adjoint_b else (k, 50), 900, 3, values)
+    b_op = b.T if adjoint_b else b  # real values: the adjoint is the transpose
+    _with_empty_part(src_a, a.shape, a.dtype)
+    out, local = str(tmp_path / "out") + "/", str(tmp_path / "local.parquet")
+    kw = dict(adjoint_a=adjoint_a, adjoint_b=adjoint_b, memory=tiny)
+    r = sptool.distributed.matmul(src_a, src_b, out, client=client, **kw)
+    sptool.matmul(src_a, src_b, local, **kw)
+    di, dv = _same_as_local(out, local, 2)
+    want = a_op @ b_op
+    pattern = _stored(src_a, a.shape, adjoint_a).astype(np.int64) @ _stored(src_b, b.shape, adjoint_b) > 0
+    order = np.lexsort(di.T[::-1])
+    assert np.array_equal(order, np.arange(len(di))) and len(np.unique(di, axis=0)) == len(di)  # canonical
+    got = np.zeros(want.shape, dv.dtype)
+    got[tuple(di.T)] = dv
+    assert np.array_equal(np.argwhere(pattern), di)
+    assert np.allclose(got, want, rtol=1e-9, atol=1e-9) if values == "float" else np.array_equal(got, want)
+    assert r["shape"] == list(want.shape) and r["rows_out"] == len(di) and r["parts"] > 1 and r["workers"] == 2
+    assert r["canonical"] and all(m.canonical for m in _part_metas(out))  # a directory claims no order itself
+    _no_leftovers(tmp_path, ["a", "b", "out", "local.parquet"])
+
+
+def _stored(path, shape, adjoint):
+    """Where the tensor at ``path`` stores an entry (op'd by ``adjoint``), as a dense bool mask."""
+    idx, _ = _read_all_k(path, 2)
+    mask = np.zeros(shape, bool)
+    mask[tuple(idx.T)] = True
+    return mask.T if adjoint else mask
+
+
+@pytest.mark.parametrize("values,dense_type,adjoint_a,adjoint_b", [
+    ("float", np.float64, False, False), ("float", np.complex128, True, True), ("int", np.int64, False, True),
+    ("int", np.float32, True, False),
+])
+def test_matmul_dense_sparse_matches_numpy_and_one_machine(client, tiny, tmp_path, rng, values, dense_type,  # noqa: F811
+                                                           adjoint_a, adjoint_b):
+    """A dense .npy times sparse parts (unsorted, repeated coordinates, an empty part): the same
+    Fortran-order .npy as one machine, byte for byte, and NumPy's product."""
+    src, b = _matrix_parts(tmp_path / "b", rng, (45, 60), 1500, 5, values)
+    _with_empty_part(src, b.shape, b.dtype)
+    b_op = b.T if adjoint_b else b
+    a = (rng.standard_normal((7, b_op.shape[0])) * 4).astype(dense_type)
+    if dense_type == np.complex128:
+        a = a + 1j * rng.standard_normal(a.shape)
+    a_stored = np.ascontiguousarray(a.conj().T) if adjoint_a else a
+    np.save(tmp_path / "a.npy", a_stored)
+    out, local = str(tmp_path / "ab.npy"), str(tmp_path / "local.npy")
+    kw = dict(adjoint_a=adjoint_a, adjoint_b=adjoint_b, memory=tiny)
+    r = sptool.distributed.matmul(str(tmp_path / "a.npy"), src, out, client=client, **kw)
+    sptool.matmul(str(tmp_path / "a.npy"), src, local, **kw)
+    with open(out, "rb") as f, open(local, "rb") as g:
+        assert f.read() == g.read()  # header (Fortran order, dtype, shape) and data
+    got, want = np.load(out), a @ b_op
+    assert np.allclose(got, want, rtol=1e-9, atol=1e-9) if got.dtype.kind in "fc" else np.array_equal(got, want)
+    assert r["shape"] == list(want.shape) and r["parts"] > 1 and r["workers"] == 2
+    _no_leftovers(tmp_path, ["b", "a.npy", "ab.npy", "local.npy"])
+
+
+def test_cli_matmul_sparse_sparse_on_the_scheduler(client, tiny, tmp_path, rng):  # noqa: F811
+    src_a, a = _matrix_parts(tmp_path / "a", rng, (30, 20), 400, 3, "int")
+    src_b, b = _matrix_parts(tmp_path / "b", rng, (20, 25), 300, 2, "int")
+    out = str(tmp_path / "out") + "/"
+    res = CliRunner().invoke(cli, ["--scheduler", client.scheduler.address, "matmul", src_a, src_b, "-o", out])
+    assert res.exit_code == 0 and "2 workers" in res.output, res.output
+    idx, val = _read_all_k(out, 2)
+    got = np.zeros((30, 25), np.int64)
+    got[tuple(idx.T)] = val
+    assert np.array_equal(got, a @ b) and np.array_equal(np.lexsort(idx.T[::-1]), np.arange(len(idx)))
 
 
 def test_cli_map_and_todense_in_a_terminal(tmp_path):

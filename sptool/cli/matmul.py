@@ -39,9 +39,13 @@ def matmul(ctx, a, b, output, adjoint_a, adjoint_b, tmp_dir):
     and the dense output are memory maps. Sparse x sparse sorts A by rows within --memory
     (spilling to --tmp-dir) and holds B in memory when it fits in half of --memory; a bigger B
     is taken in slabs that do (A is read once per slab). B's column count must stay small
-    enough for two dense rows of it in a quarter of --memory. On a cluster (--scheduler),
-    sparse A x dense B only: A's entries go by ranges of output rows, each task writing its
-    rows into the .npy on shared storage (B is read there by every worker).
+    enough for two dense rows of it in a quarter of --memory. On a cluster (--scheduler), the
+    sparse operand's entries go by ranges of output rows (of output columns for dense x sparse),
+    and each task computes whole output rows as one machine does, so the result is identical,
+    float sums included: a dense product's tasks write their rows into the .npy on shared
+    storage (the dense operand is read there by every worker); sparse x sparse writes a part
+    directory (-o DIR/), each task multiplying its rows of A by all of B (read by every task, in
+    slabs when B does not fit in half of --memory).
 
     \b
     Example:
@@ -55,7 +59,7 @@ def matmul(ctx, a, b, output, adjoint_a, adjoint_b, tmp_dir):
         job.summary(result=r, extra=cluster_extra(r, f"wrote {output} ({r['dtype']}, {format_size(r['bytes'])}), "
                                                      f"shape {r['shape']}"))
     else:
-        job.summary(result=r, rows_out=r["rows_out"], extra=f"shape {r['shape']}", output=output)
+        job.summary(result=r, rows_out=r["rows_out"], extra=cluster_extra(r, f"shape {r['shape']}"), output=output)
 
 
 def register(cli):

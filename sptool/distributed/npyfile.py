@@ -19,11 +19,13 @@ from .ranges import range_map
 
 
 @contextlib.contextmanager
-def shared_npy(output: str, shape, dtype):
-    """(the temporary file's path, the byte offset of its data, a scratch PartDirectory)."""
+def shared_npy(output: str, shape, dtype, *, fortran: bool = False):
+    """(the temporary file's path, the byte offset of its data, a scratch PartDirectory);
+    ``fortran``: the array is stored column by column."""
     target = AtomicTarget(output, is_dir=False)
     try:
-        offset = np.lib.format.open_memmap(target.tmp, mode="w+", dtype=dtype, shape=tuple(shape)).offset
+        offset = np.lib.format.open_memmap(target.tmp, mode="w+", dtype=dtype, shape=tuple(shape),
+                                           fortran_order=fortran).offset
         folder, name = os.path.split(os.path.abspath(output))
         scratch = PartDirectory(os.path.join(folder, f".{name}.scratch") + "/")
         try:
