@@ -172,7 +172,7 @@ def _wait_for(proc, cwd, moment: str, timeout=120):
 
 
 MOMENTS = {"reorder": ["spill", "temporary", "delay0.3"], "convert": ["temporary", "delay0.6"],
-           "todense": ["temporary", "delay0.3"], "reduce": ["spill", "temporary"], "add": ["spill", "delay0.8"],
+           "todense": ["temporary", "delay0.1"], "reduce": ["spill", "temporary"], "add": ["spill", "delay0.8"],
            "split": ["temporary", "delay0.4"]}
 CASES = [(c, m) for c in COMMANDS for m in MOMENTS[c]]
 
@@ -207,7 +207,8 @@ def test_killed_at_a_moment_then_run_again(tmp_path, inputs, command, moment, si
             assert left == {"spill": None, **({out: len(previous)} if command in PREVIOUS else {})}, left
             assert command not in PREVIOUS or kept_previous
     else:
-        assert proc.returncode == -signal.SIGKILL or not reached
+        # 0: it finished between the last look and the signal (its output is checked above)
+        assert proc.returncode in (0, -signal.SIGKILL) or not reached
     stale = {n for n in left if n != "spill" and n not in outs and "/" not in n[len("spill/"):]}
     # The next run, writing to the same places, sweeps the dead process's temporaries and says so.
     again = _start(tmp_path, argv, inputs["dir"])
