@@ -333,29 +333,48 @@ cdef void _walk(const int64_t[:, ::1] ptr, const uint64_t* feats, const int64_t[
     # Crosses g0..g1 in order: hashed into values, or (values NULL) as feature positions into
     # pos, an (m, g1 - g0) array.  work holds 2m int64 digits and counts and m + 1 prefixes.
     # rows gets row_ids[r] (the caller's row numbers, written in place: no gather afterwards), or r.
-    cdef Py_ssize_t m = ptr.shape[0], r, i, lo = 0
-    cdef int64_t k, p, n = g1 - g0
+    # The last input varies fastest, so crosses come in runs over its features with the other
+    # inputs' digits fixed: a run is one tight loop, the odometer stepped once a run.
+    cdef Py_ssize_t m = ptr.shape[0], last = m - 1, r, i, lo = 0
+    cdef int64_t k = 0, j, p, run, rid, n = g1 - g0
     cdef int64_t* digit = work
     cdef int64_t* count = work + m
     cdef uint64_t* prefix = <uint64_t*> (work + 2 * m)
+    cdef uint64_t h
+    cdef const uint64_t* f
+    cdef int64_t* out_rows = &rows[0]
+    cdef int64_t* out_cols = &cols[0]
     prefix[0] = hash_key
     r = _row_of(offsets, g0)
     p = g0 - offsets[r]
     _start_row(ptr, r, p, digit, count)
-    for k in range(n):
+    while True:
+        run = min(count[last] - digit[last], n - k)
+        rid = row_ids[r] if row_ids != NULL else r
         if values != NULL:
             # Only the inputs from the lowest changed digit on are hashed again.
-            for i in range(lo, m):
+            for i in range(lo, last):
                 prefix[i + 1] = fingerprint_cat64(prefix[i], feats[ptr[i, r] + digit[i]])
-            values[k] = <int64_t> _mod(prefix[m], mod)
+            h = prefix[last]
+            f = feats + ptr[last, r] + digit[last]
+            for j in range(run):
+                values[k + j] = <int64_t> _mod(fingerprint_cat64(h, f[j]), mod)
+                out_rows[k + j] = rid
+                out_cols[k + j] = p + j
         else:
-            for i in range(m):
-                pos[i * n + k] = ptr[i, r] + digit[i]
-        rows[k] = row_ids[r] if row_ids != NULL else r
-        cols[k] = p
-        p += 1
+            for j in range(run):
+                for i in range(last):
+                    pos[i * n + k + j] = ptr[i, r] + digit[i]
+                pos[last * n + k + j] = ptr[last, r] + digit[last] + j
+                out_rows[k + j] = rid
+                out_cols[k + j] = p + j
+        k += run
+        if k >= n:
+            return
+        p += run
+        digit[last] = count[last] - 1  # the run's end: the next step carries
         lo = _advance(digit, count, m)
-        if lo < 0 and k + 1 < n:
+        if lo < 0:
             r += 1
             while offsets[r + 1] == offsets[r]:
                 r += 1
