@@ -20,6 +20,21 @@ sptool/_cross_reference.py holds the plain-Python equivalent of each function (t
 from libc.stdint cimport int32_t, int64_t, uint8_t, uint64_t
 from libc.stdlib cimport free, malloc
 
+cdef extern from *:
+    """
+    /* The high 64 bits of a 64 x 64-bit product: one instruction where there is a 128-bit type. */
+    static inline uint64_t sptool_mulhi64(uint64_t a, uint64_t b) {
+    #if defined(__SIZEOF_INT128__)
+        return (uint64_t)(((unsigned __int128)a * b) >> 64);
+    #else
+        uint64_t a0 = a & 0xffffffffu, a1 = a >> 32, b0 = b & 0xffffffffu, b1 = b >> 32;
+        uint64_t mid = a1 * b0 + ((a0 * b0) >> 32);
+        return a1 * b1 + (mid >> 32) + ((a0 * b1 + (mid & 0xffffffffu)) >> 32);
+    #endif
+    }
+    """
+    uint64_t sptool_mulhi64(uint64_t a, uint64_t b) noexcept nogil
+
 ctypedef fused offset_t:
     int32_t
     int64_t
@@ -163,6 +178,44 @@ cdef inline void _round64(const uint8_t* s, uint64_t* st, uint64_t mul, uint64_t
     st[2] = x
 
 
+cdef struct Divisor:
+    # n // d as a multiply and shifts (Granlund & Montgomery 1994, "Division by invariant
+    # integers using multiplication", figure 4.1): a 64-bit divide costs several times as much,
+    # and every cross takes one by the same bucket count.
+    uint64_t d, magic
+    int sh1, sh2
+
+
+cdef Divisor _divisor(uint64_t d) except *:
+    # Python integers for the 128-bit arithmetic, once a call.
+    cdef Divisor v
+    if d == 0:
+        raise ValueError("the divisor must be positive")
+    big = int(d)
+    ceil_log2 = (big - 1).bit_length()
+    v.d = d
+    v.magic = ((1 << 64) * ((1 << ceil_log2) - big)) // big + 1  # < 2**64 for any d < 2**64
+    v.sh1 = min(ceil_log2, 1)
+    v.sh2 = max(ceil_log2 - 1, 0)
+    return v
+
+
+cdef inline uint64_t _mod(uint64_t n, const Divisor* v) noexcept nogil:
+    cdef uint64_t t = sptool_mulhi64(v.magic, n)
+    return n - ((t + ((n - t) >> v.sh1)) >> v.sh2) * v.d
+
+
+def modulo(const uint64_t[::1] a, uint64_t d, uint64_t[::1] out):
+    """out[i] = a[i] % d (d > 0), as cross_hashed takes its buckets."""
+    cdef Py_ssize_t n = a.shape[0], i
+    cdef Divisor v = _divisor(d)
+    if out.shape[0] != n:
+        raise ValueError("a and out must have the same length")
+    with nogil:
+        for i in range(n):
+            out[i] = _mod(a[i], &v)
+
+
 cdef inline uint64_t fingerprint_cat64(uint64_t fp1, uint64_t fp2) noexcept nogil:
     cdef uint64_t result = fp1 ^ KMULCAT
     result ^= _shift_mix(fp2 * KMULCAT) * KMULCAT
@@ -275,34 +328,53 @@ cdef inline Py_ssize_t _advance(int64_t* digit, const int64_t* count, Py_ssize_t
 
 
 cdef void _walk(const int64_t[:, ::1] ptr, const uint64_t* feats, const int64_t[::1] offsets, int64_t g0,
-                int64_t g1, uint64_t hash_key, uint64_t mod, int64_t[::1] rows, int64_t[::1] cols,
+                int64_t g1, uint64_t hash_key, const Divisor* mod, int64_t[::1] rows, int64_t[::1] cols,
                 int64_t* values, int64_t* pos, int64_t* work, const int64_t* row_ids) noexcept nogil:
     # Crosses g0..g1 in order: hashed into values, or (values NULL) as feature positions into
     # pos, an (m, g1 - g0) array.  work holds 2m int64 digits and counts and m + 1 prefixes.
     # rows gets row_ids[r] (the caller's row numbers, written in place: no gather afterwards), or r.
-    cdef Py_ssize_t m = ptr.shape[0], r, i, lo = 0
-    cdef int64_t k, p, n = g1 - g0
+    # The last input varies fastest, so crosses come in runs over its features with the other
+    # inputs' digits fixed: a run is one tight loop, the odometer stepped once a run.
+    cdef Py_ssize_t m = ptr.shape[0], last = m - 1, r, i, lo = 0
+    cdef int64_t k = 0, j, p, run, rid, n = g1 - g0
     cdef int64_t* digit = work
     cdef int64_t* count = work + m
     cdef uint64_t* prefix = <uint64_t*> (work + 2 * m)
+    cdef uint64_t h
+    cdef const uint64_t* f
+    cdef int64_t* out_rows = &rows[0]
+    cdef int64_t* out_cols = &cols[0]
     prefix[0] = hash_key
     r = _row_of(offsets, g0)
     p = g0 - offsets[r]
     _start_row(ptr, r, p, digit, count)
-    for k in range(n):
+    while True:
+        run = min(count[last] - digit[last], n - k)
+        rid = row_ids[r] if row_ids != NULL else r
         if values != NULL:
             # Only the inputs from the lowest changed digit on are hashed again.
-            for i in range(lo, m):
+            for i in range(lo, last):
                 prefix[i + 1] = fingerprint_cat64(prefix[i], feats[ptr[i, r] + digit[i]])
-            values[k] = <int64_t> (prefix[m] % mod)
+            h = prefix[last]
+            f = feats + ptr[last, r] + digit[last]
+            for j in range(run):
+                values[k + j] = <int64_t> _mod(fingerprint_cat64(h, f[j]), mod)
+                out_rows[k + j] = rid
+                out_cols[k + j] = p + j
         else:
-            for i in range(m):
-                pos[i * n + k] = ptr[i, r] + digit[i]
-        rows[k] = row_ids[r] if row_ids != NULL else r
-        cols[k] = p
-        p += 1
+            for j in range(run):
+                for i in range(last):
+                    pos[i * n + k + j] = ptr[i, r] + digit[i]
+                pos[last * n + k + j] = ptr[last, r] + digit[last] + j
+                out_rows[k + j] = rid
+                out_cols[k + j] = p + j
+        k += run
+        if k >= n:
+            return
+        p += run
+        digit[last] = count[last] - 1  # the run's end: the next step carries
         lo = _advance(digit, count, m)
-        if lo < 0 and k + 1 < n:
+        if lo < 0:
             r += 1
             while offsets[r + 1] == offsets[r]:
                 r += 1
@@ -319,6 +391,7 @@ def cross_hashed(const int64_t[:, ::1] ptr, const uint64_t[::1] feats, const int
     its bucket."""
     cdef Py_ssize_t m = ptr.shape[0]
     cdef int64_t* work
+    cdef Divisor mod = _divisor(<uint64_t> num_buckets if num_buckets > 0 else INT64_MAX)
     _check_walk(ptr, offsets, g0, g1, rows, cols, row_ids)
     if values.shape[0] != g1 - g0:
         raise ValueError("values must hold g1 - g0 entries")
@@ -330,8 +403,7 @@ def cross_hashed(const int64_t[:, ::1] ptr, const uint64_t[::1] feats, const int
     if work == NULL:
         raise MemoryError()
     with nogil:
-        _walk(ptr, &feats[0], offsets, g0, g1, hash_key,
-              <uint64_t> num_buckets if num_buckets > 0 else INT64_MAX, rows, cols, &values[0], NULL, work,
+        _walk(ptr, &feats[0], offsets, g0, g1, hash_key, &mod, rows, cols, &values[0], NULL, work,
               &row_ids[0] if row_ids is not None else NULL)
     free(work)
 
@@ -352,6 +424,6 @@ def cross_positions(const int64_t[:, ::1] ptr, const int64_t[::1] offsets, int64
     if work == NULL:
         raise MemoryError()
     with nogil:
-        _walk(ptr, NULL, offsets, g0, g1, 0, 1, rows, cols, NULL, &pos[0, 0], work,
+        _walk(ptr, NULL, offsets, g0, g1, 0, NULL, rows, cols, NULL, &pos[0, 0], work,
               &row_ids[0] if row_ids is not None else NULL)
     free(work)

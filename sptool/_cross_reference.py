@@ -141,6 +141,12 @@ def fingerprint_cat(a, b, out):
         out[i] = fingerprint_cat64(int(a[i]), int(b[i]))
 
 
+def modulo(a, d, out):
+    # Python integers: exact for any 64-bit dividend and divisor.
+    for i, v in enumerate(a):
+        out[i] = int(v) % int(d)
+
+
 def cross_counts(ptr, out):
     counts = np.diff(np.asarray(ptr), axis=1)
     for r in range(counts.shape[1]):

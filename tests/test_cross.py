@@ -217,6 +217,29 @@ def test_huge_row_products_stream_in_slices(tmp_path, monkeypatch):
     assert _as_entries(sptool.read(out)) == oracle([a, b, dense], 3)
 
 
+@pytest.mark.parametrize("seed", range(4))
+def test_slice_maxes_are_the_largest_indices_of_the_slice(seed):
+    """What cross tells the sink in place of its checks (the largest row and column of each
+    slice, from the rows' offsets) against the maxima of the reference's crosses, for slices
+    starting and ending mid-row, between rows and around rows with no crosses."""
+    from sptool.ops.cross import _slice_maxes
+
+    rng = np.random.default_rng(seed)
+    R = 40
+    counts = rng.integers(0, 3, size=(3, R)) * rng.integers(0, 2, size=R)  # a row may have none
+    ptr = np.zeros((3, R + 1), np.int64)
+    for i in range(3):
+        ptr[i, 1:] = np.cumsum(counts[i])
+    offsets = np.concatenate([[0], np.cumsum(np.prod(counts, axis=0))]).astype(np.int64)
+    row_ids = np.sort(rng.choice(10 * R, size=R, replace=False)).astype(np.int64)
+    total = int(offsets[-1])
+    for g0 in range(total):
+        for g1 in {g0 + 1, min(g0 + int(rng.integers(1, 30)), total), total}:
+            crosses = list(ref._crosses(ptr, offsets, g0, g1))
+            want = [int(row_ids[crosses[-1][0]]), max(p for _, p, _ in crosses)]
+            assert _slice_maxes(row_ids, offsets, g0, g1).tolist() == want
+
+
 def test_dense_only_and_in_memory_result(tmp_path):
     x = np.array([["a", "b"], ["c", "d"], ["e", "f"]])
     y = np.array([[1], [2], [3]], dtype=np.int32)

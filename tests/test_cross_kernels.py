@@ -76,6 +76,27 @@ def test_fingerprint_cat(rng):
     np.testing.assert_array_equal(got, want)
 
 
+def test_modulo_by_multiplication_is_exact(rng):
+    """The bucket (a multiply and shifts in place of a divide) against the reference's Python %: every power of
+    two and its neighbours as divisors, TensorFlow's 2**63 - 1 and random ones, on dividends at
+    the edges (0, multiples of d and their neighbours, 2**64 - 1) and random 64-bit ones."""
+    m64 = (1 << 64) - 1
+    divisors = {1, 3, 7, 10, 641, 1_000_000, 6_700_417, (1 << 63) - 1, m64}
+    divisors |= {(1 << k) + j for k in range(1, 64) for j in (-1, 0, 1)}
+    divisors |= {int(d) for d in rng.integers(1, 2**63, size=50, dtype=np.int64)}
+    edges = [0, 1, 2, (1 << 32) - 1, 1 << 32, (1 << 63) - 1, 1 << 63, m64]
+    random = [int(v) for v in rng.integers(0, 2**64, size=300, dtype=np.uint64, endpoint=False)]
+    for d in sorted(divisors):
+        near = {d * q + j for q in (1, 2, m64 // d) for j in (-1, 0, 1)}
+        a = np.array(sorted({v for v in edges + random + list(near) if 0 <= v <= m64}), dtype=np.uint64)
+        got, want = np.empty_like(a), np.empty_like(a)
+        _cross.modulo(a, d, got)
+        ref.modulo(a, d, want)  # Python's integer %
+        np.testing.assert_array_equal(got, want, err_msg=str(d))
+    with pytest.raises(ValueError, match="positive"):
+        _cross.modulo(np.zeros(1, np.uint64), 0, np.empty(1, np.uint64))
+
+
 def _random_batch(rng, m, R, max_feats=4):
     counts = rng.integers(0, max_feats + 1, size=(m, R))
     ptr = np.zeros((m, R + 1), np.int64)

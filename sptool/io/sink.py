@@ -278,16 +278,30 @@ class TensorSink(ClosesOrAborts):
         return pq.ParquetWriter(path, self.schema, **parquet_writer_options(self.meta))
 
     # -- writing ------------------------------------------------------------------------------
-    def write(self, keys: np.ndarray, values) -> None:
-        """Append rows given as (K, n) int64 keys and values (ndarray or Arrow array)."""
-        self.write_batch(make_batch(keys, values, self.meta, self.schema))
+    def write(self, keys: np.ndarray, values, maxes: np.ndarray | None = None) -> None:
+        """Append rows given as (K, n) int64 keys and values (ndarray or Arrow array).
+
+        ``maxes`` (the largest index of each dimension among these rows) comes from an op whose
+        rows continue the promised order, unique and within the shape by construction, its
+        inputs' claims already verified as they were read (cross): the sink then skips its
+        per-row checks, which cost such an op as much as its own work.  An op vouches for all
+        of its rows or none (the order check follows the rows it sees)."""
+        batch = make_batch(keys, values, self.meta, self.schema)
+        if maxes is None:
+            self.write_batch(batch)
+        elif batch.num_rows:
+            self.maxes = np.maximum(self.maxes, maxes)
+            self._append(batch)
 
     def write_batch(self, batch: pa.RecordBatch) -> None:
-        n = batch.num_rows
-        if n == 0:
+        if batch.num_rows == 0:
             return
         # The index columns as they are in the batch: checked in place, not copied.
         self._check([batch.column(k).to_numpy() for k in range(self.K)])
+        self._append(batch)
+
+    def _append(self, batch: pa.RecordBatch) -> None:
+        n = batch.num_rows
         self.rows += n
         if self.kind == "memory":
             self.bytes_written += batch.nbytes
