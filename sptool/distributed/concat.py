@@ -11,7 +11,7 @@ from functools import partial
 from .._memory import budget_of
 from ..errors import UsageError
 from ..ops.concat import concat as concat_one
-from ..ops.concat import plan_concat
+from ..ops.concat import input_paths, plan_concat
 from .pieces import ShuffledSource
 from .ranges import on_ranges, operand_meta
 
@@ -29,11 +29,7 @@ def concat(paths, output: str, *, client, axis: int, expand_nonconcat: bool = Fa
            tmp_dir: str | None = None, progress=None) -> dict:
     """``sptool.concat`` on the Dask cluster of ``client``, written as a part directory whose
     concatenated parts are the single-machine output."""
-    if isinstance(paths, str):
-        paths = [paths]
-    paths = list(paths)
-    if not paths:
-        raise UsageError("concat needs at least one input tensor")
+    paths = input_paths(paths)
     budget = budget_of(memory)
     metas = [operand_meta(p) for p in paths]
     out_meta, axis, _ = plan_concat(metas, axis, expand_nonconcat)  # refused here, before any task

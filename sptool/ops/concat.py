@@ -124,6 +124,14 @@ def _shifted(src, shifter: _Shifter, rows: int, progress, codec=None):
         yield batch, (codec.encode(keys) if codec is not None else keys)
 
 
+def input_paths(paths) -> list:
+    """concat's operands as a list (one path alone is a list of one); none is refused."""
+    paths = [paths] if isinstance(paths, str) else list(paths)
+    if not paths:
+        raise UsageError("concat needs at least one input tensor")
+    return paths
+
+
 def concat(paths, output: str | None, *, axis: int, expand_nonconcat: bool = False, memory=None,
            tmp_dir: str | None = None, progress=None) -> dict:
     """Concatenate tensors along ``axis`` (TensorFlow's sparse.concat, incl. expand_nonconcat_dims).
@@ -142,11 +150,7 @@ def concat(paths, output: str | None, *, axis: int, expand_nonconcat: bool = Fal
 
     ``sptool.distributed.concat`` runs it on a Dask cluster, writing a part directory.
     """
-    if isinstance(paths, str):
-        paths = [paths]
-    paths = list(paths)
-    if not paths:
-        raise UsageError("concat needs at least one input tensor")
+    paths = input_paths(paths)
     budget = budget_of(memory)
     with open_operands(paths, tmp_dir) as srcs:
         op = Concat(axis, expand_nonconcat)
