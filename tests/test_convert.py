@@ -759,3 +759,29 @@ def test_compression_is_for_text_formats_only(tmp_path):
         r = CliRunner().invoke(cli, ["convert", "sample_data/digits.parquet", "-o", str(tmp_path / dst)])
         assert r.exit_code == 2 and "only text formats (tns, mtx, csv, tsv, svmlight, jsonl)" in r.output, r.output
     assert list(tmp_path.iterdir()) == []
+
+
+def test_text_blocks_survive_a_held_frame(tmp_path):
+    """Dask's sampling profiler holds worker frames; a frame kept alive from inside the read must not
+    keep a view of the block (a ``BufferError`` on resizing it was seen on a cluster)."""
+    import sys
+
+    from sptool.converters.text import OpenedText
+
+    data = b"".join(b"%d %d 1.5\n" % (i, i) for i in range(1, 5000)) + b"7 7 2.5"  # no final newline
+    path = tmp_path / "t.tns"
+    path.write_bytes(data)
+    held = []
+
+    class Holding:
+        def __init__(self, f):
+            self.f = f
+
+        def readinto(self, view):
+            held.append(sys._getframe(1))  # what a profiler's stack sample keeps
+            return self.f.readinto(view)
+
+    text = OpenedText(str(path))
+    text.f = Holding(text.f)
+    assert b"".join(bytes(b) for b in text.blocks(4096)) == data  # the input, whole, as the oracle
+    assert held

@@ -153,7 +153,10 @@ class OpenedText:
         got = 0
         while got < len(view) and not self.eof:
             try:
-                n = self.f.readinto(view[got:])
+                # Released at once, not when the frame goes: a sampling profiler (Dask's, on a
+                # worker) may hold this frame, and a live view stops ``blocks`` resizing its buffer.
+                with view[got:] as rest:
+                    n = self.f.readinto(rest)
             except OSError as e:
                 raise InputError(f"cannot read: {e.strerror}", path=self.name) from None
             if not n:
@@ -173,7 +176,8 @@ class OpenedText:
         while True:
             buf = bytearray(len(carry) + block)
             buf[: len(carry)] = carry
-            end = len(carry) + self._read_into(memoryview(buf)[len(carry) :])
+            with memoryview(buf) as whole, whole[len(carry) :] as tail:
+                end = len(carry) + self._read_into(tail)
             if end == 0:
                 return
             if self.eof:
