@@ -135,3 +135,52 @@ def test_footer_chunks_agree_with_the_reference_on_truncated_and_damaged_footers
             if r is not None:
                 outcomes[r] += 1
     assert outcomes[True] and outcomes[False]  # both walked and refused footers were compared
+
+
+def _levels_problem(rows, schema):
+    """The check the footer walk serves, written plainly over the reference walker's rows (the
+    loop sptool ran before it was compiled): the first chunk whose type or level histogram
+    contradicts its column."""
+    columns = [schema.column(c) for c in range(len(schema))]
+    position: dict = {}
+    for r, t, rep, dfn in rows:
+        c = position[r] = position.get(r, -1) + 1
+        if c >= len(columns):
+            continue
+        col = columns[c]
+        if t != ref.ABSENT and PHYSICAL.get(t) != col.physical_type:
+            return (f"row group {r} says column {col.name} holds {PHYSICAL.get(t, 'UNKNOWN')}, the schema says "
+                    f"{col.physical_type}")
+        for n, level in ((rep, col.max_repetition_level), (dfn, col.max_definition_level)):
+            if n != ref.ABSENT and n not in (0, level + 1):
+                return (f"row group {r}, column {col.name}: a level histogram has {n} entries, the schema "
+                        f"allows {level + 1}")
+    return None
+
+
+def test_check_levels_finds_what_a_plain_loop_over_the_reference_finds(tmp_path):
+    from sptool.io._footer import check_levels
+
+    rng = np.random.default_rng(12)
+    found = 0
+    for p in _files(tmp_path):
+        data = p.read_bytes()
+        footer = read_footer(str(p))
+        start = len(data) - 8 - len(footer)
+        schema = pq.ParquetFile(p).schema
+        for _ in range(120):
+            damaged = bytearray(footer)
+            for at in rng.integers(0, len(footer), int(rng.integers(1, 3))):
+                damaged[at] = int(rng.integers(0, 256))
+            try:
+                _groups, rows = ref.footer_chunks(bytes(damaged))
+            except (ValueError, RecursionError):
+                continue
+            if any(not -(2**63) <= v < 2**63 - 1 for row in rows for v in row):
+                continue  # a number beyond int64: the kernel's stand-in differs from it by design
+            bad = tmp_path / "bad.parquet"
+            bad.write_bytes(data[:start] + bytes(damaged) + data[-8:])
+            expected = _levels_problem(rows, schema)
+            assert check_levels(str(bad), schema) == expected
+            found += expected is not None
+    assert found  # some damaged footers did contradict their schema
