@@ -73,6 +73,29 @@ ONE_WRITER_CODE = """
     sys.argv[0] = "sptool"
     main()
 """
+# --no-checks: each sptool command timed twice, with issue 11's read checks on and switched off (page
+# CRC verification, the footer walk, ClaimCheck), through the same small launcher so that only the
+# checks differ, in the same minutes and without the peers: the difference is what the checks cost
+# (benchmarks/README.md, "the cost of the checks").  The launcher's first argument is "on" or "off".
+NO_CHECKS = False
+CHECKS_CODE = """
+    import os, sys
+    os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")  # as sptool.cli.main does, before numpy loads
+    from sptool._memory import lean_allocators
+    lean_allocators()  # as the sptool script does, before pyarrow loads
+    import pyarrow.parquet as pq
+    import sptool.io._rowgroups as rowgroups
+    from sptool.stream import order
+    if sys.argv.pop(1) == "off":
+        opened = pq.ParquetFile.__init__
+        pq.ParquetFile.__init__ = lambda self, *a, **k: opened(self, *a, **{**k, "page_checksum_verification": False})
+        rowgroups.check_levels = lambda path, schema: None
+        order.ClaimCheck.check = lambda self, keys: None
+        order.ClaimCheck.check_batch = lambda self, batch, codes=None: None
+    from sptool.__main__ import run
+    sys.argv[0] = "sptool"
+    run()
+"""
 
 
 # ---------------------------------------------------------------------------------------------
@@ -1425,17 +1448,22 @@ def run_benchmark(b: Benchmark, size: str, repeat: int) -> dict:
         first = tools[0]
         tools.insert(1, python_tool("sptool, one-thread Parquet writer (before)", ONE_WRITER_CODE,
                                     *first.argv[1:], outputs=first.outputs))
+    if NO_CHECKS and tools[0].name == "sptool":
+        first = tools[0]
+        tools = [python_tool(f"sptool, read checks {state}", CHECKS_CODE, state, *first.argv[1:], outputs=first.outputs)
+                 for state in ("on", "off")]
     runs: dict[str, list[Run]] = {t.name: [] for t in tools}
     notes = []
     load_before = os.getloadavg()
     # Interleave the tools so that drift (page cache, thermal) affects all of them alike.
-    for _ in range(repeat):
-        for t in tools:
+    for i in range(repeat):
+        for t in tools[::-1] if NO_CHECKS and i % 2 else tools:  # on, off, off, on, ...: no side always first
             runs[t.name].append(run_once(t))
     # Other work on the machine slows every tool; the load (and CPU seconds) say how much.
     notes.append("load average (1, 5, 15 min) before timing {:.2f} {:.2f} {:.2f}, after {:.2f} {:.2f} {:.2f}"
                  .format(*load_before, *os.getloadavg()))
-    if b.check is not None and all(r.returncode == 0 for rs in runs.values() for r in rs):
+    # With --no-checks the peers whose outputs the check compares against did not run.
+    if b.check is not None and not NO_CHECKS and all(r.returncode == 0 for rs in runs.values() for r in rs):
         problem = b.check(paths, out)
         if isinstance(problem, tuple):  # (problem or None, a note to print either way)
             problem, note = problem
@@ -1460,6 +1488,11 @@ def run_benchmark(b: Benchmark, size: str, repeat: int) -> dict:
             "cpu_median": statistics.median(r.cpu for r in ok) if ok else None,
             "max_rss": max(r.max_rss for r in rs),
         })
+    if NO_CHECKS and len(rows) == 2 and all(r["cpu_median"] for r in rows):
+        on, off = rows
+        notes.append(f"the read checks cost {100 * (on['cpu_median'] / off['cpu_median'] - 1):+.1f}% CPU "
+                     f"({on['cpu_median']:.2f} s against {off['cpu_median']:.2f} s), "
+                     f"{100 * (on['median'] / off['median'] - 1):+.1f}% wall")
     # The median run counts: a user sees a typical run, not the luckiest one.
     base = rows[0]["median"]
     for row in rows:
@@ -1974,9 +2007,12 @@ def main(argv=None) -> int:
                    help="issue: the 3-D tensors are issue 15's 2^17 x 2^12 x 2^8")
     p.add_argument("--one-writer", action="store_true",
                    help="also time each sptool command with the one-thread Parquet writer")
+    p.add_argument("--no-checks", action="store_true",
+                   help="time each sptool command against itself with the read checks off (no peers)")
     args = p.parse_args(argv)
-    global SHAPE_REORDER, SHAPE_3D, DATA_TAG, ONE_WRITER
+    global SHAPE_REORDER, SHAPE_3D, DATA_TAG, ONE_WRITER, NO_CHECKS
     ONE_WRITER = args.one_writer
+    NO_CHECKS = args.no_checks
     if args.shape == "issue":
         SHAPE_REORDER = SHAPE_3D = SHAPE_ISSUE
         DATA_TAG = "-issue"

@@ -12,11 +12,16 @@ from __future__ import annotations
 import os
 import struct
 
+import numpy as np
+
+from .._checks import ABSENT, footer_chunks
+
 _BOOL_TRUE, _BOOL_FALSE, _BYTE, _I16, _I32, _I64, _DOUBLE, _BINARY, _LIST, _SET, _MAP, _STRUCT = range(1, 13)
 
 # pyarrow's names of ColumnMetaData.type values (parquet.thrift Type)
 PHYSICAL = {0: "BOOLEAN", 1: "INT32", 2: "INT64", 3: "INT96", 4: "FLOAT", 5: "DOUBLE", 6: "BYTE_ARRAY",
             7: "FIXED_LEN_BYTE_ARRAY"}
+_PHYSICAL_CODE = {name: code for code, name in PHYSICAL.items()}
 
 
 class FooterError(ValueError):
@@ -102,79 +107,6 @@ def _skip(buf: bytes, pos: int, kind: int, depth: int = 0) -> int:
     raise FooterError(f"unknown Thrift type {kind} in the footer")
 
 
-def _column_meta(buf: bytes, pos: int, found: dict) -> int:
-    last = 0
-    while True:
-        last, ftype, pos = _field(buf, pos, last)
-        if not ftype:
-            return pos
-        if last == 1 and ftype == _I32:
-            z, pos = _varint(buf, pos)
-            found["type"] = (z >> 1) ^ -(z & 1)
-        elif last == 16 and ftype == _STRUCT:
-            slast = 0
-            while True:
-                slast, stype, pos = _field(buf, pos, slast)
-                if not stype:
-                    break
-                if slast in (2, 3) and stype == _LIST:
-                    n, _elem, _after = _list_header(buf, pos)
-                    found["rep" if slast == 2 else "def"] = n
-                pos = _skip(buf, pos, stype)
-        else:
-            pos = _skip(buf, pos, ftype)
-
-
-def _struct_fields(buf: bytes, pos: int, want: int, on_list) -> int:
-    """Walk a struct, handing the list in field ``want`` to on_list(pos) -> pos; skip the rest."""
-    last = 0
-    while True:
-        last, ftype, pos = _field(buf, pos, last)
-        if not ftype:
-            return pos
-        if last == want and ftype == _LIST:
-            pos = on_list(pos)
-        else:
-            pos = _skip(buf, pos, ftype)
-
-
-def column_chunks(footer: bytes) -> list[list[dict]]:
-    """Per row group, per column chunk: {"type": int, "rep": n, "def": n} as far as present."""
-    groups: list[list[dict]] = []
-
-    def chunk_list(pos):
-        n, _elem, pos = _list_header(footer, pos)
-        chunks = groups[-1]
-        for _ in range(n):
-            found: dict = {}
-            last = 0
-            while True:
-                last, ftype, pos = _field(footer, pos, last)
-                if not ftype:
-                    break
-                if last == 3 and ftype == _STRUCT:
-                    pos = _column_meta(footer, pos, found)
-                else:
-                    pos = _skip(footer, pos, ftype)
-            chunks.append(found)
-        return pos
-
-    def group_list(pos):
-        n, _elem, pos = _list_header(footer, pos)
-        for _ in range(n):
-            groups.append([])
-            pos = _struct_fields(footer, pos, 1, chunk_list)
-        return pos
-
-    try:
-        pos = _struct_fields(footer, 0, 4, group_list)
-    except IndexError:
-        raise FooterError("the footer ends in the middle of a field") from None
-    if pos > len(footer):
-        raise FooterError("the footer ends in the middle of a field")
-    return groups
-
-
 def read_footer(path: str) -> bytes:
     with open(path, "rb") as f:
         f.seek(0, os.SEEK_END)
@@ -193,21 +125,37 @@ def check_levels(path: str, schema) -> str | None:
     """Why the footer of ``path`` would abort pyarrow (a column chunk's type or level histograms
     contradicting the schema ``schema``, a pq.ParquetSchema), or None."""
     try:
-        groups = column_chunks(read_footer(path))
-    except FooterError:
+        # Compiled: a footer of 5,000 row groups took 0.33 s to walk in Python, on every command.
+        _groups, chunks = footer_chunks(read_footer(path))
+    except (FooterError, ValueError):
         return None  # pyarrow's own footer parser has already accepted it; let it decide
+    if not len(chunks):
+        return None
     columns = [schema.column(c) for c in range(len(schema))]
-    for r, chunks in enumerate(groups):
-        for chunk, col in zip(chunks, columns):
-            t = chunk.get("type")
-            if t is not None and PHYSICAL.get(t) != col.physical_type:
-                return (f"row group {r} says column {col.name} holds {PHYSICAL.get(t, 'UNKNOWN')}, the schema says "
-                        f"{col.physical_type}")
-            for key, level in (("rep", col.max_repetition_level), ("def", col.max_definition_level)):
-                if key in chunk and chunk[key] not in (0, level + 1):
-                    return (f"row group {r}, column {col.name}: a level histogram has {chunk[key]} entries, the "
-                            f"schema allows {level + 1}")
-    return None
+    # A chunk's position in its row group names its column; chunks beyond the schema's columns
+    # are left to pyarrow's own row-group check (check_footer's column count).
+    group = chunks[:, 0]
+    first = np.flatnonzero(np.diff(group, prepend=group[0] - 1))
+    column = np.arange(len(group)) - np.repeat(first, np.diff(first, append=len(group)))
+    inside = column < len(columns)
+    chunks, column = chunks[inside], column[inside]
+    want_type = np.array([_PHYSICAL_CODE.get(c.physical_type, -1) for c in columns], dtype=np.int64)[column]
+    levels = [np.array([getattr(c, name) + 1 for c in columns], dtype=np.int64)[column]
+              for name in ("max_repetition_level", "max_definition_level")]
+    bad_type = (chunks[:, 1] != ABSENT) & (chunks[:, 1] != want_type)
+    bad = [(h != ABSENT) & (h != 0) & (h != lv) for h, lv in zip((chunks[:, 2], chunks[:, 3]), levels)]
+    wrong = np.flatnonzero(bad_type | bad[0] | bad[1])
+    if not len(wrong):
+        return None
+    i = wrong[0]
+    r, t = int(chunks[i, 0]), int(chunks[i, 1])
+    col = columns[column[i]]
+    if bad_type[i]:
+        return (f"row group {r} says column {col.name} holds {PHYSICAL.get(t, 'UNKNOWN')}, the schema says "
+                f"{col.physical_type}")
+    n = int(chunks[i, 2] if bad[0][i] else chunks[i, 3])
+    return (f"row group {r}, column {col.name}: a level histogram has {n} entries, the "
+            f"schema allows {(col.max_repetition_level if bad[0][i] else col.max_definition_level) + 1}")
 
 
 # parquet.thrift PageType values of the pages a checksum covers: DATA_PAGE, DICTIONARY_PAGE, DATA_PAGE_V2.
