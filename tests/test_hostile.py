@@ -484,6 +484,27 @@ def test_slice_refuses_an_unread_row_group_whose_statistics_are_out_of_bounds(tm
     assert snapshot(tmp_path) == before
 
 
+def test_slice_refuses_statistics_whose_min_exceeds_their_max(tmp_path):
+    """A flipped footer byte that raised a row group's minimum above its maximum (found by
+    tests/byteflip.py, seed 15): slice skipped that group as outside the box, dropping its rows."""
+    from thrift_footer import footer_fields, replace_field, varint
+
+    idx = np.array([[0, 0], [1, 1], [3, 1]])
+    src = tmp_path / "t.parquet"
+    sptool.write(sptool.SparseTensor(idx, np.array([1.0, 2.0, 3.0]), (4, 2)), str(src))
+    data = src.read_bytes()
+    # Row group 0, column chunk 0, ColumnMetaData.statistics.min_value (parquet.thrift).
+    (field,) = [f for f in footer_fields(data)[1] if f.path == (4, 0, 1, 0, 3, 12, 6)]
+    damaged = replace_field(data, field, varint(8) + struct.pack("<q", 58624))
+    st = pq.read_metadata(pa.BufferReader(damaged)).row_group(0).column(0).statistics
+    assert (st.min, st.max) == (58624, 3)  # the oracle: pyarrow reads min > max in the damaged footer
+    src.write_bytes(damaged)
+    before = snapshot(tmp_path)
+    refused(sptool_run(tmp_path, "slice", src.name, "--start", "0,0", "--size", "2,2", "-o", "out.parquet"), 1,
+            src.name, "row group 0", "E_STATS_OUT_OF_BOUNDS")
+    assert snapshot(tmp_path) == before
+
+
 def test_refusals_in_a_terminal(tmp_path):
     """In a person's terminal (with the progress bar on) the refusal is one Error line, the cursor
     comes back and nothing is left behind."""
@@ -535,12 +556,20 @@ def test_a_flipped_byte_in_a_page_is_refused_by_every_reader(tmp_path, column, b
     path = tmp_path / "t.parquet"
     sptool.write(sptool.SparseTensor(idx, vals, (60, 60)), str(path))
     good = pq.read_table(str(path))
-    _flip_in_page(path, column, back)
-    try:
-        unchecked = pq.ParquetFile(str(path)).read()
-    except OSError:
-        unchecked = None  # zstd's own frame check caught this flip
-    assert unchecked is None or not unchecked.equals(good)  # the flip changed what decodes
+    intact = path.read_bytes()
+    # The first byte from ``back`` on whose flip changes what decodes: the index columns' pages are
+    # not compressed, and a flip in a bit-packed page's padding changes no value (the CRC still
+    # catches it; this test is about damage that would otherwise be read as data).
+    for at in range(back, back + 64):
+        path.write_bytes(intact)
+        _flip_in_page(path, column, at)
+        try:
+            unchecked = pq.ParquetFile(str(path)).read()
+        except OSError:
+            unchecked = None  # zstd's own frame check caught this flip
+        if unchecked is None or not unchecked.equals(good):  # the flip changed what decodes
+            break
+    assert unchecked is None or not unchecked.equals(good)
     with pytest.raises(OSError, match="CRC"):  # the oracle: pyarrow's verification names the page
         pq.ParquetFile(str(path), page_checksum_verification=True).read()
     before = snapshot(tmp_path)

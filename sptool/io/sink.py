@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import json
 import math
 import os
@@ -65,7 +66,7 @@ def parquet_writer_options(meta: TensorMeta) -> dict:
     if meta.value_type in _SPLIT_VALUE_TYPES and meta.block_size == 1:
         encodings["values"] = "BYTE_STREAM_SPLIT"
     return {
-        "compression": "zstd",
+        "compression": column_compression(meta),
         "sorting_columns": [pq.SortingColumn(int(d)) for d in meta.sort_order] or None,
         "write_page_index": True,
         "use_dictionary": dictionary,
@@ -77,6 +78,28 @@ def parquet_writer_options(meta: TensorMeta) -> dict:
         # A CRC-32 in every page header, so that flipped bits are caught on read (CHECKSUMS_KEY).
         "write_page_checksum": True,
     }
+
+
+def column_compression(meta: TensorMeta) -> dict:
+    """zstd on the values alone: the index columns' bit-packed deltas are near their entropy
+    already, and zstd on them was 12-15% of the writer's CPU for 1-2% of the file.  Measured
+    with pyarrow 26, 5M sorted rows, median of 5 (writer CPU s / bytes per entry; zstd on every
+    column, then on the values alone, then none at all):
+      2^17 x 2^12 x 2^8 float64   0.264 / 9.99, 0.231 / 10.17, 0.175 / 10.96
+      300k x 300k int32           0.192 / 4.50, 0.164 / 4.59, 0.126 / 6.56"""
+    codecs = {index_column(k): "none" for k in range(meta.sparse_ndim)}
+    codecs.update((path, "zstd") for path in _leaf_paths(meta.arrow_schema().field("values")))
+    return codecs
+
+
+@functools.lru_cache(maxsize=64)
+def _leaf_paths(field: pa.Field) -> tuple[str, ...]:
+    """The Parquet column paths a field is written as (a complex or block value is several or
+    nested leaves, and pyarrow takes per-column settings by leaf path), as pyarrow names them."""
+    buf = pa.BufferOutputStream()
+    pq.write_table(pa.schema([field]).empty_table(), buf)
+    schema = pq.read_metadata(pa.BufferReader(buf.getvalue())).schema
+    return tuple(schema.column(i).path for i in range(len(schema)))
 
 
 def footer_entries(meta: TensorMeta) -> dict:

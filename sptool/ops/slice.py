@@ -85,7 +85,7 @@ def _check_skipped(rg, r: int, path: str, shape):
     for k in range(len(shape)):
         st = rg.column(k).statistics
         if st is not None and st.has_min_max and isinstance(st.min, int) and isinstance(st.max, int) \
-                and (st.min < 0 or st.max >= shape[k]):
+                and (st.min < 0 or st.max >= shape[k] or st.min > st.max):  # a damaged min proves nothing
             raise DataError(f"row group {r}: statistics of indices_{k} span [{st.min}, {st.max}], outside "
                             f"[0, {shape[k]}) [E_STATS_OUT_OF_BOUNDS]", path=path)
 
