@@ -188,6 +188,58 @@ def block_sum(const uint64_t[::1] columns, Py_ssize_t n, const int64_t[::1] boun
     return result
 
 
+def compact_cells(const int64_t[::1] counts, Py_ssize_t lo, Py_ssize_t hi, int64_t width, int64_t first,
+                  const int64_t[::1] extents, const number_t[:, ::1] acc, int64_t[:, ::1] keys,
+                  number_t[:, ::1] vals, int64_t[::1] counts_out):
+    """The touched slots (counts != 0) of slots lo..hi-1 of an accumulator, in slot order, as
+    entries: slot s is group (s // width) of a run of groups numbered from ``first`` and, within
+    it, the cell (s % width) of a dense block of shape ``extents`` (row-major; their product is
+    width).  Writes keys[0] = first + s // width, keys[1:] = the cell's coordinates, vals =
+    acc[s] and counts_out = counts[s], one column per touched slot; returns how many.  lo and
+    hi are multiples of width; the outputs hold at least that many columns (a bound the caller
+    knows: the rows that reached the slots)."""
+    cdef Py_ssize_t R = extents.shape[0], m = acc.shape[1], cap = counts_out.shape[0], g = 0, s, j, grp, r
+    cdef int64_t off
+    if width <= 0 or lo % width or hi % width or lo < 0 or hi > counts.shape[0] or acc.shape[0] != counts.shape[0]:
+        raise ValueError("lo and hi must be multiples of width within the accumulator")
+    if keys.shape[0] != R + 1 or keys.shape[1] < cap or vals.shape[0] < cap or vals.shape[1] != m:
+        raise ValueError("keys must be (1 + len(extents), cap), vals (cap, m) and counts_out (cap,)")
+    cdef int64_t total = 1
+    for j in range(R):
+        total *= extents[j]
+    if total != width:
+        raise ValueError("the extents' product must be width")
+    with nogil:
+        for grp in range(lo // width, hi // width):
+            for r in range(width):
+                s = grp * width + r
+                if counts[s] == 0:
+                    continue
+                if g >= cap:
+                    g = -1
+                    break
+                keys[0, g] = first + grp
+                if R == 1:
+                    keys[1, g] = r
+                else:
+                    off = r
+                    for j in range(R - 1, -1, -1):
+                        keys[1 + j, g] = off % extents[j]
+                        off = off // extents[j]
+                if m == 1:
+                    vals[g, 0] = acc[s, 0]
+                else:
+                    for j in range(m):
+                        vals[g, j] = acc[s, j]
+                counts_out[g] = counts[s]
+                g += 1
+            if g < 0:
+                break
+    if g < 0:
+        raise IndexError("more touched slots than the outputs hold")
+    return g
+
+
 # ---------------------------------------------------------------------------------------------
 # segments: runs of sorted rows
 

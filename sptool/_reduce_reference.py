@@ -48,6 +48,21 @@ def block_sum(columns, n, bounds, strides, first, values, acc, counts):
     return stop if len(bad) and bad[0] == stop else -2 - stop
 
 
+
+def compact_cells(counts, lo, hi, width, first, extents, acc, keys, vals, counts_out):
+    if width <= 0 or lo % width or hi % width:
+        raise ValueError("lo and hi must be multiples of width within the accumulator")
+    touched = lo + np.flatnonzero(np.asarray(counts)[lo:hi])
+    g = len(touched)
+    if g > len(counts_out):
+        raise IndexError("more touched slots than the outputs hold")
+    keys[0, :g] = first + touched // width
+    if len(extents):
+        keys[1:, :g] = np.unravel_index(touched % width, tuple(extents))
+    vals[:g] = np.asarray(acc)[touched]
+    counts_out[:g] = np.asarray(counts)[touched]
+    return g
+
 def _segments(values, starts, ufunc, out):
     starts = np.asarray(starts)
     if len(starts) > 1:

@@ -85,6 +85,41 @@ def test_block_sum(seed, dtype):
     np.testing.assert_allclose(got[0], want[0], rtol=1e-6)
 
 
+@pytest.mark.parametrize("seed", range(16))
+@pytest.mark.parametrize("dtype", ["int32", "float64", "complex128"])
+def test_compact_cells(seed, dtype):
+    rng = np.random.default_rng(seed)
+    R, m = int(rng.integers(0, 3)), int(rng.integers(0, 3))
+    extents = rng.integers(1, 5, size=R).astype(np.int64)
+    width = int(np.prod(extents))
+    groups = int(rng.integers(1, 6))
+    counts = np.where(rng.random(groups * width) < 0.4, rng.integers(1, 4, groups * width), 0).astype(np.int64)
+    acc = _values(rng, groups * width, m, dtype)
+    lo, hi = sorted(int(x) * width for x in rng.integers(0, groups + 1, size=2))
+    first = int(rng.integers(0, 100))
+    cap = int(np.count_nonzero(counts[lo:hi])) + (1 if seed % 2 else 0)
+
+    def outputs():
+        return np.full((1 + R, cap), -1, np.int64), np.zeros((cap, m), dtype), np.full(cap, -1, np.int64)
+
+    got, want = outputs(), outputs()
+    ga = _reduce.compact_cells(counts, lo, hi, width, first, extents, acc, *got)
+    gb = ref.compact_cells(counts, lo, hi, width, first, extents, acc, *want)
+    assert ga == gb == np.count_nonzero(counts[lo:hi])
+    for a, b in zip(got, want):
+        np.testing.assert_array_equal(a, b)
+    # Independently of the reference: each entry names its slot, holds its sum and count.
+    slots = (got[0][0, :ga] - first) * width + (np.ravel_multi_index(tuple(got[0][1:, :ga]), tuple(extents))
+                                                if R else 0)
+    np.testing.assert_array_equal(slots, lo + np.flatnonzero(counts[lo:hi]))
+    np.testing.assert_array_equal(got[1][:ga], acc[slots])
+    if seed % 2 == 0 and ga:  # outputs one column short: refused, not overrun
+        keys, vals, cnt = outputs()
+        with pytest.raises(IndexError):
+            _reduce.compact_cells(counts, lo, hi, width, first, extents, acc, keys[:, :ga - 1].copy(), vals[:ga - 1],
+                                  cnt[:ga - 1])
+
+
 @pytest.mark.parametrize("dtype", ALL)
 @pytest.mark.parametrize("op", ["sum", "prod", "max", "min"])
 def test_segments(rng, dtype, op):

@@ -37,6 +37,7 @@ class GroupReducer:
         self.carry = None  # (prefix indices (P,), acc (E, m), counts (E,))
         self._cells = np.empty(0, dtype=np.int64)
         self._starts = np.empty(1, dtype=np.int64)
+        self._extents = np.array(self.rest_extents, dtype=np.int64)
 
     def _strides(self, ncols: int) -> np.ndarray:
         strides = np.zeros(ncols, dtype=np.int64)
@@ -57,6 +58,16 @@ class GroupReducer:
             keys = pkeys
         return keys, acc, counts
 
+    def _compact(self, acc, counts, lo: int, hi: int, first: int):
+        """The piece of the touched slots lo..hi-1 of a block of groups numbered from ``first``
+        on the one prefix column (a compiled pass; lo and hi are multiples of E)."""
+        g = int(np.count_nonzero(counts[lo:hi]))
+        keys = np.empty((1 + len(self.rest_extents), g), dtype=np.int64)
+        vals = np.empty((g, acc.shape[1]), dtype=acc.dtype)
+        got = np.empty(g, dtype=np.int64)
+        _reduce.compact_cells(counts, lo, hi, self.E, first, self._extents, acc, keys, vals, got)
+        return keys, vals, got
+
     def _prefix_at(self, columns, rows) -> np.ndarray:
         if not self.n_prefix:
             return np.zeros((0, len(rows)), dtype=np.int64)
@@ -65,6 +76,8 @@ class GroupReducer:
     def _flush_carry(self):
         pkey, acc, counts = self.carry
         self.carry = None
+        if self.n_prefix == 1:
+            return self._compact(acc, counts, 0, self.E, int(pkey[0]))
         touched = np.flatnonzero(counts)
         pkeys = np.repeat(pkey[:, None], len(touched), axis=1)
         return self._piece(pkeys, touched, acc[touched], counts[touched])
@@ -110,7 +123,7 @@ class GroupReducer:
     def block_partial(self, columns, vals, bounds):
         """The first half of feed() for sums grouped by one leading column whose values in this
         batch span few enough groups for a dense block of slots (the common case: one compiled
-        pass): (first, last, acc, counts) for merge_block; the row of an index out of bounds;
+        pass): (first, last, acc, counts, middle) for merge_block; the row of an index out of bounds;
         or None when the batch does not suit it.  Touches no state, so it may run on the thread
         that decoded the batch."""
         n, E = len(vals), self.E
@@ -129,11 +142,15 @@ class GroupReducer:
             return bad
         if bad < -1:
             return None  # rows out of order on the leading column: the general path handles them
-        return first, last, acc, counts
+        # The groups strictly between the first and the last are complete whatever the batches
+        # around say: made entries here, beside the next decode, not on the reducing thread.
+        middle = self._compact(acc, counts, E, (span - 1) * E, first) if span > 2 else None
+        return first, last, acc, counts, middle
 
-    def merge_block(self, first: int, last: int, acc, counts):
+    def merge_block(self, first: int, last: int, acc, counts, middle=None):
         """The second half: the carried group joins the block's first one when they share the
-        leading index; every group but the last is complete."""
+        leading index; every group but the last is complete (``middle``: those after the first,
+        already made entries by block_partial)."""
         E = self.E
         span = last - first + 1
         out = []
@@ -144,11 +161,13 @@ class GroupReducer:
                 self.carry = None
             else:
                 out.append(self._flush_carry())
+        if span > 1:
+            head = self._compact(acc, counts, 0, E, first)
+            if head[0].shape[1]:
+                out.append(head)
+            if middle is not None and middle[0].shape[1]:
+                out.append(middle)
         done = (span - 1) * E
-        touched = np.flatnonzero(counts[:done])
-        if len(touched):
-            pkeys = (touched // E + first).reshape(1, -1)
-            out.append(self._piece(pkeys, touched % E, acc[touched], counts[touched]))
         self.carry = (np.array([last], dtype=np.int64), acc[done:].copy(), counts[done:].copy())
         return out
 
