@@ -213,11 +213,13 @@ def compact_cells(const int64_t[::1] counts, Py_ssize_t lo, Py_ssize_t hi, int64
         for grp in range(lo // width, hi // width):
             for r in range(width):
                 s = grp * width + r
-                if counts[s] == 0:
-                    continue
                 if g >= cap:
+                    if counts[s] == 0:
+                        continue
                     g = -1
                     break
+                # Written whether touched or not, g advanced only if touched: about half the
+                # slots are, so a branch on it would be mispredicted every other slot.
                 keys[0, g] = first + grp
                 if R == 1:
                     keys[1, g] = r
@@ -232,7 +234,7 @@ def compact_cells(const int64_t[::1] counts, Py_ssize_t lo, Py_ssize_t hi, int64
                     for j in range(m):
                         vals[g, j] = acc[s, j]
                 counts_out[g] = counts[s]
-                g += 1
+                g += counts[s] != 0
             if g < 0:
                 break
     if g < 0:

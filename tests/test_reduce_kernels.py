@@ -106,8 +106,9 @@ def test_compact_cells(seed, dtype):
     ga = _reduce.compact_cells(counts, lo, hi, width, first, extents, acc, *got)
     gb = ref.compact_cells(counts, lo, hi, width, first, extents, acc, *want)
     assert ga == gb == np.count_nonzero(counts[lo:hi])
-    for a, b in zip(got, want):
-        np.testing.assert_array_equal(a, b)
+    for a, b in zip(got, want):  # columns past the count are scratch
+        np.testing.assert_array_equal(a[..., :ga] if a.ndim == 2 and a is got[0] else a[:ga], b[..., :gb]
+                                      if b.ndim == 2 and b is want[0] else b[:gb])
     # Independently of the reference: each entry names its slot, holds its sum and count.
     slots = (got[0][0, :ga] - first) * width + (np.ravel_multi_index(tuple(got[0][1:, :ga]), tuple(extents))
                                                 if R else 0)
