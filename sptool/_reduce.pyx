@@ -136,58 +136,6 @@ cdef inline void _add_row(const number_t[:, ::1] values, Py_ssize_t i, number_t[
             acc[o, j] = acc[o, j] + values[i, j]
 
 
-def block_sum(const uint64_t[::1] columns, Py_ssize_t n, const int64_t[::1] bounds, const int64_t[::1] strides,
-              int64_t first, const number_t[:, ::1] values, number_t[:, ::1] acc, int64_t[::1] counts):
-    """group_cells and scatter_sum in one pass, for rows ordered by their first index column.
-
-    Row i goes to the slot (columns[0][i] - first) * strides[0] + sum_c>0 columns[c][i] * strides[c]
-    of the block ``acc`` (acc starts at zero; counts as in scatter_sum): the groups of a batch
-    are consecutive values of the first column, so their slots need no numbering pass and no
-    array of cells.  Returns -1 when every row was added; the row of the first index outside
-    0 <= index < bounds[c] (nothing after it is added); or -2 - row when column 0 decreases at
-    that row or a slot falls outside the block, and the caller takes the general path.
-    """
-    cdef Py_ssize_t C = columns.shape[0], m = values.shape[1], slots = acc.shape[0], i, c
-    cdef const int64_t** cols
-    cdef int64_t v, prev = first, o
-    cdef Py_ssize_t result = -1
-    if bounds.shape[0] != C or strides.shape[0] != C or C < 1:
-        raise ValueError("columns, bounds and strides must have one entry per column (at least one)")
-    _check_cells(n, values.shape[0], m, acc.shape[1], slots, counts.shape[0])
-    cols = <const int64_t**> malloc(C * sizeof(int64_t*))
-    if cols == NULL:
-        raise MemoryError()
-    for c in range(C):
-        cols[c] = <const int64_t*> <size_t> columns[c]
-    try:
-        with nogil:
-            for i in range(n):
-                v = cols[0][i]
-                if v < 0 or v >= bounds[0]:
-                    result = i
-                    break
-                if v < prev:
-                    result = -2 - i
-                    break
-                prev = v
-                o = (v - first) * strides[0]
-                for c in range(1, C):
-                    v = cols[c][i]
-                    if v < 0 or v >= bounds[c]:
-                        result = i
-                        break
-                    o = o + v * strides[c]
-                if result >= 0:
-                    break
-                if o < 0 or o >= slots:
-                    result = -2 - i
-                    break
-                _add_row(values, i, acc, o, counts)
-    finally:
-        free(cols)
-    return result
-
-
 def compact_cells(const int64_t[::1] counts, Py_ssize_t lo, Py_ssize_t hi, int64_t width, int64_t first,
                   const int64_t[::1] extents, const number_t[:, ::1] acc, int64_t[:, ::1] keys,
                   number_t[:, ::1] vals, int64_t[::1] counts_out):
@@ -240,6 +188,112 @@ def compact_cells(const int64_t[::1] counts, Py_ssize_t lo, Py_ssize_t hi, int64
     if g < 0:
         raise IndexError("more touched slots than the outputs hold")
     return g
+
+
+cdef inline Py_ssize_t _drain(number_t[:, ::1] acc, int64_t[::1] counts, int64_t lead, const int64_t[::1] extents,
+                              int64_t[:, ::1] keys, number_t[:, ::1] vals, int64_t[::1] counts_out,
+                              Py_ssize_t g) noexcept nogil:
+    """The touched cells of one group's slots as entries from column g on (branch-free, as in
+    compact_cells: column g may be written past the last), the slots zeroed; the new g."""
+    cdef Py_ssize_t E = counts.shape[0], R = extents.shape[0], m = acc.shape[1], r, j
+    cdef int64_t off
+    for r in range(E):
+        keys[0, g] = lead
+        if R == 1:
+            keys[1, g] = r
+        else:
+            off = r
+            for j in range(R - 1, -1, -1):
+                keys[1 + j, g] = off % extents[j]
+                off = off // extents[j]
+        for j in range(m):
+            vals[g, j] = acc[r, j]
+            acc[r, j] = 0
+        counts_out[g] = counts[r]
+        g += counts[r] != 0
+        counts[r] = 0
+    return g
+
+
+def group_block_sum(const uint64_t[::1] columns, Py_ssize_t n, const int64_t[::1] bounds,
+                    const int64_t[::1] strides, const int64_t[::1] extents, const number_t[:, ::1] values,
+                    number_t[:, ::1] head, int64_t[::1] head_counts, number_t[:, ::1] tail,
+                    int64_t[::1] tail_counts, int64_t[:, ::1] keys, number_t[:, ::1] vals,
+                    int64_t[::1] counts_out):
+    """Sums of rows ordered by their first index column, one group per value of it, in one pass
+    that never leaves a group's E = prod(extents) slots (in cache): the first group's sums are
+    added to ``head``, the last one's to ``tail`` (the caller carries them across batches), and
+    every group between is made entries as it ends: keys[0] = the leading index, keys[1:] = the
+    cell's coordinates (row-major in ``extents``), vals = its sum, counts_out = its rows, only
+    for cells some row reached (as compact_cells).  A row's cell is sum_c>0 columns[c][i] *
+    strides[c]; every index is checked against 0 <= index < bounds[c].  head, tail (E, m) and
+    head_counts, tail_counts (E,) start at zero; the outputs hold n columns; tail is zero again
+    when the batch has one group (all in head).
+
+    Returns (code, g): code -1 when every row was added, g entries written; the row of the
+    first index out of bounds; or -2 - row when column 0 decreases at that row (the caller
+    takes the general path; the outputs are then garbage)."""
+    cdef Py_ssize_t C = columns.shape[0], m = values.shape[1], R = extents.shape[0], i, c, j
+    cdef Py_ssize_t E = head_counts.shape[0], cap = counts_out.shape[0], g = 0
+    cdef const int64_t** cols
+    cdef int64_t v, cur, o, off
+    cdef Py_ssize_t result = -1
+    cdef bint in_head = True
+    if bounds.shape[0] != C or strides.shape[0] != C or C < 1:
+        raise ValueError("columns, bounds and strides must have one entry per column (at least one)")
+    if head.shape[0] != E or tail.shape[0] != E or tail_counts.shape[0] != E or head.shape[1] != m \
+            or tail.shape[1] != m or values.shape[0] != n:
+        raise ValueError("head and tail must be (E, m), their counts (E,), values (n, m)")
+    if keys.shape[0] != R + 1 or keys.shape[1] < cap or vals.shape[0] < cap or vals.shape[1] != m or cap < n:
+        raise ValueError("keys must be (1 + len(extents), n), vals (n, m) and counts_out (n,)")
+    cdef int64_t total = 1
+    for j in range(R):
+        total *= extents[j]
+    if total != E:
+        raise ValueError("the extents' product must be E")
+    if n == 0:
+        return -1, 0
+    cols = <const int64_t**> malloc(C * sizeof(int64_t*))
+    if cols == NULL:
+        raise MemoryError()
+    for c in range(C):
+        cols[c] = <const int64_t*> <size_t> columns[c]
+    try:
+        with nogil:
+            cur = cols[0][0]
+            for i in range(n):
+                v = cols[0][i]
+                if v < 0 or v >= bounds[0]:
+                    result = i
+                    break
+                if v < cur:
+                    result = -2 - i
+                    break
+                o = 0
+                for c in range(1, C):
+                    off = cols[c][i]
+                    if off < 0 or off >= bounds[c]:
+                        result = i
+                        break
+                    o = o + off * strides[c]
+                if result >= 0:
+                    break
+                if o < 0 or o >= E:
+                    result = -2 - i
+                    break
+                if v != cur:
+                    # The group in tail ends: its cells become entries, and tail is zeroed for the next.
+                    if not in_head:
+                        g = _drain(tail, tail_counts, cur, extents, keys, vals, counts_out, g)
+                    in_head = False
+                    cur = v
+                if in_head:
+                    _add_row(values, i, head, o, head_counts)
+                else:
+                    _add_row(values, i, tail, o, tail_counts)
+    finally:
+        free(cols)
+    return result, g
 
 
 # ---------------------------------------------------------------------------------------------

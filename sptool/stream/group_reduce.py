@@ -122,53 +122,53 @@ class GroupReducer:
 
     def block_partial(self, columns, vals, bounds):
         """The first half of feed() for sums grouped by one leading column whose values in this
-        batch span few enough groups for a dense block of slots (the common case: one compiled
-        pass): (first, last, acc, counts, middle) for merge_block; the row of an index out of bounds;
-        or None when the batch does not suit it.  Touches no state, so it may run on the thread
-        that decoded the batch."""
+        batch span few enough groups (the common case: one compiled pass, group by group in
+        E slots): (first, last, head, head_counts, middle, tail, tail_counts) for merge_block,
+        where ``middle`` holds the entries of the groups between the first and the last,
+        already made; the row of an index out of bounds; or None when the batch does not suit
+        it.  Touches no state, so it may run on the thread that decoded the batch."""
         n, E = len(vals), self.E
         if self.op != "sum" or self.n_prefix != 1 or not n:
             return None
         first, last = int(columns[0][0]), int(columns[0][-1])
         span = last - first + 1
+        # Each group costs its E slots once (made entries, then zeroed): worth it while the
+        # groups' slots are not many more than the rows.
         if first < 0 or last >= bounds[0] or not 0 < span * E <= 4 * n + 4096:
             return None
-        acc, counts = self._new_acc(span * E)
-        strides = self._strides(len(columns))
-        strides[0] = E
-        bad = _reduce.block_sum(addresses(columns, n), n, np.asarray(bounds, dtype=np.int64), strides, first,
-                                vals, acc, counts)
-        if bad >= 0:
-            return bad
-        if bad < -1:
+        head, head_counts = self._new_acc(E)
+        tail, tail_counts = self._new_acc(E)
+        keys = np.empty((1 + len(self.rest_extents), n), dtype=np.int64)
+        sums = np.empty((n, self.m), dtype=self.kdtype)
+        counts = np.empty(n, dtype=np.int64)
+        code, g = _reduce.group_block_sum(addresses(columns, n), n, np.asarray(bounds, dtype=np.int64),
+                                          self._strides(len(columns)), self._extents, vals, head, head_counts,
+                                          tail, tail_counts, keys, sums, counts)
+        if code >= 0:
+            return code
+        if code < -1:
             return None  # rows out of order on the leading column: the general path handles them
-        # The groups strictly between the first and the last are complete whatever the batches
-        # around say: made entries here, beside the next decode, not on the reducing thread.
-        middle = self._compact(acc, counts, E, (span - 1) * E, first) if span > 2 else None
-        return first, last, acc, counts, middle
+        middle = (keys[:, :g], sums[:g], counts[:g]) if g else None
+        return first, last, head, head_counts, middle, tail, tail_counts
 
-    def merge_block(self, first: int, last: int, acc, counts, middle=None):
+    def merge_block(self, first: int, last: int, head, head_counts, middle, tail, tail_counts):
         """The second half: the carried group joins the block's first one when they share the
-        leading index; every group but the last is complete (``middle``: those after the first,
-        already made entries by block_partial)."""
-        E = self.E
-        span = last - first + 1
+        leading index; every group but the last is complete."""
         out = []
         if self.carry is not None:
             if int(self.carry[0][0]) == first:
-                acc[:E] += self.carry[1]
-                counts[:E] += self.carry[2]
+                head += self.carry[1]
+                head_counts += self.carry[2]
                 self.carry = None
             else:
                 out.append(self._flush_carry())
-        if span > 1:
-            head = self._compact(acc, counts, 0, E, first)
-            if head[0].shape[1]:
-                out.append(head)
-            if middle is not None and middle[0].shape[1]:
-                out.append(middle)
-        done = (span - 1) * E
-        self.carry = (np.array([last], dtype=np.int64), acc[done:].copy(), counts[done:].copy())
+        if first == last:
+            self.carry = (np.array([first], dtype=np.int64), head, head_counts)
+            return out
+        out.append(self._compact(head, head_counts, 0, self.E, first))
+        if middle is not None:
+            out.append(middle)
+        self.carry = (np.array([last], dtype=np.int64), tail, tail_counts)
         return out
 
     def _middle(self, columns, vals, cells, starts, ga, gb):
