@@ -136,6 +136,31 @@ cdef inline void _add_row(const number_t[:, ::1] values, Py_ssize_t i, number_t[
             acc[o, j] = acc[o, j] + values[i, j]
 
 
+cdef inline Py_ssize_t _emit(const number_t[:, ::1] acc, const int64_t[::1] counts, Py_ssize_t s, int64_t lead,
+                             int64_t cell, const int64_t[::1] extents, int64_t[:, ::1] keys, number_t[:, ::1] vals,
+                             int64_t[::1] counts_out, Py_ssize_t g) noexcept nogil:
+    """Slot s, the cell ``cell`` of the group ``lead``, as the entry in column g: written whether
+    the slot was touched or not, g advanced only if it was (about half the slots are, so a
+    branch on it would be mispredicted every other slot); the new g."""
+    cdef Py_ssize_t R = extents.shape[0], m = acc.shape[1], j
+    cdef int64_t off
+    keys[0, g] = lead
+    if R == 1:
+        keys[1, g] = cell
+    else:
+        off = cell
+        for j in range(R - 1, -1, -1):
+            keys[1 + j, g] = off % extents[j]
+            off = off // extents[j]
+    if m == 1:
+        vals[g, 0] = acc[s, 0]
+    else:
+        for j in range(m):
+            vals[g, j] = acc[s, j]
+    counts_out[g] = counts[s]
+    return g + (counts[s] != 0)
+
+
 def compact_cells(const int64_t[::1] counts, Py_ssize_t lo, Py_ssize_t hi, int64_t width, int64_t first,
                   const int64_t[::1] extents, const number_t[:, ::1] acc, int64_t[:, ::1] keys,
                   number_t[:, ::1] vals, int64_t[::1] counts_out):
@@ -147,7 +172,6 @@ def compact_cells(const int64_t[::1] counts, Py_ssize_t lo, Py_ssize_t hi, int64
     hi are multiples of width; the outputs hold at least that many columns (a bound the caller
     knows: the rows that reached the slots)."""
     cdef Py_ssize_t R = extents.shape[0], m = acc.shape[1], cap = counts_out.shape[0], g = 0, s, j, grp, r
-    cdef int64_t off
     if width <= 0 or lo % width or hi % width or lo < 0 or hi > counts.shape[0] or acc.shape[0] != counts.shape[0]:
         raise ValueError("lo and hi must be multiples of width within the accumulator")
     if keys.shape[0] != R + 1 or keys.shape[1] < cap or vals.shape[0] < cap or vals.shape[1] != m:
@@ -166,23 +190,7 @@ def compact_cells(const int64_t[::1] counts, Py_ssize_t lo, Py_ssize_t hi, int64
                         continue
                     g = -1
                     break
-                # Written whether touched or not, g advanced only if touched: about half the
-                # slots are, so a branch on it would be mispredicted every other slot.
-                keys[0, g] = first + grp
-                if R == 1:
-                    keys[1, g] = r
-                else:
-                    off = r
-                    for j in range(R - 1, -1, -1):
-                        keys[1 + j, g] = off % extents[j]
-                        off = off // extents[j]
-                if m == 1:
-                    vals[g, 0] = acc[s, 0]
-                else:
-                    for j in range(m):
-                        vals[g, j] = acc[s, j]
-                counts_out[g] = counts[s]
-                g += counts[s] != 0
+                g = _emit(acc, counts, s, first + grp, r, extents, keys, vals, counts_out, g)
             if g < 0:
                 break
     if g < 0:
@@ -195,22 +203,11 @@ cdef inline Py_ssize_t _drain(number_t[:, ::1] acc, int64_t[::1] counts, int64_t
                               Py_ssize_t g) noexcept nogil:
     """The touched cells of one group's slots as entries from column g on (branch-free, as in
     compact_cells: column g may be written past the last), the slots zeroed; the new g."""
-    cdef Py_ssize_t E = counts.shape[0], R = extents.shape[0], m = acc.shape[1], r, j
-    cdef int64_t off
+    cdef Py_ssize_t E = counts.shape[0], m = acc.shape[1], r, j
     for r in range(E):
-        keys[0, g] = lead
-        if R == 1:
-            keys[1, g] = r
-        else:
-            off = r
-            for j in range(R - 1, -1, -1):
-                keys[1 + j, g] = off % extents[j]
-                off = off // extents[j]
+        g = _emit(acc, counts, r, lead, r, extents, keys, vals, counts_out, g)
         for j in range(m):
-            vals[g, j] = acc[r, j]
             acc[r, j] = 0
-        counts_out[g] = counts[r]
-        g += counts[r] != 0
         counts[r] = 0
     return g
 
