@@ -15,6 +15,10 @@ each function, used as the test oracle.
 from libc.math cimport exp, expf
 from libc.stdlib cimport free, malloc
 from libc.stdint cimport int64_t, uint64_t
+from libc.string cimport memset
+
+cdef extern from *:
+    int __builtin_ctzll(unsigned long long) nogil
 
 from ._types cimport number_t, real_t
 
@@ -198,17 +202,24 @@ def compact_cells(const int64_t[::1] counts, Py_ssize_t lo, Py_ssize_t hi, int64
     return g
 
 
-cdef inline Py_ssize_t _drain(number_t[:, ::1] acc, int64_t[::1] counts, int64_t lead, const int64_t[::1] extents,
-                              int64_t[:, ::1] keys, number_t[:, ::1] vals, int64_t[::1] counts_out,
-                              Py_ssize_t g) noexcept nogil:
-    """The touched cells of one group's slots as entries from column g on (branch-free, as in
-    compact_cells: column g may be written past the last), the slots zeroed; the new g."""
-    cdef Py_ssize_t E = counts.shape[0], m = acc.shape[1], r, j
-    for r in range(E):
-        g = _emit(acc, counts, r, lead, r, extents, keys, vals, counts_out, g)
-        for j in range(m):
-            acc[r, j] = 0
-        counts[r] = 0
+cdef inline Py_ssize_t _drain(number_t[:, ::1] acc, int64_t[::1] counts, uint64_t* touched, int64_t lead,
+                              const int64_t[::1] extents, int64_t[:, ::1] keys, number_t[:, ::1] vals,
+                              int64_t[::1] counts_out, Py_ssize_t g) noexcept nogil:
+    """The touched cells of one group's slots (the set bits of ``touched``, in order) as entries
+    from column g on, the slots and bits zeroed; the new g.  Visiting set bits only: a group of
+    E = 256 slots typically has about half of them touched."""
+    cdef Py_ssize_t E = counts.shape[0], m = acc.shape[1], w, s, j
+    cdef uint64_t word
+    for w in range((E + 63) // 64):
+        word = touched[w]
+        while word:
+            s = w * 64 + __builtin_ctzll(word)
+            g = _emit(acc, counts, s, lead, s, extents, keys, vals, counts_out, g)
+            for j in range(m):
+                acc[s, j] = 0
+            counts[s] = 0
+            word &= word - 1
+        touched[w] = 0
     return g
 
 
@@ -250,13 +261,23 @@ def group_block_sum(const uint64_t[::1] columns, Py_ssize_t n, const int64_t[::1
         raise ValueError("the extents' product must be E")
     if n == 0:
         return -1, 0
+    cdef Py_ssize_t words = (E + 63) // 64
+    cdef uint64_t* touched = <uint64_t*> malloc(words * sizeof(uint64_t))
     cols = <const int64_t**> malloc(C * sizeof(int64_t*))
-    if cols == NULL:
+    if cols == NULL or touched == NULL:
+        free(cols)
+        free(touched)
         raise MemoryError()
     for c in range(C):
         cols[c] = <const int64_t*> <size_t> columns[c]
+    # The rows' slots: head's, then tail's (switched once); bits mark tail's touched slots.
+    cdef number_t* acc = NULL
+    cdef int64_t* cnt = &head_counts[0]
+    if m:
+        acc = &head[0, 0]
     try:
         with nogil:
+            memset(touched, 0, words * sizeof(uint64_t))
             cur = cols[0][0]
             for i in range(n):
                 v = cols[0][i]
@@ -279,17 +300,25 @@ def group_block_sum(const uint64_t[::1] columns, Py_ssize_t n, const int64_t[::1
                     result = -2 - i
                     break
                 if v != cur:
-                    # The group in tail ends: its cells become entries, and tail is zeroed for the next.
-                    if not in_head:
-                        g = _drain(tail, tail_counts, cur, extents, keys, vals, counts_out, g)
-                    in_head = False
+                    if in_head:
+                        memset(touched, 0, words * sizeof(uint64_t))  # head's slots: the caller's
+                        in_head = False
+                        if m:
+                            acc = &tail[0, 0]
+                        cnt = &tail_counts[0]
+                    else:  # the group in tail ends: its cells become entries, tail zeroed for the next
+                        g = _drain(tail, tail_counts, touched, cur, extents, keys, vals, counts_out, g)
                     cur = v
-                if in_head:
-                    _add_row(values, i, head, o, head_counts)
+                if m == 1:
+                    acc[o] = acc[o] + values[i, 0]
                 else:
-                    _add_row(values, i, tail, o, tail_counts)
+                    for j in range(m):
+                        acc[o * m + j] = acc[o * m + j] + values[i, j]
+                cnt[o] += 1
+                touched[o >> 6] |= (<uint64_t> 1) << (o & 63)
     finally:
         free(cols)
+        free(touched)
     return result, g
 
 
