@@ -15,6 +15,10 @@ each function, used as the test oracle.
 from libc.math cimport exp, expf
 from libc.stdlib cimport free, malloc
 from libc.stdint cimport int64_t, uint64_t
+from libc.string cimport memset
+
+cdef extern from *:
+    int __builtin_ctzll(unsigned long long) nogil
 
 from ._types cimport number_t, real_t
 
@@ -136,56 +140,186 @@ cdef inline void _add_row(const number_t[:, ::1] values, Py_ssize_t i, number_t[
             acc[o, j] = acc[o, j] + values[i, j]
 
 
-def block_sum(const uint64_t[::1] columns, Py_ssize_t n, const int64_t[::1] bounds, const int64_t[::1] strides,
-              int64_t first, const number_t[:, ::1] values, number_t[:, ::1] acc, int64_t[::1] counts):
-    """group_cells and scatter_sum in one pass, for rows ordered by their first index column.
+cdef inline Py_ssize_t _emit(const number_t[:, ::1] acc, const int64_t[::1] counts, Py_ssize_t s, int64_t lead,
+                             int64_t cell, const int64_t[::1] extents, int64_t[:, ::1] keys, number_t[:, ::1] vals,
+                             int64_t[::1] counts_out, Py_ssize_t g) noexcept nogil:
+    """Slot s, the cell ``cell`` of the group ``lead``, as the entry in column g: written whether
+    the slot was touched or not, g advanced only if it was (about half the slots are, so a
+    branch on it would be mispredicted every other slot); the new g."""
+    cdef Py_ssize_t R = extents.shape[0], m = acc.shape[1], j
+    cdef int64_t off
+    keys[0, g] = lead
+    if R == 1:
+        keys[1, g] = cell
+    else:
+        off = cell
+        for j in range(R - 1, -1, -1):
+            keys[1 + j, g] = off % extents[j]
+            off = off // extents[j]
+    if m == 1:
+        vals[g, 0] = acc[s, 0]
+    else:
+        for j in range(m):
+            vals[g, j] = acc[s, j]
+    counts_out[g] = counts[s]
+    return g + (counts[s] != 0)
 
-    Row i goes to the slot (columns[0][i] - first) * strides[0] + sum_c>0 columns[c][i] * strides[c]
-    of the block ``acc`` (acc starts at zero; counts as in scatter_sum): the groups of a batch
-    are consecutive values of the first column, so their slots need no numbering pass and no
-    array of cells.  Returns -1 when every row was added; the row of the first index outside
-    0 <= index < bounds[c] (nothing after it is added); or -2 - row when column 0 decreases at
-    that row or a slot falls outside the block, and the caller takes the general path.
-    """
-    cdef Py_ssize_t C = columns.shape[0], m = values.shape[1], slots = acc.shape[0], i, c
+
+def compact_cells(const int64_t[::1] counts, Py_ssize_t lo, Py_ssize_t hi, int64_t width, int64_t first,
+                  const int64_t[::1] extents, const number_t[:, ::1] acc, int64_t[:, ::1] keys,
+                  number_t[:, ::1] vals, int64_t[::1] counts_out):
+    """The touched slots (counts != 0) of slots lo..hi-1 of an accumulator, in slot order, as
+    entries: slot s is group (s // width) of a run of groups numbered from ``first`` and, within
+    it, the cell (s % width) of a dense block of shape ``extents`` (row-major; their product is
+    width).  Writes keys[0] = first + s // width, keys[1:] = the cell's coordinates, vals =
+    acc[s] and counts_out = counts[s], one column per touched slot; returns how many.  lo and
+    hi are multiples of width; the outputs hold at least that many columns (a bound the caller
+    knows: the rows that reached the slots)."""
+    cdef Py_ssize_t R = extents.shape[0], m = acc.shape[1], cap = counts_out.shape[0], g = 0, s, j, grp, r
+    if width <= 0 or lo % width or hi % width or lo < 0 or hi > counts.shape[0] or acc.shape[0] != counts.shape[0]:
+        raise ValueError("lo and hi must be multiples of width within the accumulator")
+    if keys.shape[0] != R + 1 or keys.shape[1] < cap or vals.shape[0] < cap or vals.shape[1] != m:
+        raise ValueError("keys must be (1 + len(extents), cap), vals (cap, m) and counts_out (cap,)")
+    cdef int64_t total = 1
+    for j in range(R):
+        total *= extents[j]
+    if total != width:
+        raise ValueError("the extents' product must be width")
+    with nogil:
+        for grp in range(lo // width, hi // width):
+            for r in range(width):
+                s = grp * width + r
+                if g >= cap:
+                    if counts[s] == 0:
+                        continue
+                    g = -1
+                    break
+                g = _emit(acc, counts, s, first + grp, r, extents, keys, vals, counts_out, g)
+            if g < 0:
+                break
+    if g < 0:
+        raise IndexError("more touched slots than the outputs hold")
+    return g
+
+
+cdef inline Py_ssize_t _drain(number_t[:, ::1] acc, int64_t[::1] counts, uint64_t* touched, int64_t lead,
+                              const int64_t[::1] extents, int64_t[:, ::1] keys, number_t[:, ::1] vals,
+                              int64_t[::1] counts_out, Py_ssize_t g) noexcept nogil:
+    """The touched cells of one group's slots (the set bits of ``touched``, in order) as entries
+    from column g on, the slots and bits zeroed; the new g.  Visiting set bits only: a group of
+    E = 256 slots typically has about half of them touched."""
+    cdef Py_ssize_t E = counts.shape[0], m = acc.shape[1], w, s, j
+    cdef uint64_t word
+    for w in range((E + 63) // 64):
+        word = touched[w]
+        while word:
+            s = w * 64 + __builtin_ctzll(word)
+            g = _emit(acc, counts, s, lead, s, extents, keys, vals, counts_out, g)
+            for j in range(m):
+                acc[s, j] = 0
+            counts[s] = 0
+            word &= word - 1
+        touched[w] = 0
+    return g
+
+
+def group_block_sum(const uint64_t[::1] columns, Py_ssize_t n, const int64_t[::1] bounds,
+                    const int64_t[::1] strides, const int64_t[::1] extents, const number_t[:, ::1] values,
+                    number_t[:, ::1] head, int64_t[::1] head_counts, number_t[:, ::1] tail,
+                    int64_t[::1] tail_counts, int64_t[:, ::1] keys, number_t[:, ::1] vals,
+                    int64_t[::1] counts_out):
+    """Sums of rows ordered by their first index column, one group per value of it, in one pass
+    that never leaves a group's E = prod(extents) slots (in cache): the first group's sums are
+    added to ``head``, the last one's to ``tail`` (the caller carries them across batches), and
+    every group between is made entries as it ends: keys[0] = the leading index, keys[1:] = the
+    cell's coordinates (row-major in ``extents``), vals = its sum, counts_out = its rows, only
+    for cells some row reached (as compact_cells).  A row's cell is sum_c>0 columns[c][i] *
+    strides[c]; every index is checked against 0 <= index < bounds[c].  head, tail (E, m) and
+    head_counts, tail_counts (E,) start at zero; the outputs hold n columns; tail is zero again
+    when the batch has one group (all in head).
+
+    Returns (code, g): code -1 when every row was added, g entries written; the row of the
+    first index out of bounds; or -2 - row when column 0 decreases at that row (the caller
+    takes the general path; the outputs are then garbage)."""
+    cdef Py_ssize_t C = columns.shape[0], m = values.shape[1], R = extents.shape[0], i, c, j
+    cdef Py_ssize_t E = head_counts.shape[0], cap = counts_out.shape[0], g = 0
     cdef const int64_t** cols
-    cdef int64_t v, prev = first, o
+    cdef int64_t v, cur, o, off
     cdef Py_ssize_t result = -1
+    cdef bint in_head = True
     if bounds.shape[0] != C or strides.shape[0] != C or C < 1:
         raise ValueError("columns, bounds and strides must have one entry per column (at least one)")
-    _check_cells(n, values.shape[0], m, acc.shape[1], slots, counts.shape[0])
+    if head.shape[0] != E or tail.shape[0] != E or tail_counts.shape[0] != E or head.shape[1] != m \
+            or tail.shape[1] != m or values.shape[0] != n:
+        raise ValueError("head and tail must be (E, m), their counts (E,), values (n, m)")
+    if keys.shape[0] != R + 1 or keys.shape[1] < cap or vals.shape[0] < cap or vals.shape[1] != m or cap < n:
+        raise ValueError("keys must be (1 + len(extents), n), vals (n, m) and counts_out (n,)")
+    cdef int64_t total = 1
+    for j in range(R):
+        total *= extents[j]
+    if total != E:
+        raise ValueError("the extents' product must be E")
+    if n == 0:
+        return -1, 0
+    cdef Py_ssize_t words = (E + 63) // 64
+    cdef uint64_t* touched = <uint64_t*> malloc(words * sizeof(uint64_t))
     cols = <const int64_t**> malloc(C * sizeof(int64_t*))
-    if cols == NULL:
+    if cols == NULL or touched == NULL:
+        free(cols)
+        free(touched)
         raise MemoryError()
     for c in range(C):
         cols[c] = <const int64_t*> <size_t> columns[c]
+    # The rows' slots: head's, then tail's (switched once); bits mark tail's touched slots.
+    cdef number_t* acc = NULL
+    cdef int64_t* cnt = &head_counts[0]
+    if m:
+        acc = &head[0, 0]
     try:
         with nogil:
+            memset(touched, 0, words * sizeof(uint64_t))
+            cur = cols[0][0]
             for i in range(n):
                 v = cols[0][i]
                 if v < 0 or v >= bounds[0]:
                     result = i
                     break
-                if v < prev:
+                if v < cur:
                     result = -2 - i
                     break
-                prev = v
-                o = (v - first) * strides[0]
+                o = 0
                 for c in range(1, C):
-                    v = cols[c][i]
-                    if v < 0 or v >= bounds[c]:
+                    off = cols[c][i]
+                    if off < 0 or off >= bounds[c]:
                         result = i
                         break
-                    o = o + v * strides[c]
+                    o = o + off * strides[c]
                 if result >= 0:
                     break
-                if o < 0 or o >= slots:
+                if o < 0 or o >= E:
                     result = -2 - i
                     break
-                _add_row(values, i, acc, o, counts)
+                if v != cur:
+                    if in_head:
+                        memset(touched, 0, words * sizeof(uint64_t))  # head's slots: the caller's
+                        in_head = False
+                        if m:
+                            acc = &tail[0, 0]
+                        cnt = &tail_counts[0]
+                    else:  # the group in tail ends: its cells become entries, tail zeroed for the next
+                        g = _drain(tail, tail_counts, touched, cur, extents, keys, vals, counts_out, g)
+                    cur = v
+                if m == 1:
+                    acc[o] = acc[o] + values[i, 0]
+                else:
+                    for j in range(m):
+                        acc[o * m + j] = acc[o * m + j] + values[i, j]
+                cnt[o] += 1
+                touched[o >> 6] |= (<uint64_t> 1) << (o & 63)
     finally:
         free(cols)
-    return result
+        free(touched)
+    return result, g
 
 
 # ---------------------------------------------------------------------------------------------

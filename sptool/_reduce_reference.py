@@ -34,19 +34,52 @@ def group_cells(columns, n, bounds, n_group, strides, width, cells, starts):
     return g
 
 
-def block_sum(columns, n, bounds, strides, first, values, acc, counts):
-    keys = np.stack(columns) if len(columns) else np.zeros((0, n), np.int64)
-    bad = np.flatnonzero(((keys < 0) | (keys >= np.asarray(bounds)[:, None])).any(axis=0))
-    down = np.flatnonzero(np.diff(np.concatenate([[first], keys[0]])) < 0)
-    slot = (keys[0] - first) * strides[0] + (keys[1:] * np.asarray(strides[1:])[:, None]).sum(axis=0)
-    outside = np.flatnonzero((slot < 0) | (slot >= len(counts)))
-    stop = min([n] + [int(x[0]) for x in (bad, down, outside) if len(x)])
-    np.add.at(acc, slot[:stop], np.asarray(values)[:stop])
-    np.add.at(counts, slot[:stop], 1)
-    if stop == n:
-        return -1
-    return stop if len(bad) and bad[0] == stop else -2 - stop
+def group_block_sum(columns, n, bounds, strides, extents, values, head, head_counts, tail, tail_counts, keys, vals,
+                    counts_out):
+    cols = np.stack(columns)
+    E = len(head_counts)
+    bounds = np.asarray(bounds)
+    cells = (cols[1:] * np.asarray(strides)[1:, None]).sum(axis=0)
+    lead_bad = (cols[0] < 0) | (cols[0] >= bounds[0])
+    down = np.concatenate([[False], cols[0][1:] < cols[0][:-1]])
+    rest_bad = ((cols[1:] < 0) | (cols[1:] >= bounds[1:, None])).any(axis=0)
+    outside = (cells < 0) | (cells >= E)
+    for i in np.flatnonzero(lead_bad | down | rest_bad | outside)[:1]:
+        return (int(i) if lead_bad[i] or (rest_bad[i] and not down[i]) else -2 - int(i)), 0
+    values = np.asarray(values)
+    lead = cols[0]
+    first, last = lead[0], lead[-1]
+    ends = ((lead == first, head, head_counts), ((lead == last) & (lead != first), tail, tail_counts))
+    for mask, acc, counts in ends:
+        np.add.at(acc, cells[mask], values[mask])
+        np.add.at(counts, cells[mask], 1)
+    middle = (lead != first) & (lead != last)
+    slot = (lead[middle] - first) * E + cells[middle]
+    touched, inverse, rows = np.unique(slot, return_inverse=True, return_counts=True)
+    g = len(touched)
+    sums = np.zeros((g,) + values.shape[1:], dtype=values.dtype)
+    np.add.at(sums, inverse.reshape(-1), values[middle])
+    keys[0, :g] = first + touched // E
+    if len(extents):
+        keys[1:, :g] = np.unravel_index(touched % E, tuple(extents))
+    vals[:g] = sums
+    counts_out[:g] = rows
+    return -1, g
 
+
+def compact_cells(counts, lo, hi, width, first, extents, acc, keys, vals, counts_out):
+    if width <= 0 or lo % width or hi % width:
+        raise ValueError("lo and hi must be multiples of width within the accumulator")
+    touched = lo + np.flatnonzero(np.asarray(counts)[lo:hi])
+    g = len(touched)
+    if g > len(counts_out):
+        raise IndexError("more touched slots than the outputs hold")
+    keys[0, :g] = first + touched // width
+    if len(extents):
+        keys[1:, :g] = np.unravel_index(touched % width, tuple(extents))
+    vals[:g] = np.asarray(acc)[touched]
+    counts_out[:g] = np.asarray(counts)[touched]
+    return g
 
 def _segments(values, starts, ufunc, out):
     starts = np.asarray(starts)

@@ -167,6 +167,31 @@ def test_false_sort_claim_is_an_error(tmp_path):
     assert not os.path.exists(tmp_path / "o.parquet")
 
 
+
+@pytest.mark.parametrize("lie,message", [
+    ("repeat", r"indices\[9\] = \[4,0\] is repeated"),  # claimed unique, a coordinate twice (across batches)
+    ("bounds", r"indices\[9\] = \[4,7\] is out of bounds"),  # claimed sorted, an index past the shape
+    ("order", r"indices\[9\] = \[3,0\] is out of order"),  # a row behind the one before (across batches)
+])
+def test_join_output_unchecked_by_sink_still_refuses_lying_operands(tmp_path, tiny_batches, lie, message):
+    """The merge join vouches for its rows to the sink (no second order/bounds pass there), so
+    every lie an operand tells must be caught as it is read, batch boundaries included."""
+    rows = [(i // 2, i % 2) for i in range(9)] + [{"repeat": (4, 0), "bounds": (4, 7), "order": (3, 0)}[lie]]
+    meta = sptool.TensorMeta(shape=(6, 6), sparse_ndim=2, value_type="float64", nnz=len(rows), sort_order=(0, 1),
+                             unique=True)
+    table = pa.table({"indices_0": [r[0] for r in rows], "indices_1": [r[1] for r in rows],
+                      "values": np.arange(len(rows), dtype=np.float64)})
+    path = str(tmp_path / "liar.parquet")
+    with pq.ParquetWriter(path, table.schema) as w:
+        w.write_table(table)
+        w.add_key_value_metadata({"sptool": meta.to_json()})
+    b = _write(tmp_path, "b.parquet", sptool.SparseTensor([[0, 1], [5, 5]], [1.0, 2.0], (6, 6)))
+    for x, y in ((path, b), (b, path)):
+        with pytest.raises(DataError, match=message):
+            add(x, y, str(tmp_path / "o.parquet"))
+        assert not os.path.exists(tmp_path / "o.parquet")
+
+
 # ---------------------------------------------------------------------------------------------
 # sparse + dense
 

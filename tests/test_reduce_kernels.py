@@ -60,29 +60,89 @@ def test_group_cells(seed):
         np.testing.assert_array_equal(sa[: ga + 1], sb[: gb + 1])
 
 
-@pytest.mark.parametrize("seed", range(16))
+@pytest.mark.parametrize("seed", range(24))
 @pytest.mark.parametrize("dtype", ["int32", "uint8", "float64", "complex64"])
-def test_block_sum(seed, dtype):
+def test_group_block_sum(seed, dtype):
     rng = np.random.default_rng(seed)
-    C, n, m = int(rng.integers(1, 4)), int(rng.integers(1, 40)), int(rng.integers(0, 3))
+    C, n, m = int(rng.integers(1, 4)), int(rng.integers(1, 60)), int(rng.integers(0, 3))
     cols = [np.ascontiguousarray(c) for c in _sorted_keys(rng, C, n, hi=5)]
     bounds = np.full(C, 5, np.int64)
     if seed % 4 == 1:
         bounds[int(rng.integers(0, C))] = 3  # some rows out of bounds
     if seed % 4 == 2 and n > 2:
         cols[0][n // 2:] = cols[0][n // 2:][::-1].copy()  # the leading column goes down
+    extents = np.full(C - 1, 5, np.int64)
+    strides = np.array([0] + [5 ** (C - 1 - c) for c in range(1, C)], np.int64)
+    if seed % 8 == 7 and C > 1:
+        strides[1] += 5 ** (C - 1)  # cells outside the E slots: the caller's general path
     E = 5 ** (C - 1)
-    strides = np.array([E] + [5 ** (C - 1 - c) for c in range(1, C)], np.int64)
-    first = int(cols[0][0]) if seed % 4 != 3 else max(int(cols[0][0]) - 1, 0)
-    slots = (int(cols[0].max()) - first + 1) * E - (E if seed % 8 == 7 else 0)  # sometimes too small
     vals = _values(rng, n, m, dtype)
-    got = [np.zeros((max(slots, 0), m), dtype), np.zeros(max(slots, 0), np.int64)]
-    want = [a.copy() for a in got]
-    ra = _reduce.block_sum(addresses(cols, n), n, bounds, strides, first, vals, *got)
-    rb = ref.block_sum(cols, n, bounds, strides, first, vals, *want)
-    assert ra == rb
-    np.testing.assert_array_equal(got[1], want[1])
-    np.testing.assert_allclose(got[0], want[0], rtol=1e-6)
+
+    def buffers():
+        return [np.zeros((E, m), dtype), np.zeros(E, np.int64), np.zeros((E, m), dtype), np.zeros(E, np.int64),
+                np.zeros((C, n), np.int64), np.zeros((n, m), dtype), np.zeros(n, np.int64)]
+
+    got, want = buffers(), buffers()
+    ca, ga = _reduce.group_block_sum(addresses(cols, n), n, bounds, strides, extents, vals, *got)
+    cb, gb = ref.group_block_sum(cols, n, bounds, strides, extents, vals, *want)
+    assert ca == cb
+    if ca != -1:
+        return
+    assert ga == gb
+    for a, b in zip(got[:4], want[:4]):
+        np.testing.assert_allclose(a, b, rtol=1e-6)
+    np.testing.assert_array_equal(got[4][:, :ga], want[4][:, :gb])
+    np.testing.assert_allclose(got[5][:ga], want[5][:gb], rtol=1e-6)
+    np.testing.assert_array_equal(got[6][:ga], want[6][:gb])
+    # Independently of the reference: head, middle and tail together are NumPy's sums per cell.
+    lead, cell = cols[0], (np.stack(cols[1:]) * strides[1:, None]).sum(axis=0) if C > 1 else np.zeros(n, np.int64)
+    total = np.zeros((int(lead.max()) + 1, E, m), np.complex128)
+    np.add.at(total, (lead, cell), vals)
+    rebuilt = np.zeros_like(total)
+    rebuilt[lead[0]] += got[0]
+    if lead[-1] != lead[0]:
+        rebuilt[lead[-1]] += got[2]
+    else:
+        assert not got[3].any()
+    flat = (got[4][0, :ga] * E + (np.ravel_multi_index(tuple(got[4][1:, :ga]), tuple(extents)) if C > 1 else 0))
+    rebuilt.reshape(total.shape[0] * E, m)[flat] += got[5][:ga]
+    np.testing.assert_allclose(rebuilt, total, rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("seed", range(16))
+@pytest.mark.parametrize("dtype", ["int32", "float64", "complex128"])
+def test_compact_cells(seed, dtype):
+    rng = np.random.default_rng(seed)
+    R, m = int(rng.integers(0, 3)), int(rng.integers(0, 3))
+    extents = rng.integers(1, 5, size=R).astype(np.int64)
+    width = int(np.prod(extents))
+    groups = int(rng.integers(1, 6))
+    counts = np.where(rng.random(groups * width) < 0.4, rng.integers(1, 4, groups * width), 0).astype(np.int64)
+    acc = _values(rng, groups * width, m, dtype)
+    lo, hi = sorted(int(x) * width for x in rng.integers(0, groups + 1, size=2))
+    first = int(rng.integers(0, 100))
+    cap = int(np.count_nonzero(counts[lo:hi])) + (1 if seed % 2 else 0)
+
+    def outputs():
+        return np.full((1 + R, cap), -1, np.int64), np.zeros((cap, m), dtype), np.full(cap, -1, np.int64)
+
+    got, want = outputs(), outputs()
+    ga = _reduce.compact_cells(counts, lo, hi, width, first, extents, acc, *got)
+    gb = ref.compact_cells(counts, lo, hi, width, first, extents, acc, *want)
+    assert ga == gb == np.count_nonzero(counts[lo:hi])
+    for a, b in zip(got, want):  # columns past the count are scratch
+        np.testing.assert_array_equal(a[..., :ga] if a.ndim == 2 and a is got[0] else a[:ga], b[..., :gb]
+                                      if b.ndim == 2 and b is want[0] else b[:gb])
+    # Independently of the reference: each entry names its slot, holds its sum and count.
+    slots = (got[0][0, :ga] - first) * width + (np.ravel_multi_index(tuple(got[0][1:, :ga]), tuple(extents))
+                                                if R else 0)
+    np.testing.assert_array_equal(slots, lo + np.flatnonzero(counts[lo:hi]))
+    np.testing.assert_array_equal(got[1][:ga], acc[slots])
+    if seed % 2 == 0 and ga:  # outputs one column short: refused, not overrun
+        keys, vals, cnt = outputs()
+        with pytest.raises(IndexError):
+            _reduce.compact_cells(counts, lo, hi, width, first, extents, acc, keys[:, :ga - 1].copy(), vals[:ga - 1],
+                                  cnt[:ga - 1])
 
 
 @pytest.mark.parametrize("dtype", ALL)

@@ -37,6 +37,7 @@ class GroupReducer:
         self.carry = None  # (prefix indices (P,), acc (E, m), counts (E,))
         self._cells = np.empty(0, dtype=np.int64)
         self._starts = np.empty(1, dtype=np.int64)
+        self._extents = np.array(self.rest_extents, dtype=np.int64)
 
     def _strides(self, ncols: int) -> np.ndarray:
         strides = np.zeros(ncols, dtype=np.int64)
@@ -57,6 +58,16 @@ class GroupReducer:
             keys = pkeys
         return keys, acc, counts
 
+    def _compact(self, acc, counts, lo: int, hi: int, first: int):
+        """The piece of the touched slots lo..hi-1 of a block of groups numbered from ``first``
+        on the one prefix column (a compiled pass; lo and hi are multiples of E)."""
+        g = int(np.count_nonzero(counts[lo:hi]))
+        keys = np.empty((1 + len(self.rest_extents), g), dtype=np.int64)
+        vals = np.empty((g, acc.shape[1]), dtype=acc.dtype)
+        got = np.empty(g, dtype=np.int64)
+        _reduce.compact_cells(counts, lo, hi, self.E, first, self._extents, acc, keys, vals, got)
+        return keys, vals, got
+
     def _prefix_at(self, columns, rows) -> np.ndarray:
         if not self.n_prefix:
             return np.zeros((0, len(rows)), dtype=np.int64)
@@ -65,6 +76,8 @@ class GroupReducer:
     def _flush_carry(self):
         pkey, acc, counts = self.carry
         self.carry = None
+        if self.n_prefix == 1:
+            return self._compact(acc, counts, 0, self.E, int(pkey[0]))
         touched = np.flatnonzero(counts)
         pkeys = np.repeat(pkey[:, None], len(touched), axis=1)
         return self._piece(pkeys, touched, acc[touched], counts[touched])
@@ -109,47 +122,53 @@ class GroupReducer:
 
     def block_partial(self, columns, vals, bounds):
         """The first half of feed() for sums grouped by one leading column whose values in this
-        batch span few enough groups for a dense block of slots (the common case: one compiled
-        pass): (first, last, acc, counts) for merge_block; the row of an index out of bounds;
-        or None when the batch does not suit it.  Touches no state, so it may run on the thread
-        that decoded the batch."""
+        batch span few enough groups (the common case: one compiled pass, group by group in
+        E slots): (first, last, head, head_counts, middle, tail, tail_counts) for merge_block,
+        where ``middle`` holds the entries of the groups between the first and the last,
+        already made; the row of an index out of bounds; or None when the batch does not suit
+        it.  Touches no state, so it may run on the thread that decoded the batch."""
         n, E = len(vals), self.E
         if self.op != "sum" or self.n_prefix != 1 or not n:
             return None
         first, last = int(columns[0][0]), int(columns[0][-1])
         span = last - first + 1
+        # Each group costs its E slots once (made entries, then zeroed): worth it while the
+        # groups' slots are not many more than the rows.
         if first < 0 or last >= bounds[0] or not 0 < span * E <= 4 * n + 4096:
             return None
-        acc, counts = self._new_acc(span * E)
-        strides = self._strides(len(columns))
-        strides[0] = E
-        bad = _reduce.block_sum(addresses(columns, n), n, np.asarray(bounds, dtype=np.int64), strides, first,
-                                vals, acc, counts)
-        if bad >= 0:
-            return bad
-        if bad < -1:
+        head, head_counts = self._new_acc(E)
+        tail, tail_counts = self._new_acc(E)
+        keys = np.empty((1 + len(self.rest_extents), n), dtype=np.int64)
+        sums = np.empty((n, self.m), dtype=self.kdtype)
+        counts = np.empty(n, dtype=np.int64)
+        code, g = _reduce.group_block_sum(addresses(columns, n), n, np.asarray(bounds, dtype=np.int64),
+                                          self._strides(len(columns)), self._extents, vals, head, head_counts,
+                                          tail, tail_counts, keys, sums, counts)
+        if code >= 0:
+            return code
+        if code < -1:
             return None  # rows out of order on the leading column: the general path handles them
-        return first, last, acc, counts
+        middle = (keys[:, :g], sums[:g], counts[:g]) if g else None
+        return first, last, head, head_counts, middle, tail, tail_counts
 
-    def merge_block(self, first: int, last: int, acc, counts):
+    def merge_block(self, first: int, last: int, head, head_counts, middle, tail, tail_counts):
         """The second half: the carried group joins the block's first one when they share the
         leading index; every group but the last is complete."""
-        E = self.E
-        span = last - first + 1
         out = []
         if self.carry is not None:
             if int(self.carry[0][0]) == first:
-                acc[:E] += self.carry[1]
-                counts[:E] += self.carry[2]
+                head += self.carry[1]
+                head_counts += self.carry[2]
                 self.carry = None
             else:
                 out.append(self._flush_carry())
-        done = (span - 1) * E
-        touched = np.flatnonzero(counts[:done])
-        if len(touched):
-            pkeys = (touched // E + first).reshape(1, -1)
-            out.append(self._piece(pkeys, touched % E, acc[touched], counts[touched]))
-        self.carry = (np.array([last], dtype=np.int64), acc[done:].copy(), counts[done:].copy())
+        if first == last:
+            self.carry = (np.array([first], dtype=np.int64), head, head_counts)
+            return out
+        out.append(self._compact(head, head_counts, 0, self.E, first))
+        if middle is not None:
+            out.append(middle)
+        self.carry = (np.array([last], dtype=np.int64), tail, tail_counts)
         return out
 
     def _middle(self, columns, vals, cells, starts, ga, gb):
