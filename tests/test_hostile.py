@@ -502,6 +502,10 @@ def test_slice_refuses_statistics_whose_min_exceeds_their_max(tmp_path):
     before = snapshot(tmp_path)
     refused(sptool_run(tmp_path, "slice", src.name, "--start", "0,0", "--size", "2,2", "-o", "out.parquet"), 1,
             src.name, "row group 0", "E_STATS_OUT_OF_BOUNDS")
+    for mode in ([], ["--metadata-only"]):  # validate proves it from the footer alone, too
+        proc = sptool_run(tmp_path, "validate", src.name, *mode)
+        said = (proc.stdout + proc.stderr).decode()
+        assert proc.returncode == 1 and "E_STATS_OUT_OF_BOUNDS" in said and "minimum above the maximum" in said, said
     assert snapshot(tmp_path) == before
 
 
