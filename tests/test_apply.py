@@ -337,9 +337,12 @@ def test_sigkill_at_many_points_leaves_all_old_or_all_new(tmp_path, optimizer, e
 
 
 def _parse_journal(path):
+    """(committed transactions, whether each was applied by this boot, whether an uncommitted
+    transaction follows them)."""
     from sptool.stream.journal import _parse
 
-    return _parse(open(path, "rb").read())
+    _, txns, cut = _parse(open(path, "rb").read())
+    return len(txns), [t.applied for t in txns], cut
 
 
 def _paused_apply(args, env, phase):
@@ -370,14 +373,13 @@ def test_sigkill_in_each_phase_then_a_second_apply(tmp_path, phase):
     before = digest(table)
     _paused_apply([str(table), *paths, "--optimizer", "adam", "--lr", "0.01", "--state", state], env,
                   phase.split("+")[0])
-    _, blocks, committed, applied = _parse_journal(journal)
-    assert blocks and not applied
-    assert committed == (phase not in ("appended", "journaled"))
+    committed = phase not in ("appended", "journaled")
+    assert _parse_journal(journal) == ((1, [False], False) if committed else (0, [], True))
     assert (digest(table) == before) == (phase not in ("written", "written+recovery")), \
         "the table is touched only after the commit record"
     if phase == "written+recovery":  # a recovery killed while it replays: replayed again later
         _paused_apply([str(table), "--recover"], env, "written")
-        assert _parse_journal(journal)[2]
+        assert _parse_journal(journal) == (1, [False], False)
     r = CliRunner().invoke(cli, ["apply", str(table), g3, "--optimizer", "adam", "--lr", "0.01", "--state", state])
     assert r.exit_code == 0, r.output
     done = committed
@@ -388,26 +390,45 @@ def test_sigkill_in_each_phase_then_a_second_apply(tmp_path, phase):
     for n in ("m", "v"):
         np.testing.assert_allclose(np.load(os.path.join(state, f"{n}.npy")), want_state[n], **tolerance(np.float32))
     assert json.load(open(os.path.join(state, "state.json")))["step"] == t0 + 1
-    # This apply's own journal: committed and applied, kept for the next checkpoint.
-    assert _parse_journal(journal)[2:] == (True, True)
+    # This apply's own journal: committed and applied, kept for the applies that follow.
+    assert _parse_journal(journal) == (1, [True], False)
 
 
-def test_a_durable_apply_keeps_its_journal_until_the_next_checkpoint(tmp_path):
+def test_durable_applies_accumulate_in_one_journal_until_a_checkpoint(tmp_path, monkeypatch):
+    """Applies accumulate; the journal is checkpointed (synced, removed) when it reaches
+    --journal-limit, when it is older than the OS's writeback delay, and by --recover; the
+    table after all of them is NumPy's."""
+    from sptool.stream import journal as jr
+
     rng = np.random.default_rng(12)
     p0 = rng.standard_normal((80, 4)).astype(np.float32)
-    np.save(tmp_path / "t.npy", p0)
-    grads = [gradient(rng, 80, (4,), 30, np.float32) for _ in range(2)]
+    table = str(tmp_path / "t.npy")
+    np.save(table, p0)
+    grads = [gradient(rng, 80, (4,), 30, np.float32) for _ in range(6)]
     paths = [write_gradient(tmp_path / f"g{i}.parquet", r, v, 80) for i, (r, v) in enumerate(grads)]
     journal = tmp_path / ".t.npy.journal"
-    sptool.apply(str(tmp_path / "t.npy"), paths[:1], optimizer="sgd", lr=0.1)
-    assert journal.exists()
-    r = sptool.apply(str(tmp_path / "t.npy"), paths[1:], optimizer="sgd", lr=0.1)
-    assert r["recovered"] == 0  # checkpointed: written by this boot already, only synced
-    r = sptool.apply(str(tmp_path / "t.npy"), recover=True)
-    assert r["recovered"] == 0 and not journal.exists()
-    assert sptool.apply(str(tmp_path / "t.npy"), recover=True)["recovered"] is None
+    syncs = []
+    monkeypatch.setattr(jr, "_sync_file", lambda p, plain=jr._sync_file: (syncs.append(p), plain(p))[1])
+    assert sptool.apply(table, paths[:1], optimizer="sgd", lr=0.1)["recovered"] is None
+    r = sptool.apply(table, paths[1:2], optimizer="sgd", lr=0.1)
+    assert r["recovered"] is None and not syncs  # appended: nothing waited for
+    assert _parse_journal(journal) == (2, [True, True], False)
+    size = os.path.getsize(journal)
+    r = CliRunner().invoke(cli, ["apply", table, paths[2], "--lr", "0.1", "--journal-limit", str(size + 1)])
+    assert r.exit_code == 0 and "checkpointed" not in r.output and _parse_journal(journal)[0] == 3, r.output
+    r = CliRunner().invoke(cli, ["apply", table, paths[3], "--lr", "0.1", "--journal-limit", str(size + 1)])
+    assert r.exit_code == 0 and "checkpointed the journal" in r.output, r.output  # past the limit: synced first
+    assert syncs == [os.path.abspath(table)] and _parse_journal(journal) == (1, [True], False)
+    old = time.time() - jr.writeback_age() - 1  # older than the writeback delay: checkpointed
+    os.utime(journal, (old, old))
+    assert sptool.apply(table, paths[4:5], optimizer="sgd", lr=0.1)["recovered"] == 0
+    assert len(syncs) == 2 and _parse_journal(journal) == (1, [True], False)
+    sptool.apply(table, paths[5:], optimizer="sgd", lr=0.1)
+    r = sptool.apply(table, recover=True)
+    assert r["recovered"] == 0 and not journal.exists() and len(syncs) == 3
+    assert sptool.apply(table, recover=True)["recovered"] is None
     want, _ = numpy_optimizer(p0, grads, "sgd", 0.1)
-    np.testing.assert_allclose(np.load(tmp_path / "t.npy"), want, **tolerance(np.float32))
+    np.testing.assert_allclose(np.load(table), want, **tolerance(np.float32))
 
 
 def test_apply_progress_in_a_terminal(tmp_path):
@@ -658,7 +679,7 @@ def test_a_signal_after_the_commit_finishes_the_update_and_says_so(tmp_path, pha
     assert f"{name} arrived after the update was committed: it was applied in full first" in err, err
     assert "step 3" in err and "Traceback" not in err
     assert _outcome(tmp_path, state, "adam", old, new) == "new"
-    assert _parse_journal(tmp_path / ".t.npy.journal")[2:] == (True, True)  # kept, as after any durable apply
+    assert _parse_journal(tmp_path / ".t.npy.journal") == (1, [True], False)  # kept, as after any durable apply
 
 
 def test_a_signal_before_the_commit_still_aborts_with_nothing_written(tmp_path):
@@ -677,7 +698,7 @@ def test_a_signal_after_the_commit_in_a_terminal(tmp_path):
     rows, vals = gradient(rng, 300, (8,), 200, np.float32)
     write_gradient(tmp_path / "g.parquet", rows, vals, 300)
     script = ("SPTOOL_BATCH_ROWS=20 SPTOOL_APPLY_PAUSE=committed=5 sptool apply t.npy g.parquet --lr 0.1 & pid=$!; "
-              "until grep -qa CMT2 .t.npy.journal 2>/dev/null; do sleep 0.05; done; "
+              "until grep -qa CMT3 .t.npy.journal 2>/dev/null; do sleep 0.05; done; "
               "kill -TERM $pid; wait $pid; echo exit=$?")
     code, output = run_in_terminal(["bash", "-c", script], cwd=tmp_path)
     text = output.decode("utf-8", "replace")
