@@ -10,6 +10,7 @@ import hashlib
 import io
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -650,6 +651,129 @@ def test_a_torn_writeback_is_replayed_to_exactly_the_new_state(tmp_path, monkeyp
     assert r.exit_code == 0 and "finished an interrupted apply" in r.output, r.output
     for f in files:
         assert open(f, "rb").read() == after[f], f
+
+
+def _three_applies(tmp_path):
+    """Three adam applies accumulated in one journal (gradients over 300 rows: many rows in
+    more than one), the table, state arrays and state.json before and after each, and NumPy's
+    result after all three."""
+    rng = np.random.default_rng(43)
+    height, block = 300, (64,)  # 256-byte rows after a 128-byte header: every 16th row straddles a page
+    p0 = rng.standard_normal((height,) + block).astype(np.float32)
+    table, state = str(tmp_path / "t.npy"), str(tmp_path / "state")
+    np.save(table, p0)
+    files = [table, *(os.path.join(state, f"{n}.npy") for n in ("m", "v")), os.path.join(state, "state.json")]
+    grads = [gradient(rng, height, block, 150, np.float32) for _ in range(3)]
+    sptool.apply(table, [write_gradient(tmp_path / "g0.parquet", *gradient(rng, height, block, 40, np.float32),
+                                        height)], optimizer="adam", lr=0.01, state=state)
+    sptool.apply(table, recover=True)  # a durable start: the state exists, no journal
+    moments = {n: np.load(os.path.join(state, f"{n}.npy")) for n in ("m", "v")}
+    base = np.load(table)
+    versions = [{f: open(f, "rb").read() for f in files}]
+    for i, g in enumerate(grads):
+        r = sptool.apply(table, [write_gradient(tmp_path / f"g{i + 1}.parquet", *g, height)], optimizer="adam",
+                         lr=0.01, state=state)
+        assert r["recovered"] is None  # appended to the journal
+        versions.append({f: open(f, "rb").read() for f in files})
+    assert _parse_journal(tmp_path / ".t.npy.journal") == (3, [True, True, True], False)
+    want, want_state = numpy_optimizer(base, grads, "adam", 0.01, eps=1e-8, t0=1, state=moments)
+    np.testing.assert_allclose(np.load(table), want, **tolerance(np.float32))
+    for n in ("m", "v"):
+        np.testing.assert_allclose(np.load(os.path.join(state, f"{n}.npy")), want_state[n], **tolerance(np.float32))
+    return files, versions
+
+
+@pytest.mark.parametrize("mix", ["all first", "random pages"])
+def test_several_applies_torn_by_a_power_loss_replay_to_exactly_the_last(tmp_path, monkeypatch, mix):
+    """A power loss after three accumulated applies: each page of the table and state is any of
+    the four versions it went through (written back whenever the OS chose), state.json the
+    first; the next boot's recovery replays the three in order to exactly the last version,
+    rows in several applies included (each of their pieces may be of any of them)."""
+    files, versions = _three_applies(tmp_path)
+    _another_boot(tmp_path, monkeypatch)
+    rng = np.random.default_rng(3)
+    for f in files[:3]:
+        stack = np.stack([np.frombuffer(v[f], np.uint8) for v in versions])
+        page = np.arange(stack.shape[1]) // 4096
+        pick = np.zeros(page.max() + 1, np.int64) if mix == "all first" else rng.integers(0, 4, page.max() + 1)
+        torn = stack[pick[page], np.arange(stack.shape[1])]
+        with open(f, "r+b") as out:  # in place, as writeback does
+            out.write(torn.tobytes())
+    with open(files[3], "wb") as out:
+        out.write(versions[0][files[3]])
+    r = CliRunner().invoke(cli, ["apply", files[0], "--recover"])
+    assert r.exit_code == 0 and "finished an interrupted apply" in r.output, r.output
+    for f in files:
+        assert open(f, "rb").read() == versions[-1][f], f
+    assert not (tmp_path / ".t.npy.journal").exists()
+
+
+def test_a_table_replaced_under_several_applies_is_refused_after_a_crash(tmp_path, monkeypatch):
+    files, versions = _three_applies(tmp_path)
+    _another_boot(tmp_path, monkeypatch)
+    np.save(files[0], np.random.default_rng(6).standard_normal((300, 64)).astype(np.float32))
+    untouched = {f: digest(f) for f in files + [str(tmp_path / ".t.npy.journal")]}
+    r = CliRunner().invoke(cli, ["apply", files[0], "--recover"])
+    assert r.exit_code == 1 and f"Error: {files[0]}: no longer holds what the journal" in r.output, r.output
+    assert {f: digest(f) for f in untouched} == untouched
+
+
+def test_a_table_replaced_between_two_applies_of_one_boot_starts_a_new_journal(tmp_path, monkeypatch):
+    """Monday's apply keeps its journal; the user overwrites the table in place (same inode,
+    same shape) in the same boot; Tuesday's apply does not add to Monday's journal (whose rows
+    belong to the table replaced) but checkpoints it as the table stands and starts a new one:
+    after a power loss that tears Tuesday's pages, the recovery replays Tuesday's update alone,
+    onto the replaced table, to NumPy's result."""
+    from sptool.stream import journal as jr
+
+    files, before, after, state, g2, tuesday = _monday(tmp_path)
+    table, journal = files[0], str(tmp_path / ".t.npy.journal")
+    inode = os.stat(table).st_ino
+    replaced = np.random.default_rng(5).standard_normal((300, 64)).astype(np.float32)
+    arrays = {"table": (table, np.load(table, mmap_mode="r")),
+              **{n: (os.path.join(state, f"{n}.npy"), np.load(os.path.join(state, f"{n}.npy"), mmap_mode="r"))
+                 for n in ("m", "v")}}
+    assert jr.reusable(journal, arrays, {files[3]: ""}, 1 << 30)  # before: Tuesday would append
+    np.save(table, replaced)
+    assert os.stat(table).st_ino == inode
+    assert not jr.reusable(journal, arrays, {files[3]: ""}, 1 << 30)
+    moments = {n: np.load(os.path.join(state, f"{n}.npy")) for n in ("m", "v")}
+    start = {f: open(f, "rb").read() for f in files}
+    r = CliRunner().invoke(cli, ["apply", table, g2, "--optimizer", "adam", "--lr", "0.01", "--state", state])
+    assert r.exit_code == 0 and "checkpointed the journal" in r.output, r.output
+    assert _parse_journal(journal) == (1, [True], False)  # Tuesday's alone
+    want, want_state = numpy_optimizer(replaced, [tuesday], "adam", 0.01, eps=1e-8, t0=2, state=moments)
+    np.testing.assert_allclose(np.load(table), want, **tolerance(np.float32))
+    done = {f: open(f, "rb").read() for f in files}
+    _another_boot(tmp_path, monkeypatch)
+    for f in files[:3]:  # every other page still as it was before Tuesday's apply
+        old, new = np.frombuffer(start[f], np.uint8), np.frombuffer(done[f], np.uint8)
+        page = np.arange(len(new)) // 4096
+        with open(f, "r+b") as out:
+            out.write(np.where(page % 2 == 0, old, new).tobytes())
+    r = CliRunner().invoke(cli, ["apply", table, "--recover"])
+    assert r.exit_code == 0 and "finished an interrupted apply" in r.output, r.output
+    for f in files[:3]:
+        assert open(f, "rb").read() == done[f], f
+    np.testing.assert_allclose(np.load(os.path.join(state, "m.npy")), want_state["m"], **tolerance(np.float32))
+
+
+def test_a_state_removed_between_two_applies_starts_afresh(tmp_path):
+    """The user resets the optimizer by removing --state between two applies of one boot: the
+    journal (over the old state's arrays) is checkpointed, the state created anew."""
+    rng = np.random.default_rng(17)
+    p0 = rng.standard_normal((50, 4)).astype(np.float32)
+    table, state = str(tmp_path / "t.npy"), str(tmp_path / "st")
+    np.save(table, p0)
+    g1, g2 = (gradient(rng, 50, (4,), 30, np.float32) for _ in range(2))
+    sptool.apply(table, [write_gradient(tmp_path / "g1.parquet", *g1, 50)], optimizer="adam", lr=0.01, state=state)
+    mid = np.load(table)
+    shutil.rmtree(state)
+    r = sptool.apply(table, [write_gradient(tmp_path / "g2.parquet", *g2, 50)], optimizer="adam", lr=0.01,
+                     state=state)
+    assert r["recovered"] == 0 and r["step"] == 1
+    want, _ = numpy_optimizer(mid, [g2], "adam", 0.01, eps=1e-8)
+    np.testing.assert_allclose(np.load(table), want, **tolerance(np.float32))
 
 
 def _signalled_apply(tmp_path, phase, signum):

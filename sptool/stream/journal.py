@@ -516,7 +516,7 @@ def _check_unchanged(fd: int, txns: list, arrays: list[np.ndarray], specs: list[
                 cur = np.take(a, rows, axis=0)
                 one = ~many
                 bad = first_unmatched_row(_bytes(cur[one]), _bytes(new[one]), np.ascontiguousarray(old[one]),
-                                          np.ascontiguousarray(rows[one]), spec["offset"], piece)
+                                          np.ascontiguousarray(rows[one]), spec["offset"], piece) if one.any() else -1
                 if bad >= 0:
                     _refuse(path, spec, int(rows[one][bad]))
                 if many.any():
@@ -556,7 +556,7 @@ def _pieces(width: int) -> int:
 def _bytes(rows: np.ndarray) -> np.ndarray:
     """An (n, m) array's rows as bytes, (n, m * itemsize) uint8."""
     rows = np.ascontiguousarray(rows)
-    return rows.view(np.uint8).reshape(rows.shape[0], -1)
+    return rows.view(np.uint8).reshape(rows.shape[0], rows.shape[1] * rows.dtype.itemsize)
 
 
 def _pread(fd: int, out: np.ndarray, offset: int) -> np.ndarray:
