@@ -55,7 +55,7 @@ STATE_FILE = "state.json"
 # the crash tests can kill a process at every step of a small job.
 PAUSE_ENV = "SPTOOL_APPLY_PAUSE"
 WORK_BYTES = 8 << 20  # the most the update's blocks hold at once (rows, copies, pages written through the maps)
-GRADIENT_BUDGET = 128 << 20
+GRADIENT_BUDGET = 32 << 20
 # The journal's default bound: the larger of this and JOURNAL_SHARE of the table and state.
 JOURNAL_MIN = 256 << 20
 JOURNAL_SHARE = 1 / 8
@@ -345,7 +345,10 @@ def _transaction(table, arr, sources, st: _State, params, budget, tmp_dir, progr
     chunk = max(piece, work // (8 + (2 * len(maps) + len(sources)) * width))
     # Each gradient is read and summed within its share of the budget, and at most within
     # GRADIENT_BUDGET: bigger batches gain little here, and a gradient's row group read whole
-    # at a budget of a GiB held about 4 times its size.
+    # at a budget of a GiB held about 4 times its size.  (32 MiB rather than 128: peak RSS on
+    # the apply-adam benchmark 190 MiB instead of 230, and 190 instead of 275 at --memory
+    # 64MiB, where the sort's share was the whole 64 MiB; CPU seconds within the noise, 4
+    # interleaved runs each at a load average of 13.)
     share = budget.share(len(sources))
     share = share.with_total(min(share.total, GRADIENT_BUDGET))
     streams = [_summed(src, share, tmp_dir, progress, m, arr.dtype) for src in sources]
