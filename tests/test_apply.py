@@ -249,6 +249,27 @@ def test_bad_input_leaves_the_table_untouched(tmp_path, monkeypatch, case):
     assert not left
 
 
+def test_bad_input_after_blocks_appended_to_a_kept_journal_leaves_it_as_it_was(tmp_path, monkeypatch):
+    """An apply that fails after appending blocks to the journal earlier applies left (a row id
+    past the height in a later batch of a sorted gradient) truncates the journal back to those
+    applies, byte for byte; the next apply adds to it and the table is NumPy's."""
+    monkeypatch.setenv("SPTOOL_BATCH_ROWS", "4")
+    rng = np.random.default_rng(31)
+    p0 = rng.standard_normal((30, 4)).astype(np.float32)
+    table, journal = str(tmp_path / "t.npy"), str(tmp_path / ".t.npy.journal")
+    np.save(table, p0)
+    g1, g2 = (gradient(rng, 30, (4,), 12, np.float32) for _ in range(2))
+    sptool.apply(table, [write_gradient(tmp_path / "g1.parquet", *g1, 30)], lr=0.1)
+    kept, mid = open(journal, "rb").read(), digest(table)
+    r = CliRunner().invoke(cli, ["-q", "apply", table, _crafted(tmp_path, 30, (4,), 30), "--lr", "0.1"])
+    assert r.exit_code == 1 and "indices[39] = [30] is out of bounds" in r.output, r.output
+    assert open(journal, "rb").read() == kept and digest(table) == mid
+    assert sptool.apply(table, [write_gradient(tmp_path / "g2.parquet", *g2, 30)], lr=0.1)["recovered"] is None
+    assert _parse_journal(journal) == (2, [True, True], False)
+    want, _ = numpy_optimizer(p0, [g1, g2], "sgd", 0.1)
+    np.testing.assert_allclose(np.load(table), want, **tolerance(np.float32))
+
+
 def test_other_optimizer_state_is_refused(tmp_path):
     np.save(tmp_path / "t.npy", np.ones((10, 2), np.float32))
     g = write_gradient(tmp_path / "g.parquet", np.array([1, 1, 3]), np.ones((3, 2), np.float32), 10)
