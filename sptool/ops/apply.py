@@ -55,7 +55,8 @@ STATE_FILE = "state.json"
 # the crash tests can kill a process at every step of a small job.
 PAUSE_ENV = "SPTOOL_APPLY_PAUSE"
 WORK_BYTES = 8 << 20  # the most the update's blocks hold at once (rows, copies, pages written through the maps)
-GRADIENT_BUDGET = 32 << 20
+GRADIENT_BUDGET = 128 << 20
+GRADIENT_MIN = 32 << 20  # the least a gradient's sort gets (at most half the budget above that)
 # The journal's default bound: the larger of this and JOURNAL_SHARE of the table and state.
 JOURNAL_MIN = 256 << 20
 JOURNAL_SHARE = 1 / 8
@@ -345,12 +346,14 @@ def _transaction(table, arr, sources, st: _State, params, budget, tmp_dir, progr
     chunk = max(piece, work // (8 + (2 * len(maps) + len(sources)) * width))
     # Each gradient is read and summed within its share of the budget, and at most within
     # GRADIENT_BUDGET: bigger batches gain little here, and a gradient's row group read whole
-    # at a budget of a GiB held about 4 times its size.  (32 MiB rather than 128: peak RSS on
-    # the apply-adam benchmark 190 MiB instead of 230, and 190 instead of 275 at --memory
-    # 64MiB, where the sort's share was the whole 64 MiB; CPU seconds within the noise, 4
-    # interleaved runs each at a load average of 13.)
+    # at a budget of a GiB held about 4 times its size.  And within half the budget: at
+    # --memory 64MiB the sort's share was the whole 64 MiB and the apply-memory benchmark's
+    # peak RSS 275 MiB; within 32 MiB, 175 MiB.  (32 MiB at every budget, where the 26 MB
+    # gradient's sort spills, gave apply-adam 176 MiB instead of 226, but CPU within the noise:
+    # 1.18 against 1.00 CPU s in one set of 6 interleaved runs, 1.05 against 1.09 in another of
+    # 5, at load averages of 8-12: the default stays as it was measured before.)
     share = budget.share(len(sources))
-    share = share.with_total(min(share.total, GRADIENT_BUDGET))
+    share = share.with_total(min(share.total, GRADIENT_BUDGET, max(GRADIENT_MIN, budget.total // 2)))
     streams = [_summed(src, share, tmp_dir, progress, m, arr.dtype) for src in sources]
     path = journal_path(table)
     if limit is None:
