@@ -10,6 +10,7 @@ import hashlib
 import io
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -248,6 +249,27 @@ def test_bad_input_leaves_the_table_untouched(tmp_path, monkeypatch, case):
     assert not left
 
 
+def test_bad_input_after_blocks_appended_to_a_kept_journal_leaves_it_as_it_was(tmp_path, monkeypatch):
+    """An apply that fails after appending blocks to the journal earlier applies left (a row id
+    past the height in a later batch of a sorted gradient) truncates the journal back to those
+    applies, byte for byte; the next apply adds to it and the table is NumPy's."""
+    monkeypatch.setenv("SPTOOL_BATCH_ROWS", "4")
+    rng = np.random.default_rng(31)
+    p0 = rng.standard_normal((30, 4)).astype(np.float32)
+    table, journal = str(tmp_path / "t.npy"), str(tmp_path / ".t.npy.journal")
+    np.save(table, p0)
+    g1, g2 = (gradient(rng, 30, (4,), 12, np.float32) for _ in range(2))
+    sptool.apply(table, [write_gradient(tmp_path / "g1.parquet", *g1, 30)], lr=0.1)
+    kept, mid = open(journal, "rb").read(), digest(table)
+    r = CliRunner().invoke(cli, ["-q", "apply", table, _crafted(tmp_path, 30, (4,), 30), "--lr", "0.1"])
+    assert r.exit_code == 1 and "indices[39] = [30] is out of bounds" in r.output, r.output
+    assert open(journal, "rb").read() == kept and digest(table) == mid
+    assert sptool.apply(table, [write_gradient(tmp_path / "g2.parquet", *g2, 30)], lr=0.1)["recovered"] is None
+    assert _parse_journal(journal) == (2, [True, True], False)
+    want, _ = numpy_optimizer(p0, [g1, g2], "sgd", 0.1)
+    np.testing.assert_allclose(np.load(table), want, **tolerance(np.float32))
+
+
 def test_other_optimizer_state_is_refused(tmp_path):
     np.save(tmp_path / "t.npy", np.ones((10, 2), np.float32))
     g = write_gradient(tmp_path / "g.parquet", np.array([1, 1, 3]), np.ones((3, 2), np.float32), 10)
@@ -337,9 +359,12 @@ def test_sigkill_at_many_points_leaves_all_old_or_all_new(tmp_path, optimizer, e
 
 
 def _parse_journal(path):
+    """(committed transactions, whether each was applied by this boot, whether an uncommitted
+    transaction follows them)."""
     from sptool.stream.journal import _parse
 
-    return _parse(open(path, "rb").read())
+    _, txns, cut = _parse(open(path, "rb").read())
+    return len(txns), [t.applied for t in txns], cut
 
 
 def _paused_apply(args, env, phase):
@@ -370,14 +395,13 @@ def test_sigkill_in_each_phase_then_a_second_apply(tmp_path, phase):
     before = digest(table)
     _paused_apply([str(table), *paths, "--optimizer", "adam", "--lr", "0.01", "--state", state], env,
                   phase.split("+")[0])
-    _, blocks, committed, applied = _parse_journal(journal)
-    assert blocks and not applied
-    assert committed == (phase not in ("appended", "journaled"))
+    committed = phase not in ("appended", "journaled")
+    assert _parse_journal(journal) == ((1, [False], False) if committed else (0, [], True))
     assert (digest(table) == before) == (phase not in ("written", "written+recovery")), \
         "the table is touched only after the commit record"
     if phase == "written+recovery":  # a recovery killed while it replays: replayed again later
         _paused_apply([str(table), "--recover"], env, "written")
-        assert _parse_journal(journal)[2]
+        assert _parse_journal(journal) == (1, [False], False)
     r = CliRunner().invoke(cli, ["apply", str(table), g3, "--optimizer", "adam", "--lr", "0.01", "--state", state])
     assert r.exit_code == 0, r.output
     done = committed
@@ -388,26 +412,45 @@ def test_sigkill_in_each_phase_then_a_second_apply(tmp_path, phase):
     for n in ("m", "v"):
         np.testing.assert_allclose(np.load(os.path.join(state, f"{n}.npy")), want_state[n], **tolerance(np.float32))
     assert json.load(open(os.path.join(state, "state.json")))["step"] == t0 + 1
-    # This apply's own journal: committed and applied, kept for the next checkpoint.
-    assert _parse_journal(journal)[2:] == (True, True)
+    # This apply's own journal: committed and applied, kept for the applies that follow.
+    assert _parse_journal(journal) == (1, [True], False)
 
 
-def test_a_durable_apply_keeps_its_journal_until_the_next_checkpoint(tmp_path):
+def test_durable_applies_accumulate_in_one_journal_until_a_checkpoint(tmp_path, monkeypatch):
+    """Applies accumulate; the journal is checkpointed (synced, removed) when it reaches
+    --journal-limit, when it is older than the OS's writeback delay, and by --recover; the
+    table after all of them is NumPy's."""
+    from sptool.stream import journal as jr
+
     rng = np.random.default_rng(12)
     p0 = rng.standard_normal((80, 4)).astype(np.float32)
-    np.save(tmp_path / "t.npy", p0)
-    grads = [gradient(rng, 80, (4,), 30, np.float32) for _ in range(2)]
+    table = str(tmp_path / "t.npy")
+    np.save(table, p0)
+    grads = [gradient(rng, 80, (4,), 30, np.float32) for _ in range(6)]
     paths = [write_gradient(tmp_path / f"g{i}.parquet", r, v, 80) for i, (r, v) in enumerate(grads)]
     journal = tmp_path / ".t.npy.journal"
-    sptool.apply(str(tmp_path / "t.npy"), paths[:1], optimizer="sgd", lr=0.1)
-    assert journal.exists()
-    r = sptool.apply(str(tmp_path / "t.npy"), paths[1:], optimizer="sgd", lr=0.1)
-    assert r["recovered"] == 0  # checkpointed: written by this boot already, only synced
-    r = sptool.apply(str(tmp_path / "t.npy"), recover=True)
-    assert r["recovered"] == 0 and not journal.exists()
-    assert sptool.apply(str(tmp_path / "t.npy"), recover=True)["recovered"] is None
+    syncs = []
+    monkeypatch.setattr(jr, "_sync_file", lambda p, plain=jr._sync_file: (syncs.append(p), plain(p))[1])
+    assert sptool.apply(table, paths[:1], optimizer="sgd", lr=0.1)["recovered"] is None
+    r = sptool.apply(table, paths[1:2], optimizer="sgd", lr=0.1)
+    assert r["recovered"] is None and not syncs  # appended: nothing waited for
+    assert _parse_journal(journal) == (2, [True, True], False)
+    size = os.path.getsize(journal)
+    r = CliRunner().invoke(cli, ["apply", table, paths[2], "--lr", "0.1", "--journal-limit", str(size + 1)])
+    assert r.exit_code == 0 and "checkpointed" not in r.output and _parse_journal(journal)[0] == 3, r.output
+    r = CliRunner().invoke(cli, ["apply", table, paths[3], "--lr", "0.1", "--journal-limit", str(size + 1)])
+    assert r.exit_code == 0 and "checkpointed the journal" in r.output, r.output  # past the limit: synced first
+    assert syncs == [os.path.abspath(table)] and _parse_journal(journal) == (1, [True], False)
+    old = time.time() - jr.writeback_age() - 1  # older than the writeback delay: checkpointed
+    os.utime(journal, (old, old))
+    assert sptool.apply(table, paths[4:5], optimizer="sgd", lr=0.1)["recovered"] == 0
+    assert len(syncs) == 2 and _parse_journal(journal) == (1, [True], False)
+    sptool.apply(table, paths[5:], optimizer="sgd", lr=0.1)
+    r = sptool.apply(table, recover=True)
+    assert r["recovered"] == 0 and not journal.exists() and len(syncs) == 3
+    assert sptool.apply(table, recover=True)["recovered"] is None
     want, _ = numpy_optimizer(p0, grads, "sgd", 0.1)
-    np.testing.assert_allclose(np.load(tmp_path / "t.npy"), want, **tolerance(np.float32))
+    np.testing.assert_allclose(np.load(table), want, **tolerance(np.float32))
 
 
 def test_apply_progress_in_a_terminal(tmp_path):
@@ -631,6 +674,129 @@ def test_a_torn_writeback_is_replayed_to_exactly_the_new_state(tmp_path, monkeyp
         assert open(f, "rb").read() == after[f], f
 
 
+def _three_applies(tmp_path):
+    """Three adam applies accumulated in one journal (gradients over 300 rows: many rows in
+    more than one), the table, state arrays and state.json before and after each, and NumPy's
+    result after all three."""
+    rng = np.random.default_rng(43)
+    height, block = 300, (64,)  # 256-byte rows after a 128-byte header: every 16th row straddles a page
+    p0 = rng.standard_normal((height,) + block).astype(np.float32)
+    table, state = str(tmp_path / "t.npy"), str(tmp_path / "state")
+    np.save(table, p0)
+    files = [table, *(os.path.join(state, f"{n}.npy") for n in ("m", "v")), os.path.join(state, "state.json")]
+    grads = [gradient(rng, height, block, 150, np.float32) for _ in range(3)]
+    sptool.apply(table, [write_gradient(tmp_path / "g0.parquet", *gradient(rng, height, block, 40, np.float32),
+                                        height)], optimizer="adam", lr=0.01, state=state)
+    sptool.apply(table, recover=True)  # a durable start: the state exists, no journal
+    moments = {n: np.load(os.path.join(state, f"{n}.npy")) for n in ("m", "v")}
+    base = np.load(table)
+    versions = [{f: open(f, "rb").read() for f in files}]
+    for i, g in enumerate(grads):
+        r = sptool.apply(table, [write_gradient(tmp_path / f"g{i + 1}.parquet", *g, height)], optimizer="adam",
+                         lr=0.01, state=state)
+        assert r["recovered"] is None  # appended to the journal
+        versions.append({f: open(f, "rb").read() for f in files})
+    assert _parse_journal(tmp_path / ".t.npy.journal") == (3, [True, True, True], False)
+    want, want_state = numpy_optimizer(base, grads, "adam", 0.01, eps=1e-8, t0=1, state=moments)
+    np.testing.assert_allclose(np.load(table), want, **tolerance(np.float32))
+    for n in ("m", "v"):
+        np.testing.assert_allclose(np.load(os.path.join(state, f"{n}.npy")), want_state[n], **tolerance(np.float32))
+    return files, versions
+
+
+@pytest.mark.parametrize("mix", ["all first", "random pages"])
+def test_several_applies_torn_by_a_power_loss_replay_to_exactly_the_last(tmp_path, monkeypatch, mix):
+    """A power loss after three accumulated applies: each page of the table and state is any of
+    the four versions it went through (written back whenever the OS chose), state.json the
+    first; the next boot's recovery replays the three in order to exactly the last version,
+    rows in several applies included (each of their pieces may be of any of them)."""
+    files, versions = _three_applies(tmp_path)
+    _another_boot(tmp_path, monkeypatch)
+    rng = np.random.default_rng(3)
+    for f in files[:3]:
+        stack = np.stack([np.frombuffer(v[f], np.uint8) for v in versions])
+        page = np.arange(stack.shape[1]) // 4096
+        pick = np.zeros(page.max() + 1, np.int64) if mix == "all first" else rng.integers(0, 4, page.max() + 1)
+        torn = stack[pick[page], np.arange(stack.shape[1])]
+        with open(f, "r+b") as out:  # in place, as writeback does
+            out.write(torn.tobytes())
+    with open(files[3], "wb") as out:
+        out.write(versions[0][files[3]])
+    r = CliRunner().invoke(cli, ["apply", files[0], "--recover"])
+    assert r.exit_code == 0 and "finished an interrupted apply" in r.output, r.output
+    for f in files:
+        assert open(f, "rb").read() == versions[-1][f], f
+    assert not (tmp_path / ".t.npy.journal").exists()
+
+
+def test_a_table_replaced_under_several_applies_is_refused_after_a_crash(tmp_path, monkeypatch):
+    files, versions = _three_applies(tmp_path)
+    _another_boot(tmp_path, monkeypatch)
+    np.save(files[0], np.random.default_rng(6).standard_normal((300, 64)).astype(np.float32))
+    untouched = {f: digest(f) for f in files + [str(tmp_path / ".t.npy.journal")]}
+    r = CliRunner().invoke(cli, ["apply", files[0], "--recover"])
+    assert r.exit_code == 1 and f"Error: {files[0]}: no longer holds what the journal" in r.output, r.output
+    assert {f: digest(f) for f in untouched} == untouched
+
+
+def test_a_table_replaced_between_two_applies_of_one_boot_starts_a_new_journal(tmp_path, monkeypatch):
+    """Monday's apply keeps its journal; the user overwrites the table in place (same inode,
+    same shape) in the same boot; Tuesday's apply does not add to Monday's journal (whose rows
+    belong to the table replaced) but checkpoints it as the table stands and starts a new one:
+    after a power loss that tears Tuesday's pages, the recovery replays Tuesday's update alone,
+    onto the replaced table, to NumPy's result."""
+    from sptool.stream import journal as jr
+
+    files, before, after, state, g2, tuesday = _monday(tmp_path)
+    table, journal = files[0], str(tmp_path / ".t.npy.journal")
+    inode = os.stat(table).st_ino
+    replaced = np.random.default_rng(5).standard_normal((300, 64)).astype(np.float32)
+    arrays = {"table": (table, np.load(table, mmap_mode="r")),
+              **{n: (os.path.join(state, f"{n}.npy"), np.load(os.path.join(state, f"{n}.npy"), mmap_mode="r"))
+                 for n in ("m", "v")}}
+    assert jr.reusable(journal, arrays, {files[3]: ""}, 1 << 30)  # before: Tuesday would append
+    np.save(table, replaced)
+    assert os.stat(table).st_ino == inode
+    assert not jr.reusable(journal, arrays, {files[3]: ""}, 1 << 30)
+    moments = {n: np.load(os.path.join(state, f"{n}.npy")) for n in ("m", "v")}
+    start = {f: open(f, "rb").read() for f in files}
+    r = CliRunner().invoke(cli, ["apply", table, g2, "--optimizer", "adam", "--lr", "0.01", "--state", state])
+    assert r.exit_code == 0 and "checkpointed the journal" in r.output, r.output
+    assert _parse_journal(journal) == (1, [True], False)  # Tuesday's alone
+    want, want_state = numpy_optimizer(replaced, [tuesday], "adam", 0.01, eps=1e-8, t0=2, state=moments)
+    np.testing.assert_allclose(np.load(table), want, **tolerance(np.float32))
+    done = {f: open(f, "rb").read() for f in files}
+    _another_boot(tmp_path, monkeypatch)
+    for f in files[:3]:  # every other page still as it was before Tuesday's apply
+        old, new = np.frombuffer(start[f], np.uint8), np.frombuffer(done[f], np.uint8)
+        page = np.arange(len(new)) // 4096
+        with open(f, "r+b") as out:
+            out.write(np.where(page % 2 == 0, old, new).tobytes())
+    r = CliRunner().invoke(cli, ["apply", table, "--recover"])
+    assert r.exit_code == 0 and "finished an interrupted apply" in r.output, r.output
+    for f in files[:3]:
+        assert open(f, "rb").read() == done[f], f
+    np.testing.assert_allclose(np.load(os.path.join(state, "m.npy")), want_state["m"], **tolerance(np.float32))
+
+
+def test_a_state_removed_between_two_applies_starts_afresh(tmp_path):
+    """The user resets the optimizer by removing --state between two applies of one boot: the
+    journal (over the old state's arrays) is checkpointed, the state created anew."""
+    rng = np.random.default_rng(17)
+    p0 = rng.standard_normal((50, 4)).astype(np.float32)
+    table, state = str(tmp_path / "t.npy"), str(tmp_path / "st")
+    np.save(table, p0)
+    g1, g2 = (gradient(rng, 50, (4,), 30, np.float32) for _ in range(2))
+    sptool.apply(table, [write_gradient(tmp_path / "g1.parquet", *g1, 50)], optimizer="adam", lr=0.01, state=state)
+    mid = np.load(table)
+    shutil.rmtree(state)
+    r = sptool.apply(table, [write_gradient(tmp_path / "g2.parquet", *g2, 50)], optimizer="adam", lr=0.01,
+                     state=state)
+    assert r["recovered"] == 0 and r["step"] == 1
+    want, _ = numpy_optimizer(mid, [g2], "adam", 0.01, eps=1e-8)
+    np.testing.assert_allclose(np.load(table), want, **tolerance(np.float32))
+
+
 def _signalled_apply(tmp_path, phase, signum):
     paths, state, old, new = _crash_setup(tmp_path, "adam")
     table = tmp_path / "t.npy"
@@ -658,7 +824,7 @@ def test_a_signal_after_the_commit_finishes_the_update_and_says_so(tmp_path, pha
     assert f"{name} arrived after the update was committed: it was applied in full first" in err, err
     assert "step 3" in err and "Traceback" not in err
     assert _outcome(tmp_path, state, "adam", old, new) == "new"
-    assert _parse_journal(tmp_path / ".t.npy.journal")[2:] == (True, True)  # kept, as after any durable apply
+    assert _parse_journal(tmp_path / ".t.npy.journal") == (1, [True], False)  # kept, as after any durable apply
 
 
 def test_a_signal_before_the_commit_still_aborts_with_nothing_written(tmp_path):
@@ -677,7 +843,7 @@ def test_a_signal_after_the_commit_in_a_terminal(tmp_path):
     rows, vals = gradient(rng, 300, (8,), 200, np.float32)
     write_gradient(tmp_path / "g.parquet", rows, vals, 300)
     script = ("SPTOOL_BATCH_ROWS=20 SPTOOL_APPLY_PAUSE=committed=5 sptool apply t.npy g.parquet --lr 0.1 & pid=$!; "
-              "until grep -qa CMT2 .t.npy.journal 2>/dev/null; do sleep 0.05; done; "
+              "until grep -qa CMT3 .t.npy.journal 2>/dev/null; do sleep 0.05; done; "
               "kill -TERM $pid; wait $pid; echo exit=$?")
     code, output = run_in_terminal(["bash", "-c", script], cwd=tmp_path)
     text = output.decode("utf-8", "replace")

@@ -24,8 +24,12 @@ from ._options import common_options, settings, tmp_dir_option
 @click.option("--beta1", type=float, default=0.9, show_default=True, help="adam: decay of the first moment.")
 @click.option("--beta2", type=float, default=0.999, show_default=True, help="adam: decay of the second moment.")
 @click.option("--recover", is_flag=True,
-              help="Only finish (or discard, if it never committed) an interrupted apply on TABLE, and make the "
-                   "last apply durable in TABLE itself, removing its journal (no gradients).")
+              help="Only checkpoint: finish (or discard, if it never committed) an interrupted apply on TABLE, "
+                   "and make the applies in the journal durable in TABLE itself, removing the journal (no "
+                   "gradients).")
+@click.option("--journal-limit", metavar="SIZE", default=None,
+              help="Checkpoint first when the journal has reached SIZE (0: every apply checkpoints the one "
+                   "before) [default: the larger of 256MiB and 1/8 of TABLE and its state].")
 @click.option("--fsync/--no-fsync", default=True, show_default=True,
               help="--no-fsync waits for no disk: still all or nothing if sptool is killed (SIGKILL, Ctrl-C, a "
                    "crash of the process), NOT after a power loss or OS crash, which can leave TABLE torn. "
@@ -34,7 +38,7 @@ from ._options import common_options, settings, tmp_dir_option
 @common_options
 @click.pass_context
 def apply(ctx, table, gradients, optimizer, lr, state, initial_accumulator, eps, beta1, beta2, recover, fsync,
-          tmp_dir):
+          journal_limit, tmp_dir):
     """Apply row-sparse gradients, in order, to a dense table .npy in place (sparse SGD, Adagrad, lazy Adam).
 
     TABLE is a float32 or float64 .npy of shape [N, d1, ...]; each GRAD a row-sparse
@@ -68,31 +72,44 @@ def apply(ctx, table, gradients, optimizer, lr, state, initial_accumulator, eps,
     itself waits for every 4 KiB page a touched row sits on (100k random rows of a
     2M x 64 float32 table and its two Adam moments dirty about 850 MB of pages),
     where the journal is written in one sequential piece (about 75 MB there).
-    When apply returns, the update is durable (in the journal). The next apply on
-    TABLE (or --recover) pays the checkpoint first: fdatasync of TABLE and the
-    state, whose dirty pages the OS writes back meanwhile in its own time (within
-    30 s by Linux's default), then the journal is removed. A crash, SIGKILL or Ctrl-C at any moment leaves
-    TABLE and its state entirely old or entirely new after the next apply or
-    --recover: a journal without a whole commit record is discarded (TABLE was
-    never touched), a committed one is replayed (it holds the final contents of
-    each row, so replaying twice changes nothing); the rows are written again
-    only if the system itself crashed since (a page cache that outlived the
-    process already holds them). Before a replay each journaled row of TABLE and
-    the state must be, piece by piece (cut at 4 KiB pages, the unit the OS writes
-    back), either its new contents or its old ones (by a CRC-32C the journal keeps):
-    a TABLE replaced since (cp, np.save: same name and shape) is refused, exit 1,
-    nothing touched; to discard that apply, remove .TABLE.npy.journal. Ctrl-C or
-    SIGTERM after the commit record waits until the rows are written (memory
-    copies), then apply exits 130 / 143 saying the update was applied. Bad input
-    (block shape, height, a row id outside
-    the table, a value type that would lose precision such as float64 onto
-    float32, a state of another table) is an error, exit 1, and TABLE is left
+
+    \b
+    What is durable when apply returns: the whole update, in the journal.
+    Checkpoints: applies accumulate in the journal (a database's write-ahead log);
+    an apply first checkpoints it (fdatasync of TABLE and the state, which waits
+    for the pages the OS has not yet written back, then the journal is removed)
+    when the journal has reached --journal-limit (default: the larger of 256 MiB
+    and 1/8 of TABLE and its state), is older than the OS's writeback delay (35 s
+    by Linux's defaults: the pages are then on disk and the sync waits for
+    little), belongs to another state, or TABLE or the state changed since the
+    last apply (a TABLE replaced by cp or np.save is synced as it stands and the
+    journal of the applies to the one it replaced dropped). So the journal grows
+    to at most --journal-limit plus one apply's; a checkpoint costs one write of
+    the pages the accumulated applies dirtied that the OS has not written back (at
+    most TABLE and the state, in file order). --recover checkpoints at once.
+
+    A crash, SIGKILL or Ctrl-C at any moment leaves TABLE and its state entirely
+    old or entirely new after the next apply or --recover: an apply cut short
+    before its whole commit record is discarded (TABLE was never touched by it),
+    committed ones are replayed in order (each holds the final contents of its
+    rows, so replaying twice changes nothing); rows are written again only if the
+    system itself crashed since or the process was killed while writing them (a
+    page cache that outlived the process already holds them). Before a replay each
+    journaled row of TABLE and the state must be, piece by piece (cut at 4 KiB
+    pages, the unit the OS writes back), its contents before or after one of the
+    journaled applies (by a CRC-32C the journal keeps): a TABLE replaced since (cp,
+    np.save: same name and shape) is refused, exit 1, nothing touched; to discard
+    those applies, remove .TABLE.npy.journal. Ctrl-C or SIGTERM after the commit
+    record waits until the rows are written (memory copies), then apply exits
+    130 / 143 saying the update was applied. Bad input (block shape, height, a row
+    id outside the table, a value type that would lose precision such as float64
+    onto float32, a state of another table) is an error, exit 1, and TABLE is left
     untouched. One apply at a time per table (a lock). --no-fsync keeps the same
-    journal and order of writes but waits for no disk (nor for the previous
-    apply's checkpoint), and removes its journal as it returns: the journal and
-    rows are in the OS page cache, which outlives a killed process, but a power
-    loss or OS crash can lose them (as a NumPy script's np.save, which does not
-    fsync either).
+    journal and order of writes but waits for no disk (it drops an earlier journal
+    without a checkpoint's sync), and removes its journal as it returns: the
+    journal and rows are in the OS page cache, which outlives a killed process,
+    but a power loss or OS crash can lose them (as a NumPy script's np.save, which
+    does not fsync either).
 
     Memory: TABLE and the state are memory maps; only the touched rows are read and
     written, in blocks within --memory (a 1% gradient costs about 1% of the table
@@ -111,10 +128,11 @@ def apply(ctx, table, gradients, optimizer, lr, state, initial_accumulator, eps,
     try:
         r = ops.apply(table, list(gradients), optimizer=optimizer, lr=lr, state=state,
                       initial_accumulator=initial_accumulator, eps=eps, beta1=beta1, beta2=beta2, recover=recover,
-                      fsync=fsync, tmp_dir=tmp_dir, memory=opts["memory"], progress=job)
+                      fsync=fsync, journal_limit=journal_limit, tmp_dir=tmp_dir, memory=opts["memory"],
+                      progress=job)
     finally:
         job.stop()
-    note = "" if not r["recovered"] else f"; {_recovered(r['recovered'])} first"
+    note = "" if r["recovered"] is None else f"; {_recovered(r['recovered'])} first"
     if recover:
         extra = "no journal found" if r["recovered"] is None else _recovered(r["recovered"])
     else:
@@ -128,7 +146,7 @@ def _recovered(rows: int) -> str:
         return "discarded an interrupted apply that had not committed (TABLE untouched)"
     if rows:
         return f"finished an interrupted apply ({rows:,} rows written from its journal)"
-    return "made the last apply durable in TABLE"
+    return "checkpointed the journal (its applies made durable in TABLE)"
 
 
 def register(cli):

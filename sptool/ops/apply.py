@@ -6,9 +6,10 @@ engine's MergeAdd); the gradients are then merged side by side over ranges of ro
 range's rows are gathered, updated by the compiled kernel (sptool/_optim.pyx) in a buffer, and
 appended, new, to a redo journal (stream/journal.py).  The command commits by syncing the journal
 and a commit record; only then are the rows written into the table and state, without waiting
-for their writeback (SIGINT and SIGTERM held meanwhile).  The journal stays until the next
-apply (or ``recover=True``) checkpoints it: fdatasync of the table and state, the rows written
-again first if the system crashed since.
+for their writeback (SIGINT and SIGTERM held meanwhile).  Applies accumulate in the journal
+until one finds it past ``journal_limit`` (or older than the OS's writeback delay, or the table
+changed since) and checkpoints it first: fdatasync of the table and state, the rows written
+again first if the system crashed since; ``recover=True`` checkpoints it at once.
 """
 
 from __future__ import annotations
@@ -26,7 +27,7 @@ import numpy as np
 import pyarrow as pa
 
 from .. import _optim
-from .._memory import budget_of
+from .._memory import budget_of, parse_size
 from ..errors import DataError, InputError, Interrupted, ShapeMismatch, UsageError
 from ..io import batch_keys, batch_values, open_input
 from ..stream.dense import open_npy, release
@@ -34,10 +35,12 @@ from ..stream.journal import (
     FAULT_AROUND,
     HeldSignals,
     RowJournal,
+    applied_here,
     as_rows,
     journal_path,
     recover_journal,
     release_rows,
+    reusable,
     write_durably,
 )
 from ..stream.order import sorted_batches
@@ -53,11 +56,15 @@ STATE_FILE = "state.json"
 PAUSE_ENV = "SPTOOL_APPLY_PAUSE"
 WORK_BYTES = 8 << 20  # the most the update's blocks hold at once (rows, copies, pages written through the maps)
 GRADIENT_BUDGET = 128 << 20
+GRADIENT_MIN = 32 << 20  # the least a gradient's sort gets (at most half the budget above that)
+# The journal's default bound: the larger of this and JOURNAL_SHARE of the table and state.
+JOURNAL_MIN = 256 << 20
+JOURNAL_SHARE = 1 / 8
 
 
 def apply(table: str, gradients=(), *, optimizer: str = "sgd", lr: float | None = None, state: str | None = None,
           initial_accumulator: float = 0.1, eps: float | None = None, beta1: float = 0.9, beta2: float = 0.999,
-          recover: bool = False, fsync: bool = True, tmp_dir: str | None = None, memory=None,
+          recover: bool = False, fsync: bool = True, journal_limit=None, tmp_dir: str | None = None, memory=None,
           progress=None) -> dict:
     """Apply row-sparse gradients, in order, to the dense table ``table`` (a float32 or float64
     .npy of shape [N, d1, ...]) in place, with Paddle's sparse SGD, Adagrad or lazy Adam.
@@ -82,18 +89,29 @@ def apply(table: str, gradients=(), *, optimizer: str = "sgd", lr: float | None 
     All or nothing, by a redo journal beside the table: the touched rows' new contents (table
     and state) and the new step go to the journal, which is fsynced with a commit record before
     the table is touched; then the rows are written into the table and state without waiting
-    for the disk.  When apply returns, the update is durable (in the journal); the next apply
-    on the table (or ``recover=True``) first makes it durable in the table (fdatasync of the
-    table and state, which the OS writes back meanwhile in its own time) and removes the journal, or, after a
-    crash, finishes it (a committed journal is replayed; an uncommitted one is discarded, the
-    table never having been touched; a table or state that holds, in a journaled row, neither
-    its old contents (by their CRC-32C) nor its new ones was replaced since: refused, DataError,
-    nothing touched, the journal kept for the user to remove).  SIGINT or SIGTERM after the
+    for the disk.  When apply returns, the update is durable (in the journal; the table and
+    state themselves are written back by the OS in its own time).  Applies accumulate in the
+    journal (a database's write-ahead log) until a checkpoint makes them durable in the table
+    and state (fdatasync of both: it waits for whatever pages the OS has not yet written back,
+    at most every page the accumulated applies touched, nothing once they are older than the
+    OS's writeback delay, 35 s by Linux's defaults) and removes the journal.  An apply
+    checkpoints first when the journal has reached ``journal_limit`` bytes (a size; by default
+    the larger of 256 MiB and an eighth of the table and state), is older than that delay, is
+    over another state, or the table or state changed since the last apply (a table replaced
+    by ``cp`` or ``np.save`` is made durable as it stands, and the journal of the applies to
+    the table it replaced dropped); the journal so grows to at most ``journal_limit`` plus
+    one apply's.  ``recover=True`` checkpoints at once.  After a crash the next apply (or
+    ``recover=True``) finishes the journal: its committed applies are replayed in order where
+    the system crashed since; an apply cut short before its commit record is discarded, the
+    table never having been touched by it; a table or state that holds, in a journaled row,
+    none of its contents before or after the journaled applies (by their CRC-32C) was replaced
+    since: refused, DataError, nothing touched, the journal kept for the user to remove.  SIGINT or SIGTERM after the
     commit record is held until the rows are written, then raises ``Interrupted`` (exit 130 or
     143) saying the update was applied.  ``fsync=False`` waits for no disk at all (nor for the
     previous apply's checkpoint): still all or nothing when the process is killed (the
     journal and rows sit in the OS page cache, which outlives the process), but not after a
-    power loss or an OS crash; its journal is removed when it returns.
+    power loss or an OS crash; it checkpoints an earlier journal without syncing and removes
+    its own when it returns.
 
     Memory: the table and state are memory maps; only touched rows are read and written, in
     blocks within ``memory``; an unsorted gradient is sorted within ``memory`` (spilling to
@@ -108,13 +126,18 @@ def apply(table: str, gradients=(), *, optimizer: str = "sgd", lr: float | None 
     1
     """
     budget = budget_of(memory)
+    limit = None if journal_limit is None else parse_size(journal_limit)
     table = os.fspath(table)
     if isinstance(gradients, (str, os.PathLike)):
         gradients = [gradients]
     gradients = list(gradients)
     with _locked(table):
         work = min(budget.usable // 4, WORK_BYTES)
-        recovered = recover_journal(journal_path(table), durable=fsync, budget_bytes=work, pause=_pause)
+        # A journal this boot wrote whole is kept for this apply to continue (or checkpoint,
+        # once it knows the state): nothing to finish.
+        kept = fsync and not recover and applied_here(journal_path(table))
+        recovered = None if kept else recover_journal(journal_path(table), durable=fsync, budget_bytes=work,
+                                                      pause=_pause)
         if recover:
             if gradients:
                 raise UsageError("--recover only finishes or discards an interrupted apply; give no gradients with it")
@@ -130,7 +153,7 @@ def apply(table: str, gradients=(), *, optimizer: str = "sgd", lr: float | None 
             if progress:
                 progress.set_total(sum(src.meta.nnz or 0 for src in sources) or None)
             st = _open_state(state, optimizer, table, arr, initial_accumulator)
-            return _transaction(table, arr, sources, st, params, budget, tmp_dir, progress, recovered, fsync)
+            return _transaction(table, arr, sources, st, params, budget, tmp_dir, progress, recovered, fsync, limit)
 
 
 def _params(optimizer, lr, eps, beta1, beta2, initial_accumulator) -> dict:
@@ -301,7 +324,8 @@ def _pause(where: str):
     time.sleep(float(delay))
 
 
-def _transaction(table, arr, sources, st: _State, params, budget, tmp_dir, progress, recovered, durable) -> dict:
+def _transaction(table, arr, sources, st: _State, params, budget, tmp_dir, progress, recovered, durable,
+                 limit) -> dict:
     rows_of = as_rows(arr)
     arrays = {"table": (table, arr), **st.arrays}
     files = {os.path.join(st.dir, STATE_FILE): st.json_after(len(sources))} if st.dir else {}
@@ -322,16 +346,30 @@ def _transaction(table, arr, sources, st: _State, params, budget, tmp_dir, progr
     chunk = max(piece, work // (8 + (2 * len(maps) + len(sources)) * width))
     # Each gradient is read and summed within its share of the budget, and at most within
     # GRADIENT_BUDGET: bigger batches gain little here, and a gradient's row group read whole
-    # at a budget of a GiB held about 4 times its size.
+    # at a budget of a GiB held about 4 times its size.  And within half the budget: at
+    # --memory 64MiB the sort's share was the whole 64 MiB and the apply-memory benchmark's
+    # peak RSS 275 MiB; within 32 MiB, 175 MiB.  (32 MiB at every budget, where the 26 MB
+    # gradient's sort spills, gave apply-adam 176 MiB instead of 226, but CPU within the noise:
+    # 1.18 against 1.00 CPU s in one set of 6 interleaved runs, 1.05 against 1.09 in another of
+    # 5, at load averages of 8-12: the default stays as it was measured before.)
     share = budget.share(len(sources))
-    share = share.with_total(min(share.total, GRADIENT_BUDGET))
+    share = share.with_total(min(share.total, GRADIENT_BUDGET, max(GRADIENT_MIN, budget.total // 2)))
     streams = [_summed(src, share, tmp_dir, progress, m, arr.dtype) for src in sources]
-    journal = RowJournal(journal_path(table), arrays, files, durable=durable)
+    path = journal_path(table)
+    if limit is None:
+        limit = max(JOURNAL_MIN, int(JOURNAL_SHARE * sum(a.nbytes for _, a in arrays.values())))
+    append = durable and reusable(path, arrays, files, limit)
+    if not append and os.path.exists(path):
+        recovered = recover_journal(path, durable=durable, budget_bytes=work)  # the checkpoint
+    journal = RowJournal(path, arrays, files, durable=durable, append=append)
     held = HeldSignals()
     touched = 0
+    bufs = []  # the chunks' rows, one buffer per map, reused (fresh pages cost a fault and zeroing each)
     try:
         for ids, parts in _merged(streams, chunk):
-            rows = [np.empty((len(ids), m), arr.dtype) for _ in maps]
+            if not bufs or len(bufs[0]) < len(ids):
+                bufs = [np.empty((max(len(ids), chunk), m), arr.dtype) for _ in maps]
+            rows = [b[:len(ids)] for b in bufs]
             for lo in range(0, len(ids), piece):
                 for mp, r in zip(maps, rows):
                     np.take(mp, ids[lo:lo + piece], axis=0, out=r[lo:lo + piece])

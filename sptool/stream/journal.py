@@ -2,35 +2,42 @@
 nothing, without waiting for the arrays' own writeback.
 
 A transaction appends the NEW contents of the rows it changes (in every array it touches),
-block by block, to the journal; small files replaced in the same transaction (a state JSON)
-have their new text in the journal's header.  ``commit()`` fsyncs the journal and then appends
-and fsyncs a commit record: from then on the transaction has happened.  Only then are the rows
-written into the arrays (``apply()``), and the files replaced, neither waited for: the journal
-says it all.  The arrays are never touched before the commit record is durable, so a journal
-without one is simply discarded.
+block by block, to the journal (their writeback started as each block is written, not waited
+for).  ``commit()`` fdatasyncs the journal and then appends and fdatasyncs a commit record,
+which also holds the new text of the small files the transaction replaces (a state JSON): from
+then on the transaction has happened.  Only then are the rows written into the arrays
+(``apply()``), and the files replaced, neither waited for: the journal says it all.  The
+arrays are never touched before the commit record is durable, so a transaction without one is
+simply discarded.  An "applied" record then says that this boot of the system wrote the rows
+(a page cache that has not been through an OS crash or power loss holds them, written back or
+not), with each array's identity (inode, size, mtime, ctime) as the transaction left it.
 
-The journal stays beside the table until the next transaction (or ``recover_journal``)
-checkpoints it: a committed journal's rows are written again (idempotent: the blocks hold
-disjoint rows' final contents) unless an "applied" record says that this very boot of the
-system already wrote them (a page cache that has not been through an OS crash or power loss
-holds them, written back or not), then the arrays are fdatasynced and the journal goes.  Each
+Transactions accumulate in one journal (a database's WAL): the next one is appended when the
+journal ends with an "applied" record of this boot, holds the same arrays, and none of them was
+changed since (their identity).  A checkpoint (``recover_journal``) ends the journal: committed
+transactions not applied in this boot (an OS crash since, or a process killed while it wrote
+them) are written again, in order (idempotent: each block holds disjoint rows' final contents
+for its transaction), the arrays are fdatasynced, and the journal goes.  The caller decides
+when (``reusable``: a size bound, or an age by which the OS has written the pages back).  Each
 block and record ends with a CRC-32, so a torn tail is told from a whole one, and the commit
 record carries the number of blocks and a CRC of their CRCs, so it vouches for all of them.
 
 A block also holds, per row and array, the CRC-32C of the row's OLD contents, piece by piece
 (a row cut at the file's page boundaries, ``PIECE``: pages are written back whole, so a crash
-tears a row only there).  Before a replay every journaled row must be, piece by piece, either
-its new contents (written before the crash) or of its old CRC (not yet written); a row that is
-neither means the array is no longer the one the journal was written against (replaced by
+tears a row only there).  Before a replay every journaled row must be, piece by piece, its
+contents before the first transaction that touched it or after one of them; a row that is none
+of these means the array is no longer the one the journal was written against (replaced by
 ``cp`` or ``np.save`` since: same name, same shape), and the replay is refused, touching
 nothing, rather than writing an old update into a new array.
 
-Layout: ``MAGIC``, u64 header length, the header JSON, u32 CRC; then blocks of ``BLOCK``, u64
-rows n, u64 payload length, the payload (rows as int64 [n], then the new rows of each array in
-header order, [n, m] in its dtype, then the old rows' CRC-32Cs of each array, uint32 [n, pieces]
-with the array's ``pieces`` from the header), u32 CRC; then ``COMMIT``, u64 blocks, u64 rows, u32 CRC of
-the blocks' CRCs, u32 CRC of the record; then, maybe, ``APPLIED``, the boot id (36 bytes), u32
-CRC of the record.
+Layout: ``MAGIC``, u64 header length, the header JSON (the arrays, the piece, the files' paths),
+u32 CRC; then, per transaction, blocks of ``BLOCK``, u64 rows n, u64 payload length, the payload
+(rows as int64 [n], then the new rows of each array in header order, [n, m] in its dtype, then
+the old rows' CRC-32Cs of each array, uint32 [n, pieces] with the array's ``pieces`` from the
+header), u32 CRC; then ``COMMIT``, u64 blocks, u64 rows, u32 CRC of the blocks' CRCs, u64 length
+of the files' JSON (path -> new text), that JSON, u32 CRC of the record; then, maybe,
+``APPLIED``, the boot id (36 bytes), u32 arrays k, k x (u64 inode, size, mtime_ns, ctime_ns),
+u32 CRC of all that, u32 length of the whole record (so that it is found from the end).
 """
 
 from __future__ import annotations
@@ -41,6 +48,7 @@ import os
 import signal
 import struct
 import threading
+import time
 import zlib
 
 import numpy as np
@@ -48,16 +56,19 @@ import numpy as np
 from .._tfrecord import crc32c_pieces, first_unmatched_row
 from ..errors import DataError
 
-MAGIC = b"SPTREDO2"
-OLD_MAGICS = (b"SPTREDO1",)  # journals without the old rows' CRCs
+MAGIC = b"SPTREDO3"
+OLD_MAGICS = (b"SPTREDO1", b"SPTREDO2")  # one transaction a journal (2: with the old rows' CRCs)
 BLOCK = b"BLK3"
-COMMIT = b"CMT2"
-APPLIED = b"APL2"
+COMMIT = b"CMT3"
+APPLIED = b"APL3"
 PIECE = 4096  # where rows are cut for their CRCs: a page, the unit the OS writes back
 _U64 = struct.Struct("<Q")
 _U32 = struct.Struct("<I")
-_COMMIT = struct.Struct("<4sQQI")
+_COMMIT = struct.Struct("<4sQQIQ")
+_STAT = struct.Struct("<QQQQ")
 BOOT_ID = "/proc/sys/kernel/random/boot_id"
+# Linux writes a dirty page back once it is dirty_expire old, checking every dirty_writeback.
+WRITEBACK_KNOBS = ("/proc/sys/vm/dirty_expire_centisecs", "/proc/sys/vm/dirty_writeback_centisecs")
 
 
 def journal_path(table: str) -> str:
@@ -180,23 +191,31 @@ def _write_all(fd: int, data):
 
 
 class RowJournal:
-    """The journal of one transaction over ``arrays`` (name -> (path, memory map opened r+)) and
-    ``files`` (path -> the new text).  ``append(rows, new)`` for each block of rows (their new
-    contents, nothing written to the arrays yet); ``commit()``; then ``apply()`` writes them.
-    A failure before the commit: ``discard()``."""
+    """One transaction over ``arrays`` (name -> (path, memory map opened r+)) and ``files`` (path
+    -> the new text), begun in a new journal at ``path`` or, ``append``, at the end of the one
+    there (see ``reusable``).  ``append(rows, new)`` for each block of rows (their new contents,
+    nothing written to the arrays yet); ``commit()``; then ``apply()`` writes them.  A failure
+    before the commit: ``discard()``."""
 
-    def __init__(self, path: str, arrays: dict, files: dict, *, durable: bool = True):
+    def __init__(self, path: str, arrays: dict, files: dict, *, durable: bool = True, append: bool = False):
         self.path = path
         self.durable = durable
         self.arrays = {name: (os.path.abspath(p), as_rows(a)) for name, (p, a) in arrays.items()}
         self.files = {os.path.abspath(p): text for p, text in files.items()}
-        self.specs = [{"name": n, "path": p, "dtype": a.dtype.str, "shape": list(a.shape), "offset": _offset(a),
-                       "pieces": _pieces(a.shape[1] * a.dtype.itemsize)} for n, (p, a) in self.arrays.items()]
-        header = json.dumps({"arrays": self.specs, "piece": PIECE, "files": self.files}).encode()
-        # O_EXCL: a second apply on the same table while one runs (the caller holds a lock too).
-        self.fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_EXCL, 0o644)
-        self.size = len(MAGIC) + _U64.size + len(header) + _U32.size
-        os.write(self.fd, MAGIC + _U64.pack(len(header)) + header + _U32.pack(zlib.crc32(header)))
+        self.header = _header_of(arrays, files)
+        self.specs = self.header["arrays"]
+        self.new = not append
+        if append:
+            self.fd = os.open(path, os.O_RDWR)
+            self.size = os.lseek(self.fd, 0, os.SEEK_END)
+        else:
+            # O_EXCL: a second apply on the same table while one runs (the caller holds a lock too).
+            self.fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_EXCL, 0o644)
+            data = _header_bytes(self.header)
+            _write_all(self.fd, data)
+            self.size = len(data)
+        self.start = self.size  # where this transaction begins
+        self.flushed = self.size  # how far the journal's writeback has been started
         self.blocks = []  # (payload offset, rows)
         self.chain = 0  # CRC of the blocks' CRCs
         self.rows = 0
@@ -211,8 +230,8 @@ class RowJournal:
 
     def append(self, rows: np.ndarray, new: list[np.ndarray], old_crcs: list[np.ndarray] | None = None):
         """Append the new contents ``new`` ((n, m) per array, in order) of ``rows`` (int64,
-        sorted, unique, and disjoint from every other block's) and the ``checksums`` of their
-        old contents (by default of the rows the arrays hold now)."""
+        sorted, unique, and disjoint from every other block's of this transaction) and the
+        ``checksums`` of their old contents (by default of the rows the arrays hold now)."""
         rows = np.ascontiguousarray(rows, dtype=np.int64)
         if old_crcs is None:
             old_crcs = self.checksums(rows, [np.take(a, rows, axis=0) for _, a in self.arrays.values()])
@@ -229,6 +248,10 @@ class RowJournal:
         self.size += len(head) + size + _U32.size
         self.chain = zlib.crc32(_U32.pack(crc), self.chain)
         self.rows += len(rows)
+        if self.durable and self.size - self.flushed >= WRITEBACK_START:
+            # The commit's fdatasync then waits only for the last few blocks.
+            start_writeback(self.fd, self.flushed, self.size - self.flushed)
+            self.flushed = self.size
 
     def commit(self, pause=None, before_record=None):
         """Make the transaction happen: the blocks durable, then a durable commit record
@@ -236,20 +259,21 @@ class RowJournal:
         is to be finished)."""
         if self.durable:
             os.fdatasync(self.fd)
-            fsync_dir(self.path)
+            if self.new:
+                fsync_dir(self.path)
         if pause:
             pause("journaled")
         if before_record:
             before_record()
-        _write_all(self.fd, _commit_record(len(self.blocks), self.rows, self.chain))
+        _write_all(self.fd, _commit_record(len(self.blocks), self.rows, self.chain, self.files))
         if self.durable:
             os.fdatasync(self.fd)
         self.committed = True
 
     def apply(self, budget_bytes: int, pause=None):
         """After the commit: write the rows into the arrays and the files, waiting for no disk.
-        Durable: the journal stays (with an "applied" record) for the next checkpoint;
-        otherwise it is removed (nothing was promised beyond a
+        Durable: the journal stays (with an "applied" record) for the transactions that follow
+        and the checkpoint that ends it; otherwise it is removed (nothing was promised beyond a
         killed process, and the page cache has it all)."""
         arrays = [a for _, a in self.arrays.values()]
         _replay(self.fd, self.blocks, arrays, self.specs, budget_bytes, pause)
@@ -257,32 +281,180 @@ class RowJournal:
             write_durably(p, text.encode(), durable=False)
         if self.durable:
             # Not waited for: the kernel writes the dirty pages back in its own time (within
-            # dirty_expire, 30 s by default); the next checkpoint waits for what is left.
+            # dirty_expire, 30 s by default); the checkpoint waits for what is left.
             # (Starting that writeback here with sync_file_range(WRITE) blocked for 1.3 s on
             # the apply-adam benchmark and saved the next apply as much: no gain, measured.)
-            _write_all(self.fd, _applied_record())
+            _write_all(self.fd, _applied_record([p for p, _ in self.arrays.values()]))
         os.close(self.fd)
         self.fd = None
         if not self.durable:
             os.remove(self.path)
 
     def discard(self):
-        """Before the commit: the arrays were never touched; the journal goes."""
+        """Before the commit: the arrays were never touched; the transaction goes (the
+        journal too, when it began it)."""
         if self.fd is not None:
+            if not self.committed and not self.new:
+                os.ftruncate(self.fd, self.start)
             os.close(self.fd)
             self.fd = None
-        if not self.committed and os.path.exists(self.path):
+        if not self.committed and self.new and os.path.exists(self.path):
             os.remove(self.path)
 
 
-def _commit_record(blocks: int, rows: int, chain: int) -> bytes:
-    body = _COMMIT.pack(COMMIT, blocks, rows, chain)
+# The journal's writeback is started every this many bytes appended (sync_file_range, not waited for).
+WRITEBACK_START = 8 << 20
+_SYNC_FILE_RANGE_WRITE = 2
+_libc = None
+
+
+def start_writeback(fd: int, offset: int, length: int):
+    """Start writing back ``length`` bytes of ``fd`` from ``offset`` without waiting (Linux's
+    sync_file_range(SYNC_FILE_RANGE_WRITE)); nothing where that call does not exist."""
+    global _libc
+    if _libc is None:
+        try:
+            import ctypes
+
+            _libc = ctypes.CDLL(None, use_errno=True).sync_file_range
+            _libc.argtypes = (ctypes.c_int, ctypes.c_int64, ctypes.c_int64, ctypes.c_uint)
+        except (OSError, AttributeError):
+            _libc = False
+    if _libc:
+        _libc(fd, offset, length, _SYNC_FILE_RANGE_WRITE)
+
+
+def _header_bytes(header: dict) -> bytes:
+    data = json.dumps(header).encode()
+    return MAGIC + _U64.pack(len(data)) + data + _U32.pack(zlib.crc32(data))
+
+
+def _commit_record(blocks: int, rows: int, chain: int, files: dict) -> bytes:
+    text = json.dumps(files).encode()
+    body = _COMMIT.pack(COMMIT, blocks, rows, chain, len(text)) + text
     return body + _U32.pack(zlib.crc32(body))
 
 
-def _applied_record() -> bytes:
-    body = APPLIED + boot_id().encode("ascii")
-    return body + _U32.pack(zlib.crc32(body))
+def identity(path: str) -> tuple:
+    """What changes when a file is written or replaced: (inode, size, mtime_ns, ctime_ns);
+    zeros for a file that is gone."""
+    try:
+        st = os.stat(path)
+    except FileNotFoundError:
+        return (0, 0, 0, 0)
+    return (st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns)
+
+
+def _applied_record(paths: list[str]) -> bytes:
+    body = APPLIED + boot_id().encode("ascii") + _U32.pack(len(paths))
+    body += b"".join(_STAT.pack(*identity(p)) for p in paths)
+    body += _U32.pack(zlib.crc32(body))
+    return body + _U32.pack(len(body) + _U32.size)
+
+
+def _applied_at(data, pos: int):
+    """(this boot's?, the arrays' identities, the end) of a whole "applied" record at ``pos``,
+    or None."""
+    fixed = len(APPLIED) + 36 + _U32.size
+    if bytes(data[pos:pos + len(APPLIED)]) != APPLIED or pos + fixed > len(data):
+        return None
+    k = _U32.unpack_from(data, pos + fixed - _U32.size)[0]
+    end = pos + fixed + k * _STAT.size + 2 * _U32.size
+    if end > len(data) or k > 1 << 16:
+        return None
+    body = data[pos:end - 2 * _U32.size]
+    if zlib.crc32(body) != _U32.unpack_from(data, end - 2 * _U32.size)[0] or \
+            _U32.unpack_from(data, end - _U32.size)[0] != end - pos:
+        return None
+    this_boot = bytes(data[pos + len(APPLIED):pos + len(APPLIED) + 36]) == boot_id().encode("ascii")
+    stats = [_STAT.unpack_from(data, pos + fixed + i * _STAT.size) for i in range(k)]
+    return this_boot, stats, end
+
+
+def applied_here(path: str) -> bool:
+    """Whether the journal at ``path`` ends with an "applied" record of this boot: every
+    transaction in it was written into the arrays by this boot, none is left to finish."""
+    return _ends(path) is not None
+
+
+def _ends(path: str):
+    """(the header, the arrays' identities in the last "applied" record, the size, the mtime) of a
+    journal that ends with an "applied" record of this boot, or None (read from its two ends)."""
+    try:
+        fd = os.open(path, os.O_RDONLY)
+    except FileNotFoundError:
+        return None
+    try:
+        st = os.fstat(fd)
+        header = _read_header(fd)
+        tail = _tail_applied(fd, st.st_size) if header is not None else None
+    finally:
+        os.close(fd)
+    if tail is None or not tail[0]:
+        return None
+    return header, [tuple(s) for s in tail[1]], st.st_size, st.st_mtime
+
+
+def reusable(path: str, arrays: dict, files: dict, limit: int) -> bool:
+    """Whether the next transaction over ``arrays`` and ``files`` (as for ``RowJournal``) may be
+    appended to the journal at ``path``: every transaction in it was written by this boot
+    (``applied_here``), it is over the same arrays and files, none of the arrays changed since
+    (a table replaced by ``cp`` or ``np.save`` between two applies is not continued: its
+    journal is checkpointed as the array now stands), it is smaller than ``limit`` bytes, and
+    younger than the time in which the OS writes dirty pages back (after that, a checkpoint
+    waits for little)."""
+    ends = _ends(path)
+    if ends is None:
+        return False
+    header, stats, size, mtime = ends
+    if size >= limit or time.time() - mtime > writeback_age() or header != _header_of(arrays, files):
+        return False
+    return stats == [identity(s["path"]) for s in header["arrays"]]
+
+
+def _header_of(arrays: dict, files: dict) -> dict:
+    """A journal's header for ``arrays`` and ``files`` (as for ``RowJournal``)."""
+    specs = []
+    for name, (path, a) in arrays.items():
+        rows = as_rows(a)
+        specs.append({"name": name, "path": os.path.abspath(path), "dtype": rows.dtype.str, "shape": list(rows.shape),
+                      "offset": _offset(a), "pieces": _pieces(rows.shape[1] * rows.dtype.itemsize)})
+    return {"arrays": specs, "piece": PIECE, "files": sorted(os.path.abspath(p) for p in files)}
+
+
+def writeback_age() -> float:
+    """Seconds after which Linux has written a dirty page back (dirty_expire + dirty_writeback)."""
+    total = 0
+    for knob in WRITEBACK_KNOBS:
+        try:
+            with open(knob, encoding="ascii") as f:
+                total += int(f.read())
+        except (OSError, ValueError):
+            return 35.0
+    return total / 100
+
+
+def _read_header(fd: int) -> dict | None:
+    head = os.pread(fd, len(MAGIC) + _U64.size, 0)
+    if len(head) < len(MAGIC) + _U64.size or head[:len(MAGIC)] != MAGIC:
+        return None
+    length = _U64.unpack_from(head, len(MAGIC))[0]
+    if length > 1 << 30:
+        return None
+    data = os.pread(fd, length + _U32.size, len(head))
+    if len(data) < length + _U32.size or zlib.crc32(data[:length]) != _U32.unpack_from(data, length)[0]:
+        return None
+    return json.loads(data[:length])
+
+
+def _tail_applied(fd: int, size: int):
+    """The "applied" record that ends the journal, as ``_applied_at`` gives it, or None."""
+    if size < _U32.size:
+        return None
+    length = _U32.unpack(os.pread(fd, _U32.size, size - _U32.size))[0]
+    if length > size or length > 1 << 22:
+        return None
+    return _applied_at(os.pread(fd, length, size - length), 0)
 
 
 def _slices(fd: int, blocks, arrays: list[np.ndarray], specs: list[dict], budget_bytes: int, pause=None,
@@ -323,21 +495,51 @@ def _replay(fd: int, blocks, arrays: list[np.ndarray], specs: list[dict], budget
             a[rows] = new
 
 
-def _check_unchanged(fd: int, blocks, arrays: list[np.ndarray], specs: list[dict], piece: int, budget_bytes: int,
-                     path: str):
-    """Refuse (DataError) a replay into arrays that no longer hold, in every journaled row,
-    either the row's new contents or its old ones (by their CRCs): arrays replaced since."""
+def _check_unchanged(fd: int, txns: list, arrays: list[np.ndarray], specs: list[dict], piece: int,
+                     budget_bytes: int, path: str):
+    """Refuse (DataError) a replay of the transactions ``txns`` into arrays that no longer hold,
+    in every journaled row, piece by piece, the row's contents before the first of them that
+    touched it or after one of them (by their CRCs): arrays replaced since.  A row in one
+    transaction is checked as its slice passes; the few in several (their pieces may be of any
+    of them) are gathered, 8 bytes and a flag a piece each, and checked at the end."""
     extra = sum(a.shape[1] * a.dtype.itemsize for a in arrays)  # each slice's current rows, copied
-    for rows, news, olds in _slices(fd, blocks, arrays, specs, budget_bytes, extra=extra):
-        for a, spec, new, old in zip(arrays, specs, news, olds):
-            bad = first_unmatched_row(_bytes(np.take(a, rows, axis=0)), _bytes(new), old, rows, spec["offset"],
-                                      piece)
-            if bad >= 0:
-                raise DataError(
-                    f"no longer holds what the journal {path} of an interrupted apply was written against (its "
-                    f"row {int(rows[bad])} is neither that row before the apply nor after it): replaced or changed "
-                    f"since, so the journal is not replayed and nothing was touched; to discard that apply, "
-                    f"remove {path}", path=spec["path"])
+    shared = np.empty(0, np.int64)
+    if len(txns) > 1:
+        ids = np.concatenate([_pread(fd, np.empty(n, np.int64), pos) for t in txns for pos, n in t.blocks])
+        ids, counts = np.unique(ids, return_counts=True)
+        shared = ids[counts > 1]
+    seen = [([], []) for _ in arrays]  # per array: the shared rows met, and which of their pieces matched
+    for t in txns:
+        for rows, news, olds in _slices(fd, t.blocks, arrays, specs, budget_bytes, extra=extra):
+            many = np.isin(rows, shared, assume_unique=True) if len(shared) else np.zeros(len(rows), bool)
+            for a, spec, new, old, (met, ok) in zip(arrays, specs, news, olds, seen):
+                cur = np.take(a, rows, axis=0)
+                one = ~many
+                bad = first_unmatched_row(_bytes(cur[one]), _bytes(new[one]), np.ascontiguousarray(old[one]),
+                                          np.ascontiguousarray(rows[one]), spec["offset"], piece) if one.any() else -1
+                if bad >= 0:
+                    _refuse(path, spec, int(rows[one][bad]))
+                if many.any():
+                    at = np.ascontiguousarray(rows[many])
+                    now = crc32c_pieces(_bytes(cur[many]), at, spec["offset"], piece, spec["pieces"])
+                    after = crc32c_pieces(_bytes(new[many]), at, spec["offset"], piece, spec["pieces"])
+                    met.append(at)
+                    ok.append((now == old[many]) | (now == after))
+    for spec, (met, ok) in zip(specs, seen):
+        if met:
+            rows, ok = np.concatenate(met), np.concatenate(ok)
+            order = np.argsort(rows, kind="stable")
+            uniq, starts = np.unique(rows[order], return_index=True)
+            whole = np.logical_or.reduceat(ok[order], starts, axis=0).all(axis=1)
+            if not whole.all():
+                _refuse(path, spec, int(uniq[np.argmin(whole)]))
+
+
+def _refuse(path: str, spec: dict, row: int):
+    raise DataError(
+        f"no longer holds what the journal {path} of an interrupted apply was written against (its row {row} is "
+        f"neither that row before the apply nor after it): replaced or changed since, so the journal is not replayed "
+        f"and nothing was touched; to discard that apply, remove {path}", path=spec["path"])
 
 
 def _offset(arr: np.ndarray) -> int:
@@ -354,7 +556,7 @@ def _pieces(width: int) -> int:
 def _bytes(rows: np.ndarray) -> np.ndarray:
     """An (n, m) array's rows as bytes, (n, m * itemsize) uint8."""
     rows = np.ascontiguousarray(rows)
-    return rows.view(np.uint8).reshape(rows.shape[0], -1)
+    return rows.view(np.uint8).reshape(rows.shape[0], rows.shape[1] * rows.dtype.itemsize)
 
 
 def _pread(fd: int, out: np.ndarray, offset: int) -> np.ndarray:
@@ -368,88 +570,122 @@ def _pread(fd: int, out: np.ndarray, offset: int) -> np.ndarray:
     return out
 
 
-def _parse(raw) -> tuple[dict | None, list, bool, bool]:
-    """(header, whole blocks, committed, applied in this boot) of a journal's bytes; a header
-    cut short gives (None, [], False, False)."""
+class Txn:
+    """A committed transaction of a journal: its blocks ((payload offset, rows)), the files it
+    replaces (path -> text), and whether this boot wrote it into the arrays."""
+
+    def __init__(self, blocks: list, files: dict, applied: bool):
+        self.blocks = blocks
+        self.files = files
+        self.applied = applied
+
+
+def _parse(raw) -> tuple[dict | None, list, bool]:
+    """(header, committed transactions in order, whether bytes follow the last of them: a
+    transaction cut short) of a journal's bytes; a header cut short gives (None, [], False)."""
     data = memoryview(raw)
     if bytes(raw[:len(MAGIC)]) in OLD_MAGICS:
-        raise DataError("a journal of an older sptool, without the checks this one replays with: finish it with "
-                        "that version (apply TABLE --recover), or remove it if the table is known to be intact")
+        raise DataError("a journal of an older sptool: finish it with that version (apply TABLE --recover), or "
+                        "remove it if the table is known to be intact")
     if len(raw) < len(MAGIC) + _U64.size or raw[:len(MAGIC)] != MAGIC:
         if len(raw) < len(MAGIC) + _U64.size and MAGIC.startswith(bytes(raw[:len(MAGIC)])):
-            return None, [], False, False  # cut short while its header was written
+            return None, [], False  # cut short while its header was written
         raise DataError("not an sptool apply journal; move it away if the table is known to be intact")
     length = _U64.unpack_from(data, len(MAGIC))[0]
     start = len(MAGIC) + _U64.size
     end = start + length + _U32.size
     if end > len(raw) or zlib.crc32(data[start:start + length]) != _U32.unpack_from(data, start + length)[0]:
-        return None, [], False, False
+        return None, [], False
     header = json.loads(bytes(data[start:start + length]))
     widths = [int(np.prod(s["shape"][1:], dtype=np.int64)) * np.dtype(s["dtype"]).itemsize + 4 * s["pieces"]
               for s in header["arrays"]]
-    blocks, chain, pos = [], 0, end
+    txns, pos = [], end
     head = len(BLOCK) + 2 * _U64.size
-    while pos + head <= len(data) and bytes(data[pos:pos + len(BLOCK)]) == BLOCK:
-        n = _U64.unpack_from(data, pos + len(BLOCK))[0]
-        size = _U64.unpack_from(data, pos + len(BLOCK) + _U64.size)[0]
-        stop = pos + head + size + _U32.size
-        if size != n * (8 + sum(widths)) or stop > len(data):
+    while True:
+        blocks, chain, at = [], 0, pos
+        while at + head <= len(data) and bytes(data[at:at + len(BLOCK)]) == BLOCK:
+            n = _U64.unpack_from(data, at + len(BLOCK))[0]
+            size = _U64.unpack_from(data, at + len(BLOCK) + _U64.size)[0]
+            stop = at + head + size + _U32.size
+            if size != n * (8 + sum(widths)) or stop > len(data):
+                break
+            crc = zlib.crc32(data[at + head:at + head + size])
+            if crc != _U32.unpack_from(data, at + head + size)[0]:
+                break
+            blocks.append((at + head, n))
+            chain = zlib.crc32(_U32.pack(crc), chain)
+            at = stop
+        if at + _COMMIT.size > len(data):
             break
-        crc = zlib.crc32(data[pos + head:pos + head + size])
-        if crc != _U32.unpack_from(data, pos + head + size)[0]:
+        magic, count, rows, crc, text = _COMMIT.unpack_from(data, at)
+        stop = at + _COMMIT.size + text + _U32.size
+        if (magic != COMMIT or count != len(blocks) or rows != sum(n for _, n in blocks) or crc != chain
+                or stop > len(data) or zlib.crc32(data[at:stop - _U32.size]) != _U32.unpack_from(data, stop - 4)[0]):
             break
-        blocks.append((pos + head, n))
-        chain = zlib.crc32(_U32.pack(crc), chain)
-        pos = stop
-    rows = sum(n for _, n in blocks)
-    record = _commit_record(len(blocks), rows, chain)
-    committed = bytes(data[pos:pos + len(record)]) == record
-    pos += len(record)
-    applied = committed and bytes(data[pos:pos + len(APPLIED) + 40]) == _applied_record()
-    return header, blocks, committed, applied
+        files = json.loads(bytes(data[at + _COMMIT.size:stop - _U32.size]))
+        applied = _applied_at(data, stop)
+        txns.append(Txn(blocks, files, bool(applied and applied[0])))
+        pos = applied[2] if applied else stop
+    return header, txns, pos < len(data)
 
 
 def recover_journal(path: str, *, durable: bool = True, budget_bytes: int = 64 << 20, pause=None) -> int | None:
-    """Checkpoint the transaction ``path`` records: a committed one is made durable in its
-    arrays and files (its rows written again unless this boot already wrote them), an
-    uncommitted one discarded; the journal goes either way.  Returns the rows replayed (0 when
-    nothing needed writing), -1 when an uncommitted journal was discarded, or None when there
-    is no journal.  Not ``durable``: nothing waits for the disk."""
+    """Checkpoint the journal ``path``: its committed transactions are made durable in their
+    arrays and files (the rows written again, in order, of those this boot did not write), a
+    transaction cut short before its commit record discarded; the journal goes.  Returns the
+    rows replayed (0 when nothing needed writing), -1 when a transaction that had not committed
+    was discarded, or None when there is no journal.  Not ``durable``: nothing waits for the
+    disk."""
     if not os.path.exists(path):
         return None
     with open(path, "rb") as f:
-        # Mapped, not read: a journal can be larger than --memory.
-        raw = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) if os.fstat(f.fileno()).st_size else b""
-        try:
-            header, blocks, committed, applied = _parse(raw)
-        except DataError as e:
-            raise DataError(e.message, path=path) from None
-        finally:
-            if isinstance(raw, mmap.mmap):
-                try:
-                    raw.close()
-                except BufferError:  # a view still held by a traceback or a profiler: the collector unmaps it
-                    pass
-        if not committed:
+        size = os.fstat(f.fileno()).st_size
+        header = _read_header(f.fileno())
+        tail = _tail_applied(f.fileno(), size)
+        if header is not None and tail is not None and tail[0]:
+            # The usual case, read from the ends alone: every transaction written by this boot.
+            txns, cut = [Txn([], {}, True)], False
+        else:
+            # Mapped, not read: a journal can be larger than --memory.
+            raw = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) if size else b""
+            try:
+                header, txns, cut = _parse(raw)
+            except DataError as e:
+                raise DataError(e.message, path=path) from None
+            finally:
+                if isinstance(raw, mmap.mmap):
+                    try:
+                        raw.close()
+                    except BufferError:  # a view still held by a traceback or a profiler: the collector unmaps it
+                        pass
+        if not txns:
             _remove(path, durable)
             return -1
+        todo = [t for t in txns if not t.applied]
         replayed = 0
-        if not applied:
+        if todo:
             arrays = [a for _, a in _reopen(header, path)]
-            _check_unchanged(f.fileno(), blocks, arrays, header["arrays"], header["piece"], budget_bytes, path)
-            _replay(f.fileno(), blocks, arrays, header["arrays"], budget_bytes, pause)
-            replayed = sum(n for _, n in blocks)
+            _check_unchanged(f.fileno(), todo, arrays, header["arrays"], header["piece"], budget_bytes, path)
+            for t in todo:
+                _replay(f.fileno(), t.blocks, arrays, header["arrays"], budget_bytes, pause)
+                replayed += sum(n for _, n in t.blocks)
             del arrays
     if durable:
         for spec in header["arrays"]:
-            # Written by this boot: only synced, and an array removed since (a state reset) is
-            # left alone.
+            # An array removed since (a state reset) is left alone.
             if os.path.exists(spec["path"]):
                 _sync_file(spec["path"])
-    for p, text in header["files"].items():
-        write_durably(p, text.encode(), durable=durable)
+    files = {}
+    for t in txns:
+        files.update(t.files)
+    for p in header["files"]:
+        if p in files and os.path.isdir(os.path.dirname(p)):
+            write_durably(p, files[p].encode(), durable=durable)
+        elif durable and os.path.exists(p):
+            _sync_file(p)  # written by this boot (renamed in place): made durable as it stands
+            fsync_dir(p)
     _remove(path, durable)
-    return replayed
+    return -1 if cut and not replayed else replayed
 
 
 def _reopen(header: dict, path: str) -> list:
