@@ -28,7 +28,8 @@ tears a row only there).  Before a replay every journaled row must be, piece by 
 contents before the first transaction that touched it or after one of them; a row that is none
 of these means the array is no longer the one the journal was written against (replaced by
 ``cp`` or ``np.save`` since: same name, same shape), and the replay is refused, touching
-nothing, rather than writing an old update into a new array.
+nothing, rather than writing an old update into a new array.  One such row per array is let
+through: the row a killed process was copying when it died, torn anywhere.
 
 Layout: ``MAGIC``, u64 header length, the header JSON (the arrays, the piece, the files' paths),
 u32 CRC; then, per transaction, blocks of ``BLOCK``, u64 rows n, u64 payload length, the payload
@@ -509,16 +510,26 @@ def _check_unchanged(fd: int, txns: list, arrays: list[np.ndarray], specs: list[
         ids, counts = np.unique(ids, return_counts=True)
         shared = ids[counts > 1]
     seen = [([], []) for _ in arrays]  # per array: the shared rows met, and which of their pieces matched
+    # A process killed while it copied the rows into an array leaves the row it was copying torn
+    # inside a piece (neither version), but only that one: each array's rows are copied by one
+    # loop.  So one unmatched row per array is allowed (the replay rewrites it); an array
+    # replaced since fails in nearly every row.
+    torn = [0] * len(arrays)
     for t in txns:
         for rows, news, olds in _slices(fd, t.blocks, arrays, specs, budget_bytes, extra=extra):
             many = np.isin(rows, shared, assume_unique=True) if len(shared) else np.zeros(len(rows), bool)
-            for a, spec, new, old, (met, ok) in zip(arrays, specs, news, olds, seen):
+            for i, (a, spec, new, old, (met, ok)) in enumerate(zip(arrays, specs, news, olds, seen)):
                 cur = np.take(a, rows, axis=0)
-                one = ~many
-                bad = first_unmatched_row(_bytes(cur[one]), _bytes(new[one]), np.ascontiguousarray(old[one]),
-                                          np.ascontiguousarray(rows[one]), spec["offset"], piece) if one.any() else -1
-                if bad >= 0:
-                    _refuse(path, spec, int(rows[one][bad]))
+                one = np.flatnonzero(~many)
+                while len(one):
+                    bad = first_unmatched_row(_bytes(cur[one]), _bytes(new[one]), np.ascontiguousarray(old[one]),
+                                              np.ascontiguousarray(rows[one]), spec["offset"], piece)
+                    if bad < 0:
+                        break
+                    torn[i] += 1
+                    if torn[i] > 1:
+                        _refuse(path, spec, int(rows[one[bad]]))
+                    one = one[bad + 1:]
                 if many.any():
                     at = np.ascontiguousarray(rows[many])
                     now = crc32c_pieces(_bytes(cur[many]), at, spec["offset"], piece, spec["pieces"])
@@ -531,7 +542,7 @@ def _check_unchanged(fd: int, txns: list, arrays: list[np.ndarray], specs: list[
             order = np.argsort(rows, kind="stable")
             uniq, starts = np.unique(rows[order], return_index=True)
             whole = np.logical_or.reduceat(ok[order], starts, axis=0).all(axis=1)
-            if not whole.all():
+            if np.count_nonzero(~whole) + torn[specs.index(spec)] > 1:
                 _refuse(path, spec, int(uniq[np.argmin(whole)]))
 
 
