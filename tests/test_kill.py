@@ -16,6 +16,7 @@ import sys
 import time
 
 import numpy as np
+import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
@@ -357,3 +358,64 @@ def test_an_interrupt_with_two_sorts_suspended_leaves_no_spill(tmp_path, monkeyp
     assert len([n for n in seen if n.startswith("sptool-sort-")]) == 2, seen
     assert left == []
     assert not (tmp_path / "out.parquet").exists()
+
+
+def test_a_spill_thread_still_writing_is_stopped_before_its_directory_goes(tmp_path, monkeypatch):
+    """An interrupted command's cleanup removes a suspended sort's directory: a run the spill
+    thread is still writing must be finished (or never begun) first, or the thread adds a file
+    while the directory is being removed and the directory stays (seen as a leftover spill file
+    after SIGTERM in reduce)."""
+    import threading
+
+    from sptool.io import remove_live_scratch
+    from sptool.stream import sort as sorting
+
+    writing, done = threading.Event(), []
+
+    def slow_write(path, table):
+        writing.set()
+        time.sleep(0.3)  # still writing when the cleanup comes
+        with open(path, "wb") as f:
+            f.write(b"run")
+        done.append(path)
+
+    monkeypatch.setattr(sorting, "_write_ipc", slow_write)
+    spill = tmp_path / "spill"
+    spill.mkdir()
+    store = sorting.RunStore(str(spill), keep=0)
+    idx = np.array([[3, 1], [0, 2], [1, 0]])
+    table = pa.table({"indices_0": idx[:, 0], "indices_1": idx[:, 1], "values": [1.0, 2.0, 3.0]})
+    store.add_run(table, sorting.KeyCodec((4, 4), (0, 1)), 2)
+    assert writing.wait(10)
+    remove_live_scratch()  # the store is never closed: as when its generator is never resumed
+    assert done and not any(t.name.startswith("sptool-spill") and t.is_alive() for t in threading.enumerate())
+    assert os.listdir(spill) == []
+
+
+def test_a_scratch_directory_made_as_the_signal_lands_is_removed(tmp_path, monkeypatch):
+    """SIGTERM just after mkdtemp made a sort's directory, before it was registered (the kill
+    test's "spill" moment sends the signal as soon as the directory appears): the cleanup finds
+    it by its owner's name and removes it; another process's directory there is left alone."""
+    import tempfile as tf
+
+    from sptool.io import _scratch, remove_live_scratch
+
+    spill = tmp_path / "spill"
+    spill.mkdir()
+    parent = os.getppid()
+    other = spill / f"sptool-sort-{parent}-{_scratch._start_ticks(parent)}-abc"  # a live process's, not ours
+    other.mkdir()
+
+    real = tf.TemporaryDirectory
+
+    def made_then_interrupted(*args, **kwargs):
+        made = real(*args, **kwargs)
+        made._finalizer.detach()  # made, then the signal: nothing holds it
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(_scratch.tempfile, "TemporaryDirectory", made_then_interrupted)
+    with pytest.raises(KeyboardInterrupt):
+        _scratch.scratch_dir("sort", str(spill))
+    assert len(os.listdir(spill)) == 2
+    remove_live_scratch()
+    assert os.listdir(spill) == [other.name]

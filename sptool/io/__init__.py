@@ -10,7 +10,7 @@ from ._digest import DigestReader, digest_problem
 from ._footer import FooterError, pages_without_crc
 from ._prefetch import prefetch
 from ._rowgroups import check_text, parquet_file, plan_chunks, read_chunks, read_failure_code
-from ._scratch import make_scratch_dir, remove_live_scratch, scratch_dir, sibling_name, sweep
+from ._scratch import before_removal, make_scratch_dir, remove_live_scratch, scratch_dir, sibling_name, sweep
 from .background import Background
 from .sink import OrderTracker, TensorSink, check_shape, open_sink, output_kind, parquet_writer_options, schema_of
 from .source import (
@@ -51,7 +51,7 @@ __all__ = [
     "READ_ERRORS", "MemorySource", "open_input", "read_stream_batch", "DamagedBatch",
     "open_operands", "check_inputs", "part_name", "is_part_name", "list_parts", "sniff", "locate",
     "CANONICAL_PART_NAME", "SideOutputs", "abort_live_targets",
-    "scratch_dir", "make_scratch_dir", "remove_live_scratch", "sibling_name", "sweep",
+    "scratch_dir", "make_scratch_dir", "before_removal", "remove_live_scratch", "sibling_name", "sweep",
     "DigestReader", "digest_problem", "Part", "open_dataset", "open_parquet", "read_part",
     "edge_keys",
     "FooterError", "pages_without_crc",

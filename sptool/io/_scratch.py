@@ -73,19 +73,31 @@ def sibling_name(path: str, tag: str, suffix: str = "") -> str:
 # external sort while a merge join reads the other) is never resumed when an error or Ctrl-C
 # unwinds past it, and the command line ends with os._exit, which runs no finalizer: the
 # command line removes what is still here on its way out (remove_live_scratch).
-_LIVE: set[str] = set()
+_LIVE: dict[str, list] = {}  # path -> what stops its writers (called before it is removed)
+# Where this process makes scratch directories, noted before each is made: a signal can land
+# between mkdtemp and its registration, and the cleanup still finds the directory by its name.
+_PARENTS: set[str] = set()
 
 
 def _registered(path: str) -> str:
     for old in [p for p in _LIVE if not os.path.exists(p)]:
-        _LIVE.discard(old)
-    _LIVE.add(path)
+        del _LIVE[old]
+    _LIVE[path] = []
     return path
+
+
+def before_removal(path: str, stop) -> None:
+    """Have ``stop()`` called before remove_live_scratch removes ``path``: a thread that writes
+    into it (a sort's spill thread) must be done first, or it could add a file while the
+    directory is being removed, and the directory would stay."""
+    if path in _LIVE:
+        _LIVE[path].append(stop)
 
 
 def scratch_dir(kind: str, tmp_dir: str | None = None) -> tempfile.TemporaryDirectory:
     """A TemporaryDirectory sptool-KIND-PID-START-RAND in ``tmp_dir`` (default: the system's),
     made after sweeping that directory of a dead process's scratch directories."""
+    _PARENTS.add(os.path.abspath(tmp_dir or tempfile.gettempdir()))
     sweep(tmp_dir or tempfile.gettempdir())
     made = tempfile.TemporaryDirectory(prefix=f"sptool-{kind}-{owner()}-", dir=tmp_dir)
     _registered(made.name)
@@ -94,16 +106,32 @@ def scratch_dir(kind: str, tmp_dir: str | None = None) -> tempfile.TemporaryDire
 
 def make_scratch_dir(kind: str, tmp_dir: str | None = None) -> str:
     """As scratch_dir, for a caller that removes the directory itself."""
+    _PARENTS.add(os.path.abspath(tmp_dir or tempfile.gettempdir()))
     sweep(tmp_dir or tempfile.gettempdir())
     return _registered(tempfile.mkdtemp(prefix=f"sptool-{kind}-{owner()}-", dir=tmp_dir))
 
 
 def remove_live_scratch() -> None:
     """Remove every scratch directory this process made and has not removed (the command
-    line's last step when a command is interrupted or fails; never during one)."""
-    for path in list(_LIVE):
+    line's last step when a command is interrupted or fails; never during one), once the
+    threads writing into it have stopped."""
+    for path, stops in list(_LIVE.items()):
+        for stop in stops:
+            try:
+                stop()
+            except Exception:  # a writer that failed has stopped writing too
+                pass
         shutil.rmtree(path, ignore_errors=True)
-        _LIVE.discard(path)
+        _LIVE.pop(path, None)
+    mine = f"-{owner()}-"
+    for parent in _PARENTS:
+        try:
+            names = os.listdir(parent)
+        except OSError:
+            continue
+        for name in names:
+            if _SCRATCH.match(name) and mine in name:
+                shutil.rmtree(os.path.join(parent, name), ignore_errors=True)
 
 
 def stale(name: str) -> bool:

@@ -27,7 +27,7 @@ from .. import _kernels
 from .._memory import ROW_GROUP_ROWS, Budget
 from .._threads import THREADS
 from ..format import TensorMeta
-from ..io import arrow_of, scratch_dir
+from ..io import arrow_of, before_removal, scratch_dir
 from .bounds import bounds_error, checked, first_bad_row
 
 KEY = "__sptool_key"
@@ -220,6 +220,9 @@ class RunStore:
         self.keep, self.kept = keep, 0
         self._pool = ThreadPoolExecutor(1, thread_name_prefix="sptool-spill")
         self._pending = []
+        # Interrupted while suspended (a generator nothing resumes), the store is never closed:
+        # the command line's cleanup stops its spill thread before removing the directory.
+        before_removal(self._dir.name, lambda: self._pool.shutdown(wait=True, cancel_futures=True))
 
     def add_run(self, table: pa.Table, codec: KeyCodec, K: int, keys: np.ndarray | None = None):
         """Sort a run and keep or spill it, on the store's thread: that overlaps reading the next
