@@ -103,27 +103,25 @@ def reduce_partials(path: str, meta, output: str, *, client, step, result_dtype,
 
 def reduce_seamed(path: str, kept, output: str, *, client, fn, progress=None) -> dict | None:
     """``fn`` (the single-machine reduce of a source into a part) over the tensor at ``path`` by
-    seamed.py, when it is a directory whose whole is sorted on a kept dimension first; None
-    otherwise.  (One machine reduces a single file by the order it claims, in sums that
-    depend on its batches.)"""
+    seamed.py, when it is a directory whose parts are sorted on a kept dimension first, in
+    order across their seams (their row-group statistics say so); None otherwise.  (One
+    machine reduces a single file by the order it claims, in sums that depend on its batches.)"""
     refuse_stdin(path)
     with open_source(path) as src:
-        if src.kind != "dir":
+        leading = {p.meta.sort_order[0] if p.meta.sort_order else None for p in src.parts if p.meta.nnz}
+        if src.kind != "dir" or len(leading) != 1 or leading & set(kept) != leading:
             return None
-        sort_order, _ = dataset_claims(client, src)
-        if not sort_order or sort_order[0] not in kept:
-            return None
+        dim = leading.pop()
         pieces = pieces_of(path, worker_count(client))
-        edges = piece_edges(src, pieces, sort_order[0])
-        if edges is None:
-            return None
+        edges = piece_edges(src, pieces, dim)
         meta = src.meta
+    if edges is None:
+        return None
     with PartDirectory(output) as out:
-        outcome = by_seams(client, pieces, edges, sort_order[0], meta, fn, out, progress=progress)
+        outcome = by_seams(client, pieces, edges, dim, meta, fn, out, progress=progress)
     r = {**outcome.summary(), "output": output, "strategy": "seams"}
     del r["results"]
     return r
-
 
 
 def reduce(path: str, output: str, *, client, op: str, axis=None, keepdims: bool = False, empty_value=None,
