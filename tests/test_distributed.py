@@ -211,14 +211,23 @@ def test_reorder_of_an_empty_tensor(client, tiny, tmp_path):
 def test_bad_part_fails_and_leaves_nothing(client, tiny, tmp_path, rng):
     src, idx, val = _dataset(tmp_path, rng)
     bad = os.path.join(src, "part-000001.parquet")
-    table = pq.read_table(bad)
+    file = pq.ParquetFile(bad)
+    table = file.read()
     cols = table.column("indices_1").to_numpy().copy()
     cols[5] = SHAPE[1] + 4  # outside the shape
-    pq.write_table(table.set_column(1, "indices_1", pa.array(cols)), bad)
+    kept = {k: v for k, v in file.metadata.metadata.items() if k != b"ARROW:schema"}  # still an sptool tensor
+    pq.write_table(table.set_column(1, "indices_1", pa.array(cols)).replace_schema_metadata(kept), bad)
     out = str(tmp_path / "out") + "/"
-    with pytest.raises(sptool.DataError, match="part-000001.parquet"):
+    with pytest.raises(sptool.DataError) as failed:
         sptool.distributed.reorder(src, out, memory=tiny, client=client)
     _no_leftovers(tmp_path, ["in"])
+    # The operand and the row counted from its start (pyarrow: the rows of part 0 before it), as
+    # the single machine says it.
+    row = pq.ParquetFile(os.path.join(src, "part-000000.parquet")).metadata.num_rows + 5
+    assert f"indices[{row}] = " in str(failed.value) and failed.value.path == src
+    with pytest.raises(sptool.DataError) as local:
+        sptool.reorder(src, str(tmp_path / "local.parquet"), memory=tiny)
+    assert str(failed.value) == str(local.value)
 
 
 def test_worker_killed_during_reorder(client, tiny, tmp_path, rng):

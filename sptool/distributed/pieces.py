@@ -23,6 +23,8 @@ class Piece:
     path: str  # a Parquet file
     groups: tuple[int, ...] | None  # its row groups in this piece; None: all of them
     rows: int
+    start: int = 0  # the rows before the piece in its operand, which errors count from
+    operand: str | None = None  # the operand's path, which errors name (None: ``path``)
 
 
 def pieces_of(path: str, workers: int) -> list[Piece]:
@@ -32,12 +34,14 @@ def pieces_of(path: str, workers: int) -> list[Piece]:
         files = [(p.path, [p.file.metadata.row_group(g).num_rows for g in range(p.file.metadata.num_row_groups)])
                  for p in src.parts]
     runs = -(-workers * PIECES_PER_WORKER // len(files))
-    pieces = []
+    pieces, start = [], 0
     for name, counts in files:
         n = max(1, min(len(counts), runs))
         bounds = [round(i * len(counts) / n) for i in range(n + 1)]
-        pieces += [Piece(name, tuple(range(a, b)), sum(counts[a:b])) for a, b in zip(bounds, bounds[1:]) if b > a] \
-            or [Piece(name, None, 0)]
+        before = [start + sum(counts[:a]) for a in bounds]
+        pieces += [Piece(name, tuple(range(a, b)), sum(counts[a:b]), at, path)
+                   for a, b, at in zip(bounds, bounds[1:], before) if b > a] or [Piece(name, None, 0, start, path)]
+        start += sum(counts)
     return pieces
 
 
