@@ -3,6 +3,7 @@ completes, the peak worker memory noted, and the whole round cancelled at the fi
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass, field
 
 
@@ -27,9 +28,31 @@ def follow(client, futures: list, outcome, *, progress=None, rows=None) -> list:
                 progress.advance(rows(result) if callable(rows) else rows[i])
     except BaseException:
         client.cancel(futures)
+        settle(client, futures)
         raise
     outcome.workers = max(outcome.workers, len(client.scheduler_info().get("workers", {})))
     return results
+
+
+def _executing(dask_worker) -> list[str]:
+    """The keys of the tasks a worker is running now (run on each worker)."""
+    return [str(ts.key) for ts in getattr(dask_worker.state, "executing", ())]
+
+
+def settle(client, futures: list, timeout: float = 30.0) -> None:
+    """Wait (up to ``timeout`` seconds) until no worker still runs one of ``futures``, cancelled
+    after a failure: a cancelled task runs on to its end, and one still writing when the job
+    removes its staging directory would leave files behind (or make the directory again)."""
+    keys = {str(f.key) for f in futures}
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        try:
+            running = client.run(_executing)
+        except Exception:  # noqa: BLE001 - a worker gone or a version without the state: nothing to wait for
+            return
+        if not keys.intersection(k for ks in running.values() for k in ks):
+            return
+        time.sleep(0.1)
 
 
 @dataclass

@@ -51,7 +51,7 @@ from ..stream.sort import KeyCodec
 from .cluster import worker_count
 from .partdir import PartDirectory, check_output
 from .pieces import KeyRangeSource, Piece, PieceSource, ShuffledSource, pieces_of, refuse_stdin, shared_copy
-from .progress import Outcome, follow
+from .progress import Outcome, follow, settle
 from .seams import dataset_claims
 
 # Sampled keys per output range: enough that ranges come out within a few per cent of even
@@ -251,6 +251,7 @@ def range_map(client, operands: list[tuple[list[Piece], TensorMeta]], order, fn,
         done = follow(client, slots, outcome, progress=progress, rows=lambda d: 0 if d is None else d[1].nnz)
     except BaseException:
         client.cancel(everything)
+        settle(client, everything)
         raise
     if direct:  # a range found empty only once read: its part is dropped, unless every range is (part 0 stays)
         empty = [r for r, d in enumerate(done) if d is not None and not d[1].nnz]
