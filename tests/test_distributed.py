@@ -211,14 +211,23 @@ def test_reorder_of_an_empty_tensor(client, tiny, tmp_path):
 def test_bad_part_fails_and_leaves_nothing(client, tiny, tmp_path, rng):
     src, idx, val = _dataset(tmp_path, rng)
     bad = os.path.join(src, "part-000001.parquet")
-    table = pq.read_table(bad)
+    file = pq.ParquetFile(bad)
+    table = file.read()
     cols = table.column("indices_1").to_numpy().copy()
     cols[5] = SHAPE[1] + 4  # outside the shape
-    pq.write_table(table.set_column(1, "indices_1", pa.array(cols)), bad)
+    kept = {k: v for k, v in file.metadata.metadata.items() if k != b"ARROW:schema"}  # still an sptool tensor
+    pq.write_table(table.set_column(1, "indices_1", pa.array(cols)).replace_schema_metadata(kept), bad)
     out = str(tmp_path / "out") + "/"
-    with pytest.raises(sptool.DataError, match="part-000001.parquet"):
+    with pytest.raises(sptool.DataError) as failed:
         sptool.distributed.reorder(src, out, memory=tiny, client=client)
     _no_leftovers(tmp_path, ["in"])
+    # The operand and the row counted from its start (pyarrow: the rows of part 0 before it), as
+    # the single machine says it.
+    row = pq.ParquetFile(os.path.join(src, "part-000000.parquet")).metadata.num_rows + 5
+    assert f"indices[{row}] = " in str(failed.value) and failed.value.path == src
+    with pytest.raises(sptool.DataError) as local:
+        sptool.reorder(src, str(tmp_path / "local.parquet"), memory=tiny)
+    assert str(failed.value) == str(local.value)
 
 
 def test_worker_killed_during_reorder(client, tiny, tmp_path, rng):
@@ -642,8 +651,9 @@ def test_reduce_by_partials_matches_numpy_and_one_machine(client, tiny, tmp_path
     assert all(m.unique for m in _part_metas(src))
     out = str(tmp_path / "out") + "/"
     r = sptool.distributed.reduce(src, out, op=op, axis=1, memory=tiny, client=client)
-    # sum splits always; the others only when the seams show no coordinate on two parts.
-    assert r["strategy"] == ("ranges" if seam_repeat and op != "sum" else "partials")
+    # sum splits always; the others only when the seams show no coordinate on two parts, and
+    # otherwise run where the rows stand (the directory is sorted on dimension 0, which is kept).
+    assert r["strategy"] == ("seams" if seam_repeat and op != "sum" else "partials")
     local = str(tmp_path / "local.parquet")
     sptool.reduce(src, local, op=op, axis=1, memory=tiny)
     di, dv = _read_all_k(out, 2)
@@ -706,19 +716,123 @@ def test_add_of_sorted_parts_on_a_cluster(client, tiny, tmp_path, rng):
     assert all(m.canonical for m in _part_metas(out))
 
 
+def test_add_of_sorted_parts_reads_ranges_where_they_stand(client, tiny, tmp_path, rng):
+    """Operands sorted on the key are not shuffled: no partition task runs, each range task
+    reads its keys from the parts (row groups pruned by statistics), and the sum is NumPy's."""
+    a, ai, av = _unique_parts(tmp_path / "a", rng, n=6000, values="float")
+    b, bi, bv = _unique_parts(tmp_path / "b", rng, n=300, parts=3, values="float")
+    out = str(tmp_path / "out") + "/"
+    with distributed.get_task_stream(client) as stream:
+        r = sptool.distributed.add(a, b, out, memory=tiny, client=client)
+    names = {t["key"].split("-")[0] for t in stream.data}
+    assert "direct_slot" in names and "partition" not in names, names
+    keys, sums = _oracle_summed(np.concatenate([ai, bi]), np.concatenate([av, bv]))
+    gi, gv = _read_all_k(out, 3)
+    assert np.array_equal(gi, keys) and np.allclose(gv, sums, rtol=1e-12, atol=0)
+    local = str(tmp_path / "local.parquet")
+    sptool.add(a, b, local, memory=tiny)
+    assert all(np.array_equal(x, y) for x, y in zip(_read_all_k(out, 3), _read_all_k(local, 3)))
+    assert r["parts"] > 1 and all(m.canonical and m.nnz for m in _part_metas(out))
+
+
+def test_add_of_empty_sorted_operands_on_a_cluster(client, tiny, tmp_path, rng):
+    empty = np.empty((0, 3), dtype=np.int64), np.empty(0)
+    a = _write_parts(tmp_path / "a", [empty[0]] * 2, [empty[1]] * 2)
+    b = _write_parts(tmp_path / "b", [empty[0]], [empty[1]])
+    out = str(tmp_path / "out") + "/"
+    r = sptool.distributed.add(a, b, out, memory=tiny, client=client)
+    assert r["parts"] == 1 and r["rows_out"] == 0 and sorted(os.listdir(out)) == ["part-000000.parquet"]
+    assert sptool.open(out).meta.shape == SHAPE and sptool.open(out).meta.nnz == 0
+
+
 def test_float_reduce_of_sorted_parts_is_bitwise_one_machines(client, tiny, tmp_path, rng):
-    """Float sums depend on the path: a sorted directory is still reduced, range by range, as one
-    machine reduces it (every range sorted), so the sums agree to the bit."""
+    """Float sums depend on the path: a directory sorted on a kept dimension is reduced piece by
+    piece where it stands, the rows at the seams (a value of dimension 0 on two parts) by tasks
+    of their own, every output coordinate's rows whole and in input order, so the sums agree
+    with one machine's to the bit."""
     src, idx, val = _unique_parts(tmp_path, rng, n=20000, values="float")
     out = str(tmp_path / "out") + "/"
     r = sptool.distributed.reduce(src, out, op="sum", axis=1, memory=tiny, client=client)
     local = str(tmp_path / "local.parquet")
     sptool.reduce(src, local, op="sum", axis=1, memory=tiny)
-    assert r["strategy"] == "ranges"
+    assert r["strategy"] == "seams"
     di, dv = _read_all_k(out, 2)
     li, lv = _read_all_k(local, 2)
     assert np.array_equal(di, li) and np.array_equal(dv.view(np.int64), lv.view(np.int64))
     want_keys, want = _oracle_reduced(idx, val, [1], False, np.add)
+    assert np.array_equal(di, want_keys) and np.allclose(dv, want, rtol=1e-9, atol=1e-9)
+    assert r["rows_in"] == len(idx) and r["rows_out"] == len(want_keys) and r["parts"] == 6  # a part per piece
+
+
+def _seam_layout_parts(tmp_path, rng, layout):
+    """A canonical float tensor cut into parts whose seams are awkward: ``one-value`` puts a part
+    holding only rows of one value of dimension 0 between two parts that also hold it, ``empty``
+    adds empty parts (first, in the middle, last), ``clean`` cuts only where dimension 0 changes
+    (no seams at all)."""
+    idx = np.unique(_rows(rng, 6000), axis=0)
+    val = rng.standard_normal(len(idx)) * 10.0 ** rng.integers(-8, 8, len(idx))
+    if layout == "one-value":
+        run = np.flatnonzero(idx[:, 0] == idx[len(idx) // 2, 0])  # the rows of one value, consecutive
+        cuts = [len(idx) // 5, run[0] + 3, run[-1] - 2, 4 * len(idx) // 5]
+    elif layout == "empty":
+        cuts = [0, len(idx) // 3, len(idx) // 3, 2 * len(idx) // 3, len(idx)]
+    else:
+        starts = np.flatnonzero(np.diff(idx[:, 0])) + 1
+        cuts = list(starts[[len(starts) // 4, len(starts) // 2, 3 * len(starts) // 4]])
+    path = _write_parts(tmp_path / "in", np.split(idx, cuts), np.split(val, cuts))
+    return path, idx, val
+
+
+@pytest.mark.parametrize("layout", ["one-value", "empty", "clean"])
+@pytest.mark.parametrize("op,ufunc,axis,keepdims", [("sum", np.add, 1, False), ("max", np.maximum, [1, 2], True),
+                                                    ("prod", np.multiply, 2, False)])
+def test_seamed_reduce_layouts_match_numpy_and_one_machine(client, tiny, tmp_path, rng, layout, op, ufunc, axis,
+                                                           keepdims):
+    src, idx, val = _seam_layout_parts(tmp_path, rng, layout)
+    out = str(tmp_path / "out") + "/"
+    r = sptool.distributed.reduce(src, out, op=op, axis=axis, keepdims=keepdims, memory=tiny, client=client)
+    assert r["strategy"] == "seams"
+    local = str(tmp_path / "local.parquet")
+    sptool.reduce(src, local, op=op, axis=axis, keepdims=keepdims, memory=tiny)
+    K = 3 if keepdims else 3 - len(np.atleast_1d(axis))
+    di, dv = _read_all_k(out, K)
+    li, lv = _read_all_k(local, K)
+    assert np.array_equal(di, li) and np.array_equal(dv.view(np.int64), lv.view(np.int64))
+    want_keys, want = _oracle_reduced(idx, val, list(np.atleast_1d(axis)), keepdims, ufunc)
+    assert np.array_equal(di, want_keys) and np.allclose(dv, want, rtol=1e-9, atol=0)
+    assert all(m.nnz for m in _part_metas(out))  # a part left without rows is not written
+    assert sptool.open(out).meta.shape == sptool.open(local).meta.shape
+
+
+def test_reduce_of_sorted_parts_out_of_order_is_not_seamed(client, tiny, tmp_path, rng):
+    """Each part sorted, but the parts in reverse order: the rows of one value of dimension 0 are
+    not consecutive in the whole, so the seams path is not taken (key ranges are), and the sums
+    are still the single machine's, bit for bit."""
+    idx = np.unique(_rows(rng, 4000), axis=0)
+    val = rng.standard_normal(len(idx)) * 10.0 ** rng.integers(-8, 8, len(idx))
+    cuts = [len(idx) // 3, 2 * len(idx) // 3]
+    src = _write_parts(tmp_path / "in", np.split(idx, cuts)[::-1], np.split(val, cuts)[::-1])
+    out = str(tmp_path / "out") + "/"
+    r = sptool.distributed.reduce(src, out, op="sum", axis=2, memory=tiny, client=client)
+    assert r["strategy"] == "ranges"
+    local = str(tmp_path / "local.parquet")
+    sptool.reduce(src, local, op="sum", axis=2, memory=tiny)
+    di, dv = _read_all_k(out, 2)
+    li, lv = _read_all_k(local, 2)
+    assert np.array_equal(di, li) and np.array_equal(dv.view(np.int64), lv.view(np.int64))
+    want_keys, want = _oracle_reduced(idx, val, [2], False, np.add)
+    assert np.array_equal(di, want_keys) and np.allclose(dv, want, rtol=1e-9, atol=1e-9)
+
+
+def test_reduce_over_the_sorted_dimension_is_not_seamed(client, tiny, tmp_path, rng):
+    """Reducing dimension 0, which the dataset is sorted on first, leaves no kept dimension whose
+    values stay together: the rows are shuffled into key ranges."""
+    src, idx, val = _unique_parts(tmp_path, rng, values="float")
+    out = str(tmp_path / "out") + "/"
+    r = sptool.distributed.reduce(src, out, op="sum", axis=0, memory=tiny, client=client)
+    assert r["strategy"] == "ranges"
+    want_keys, want = _oracle_reduced(idx, val, [0], False, np.add)
+    di, dv = _read_all_k(out, 2)
     assert np.array_equal(di, want_keys) and np.allclose(dv, want, rtol=1e-9, atol=1e-9)
 
 

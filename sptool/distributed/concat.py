@@ -12,7 +12,6 @@ from .._memory import budget_of
 from ..errors import UsageError
 from ..ops.concat import concat as concat_one
 from ..ops.concat import input_paths, plan_concat
-from .pieces import ShuffledSource
 from .ranges import on_ranges, operand_meta
 
 
@@ -21,7 +20,7 @@ def concat_range(*sources_and_output, unique: list[bool], **kw) -> None:
     the last argument (a task's op).  A range of a unique input is unique: its claim is kept, for the
     output's."""
     *sources, output = sources_and_output
-    sources = [ShuffledSource(s.paths, s.meta.with_(unique=u)) for s, u in zip(sources, unique)]
+    sources = [s.with_meta(s.meta.with_(unique=u)) for s, u in zip(sources, unique)]
     concat_one(sources, output, **kw)
 
 

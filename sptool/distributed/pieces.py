@@ -6,6 +6,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+import numpy as np
+
 from .._memory import Budget
 from ..errors import UsageError
 from ..format import TensorMeta
@@ -21,6 +23,8 @@ class Piece:
     path: str  # a Parquet file
     groups: tuple[int, ...] | None  # its row groups in this piece; None: all of them
     rows: int
+    start: int = 0  # the rows before the piece in its operand, which errors count from
+    operand: str | None = None  # the operand's path, which errors name (None: ``path``)
 
 
 def pieces_of(path: str, workers: int) -> list[Piece]:
@@ -30,12 +34,14 @@ def pieces_of(path: str, workers: int) -> list[Piece]:
         files = [(p.path, [p.file.metadata.row_group(g).num_rows for g in range(p.file.metadata.num_row_groups)])
                  for p in src.parts]
     runs = -(-workers * PIECES_PER_WORKER // len(files))
-    pieces = []
+    pieces, start = [], 0
     for name, counts in files:
         n = max(1, min(len(counts), runs))
         bounds = [round(i * len(counts) / n) for i in range(n + 1)]
-        pieces += [Piece(name, tuple(range(a, b)), sum(counts[a:b])) for a, b in zip(bounds, bounds[1:]) if b > a] \
-            or [Piece(name, None, 0)]
+        before = [start + sum(counts[:a]) for a in bounds]
+        pieces += [Piece(name, tuple(range(a, b)), sum(counts[a:b]), at, path)
+                   for a, b, at in zip(bounds, bounds[1:], before) if b > a] or [Piece(name, None, 0, start, path)]
+        start += sum(counts)
     return pieces
 
 
@@ -89,7 +95,68 @@ class ShuffledSource(TensorSource):
         super().__init__(paths[0] if paths else "<empty>", meta, meta.arrow_schema())
         self.paths = paths
 
+    def with_meta(self, meta: TensorMeta) -> ShuffledSource:
+        """The same rows claiming ``meta`` (claims a range of the input keeps)."""
+        return ShuffledSource(self.paths, meta)
+
     def iter_batches(self, batch_rows=None, *, budget=None):
         for path in self.paths:
             with open_source(path) as src:
                 yield from src.iter_batches(batch_rows, budget=budget)
+
+
+class KeyRangeSource(TensorSource):
+    """The rows of ``pieces`` (an operand sorted on the dimensions ``codec`` packs, in input
+    order) whose keys lie in [lo, hi) (None: unbounded), read where they stand as one tensor of
+    ``meta``: only the row groups whose statistics on the leading dimension allow such keys are
+    decoded."""
+
+    kind = "key range"
+
+    def __init__(self, pieces: list[Piece], meta: TensorMeta, codec, lo, hi):
+        super().__init__(pieces[0].path if pieces else "<empty>", meta.with_(nnz=None), meta.arrow_schema())
+        self.pieces, self.codec, self.lo, self.hi = pieces, codec, lo, hi
+        d0 = int(codec.order[0])
+        self.dim, self.first, self.last = d0, _leading(codec, lo), _leading(codec, hi)
+
+    def with_meta(self, meta: TensorMeta) -> KeyRangeSource:
+        """The same rows claiming ``meta`` (as ShuffledSource.with_meta)."""
+        return KeyRangeSource(self.pieces, meta, self.codec, self.lo, self.hi)
+
+    def iter_batches(self, batch_rows=None, *, budget=None):
+        K = self.meta.sparse_ndim
+        for piece in self.pieces:
+            footer = open_source(piece.path).parts[0].file.metadata
+            groups = [g for g in (range(footer.num_row_groups) if piece.groups is None else piece.groups)
+                      if self._may_hold(footer.row_group(g).column(self.dim).statistics)]
+            if not groups:
+                continue
+            for batch in PieceSource(Piece(piece.path, tuple(groups), piece.rows)).iter_batches(batch_rows,
+                                                                                                 budget=budget):
+                keys = self.codec.encode(np.stack([np.asarray(batch.column(d).to_numpy(), dtype=np.int64)
+                                                   for d in range(K)]))
+                inside = np.ones(len(keys), dtype=bool)
+                if self.lo is not None:
+                    inside &= keys >= self.lo
+                if self.hi is not None:
+                    inside &= keys < self.hi
+                if inside.all():
+                    yield batch
+                elif inside.any():
+                    yield batch.filter(inside)
+
+    def _may_hold(self, st) -> bool:
+        if st is None or not st.has_min_max:
+            return True
+        return (self.first is None or st.max >= self.first) and (self.last is None or st.min <= self.last)
+
+
+def _leading(codec, key) -> int | None:
+    """The leading dimension's index in a key of ``codec`` (None for None)."""
+    if key is None:
+        return None
+    if not codec.packed:
+        return int(np.frombuffer(np.asarray(key).tobytes()[:8], dtype=">u8")[0])
+    if not codec.widths[0]:
+        return 0
+    return int(np.uint64(key) >> np.uint64(codec.shifts[0]))

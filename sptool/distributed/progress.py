@@ -3,14 +3,16 @@ completes, the peak worker memory noted, and the whole round cancelled at the fi
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass, field
 
 
 def follow(client, futures: list, outcome, *, progress=None, rows=None) -> list:
     """The results of ``futures`` (each task returns a tuple whose last item is its worker's peak
-    memory), in order; a task that fails raises its own error (an sptool error keeps its exit
-    code) after the others are cancelled.  ``rows``: each task's rows for the progress, a list
-    or a function of the task's result (rows known only once it ran)."""
+    memory, or None when it had nothing to do), in order; a task that fails raises its own error
+    (an sptool error keeps its exit code) after the others are cancelled.  ``rows``: each task's
+    rows for the progress, a list or a function of the task's result (rows known only once it
+    ran)."""
     from distributed import as_completed
 
     index = {f.key: i for i, f in enumerate(futures)}
@@ -20,14 +22,37 @@ def follow(client, futures: list, outcome, *, progress=None, rows=None) -> list:
             result = future.result()
             i = index[future.key]
             results[i] = result
-            outcome.peak_worker_memory = max(outcome.peak_worker_memory, result[-1])
+            if result is not None:
+                outcome.peak_worker_memory = max(outcome.peak_worker_memory, result[-1])
             if progress and rows is not None:
                 progress.advance(rows(result) if callable(rows) else rows[i])
     except BaseException:
         client.cancel(futures)
+        settle(client, futures)
         raise
     outcome.workers = max(outcome.workers, len(client.scheduler_info().get("workers", {})))
     return results
+
+
+def _executing(dask_worker) -> list[str]:
+    """The keys of the tasks a worker is running now (run on each worker)."""
+    return [str(ts.key) for ts in getattr(dask_worker.state, "executing", ())]
+
+
+def settle(client, futures: list, timeout: float = 30.0) -> None:
+    """Wait (up to ``timeout`` seconds) until no worker still runs one of ``futures``, cancelled
+    after a failure: a cancelled task runs on to its end, and one still writing when the job
+    removes its staging directory would leave files behind (or make the directory again)."""
+    keys = {str(f.key) for f in futures}
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        try:
+            running = client.run(_executing)
+        except Exception:  # noqa: BLE001 - a worker gone or a version without the state: nothing to wait for
+            return
+        if not keys.intersection(k for ks in running.values() for k in ks):
+            return
+        time.sleep(0.1)
 
 
 @dataclass

@@ -20,6 +20,18 @@ reduction over the other dimensions) therefore computes in range r exactly what 
 one machine there, sums of floats included (same rows, same order), and the parts, ranges in key
 order, concatenate to the single-machine output.
 
+Operands whose claims (their own, and their seams': seams.py) say they are sorted on the key
+already hold each range as a run of their rows: round 2 is skipped, and range r's task reads
+its keys where they stand (``KeyRangeSource``: the row groups whose statistics allow them,
+filtered by key), in input order, as the shuffle would have handed them over.
+
+The driver submits the three rounds at once, each task depending on the futures of the round
+before (the splitters are one small task over the samples; a range task takes the partition
+tasks' row counts), so the scheduler starts each round as soon as its inputs are in, with no
+round trip to the client between rounds; the client only watches.  The number of ranges is
+fixed before the splitters are known: a range that the splitters collapse, or that receives no
+rows, writes no part, and the driver renumbers the parts written, in range order, at the end.
+
 A task lost with its worker is run again; each writes its files whole (the io sinks rename a
 hidden sibling), so a rerun replaces what it may have left.
 """
@@ -38,12 +50,15 @@ from ..stream.bounds import checked
 from ..stream.sort import KeyCodec
 from .cluster import worker_count
 from .partdir import PartDirectory, check_output
-from .pieces import Piece, PieceSource, ShuffledSource, pieces_of, refuse_stdin, shared_copy
-from .progress import Outcome, follow
+from .pieces import KeyRangeSource, Piece, PieceSource, ShuffledSource, pieces_of, refuse_stdin, shared_copy
+from .progress import Outcome, follow, settle
 from .seams import dataset_claims
 
-# Sampled keys per output range: enough that ranges come out within a few per cent of even.
-SAMPLE_PER_RANGE = 256
+# Sampled keys per output range: enough that ranges come out within a few per cent of even
+# (256 left the largest of 8 ranges of 20M rows 8-12% above the mean).
+SAMPLE_PER_RANGE = 2048
+# Row groups of a piece the sample reads at most.
+SAMPLE_GROUPS = 8
 
 
 def _codec(meta: TensorMeta, order) -> KeyCodec:
@@ -53,14 +68,21 @@ def _codec(meta: TensorMeta, order) -> KeyCodec:
 # -- tasks (run on workers) ------------------------------------------------------------------
 
 def sample(piece: Piece, order, count: int, budget: Budget) -> tuple[np.ndarray, int]:
-    """About ``count`` keys of a piece's rows, evenly spaced in stored order."""
+    """About ``count`` keys of a piece's rows, evenly spaced in stored order within up to
+    SAMPLE_GROUPS of its row groups, themselves evenly spaced (decoding the whole piece's index
+    columns cost more than the partition that reads them again)."""
     src = PieceSource(piece)
     K = src.meta.sparse_ndim
     codec = _codec(src.meta, order)
-    stride = max(1, piece.rows // max(count, 1))
+    footer = src.parts[0].file.metadata
+    groups = list(piece.groups if piece.groups is not None else range(footer.num_row_groups))
+    if len(groups) > SAMPLE_GROUPS:
+        groups = [groups[(2 * i + 1) * len(groups) // (2 * SAMPLE_GROUPS)] for i in range(SAMPLE_GROUPS)]
+    rows = sum(footer.row_group(g).num_rows for g in groups)
+    stride = max(1, rows // max(count, 1))
     names = [f"indices_{d}" for d in order]
     taken, seen = [], 0
-    for batch in src.part_batches(src.parts[0], src.batch_rows(budget), columns=names):
+    for batch in src.part_batches(src.parts[0], src.batch_rows(budget), groups=groups, columns=names):
         n = batch.num_rows
         first = (-seen) % stride
         if first < n and not any(c.null_count for c in batch.columns):
@@ -85,8 +107,12 @@ def partition(piece: Piece, index: int, splitters: np.ndarray, order, root: str,
     shuffled = meta.with_(sort_order=(), unique=False, nnz=None)
     sinks = {}
     try:
-        for batch, cols in checked(src.iter_batches(budget=budget), meta, path=piece.path):
+        # An error names the operand and the row from its start, as on one machine.
+        for batch, cols in checked(src.iter_batches(budget=budget), meta, path=piece.operand or piece.path,
+                                   start=piece.start):
             ranges = np.searchsorted(splitters, codec.encode(np.stack(cols)), side="right")
+            if len(splitters) < 2**16 - 1:  # NumPy's stable sort of 16-bit integers is a radix sort
+                ranges = ranges.astype(np.uint16)
             perm = np.argsort(ranges, kind="stable")
             ranges = ranges[perm]
             batch = batch.take(perm)
@@ -94,6 +120,7 @@ def partition(piece: Piece, index: int, splitters: np.ndarray, order, root: str,
             for a, b in zip(np.r_[0, edges], np.r_[edges, len(ranges)]):
                 r = int(ranges[a])
                 if r not in sinks:
+                    _make_dir(os.path.join(root, range_dir(r)))
                     sinks[r] = open_sink(os.path.join(root, range_dir(r), shuffled_name(index)), shuffled,
                                          unique_claim=False, budget=budget)
                 sinks[r].write_batch(batch.slice(a, b - a))
@@ -115,6 +142,42 @@ def range_task(fn, sources: list, output: str) -> tuple:
         return result, written.meta, peak_rss()
 
 
+def range_slot(task, fn, r: int, metas: list, roots: list[str], counts: list, output: str):
+    """Range ``r`` (a task, after every partition task): ``task(fn, its sources, output)`` when it
+    holds rows, or when the whole input is empty and it is range 0 (one empty part); else None.
+    ``counts[j]`` are operand j's partition results, its pieces' rows per range."""
+    per_operand = [np.sum([c for c, _ in operand], axis=0) for operand in counts]
+    held = [int(n[r]) if r < len(n) else 0 for n in per_operand]
+    if not sum(held) and (r or any(n.sum() for n in per_operand)):
+        return None
+    # An operand's order and uniqueness claims (for its whole, see seams.py) hold for a range of
+    # it: its pieces' rows, concatenated in input order.
+    sources = [ShuffledSource(_listing(os.path.join(root, range_dir(r))), meta.with_(nnz=n))
+               for meta, root, n in zip(metas, roots, held)]
+    return task(fn, sources, output)
+
+
+def direct_slot(task, fn, r: int, metas: list, pieces: list, order, splitters: np.ndarray, output: str):
+    """Range ``r`` of operands sorted on the key (a task, after the splitters): ``task(fn, its
+    sources, output)``, each source the operand's rows in the range read where they stand
+    (KeyRangeSource); None for a range the splitters left out."""
+    if r > len(splitters):
+        return None
+    lo = splitters[r - 1] if r else None
+    hi = splitters[r] if r < len(splitters) else None
+    sources = [KeyRangeSource(p, meta, _codec(meta, order), lo, hi) for meta, p in zip(metas, pieces)]
+    return task(fn, sources, output)
+
+
+def _make_dir(path: str) -> None:
+    """``path``, which other pieces' tasks may make too; not its parents: once a failed job has
+    removed its staging directory, a task still running fails instead of making it again."""
+    try:
+        os.mkdir(path)
+    except FileExistsError:
+        pass
+
+
 def range_dir(r: int) -> str:
     return f"range-{r:06d}"
 
@@ -125,6 +188,8 @@ def shuffled_name(piece: int) -> str:
 
 
 def _listing(directory: str) -> list[str]:
+    if not os.path.isdir(directory):  # no piece of this operand had rows in the range
+        return []
     return [os.path.join(directory, n) for n in sorted(os.listdir(directory)) if n.endswith(".arrows")]
 
 
@@ -155,38 +220,61 @@ def range_map(client, operands: list[tuple[list[Piece], TensorMeta]], order, fn,
     pieces = [p for op_pieces, _ in operands for p in op_pieces]
     outcome = Outcome(rows_in=sum(p.rows for p in pieces))
     count = -(-SAMPLE_PER_RANGE * ranges // max(len(pieces), 1))
-    samples = follow(client, [client.submit(sample, p, order, count, budget, pure=False) for p in pieces], outcome)
-    splitters = splitters_of([s for s, _ in samples], ranges)
+    # Operands sorted on the key already hold each range as a run of rows: read where they stand.
+    direct = all(tuple(meta.sort_order[:len(order)]) == order for _, meta in operands) and len(order) > 0
     roots = [out.scratch(f"operand-{j}") for j in range(len(operands))]
-    for root in roots:
-        for r in range(len(splitters) + 1):  # made here: two workers making one would race
-            os.mkdir(os.path.join(root, range_dir(r)))
-    if progress:
-        progress.set_total(outcome.rows_in)
-    futures = [client.submit(partition, p, i, splitters, order, root, budget, pure=False)
-               for (op_pieces, _), root in zip(operands, roots) for i, p in enumerate(op_pieces)]
-    counts = follow(client, futures, outcome, progress=progress, rows=[p.rows for p in pieces])
-    per_operand, at = [], 0
-    for op_pieces, _ in operands:
-        per_operand.append(np.sum([c for c, _ in counts[at:at + len(op_pieces)]], axis=0))
-        at += len(op_pieces)
-    per_range = np.sum(per_operand, axis=0)
-    filled = [r for r in range(len(per_range)) if per_range[r]] or [0]  # an empty input: one empty part
-    jobs = []
-    for r in filled:
-        # An operand's order and uniqueness claims (for its whole, see seams.py) hold for a range
-        # of it: its pieces' rows, concatenated in input order.
-        jobs.append([ShuffledSource(_listing(os.path.join(root, range_dir(r))), meta.with_(nnz=int(n[r])))
-                     for (_, meta), root, n in zip(operands, roots, per_operand)])
-    if progress:
-        progress.restart()
-    futures = [client.submit(task, fn, sources, out.part(i), pure=False) for i, sources in enumerate(jobs)]
-    done = follow(client, futures, outcome, progress=progress, rows=[int(per_range[r]) for r in filled])
-    outcome.results = [r for r, _, _ in done]
-    outcome.part_metas = [m for _, m, _ in done]
+    # The whole graph at once (see the module docstring): nothing comes back to the client
+    # between rounds.
+    samples = [client.submit(sample, p, order, count, budget, pure=False) for p in pieces]
+    splitters = client.submit(pooled_splitters, samples, ranges, pure=False)
+    counts = []
+    for (op_pieces, _), root in zip(operands, roots):
+        if not direct:
+            counts.append([client.submit(partition, p, i, splitters, order, root, budget, pure=False)
+                           for i, p in enumerate(op_pieces)])
+    metas = [meta for _, meta in operands]
+    if direct:
+        slots = [client.submit(direct_slot, task, fn, r, metas, [p for p, _ in operands], order, splitters,
+                               out.part(r), pure=False) for r in range(max(ranges, 1))]
+    else:
+        slots = [client.submit(range_slot, task, fn, r, metas, roots, counts, out.part(r), pure=False)
+                 for r in range(max(ranges, 1))]
+    everything = [*samples, splitters, *(f for operand in counts for f in operand), *slots]
+    try:
+        follow(client, samples, outcome)
+        if progress:
+            progress.set_total(outcome.rows_in)
+        follow(client, [f for operand in counts for f in operand], outcome, progress=progress,
+               rows=[p.rows for p in pieces])
+        if progress and counts:
+            progress.restart()
+        done = follow(client, slots, outcome, progress=progress, rows=lambda d: 0 if d is None else d[1].nnz)
+    except BaseException:
+        client.cancel(everything)
+        settle(client, everything)
+        raise
+    if direct:  # a range found empty only once read: its part is dropped, unless every range is (part 0 stays)
+        empty = [r for r, d in enumerate(done) if d is not None and not d[1].nnz]
+        for r in empty[1:] if len(empty) == sum(d is not None for d in done) else empty:
+            if os.path.exists(out.part(r)):
+                os.remove(out.part(r))
+            done[r] = None
+    written = []
+    for r, d in enumerate(done):  # parts renumbered in range order, skipping ranges that wrote none
+        if d is not None:
+            if r != len(written) and os.path.exists(out.part(r)):
+                os.replace(out.part(r), out.part(len(written)))
+            written.append(d)
+    outcome.results = [r for r, _, _ in written]
+    outcome.part_metas = [m for _, m, _ in written]
     outcome.rows_out = sum(m.nnz for m in outcome.part_metas)
-    outcome.parts = len(done)
+    outcome.parts = len(written)
     return outcome
+
+
+def pooled_splitters(samples: list, ranges: int) -> np.ndarray:
+    """The splitters of the sample tasks' results (a task)."""
+    return splitters_of([s for s, _ in samples], ranges)
 
 
 def operand_meta(path: str) -> TensorMeta:

@@ -14,8 +14,11 @@ Which reductions split:
   order with every part's last key below the next part's first (seams.py).
 
 Float sums and products depend on the order of the additions, and max and min of floats on which
-of -0.0 and 0.0 comes first: those, and mean, keep the exact range path (ranges.py), which hands
-each output coordinate's rows whole, in input order, to the single-machine reduce.
+of -0.0 and 0.0 comes first: those, and mean, hand each output coordinate's rows whole, in input
+order, to the single-machine reduce.  When the dataset is sorted on a dimension the reduction
+keeps (its parts' claims and seams say so), the pieces are reduced where they stand and only the
+rows at their seams get tasks of their own (seamed.py: no row is shuffled); otherwise the rows
+are shuffled into key ranges of the kept dimensions (ranges.py).
 """
 
 from __future__ import annotations
@@ -36,6 +39,7 @@ from .maps import each_piece
 from .partdir import PartDirectory, check_output
 from .pieces import pieces_of, refuse_stdin
 from .ranges import on_ranges, operand_meta, range_map
+from .seamed import by_seams, piece_edges
 from .seams import dataset_claims
 
 ORDER_FREE = {"sum": "iu", "prod": "iu", "max": "iu", "min": "iu", "count": None}  # op -> value kinds
@@ -97,6 +101,28 @@ def reduce_partials(path: str, meta, output: str, *, client, step, result_dtype,
     return r
 
 
+def reduce_seamed(path: str, kept, output: str, *, client, fn, progress=None) -> dict | None:
+    """``fn`` (the single-machine reduce of a source into a part) over the tensor at ``path`` by
+    seamed.py, when it is a directory whose parts are sorted on a kept dimension first, in
+    order across their seams (their row-group statistics say so); None otherwise.  (One
+    machine reduces a single file by the order it claims, in sums that depend on its batches.)"""
+    refuse_stdin(path)
+    with open_source(path) as src:
+        leading = {p.meta.sort_order[0] if p.meta.sort_order else None for p in src.parts if p.meta.nnz}
+        if src.kind != "dir" or len(leading) != 1 or leading & set(kept) != leading:
+            return None
+        dim = leading.pop()
+        pieces = pieces_of(path, worker_count(client))
+        edges = piece_edges(src, pieces, dim)
+        meta = src.meta
+    if edges is None:
+        return None
+    with PartDirectory(output) as out:
+        outcome = by_seams(client, pieces, edges, dim, meta, fn, out, progress=progress)
+    r = {**outcome.summary(), "output": output, "strategy": "seams"}
+    del r["results"]
+    return r
+
 
 def reduce(path: str, output: str, *, client, op: str, axis=None, keepdims: bool = False, empty_value=None,
            memory=None, tmp_dir: str | None = None, progress=None) -> dict:
@@ -116,9 +142,11 @@ def reduce(path: str, output: str, *, client, op: str, axis=None, keepdims: bool
     step = Reduce(op, axis, keepdims, empty_value, unique=op != "sum")
     r = reduce_partials(path, meta, output, client=client, step=step, result_dtype=result_dtype(meta, op),
                         memory=memory, tmp_dir=tmp_dir, progress=progress)
+    fn = partial(reduce_one, op=op, axis=axis, keepdims=keepdims, empty_value=empty_value, memory=memory,
+                 tmp_dir=tmp_dir)
     if r is None:
-        fn = partial(reduce_one, op=op, axis=axis, keepdims=keepdims, empty_value=empty_value, memory=memory,
-                     tmp_dir=tmp_dir)
+        r = reduce_seamed(path, kept, output, client=client, fn=fn, progress=progress)
+    if r is None:
         r = {**on_ranges(client, fn, [path], output, order=kept, memory=memory, progress=progress,
                          claims=False), "strategy": "ranges"}
         del r["results"]

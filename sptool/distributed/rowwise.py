@@ -28,7 +28,6 @@ from ..stream.binary import is_dense_path, open_dense
 from ..stream.order import sums_when_promoted
 from ..stream.where import compile_where
 from .maps import per_piece
-from .pieces import ShuffledSource
 from .ranges import on_ranges, operand_meta
 
 
@@ -91,7 +90,7 @@ def in_claimed_order(src, output: str, *, fn, order):
     """``fn(src, output)`` with the range claiming ``order`` (a task's op): a range of an input
     sorted by ``order`` is sorted by it, and the single-machine op keeps that order."""
     if order is not None:
-        src = ShuffledSource(src.paths, src.meta.with_(sort_order=order))
+        src = src.with_meta(src.meta.with_(sort_order=order))
     return fn(src, output)
 
 

@@ -28,10 +28,11 @@ def bounds_error(seen: int, row: int, cols, meta: TensorMeta, path: str | None) 
 
 
 def checked(batches: Iterable[pa.RecordBatch], meta: TensorMeta, *, path: str | None = None,
-            progress=None) -> Iterator[tuple[pa.RecordBatch, list]]:
+            progress=None, start: int = 0) -> Iterator[tuple[pa.RecordBatch, list]]:
     """(batch, index columns) for each non-empty batch; an index outside the shape is an error
-    naming the row, counted over the whole stream.  The columns are the batch's own buffers."""
-    seen = 0
+    naming the row, counted over the whole stream (after ``start`` rows: the stream is a piece of
+    the input ``path`` names).  The columns are the batch's own buffers."""
+    seen = start
     for batch in batches:
         n = batch.num_rows
         if not n:

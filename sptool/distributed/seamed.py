@@ -1,0 +1,163 @@
+"""An op run where the input stands, for a directory whose parts are sorted on a dimension ``d``
+the op keeps, each part's values of ``d`` at or above the previous part's: the rows of one value
+of ``d`` are then consecutive in the whole, so every output coordinate's rows lie in one piece,
+except those of a value of ``d`` met at a seam between pieces.  Each piece is run through the
+single-machine op as it stands (its Parquet row groups, columns the op does not need left
+undecoded) by a task of its own: less the rows of the value it begins with when an earlier piece
+holds that value too, plus, when the value it ends with goes on into the next pieces, those
+pieces' rows of that value (read from the row groups whose statistics allow it).  No row is
+shuffled, and there is one task and at most one part per piece.
+
+Each output coordinate's rows thus reach the op whole and in input order, as in the key ranges
+of ranges.py, so the results are the single machine's (when the op's result at a coordinate does
+not depend on where the batches of its rows begin: see by_seams), and the parts, in input order,
+concatenate to the single-machine output.  The first and last values of ``d`` in a piece are its
+first and last row groups' statistics (each part is sorted on ``d`` first); without statistics
+the caller takes another path.
+"""
+
+from __future__ import annotations
+
+import os
+
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from .._memory import peak_rss
+from ..io import ParquetSource, open_source
+from .partdir import PartDirectory
+from .pieces import Piece
+from .progress import Outcome, follow
+
+
+def _where(batch, name: str, value: int, keep: bool):
+    """The rows of ``batch`` whose column ``name`` is (``keep``) or is not ``value``."""
+    hit = pc.equal(batch.column(batch.schema.get_field_index(name)), pa.scalar(value, pa.int64()))
+    return batch.filter(hit if keep else pc.invert(hit))
+
+
+class SeamedPiece(ParquetSource):
+    """A piece as its task reads it (see the module docstring), as a tensor of ``meta`` whose
+    rows are not counted before they are read: ``spans`` are (piece, value, keep) in input
+    order, each giving the piece's rows whose index on dimension ``dim`` is (keep) or is not
+    (not keep) ``value`` (None: every row)."""
+
+    def __init__(self, spans: list[tuple[Piece, int | None, bool]], dim: int, meta):
+        parts, self._spans = [], {}
+        for piece, value, keep in spans:
+            part = open_source(piece.path).parts[0]  # a Part of its own per span, found by identity
+            footer = part.file.metadata
+            groups = _groups(piece, footer)
+            if keep and value is not None:
+                groups = [g for g in groups if _may_hold(footer.row_group(g).column(dim), value)]
+            parts.append(part)
+            self._spans[id(part)] = (groups, value, keep)
+        super().__init__(spans[0][0].path, parts, meta.with_(nnz=None), "dir")
+        self.name = f"indices_{dim}"
+
+    def part_batches(self, part, batch_rows, *, groups=None, columns=None, prepare=None):
+        span_groups, value, keep = self._spans[id(part)]
+        for batch in super().part_batches(part, batch_rows, groups=span_groups, columns=columns):
+            if value is not None:
+                batch = _where(batch, self.name, value, keep)
+                if not batch.num_rows:  # nothing for the op (nor its prepare) to see
+                    continue
+            yield batch if prepare is None else (batch, prepare(batch))
+
+
+def _groups(piece: Piece, footer) -> list[int]:
+    return list(range(footer.num_row_groups) if piece.groups is None else piece.groups)
+
+
+def _may_hold(column, value: int) -> bool:
+    st = column.statistics
+    return st is None or not st.has_min_max or st.min <= value <= st.max
+
+
+def piece_edges(src: ParquetSource, pieces: list[Piece], dim: int) -> list | None:
+    """The first and last index on ``dim`` of every piece of ``src`` (None for an empty piece):
+    its first non-empty row group's minimum and its last one's maximum, when every part claims
+    an order led by ``dim`` and each piece begins at or above where the one before ends; else
+    None (the caller takes another path)."""
+    if any(not p.meta.sort_order or p.meta.sort_order[0] != dim for p in src.parts if p.meta.nnz):
+        return None
+    footers = {p.path: p.file.metadata for p in src.parts}
+    edges, last = [], None
+    for piece in pieces:
+        footer = footers[piece.path]
+        groups = [g for g in _groups(piece, footer) if footer.row_group(g).num_rows]
+        if not groups:
+            edges.append(None)
+            continue
+        stats = [footer.row_group(g).column(dim).statistics for g in (groups[0], groups[-1])]
+        if any(st is None or not st.has_min_max for st in stats):
+            return None
+        first, end = int(stats[0].min), int(stats[1].max)
+        if last is not None and first < last:
+            return None
+        edges.append((first, end))
+        last = end
+    return edges
+
+
+def seam_plan(pieces: list[Piece], edges: list) -> list[list[tuple[Piece, int | None, bool]]]:
+    """The spans of each task (SeamedPiece), in output order, for ``pieces`` with ``edges``."""
+    held = [i for i, e in enumerate(edges) if e is not None]
+    chains: dict[int, list[int]] = {}  # a seam value -> the pieces holding it, in order
+    for i, j in zip(held, held[1:]):
+        if edges[i][1] == edges[j][0]:
+            chain = chains.setdefault(edges[i][1], [i])
+            chain.append(j)
+    tasks = []
+    for i in held:
+        first, last = edges[i]
+        if first in chains and chains[first][0] != i:
+            if first == last:
+                continue  # a piece of one value, all of it read by the task that began the value
+            spans = [(pieces[i], first, False)]
+        else:
+            spans = [(pieces[i], None, True)]
+        if last in chains and chains[last][0] == i:
+            spans += [(pieces[j], last, True) for j in chains[last][1:]]
+        tasks.append(spans)
+    return tasks
+
+
+def seamed_task(fn, spans: list, dim: int, meta, output: str) -> tuple:
+    """``fn`` on one task's spans, into ``output``: (what fn returned, the part's metadata, the
+    worker's peak memory)."""
+    result = fn(SeamedPiece(spans, dim, meta), output)
+    with open_source(output) as written:
+        return result, written.meta, peak_rss()
+
+
+def by_seams(client, pieces: list[Piece], edges: list, dim: int, meta, fn, out: PartDirectory, *,
+             progress=None) -> Outcome:
+    """``fn(source, part path)`` over ``pieces`` (``edges`` from piece_edges) as the module
+    docstring says, into ``out``: the Outcome.  Every source ``fn`` gets claims what the
+    directory does as one machine opens it (``meta``, no order across parts), so the op takes
+    the path it takes on one machine: a reduction, for one, sums each coordinate's rows one
+    after another in that path, wherever its batches begin."""
+    outcome = Outcome(rows_in=sum(p.rows for p in pieces))
+    if progress:
+        progress.set_total(outcome.rows_in)
+    plan = seam_plan(pieces, edges) or [[(pieces[0], None, True)]]  # an empty input: one empty part
+    futures = [client.submit(seamed_task, fn, spans, dim, meta, out.part(k), pure=False)
+               for k, spans in enumerate(plan)]
+    own = {id(spans[0][0]) for spans in plan}  # progress: a piece's rows to the task that reads its first row
+    rows = [sum(p.rows for k, (p, _, _) in enumerate(spans) if not k or id(p) not in own) for spans in plan]
+    done = follow(client, futures, outcome, progress=progress, rows=rows)
+    # Parts without rows (a piece whose rows all went to an earlier task) are left out, the rest
+    # renumbered in order.
+    kept = [k for k, d in enumerate(done) if d[1].nnz] or [0]
+    for k in set(range(len(done))) - set(kept):
+        os.remove(out.part(k))
+    for n, k in enumerate(kept):
+        if n != k:
+            os.replace(out.part(k), out.part(n))
+    written = [done[k] for k in kept]
+    outcome.results = [r for r, _, _ in written]
+    outcome.part_metas = [m for _, m, _ in written]
+    outcome.rows_out = sum(m.nnz for m in outcome.part_metas)
+    outcome.parts = len(written)
+    return outcome
