@@ -704,6 +704,28 @@ def test_a_row_torn_by_a_kill_while_copying_is_replayed(tmp_path, monkeypatch, r
         assert open(files[0], "rb").read() == torn.tobytes()
 
 
+@pytest.mark.parametrize("rows", [1, 3])
+def test_a_table_replaced_under_a_small_interrupted_apply_is_refused(tmp_path, rows):
+    """An apply committed but killed before it wrote a row, its table then replaced by another of
+    the same shape: recovery must not write into the new table, however few rows the journal
+    holds (one unmatched row is allowed only when other journaled rows match)."""
+    from sptool.stream.journal import RowJournal, journal_path, recover_journal
+
+    t = str(tmp_path / "t.npy")
+    np.save(t, np.zeros((100, 8), np.float32))
+    a = np.load(t, mmap_mode="r+")
+    j = RowJournal(journal_path(t), {"table": (t, a)}, {}, durable=False)
+    j.append(np.arange(5, 5 + rows), [np.full((rows, 8), 7, np.float32)])
+    j.commit()
+    os.close(j.fd)
+    del a  # killed after the commit, before any row was written
+    replaced = np.random.default_rng(3).random((100, 8)).astype(np.float32)
+    np.save(t, replaced)  # same name, same shape and type
+    with pytest.raises(sptool.DataError, match="no longer holds what the journal"):
+        recover_journal(journal_path(t), durable=False)
+    assert np.array_equal(np.load(t), replaced)
+
+
 def _three_applies(tmp_path):
     """Three adam applies accumulated in one journal (gradients over 300 rows: many rows in
     more than one), the table, state arrays and state.json before and after each, and NumPy's

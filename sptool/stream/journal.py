@@ -29,7 +29,8 @@ contents before the first transaction that touched it or after one of them; a ro
 of these means the array is no longer the one the journal was written against (replaced by
 ``cp`` or ``np.save`` since: same name, same shape), and the replay is refused, touching
 nothing, rather than writing an old update into a new array.  One such row per array is let
-through: the row a killed process was copying when it died, torn anywhere.
+through when other journaled rows of that array match (the row a killed process was copying
+when it died, torn anywhere).
 
 Layout: ``MAGIC``, u64 header length, the header JSON (the arrays, the piece, the files' paths),
 u32 CRC; then, per transaction, blocks of ``BLOCK``, u64 rows n, u64 payload length, the payload
@@ -455,7 +456,10 @@ def _tail_applied(fd: int, size: int):
     length = _U32.unpack(os.pread(fd, _U32.size, size - _U32.size))[0]
     if length > size or length > 1 << 22:
         return None
-    return _applied_at(os.pread(fd, length, size - length), 0)
+    found = _applied_at(os.pread(fd, length, size - length), 0)
+    # The record must end the file: a commit record's CRC read as a length could point back at
+    # an earlier "applied" record and pass an unfinished transaction off as applied.
+    return found if found is not None and found[2] == length else None
 
 
 def _slices(fd: int, blocks, arrays: list[np.ndarray], specs: list[dict], budget_bytes: int, pause=None,
@@ -512,23 +516,27 @@ def _check_unchanged(fd: int, txns: list, arrays: list[np.ndarray], specs: list[
     seen = [([], []) for _ in arrays]  # per array: the shared rows met, and which of their pieces matched
     # A process killed while it copied the rows into an array leaves the row it was copying torn
     # inside a piece (neither version), but only that one: each array's rows are copied by one
-    # loop.  So one unmatched row per array is allowed (the replay rewrites it); an array
-    # replaced since fails in nearly every row.
-    torn = [0] * len(arrays)
+    # loop.  So one unmatched row per array is allowed (the replay rewrites it) when other rows
+    # of that array vouch for it (matched): an array replaced since fails in nearly every row,
+    # and with no other row to judge by, the unmatched one is refused.
+    torn, torn_row, matched = [0] * len(arrays), [0] * len(arrays), [0] * len(arrays)
     for t in txns:
         for rows, news, olds in _slices(fd, t.blocks, arrays, specs, budget_bytes, extra=extra):
             many = np.isin(rows, shared, assume_unique=True) if len(shared) else np.zeros(len(rows), bool)
             for i, (a, spec, new, old, (met, ok)) in enumerate(zip(arrays, specs, news, olds, seen)):
                 cur = np.take(a, rows, axis=0)
                 one = np.flatnonzero(~many)
+                matched[i] += len(one)
                 while len(one):
                     bad = first_unmatched_row(_bytes(cur[one]), _bytes(new[one]), np.ascontiguousarray(old[one]),
                                               np.ascontiguousarray(rows[one]), spec["offset"], piece)
                     if bad < 0:
                         break
                     torn[i] += 1
+                    matched[i] -= 1
+                    torn_row[i] = int(rows[one[bad]])
                     if torn[i] > 1:
-                        _refuse(path, spec, int(rows[one[bad]]))
+                        _refuse(path, spec, torn_row[i])
                     one = one[bad + 1:]
                 if many.any():
                     at = np.ascontiguousarray(rows[many])
@@ -536,14 +544,18 @@ def _check_unchanged(fd: int, txns: list, arrays: list[np.ndarray], specs: list[
                     after = crc32c_pieces(_bytes(new[many]), at, spec["offset"], piece, spec["pieces"])
                     met.append(at)
                     ok.append((now == old[many]) | (now == after))
-    for spec, (met, ok) in zip(specs, seen):
+    for i, (spec, (met, ok)) in enumerate(zip(specs, seen)):
         if met:
             rows, ok = np.concatenate(met), np.concatenate(ok)
             order = np.argsort(rows, kind="stable")
             uniq, starts = np.unique(rows[order], return_index=True)
             whole = np.logical_or.reduceat(ok[order], starts, axis=0).all(axis=1)
-            if np.count_nonzero(~whole) + torn[specs.index(spec)] > 1:
-                _refuse(path, spec, int(uniq[np.argmin(whole)]))
+            matched[i] += int(np.count_nonzero(whole))
+            if not whole.all():
+                torn[i] += int(np.count_nonzero(~whole))
+                torn_row[i] = int(uniq[np.argmin(whole)])
+        if torn[i] > 1 or (torn[i] and not matched[i]):
+            _refuse(path, spec, torn_row[i])
 
 
 def _refuse(path: str, spec: dict, row: int):

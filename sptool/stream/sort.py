@@ -222,7 +222,8 @@ class RunStore:
         self._pending = []
         # Interrupted while suspended (a generator nothing resumes), the store is never closed:
         # the command line's cleanup stops its spill thread before removing the directory.
-        before_removal(self._dir.name, lambda: self._pool.shutdown(wait=True, cancel_futures=True))
+        pool = self._pool  # not self: the registry must not keep a closed store's runs alive
+        before_removal(self._dir.name, lambda: pool.shutdown(wait=True, cancel_futures=True))
 
     def add_run(self, table: pa.Table, codec: KeyCodec, K: int, keys: np.ndarray | None = None):
         """Sort a run and keep or spill it, on the store's thread: that overlaps reading the next
