@@ -140,6 +140,16 @@ cdef inline void _add_row(const number_t[:, ::1] values, Py_ssize_t i, number_t[
             acc[o, j] = acc[o, j] + values[i, j]
 
 
+cdef inline void _check_extents(const int64_t[::1] extents, Py_ssize_t width) except *:
+    """A group's dense block of shape ``extents`` must have exactly ``width`` cells (its slots)."""
+    cdef int64_t total = 1
+    cdef Py_ssize_t j
+    for j in range(extents.shape[0]):
+        total *= extents[j]
+    if total != width:
+        raise ValueError("the extents' product must be the group's number of slots")
+
+
 cdef inline Py_ssize_t _emit(const number_t[:, ::1] acc, const int64_t[::1] counts, Py_ssize_t s, int64_t lead,
                              int64_t cell, const int64_t[::1] extents, int64_t[:, ::1] keys, number_t[:, ::1] vals,
                              int64_t[::1] counts_out, Py_ssize_t g) noexcept nogil:
@@ -175,16 +185,12 @@ def compact_cells(const int64_t[::1] counts, Py_ssize_t lo, Py_ssize_t hi, int64
     acc[s] and counts_out = counts[s], one column per touched slot; returns how many.  lo and
     hi are multiples of width; the outputs hold at least that many columns (a bound the caller
     knows: the rows that reached the slots)."""
-    cdef Py_ssize_t R = extents.shape[0], m = acc.shape[1], cap = counts_out.shape[0], g = 0, s, j, grp, r
+    cdef Py_ssize_t R = extents.shape[0], m = acc.shape[1], cap = counts_out.shape[0], g = 0, s, grp, r
     if width <= 0 or lo % width or hi % width or lo < 0 or hi > counts.shape[0] or acc.shape[0] != counts.shape[0]:
         raise ValueError("lo and hi must be multiples of width within the accumulator")
     if keys.shape[0] != R + 1 or keys.shape[1] < cap or vals.shape[0] < cap or vals.shape[1] != m:
         raise ValueError("keys must be (1 + len(extents), cap), vals (cap, m) and counts_out (cap,)")
-    cdef int64_t total = 1
-    for j in range(R):
-        total *= extents[j]
-    if total != width:
-        raise ValueError("the extents' product must be width")
+    _check_extents(extents, width)
     with nogil:
         for grp in range(lo // width, hi // width):
             for r in range(width):
@@ -254,11 +260,7 @@ def group_block_sum(const uint64_t[::1] columns, Py_ssize_t n, const int64_t[::1
         raise ValueError("head and tail must be (E, m), their counts (E,), values (n, m)")
     if keys.shape[0] != R + 1 or keys.shape[1] < cap or vals.shape[0] < cap or vals.shape[1] != m or cap < n:
         raise ValueError("keys must be (1 + len(extents), n), vals (n, m) and counts_out (n,)")
-    cdef int64_t total = 1
-    for j in range(R):
-        total *= extents[j]
-    if total != E:
-        raise ValueError("the extents' product must be E")
+    _check_extents(extents, E)
     if n == 0:
         return -1, 0
     cdef Py_ssize_t words = (E + 63) // 64

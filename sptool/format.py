@@ -325,6 +325,20 @@ def trailer_problem(t, ndim: int) -> str | None:
     return None
 
 
+def stats_problem(k: int, lo: int, hi: int, extent: int) -> str | None:
+    """What exact min/max statistics ``lo``, ``hi`` of index column k prove wrong
+    (E_STATS_OUT_OF_BOUNDS), or None: an index outside [0, extent), or a minimum above the
+    maximum (a damaged footer: it proves nothing about the rows, and a reader pruning by
+    statistics would skip them unseen)."""
+    if lo > hi:
+        where = "with the minimum above the maximum"
+    elif lo < 0 or hi >= extent:
+        where = f"outside [0, {extent})"
+    else:
+        return None
+    return f"statistics of {index_column(k)} span [{lo}, {hi}], {where}"
+
+
 def invariants_differ(a: TensorMeta, b: TensorMeta) -> str | None:
     """The first dataset-invariant key (spec §7) on which two parts disagree, or None.
 

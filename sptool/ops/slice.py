@@ -8,6 +8,7 @@ import pyarrow as pa
 
 from .._memory import budget_of
 from ..errors import DataError, UsageError
+from ..format import stats_problem
 from ..io import (
     ParquetSource,
     arrow_of,
@@ -85,10 +86,8 @@ def _check_skipped(rg, r: int, path: str, shape):
     for k in range(len(shape)):
         st = rg.column(k).statistics
         if st is not None and st.has_min_max and isinstance(st.min, int) and isinstance(st.max, int) \
-                and (st.min < 0 or st.max >= shape[k] or st.min > st.max):  # a damaged min proves nothing
-            where = "with the minimum above the maximum" if st.min > st.max else f"outside [0, {shape[k]})"
-            raise DataError(f"row group {r}: statistics of indices_{k} span [{st.min}, {st.max}], {where} "
-                            f"[E_STATS_OUT_OF_BOUNDS]", path=path)
+                and (bad := stats_problem(k, st.min, st.max, shape[k])):
+            raise DataError(f"row group {r}: {bad} [E_STATS_OUT_OF_BOUNDS]", path=path)
 
 
 def _may_overlap(rg, K: int, start, end) -> bool:

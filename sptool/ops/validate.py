@@ -32,6 +32,7 @@ from ..format import (
     index_column,
     invariants_differ,
     load_json,
+    stats_problem,
     trailer_problem,
 )
 from ..io import (
@@ -518,16 +519,10 @@ class _Validator:
         if missing_stats:
             add(Problem("W_NO_STATISTICS", "some index column chunks have no min/max statistics"))
         for r, per_dim in enumerate(stats):
-            # A minimum above the maximum (a damaged footer) proves nothing about the rows, and readers
-            # that prune by statistics would skip the group unseen.
-            bad = next(((k, lo, hi) for k, (lo, hi) in enumerate(per_dim)
-                        if lo is not None and (lo < 0 or hi >= meta.shape[k] or lo > hi)), None)
+            bad = next((msg for k, (lo, hi) in enumerate(per_dim)
+                        if lo is not None and (msg := stats_problem(k, lo, hi, meta.shape[k]))), None)
             if bad:
-                k, lo, hi = bad
-                where = "with the minimum above the maximum" if lo > hi else f"outside [0, {meta.shape[k]})"
-                add(Problem("E_STATS_OUT_OF_BOUNDS",
-                            f"row group {r}: statistics of {index_column(k)} span [{lo}, {hi}], {where}",
-                            {"row_group": r}))
+                add(Problem("E_STATS_OUT_OF_BOUNDS", f"row group {r}: {bad}", {"row_group": r}))
                 break
         if meta.sort_order:
             lead = meta.sort_order[0]
