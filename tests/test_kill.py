@@ -32,7 +32,10 @@ def _files(folder) -> dict:
     for root, dirs, files in os.walk(folder):
         for name in dirs + files:
             p = os.path.join(root, name)
-            out[os.path.relpath(p, folder)] = os.path.getsize(p) if os.path.isfile(p) else None
+            try:
+                out[os.path.relpath(p, folder)] = os.path.getsize(p) if os.path.isfile(p) else None
+            except FileNotFoundError:  # removed by the running command (a merged spill run) since the walk
+                continue
     return out
 
 
