@@ -285,7 +285,8 @@ def main(argv=None):
     ap.add_argument("--timeout", type=int, default=60, help="Seconds a command may run.")
     ap.add_argument("--types", default=",".join(VALUE_TYPES), help="Comma-separated value types.")
     args = ap.parse_args(argv)
-    work = args.work or tempfile.mkdtemp(prefix="sptool-byteflip-")
+    # Absolute: the commands run with the case directory as their working directory.
+    work = os.path.abspath(args.work) if args.work else tempfile.mkdtemp(prefix="sptool-byteflip-")
     os.makedirs(work, exist_ok=True)
     t0 = time.time()
 
