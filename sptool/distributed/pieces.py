@@ -31,17 +31,28 @@ def pieces_of(path: str, workers: int) -> list[Piece]:
     """The pieces of a Parquet tensor path, in row order: each part of a directory (or file),
     cut into runs of its row groups when there are fewer parts than PIECES_PER_WORKER per worker."""
     with open_source(path) as src:
-        files = [(p.path, [p.file.metadata.row_group(g).num_rows for g in range(p.file.metadata.num_row_groups)])
-                 for p in src.parts]
-    runs = -(-workers * PIECES_PER_WORKER // len(files))
-    pieces, start = [], 0
-    for name, counts in files:
+        stretches, start = [], 0
+        for p in src.parts:
+            md = p.file.metadata
+            stretches.append((p.path, list(range(md.num_row_groups)),
+                              [md.row_group(g).num_rows for g in range(md.num_row_groups)], start))
+            start += md.num_rows
+    return runs_of(stretches, workers, path)
+
+
+def runs_of(stretches: list[tuple], workers: int, operand: str) -> list[Piece]:
+    """Pieces of the operand ``operand`` from its ``stretches`` (file, consecutive row groups of
+    it, their rows, the operand's row of their first), in row order: each stretch cut into runs of
+    its groups, so that there are PIECES_PER_WORKER per worker when the groups allow.  A stretch
+    of no group (an empty file) is one empty piece."""
+    runs = -(-workers * PIECES_PER_WORKER // max(len(stretches), 1))
+    pieces = []
+    for name, groups, counts, start in stretches:
         n = max(1, min(len(counts), runs))
         bounds = [round(i * len(counts) / n) for i in range(n + 1)]
         before = [start + sum(counts[:a]) for a in bounds]
-        pieces += [Piece(name, tuple(range(a, b)), sum(counts[a:b]), at, path)
-                   for a, b, at in zip(bounds, bounds[1:], before) if b > a] or [Piece(name, None, 0, start, path)]
-        start += sum(counts)
+        pieces += [Piece(name, tuple(groups[a:b]), sum(counts[a:b]), at, operand)
+                   for a, b, at in zip(bounds, bounds[1:], before) if b > a] or [Piece(name, None, 0, start, operand)]
     return pieces
 
 
@@ -73,16 +84,34 @@ def shared_copy(path: str, spool: str, budget: Budget) -> str:
 
 
 class PieceSource(ParquetSource):
-    """One piece opened as a source (on a worker): the file's rows in the piece's row groups."""
+    """One piece opened as a source (on a worker): the file's rows in the piece's row groups,
+    named as its operand, their rows counted from the operand's first (``start``), so that an
+    error says what the single machine says of the whole input."""
 
     def __init__(self, piece: Piece):
         whole = open_source(piece.path)
         meta = whole.meta if piece.groups is None else whole.meta.with_(nnz=piece.rows)
-        super().__init__(piece.path, whole.parts, meta, "file")
+        super().__init__(piece.operand or piece.path, whole.parts, meta, "file")
         self.groups = piece.groups
+        self.start = piece.start
 
     def part_batches(self, part, batch_rows, *, groups=None, **kw):
-        return super().part_batches(part, batch_rows, groups=self.groups if groups is None else groups, **kw)
+        if self.groups is not None:  # never a row group outside the piece, whatever is asked for
+            groups = self.groups if groups is None else [g for g in groups if g in self.groups]
+        return super().part_batches(part, batch_rows, groups=groups, **kw)
+
+
+class RowsSource(TensorSource):
+    """A source's rows and nothing else (no footer to plan reads from): for an op that would
+    plan its own reads from a file's row groups (slice's pruning), given a piece the driver
+    has already pruned."""
+
+    def __init__(self, src: TensorSource):
+        super().__init__(src.path, src.meta, src.schema)
+        self.src, self.start = src, src.start
+
+    def iter_batches(self, batch_rows=None, *, budget=None):
+        return self.src.iter_batches(batch_rows, budget=budget)
 
 
 class ShuffledSource(TensorSource):

@@ -91,7 +91,8 @@ def input_batches(src, plan: Plan, *, budget: Budget, tmp_dir=None, progress=Non
                                   duplicates=plan.duplicates)
         return
     if plan.bounds_checked:
-        for batch, cols in checked(src.iter_batches(budget=budget), src.meta, path=src.path, progress=progress):
+        for batch, cols in checked(src.iter_batches(budget=budget), src.meta, path=src.path, progress=progress,
+                                   start=src.start):
             yield batch, np.stack(cols)
         return
     for batch in src.iter_batches(budget=budget):
