@@ -226,3 +226,44 @@ def test_todense_of_a_canonical_file_checks_and_writes(client, tmp_path, rng):  
     want = np.zeros(SHAPE, dtype=np.int64)
     np.add.at(want, tuple(idx.T), val)
     assert np.array_equal(on_cluster, want) and np.array_equal(on_one, want)
+
+
+# -- split commits its output directories all or none ------------------------------------------
+
+@pytest.mark.parametrize("fault", ["moving an old output aside", "after the first new output is in place"])
+def test_split_commits_its_outputs_all_or_none(client, tiny, tmp_path, rng, monkeypatch, fault):  # noqa: F811
+    """Outputs of an earlier split are there; a rename fails part way through the commit (an
+    injected OSError): every output still holds its earlier rows (pyarrow reads them), and no
+    staging or moved-aside directory is left.  The same job without the fault replaces them all."""
+    pattern = str(tmp_path / "out-{i}") + "/"
+    outputs = [str(tmp_path / f"out-{i}") for i in range(3)]
+    old, _, _ = _one_file(tmp_path, rng, 600)
+    sptool.distributed.split(old, pattern, axis=0, num=3, client=client, memory="64MiB")
+    before = [_read_all_k(o + "/", 3) for o in outputs]
+    (tmp_path / "new").mkdir()
+    src, idx, val = _one_file(tmp_path / "new", rng, 900)
+    real_rename = os.rename
+
+    def failing_rename(a, b):
+        name = os.path.basename(os.path.abspath(a))
+        if fault == "moving an old output aside" and os.path.abspath(a) == outputs[2] or \
+                fault != "moving an old output aside" and name.startswith(".out-1.tmp-"):
+            raise OSError(5, "injected fault", a)
+        return real_rename(a, b)
+
+    monkeypatch.setattr(os, "rename", failing_rename)
+    with pytest.raises(OSError, match="injected fault"):
+        sptool.distributed.split(src, pattern, axis=0, num=3, client=client, memory="64MiB")
+    monkeypatch.setattr(os, "rename", real_rename)
+    for o, (bi, bv) in zip(outputs, before):
+        gi, gv = _read_all_k(o + "/", 3)
+        assert np.array_equal(gi, bi) and np.array_equal(gv, bv)
+    _no_leftovers(tmp_path, ["new", "one.parquet", "out-0", "out-1", "out-2"])
+    r = sptool.distributed.split(src, pattern, axis=0, num=3, client=client, memory="64MiB")
+    bounds = np.r_[0, np.cumsum([17, 17, 16])]  # TensorFlow's sizes for 50 in 3: the first ones longer
+    for i, o in enumerate(outputs):
+        keep = (idx[:, 0] >= bounds[i]) & (idx[:, 0] < bounds[i + 1])
+        gi, gv = _read_all_k(o + "/", 3)
+        assert np.array_equal(gi, idx[keep] - [bounds[i], 0, 0]) and np.array_equal(gv, val[keep])
+        assert r["rows"][i] == keep.sum()
+    _no_leftovers(tmp_path, ["new", "one.parquet", "out-0", "out-1", "out-2"])
