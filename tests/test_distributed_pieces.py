@@ -186,6 +186,24 @@ def _lying_file(tmp_path, rng, swap):
     return src, idx[perm]
 
 
+@pytest.mark.parametrize("name", ["reshape", "expand_dims", "map_values", "mul"])
+@pytest.mark.parametrize("swap", [(1650, 1651), (2210, 2210)], ids=["out of order", "a repeat"])
+def test_a_broken_claim_names_the_row_from_the_start_of_the_input(client, tiny, tmp_path, rng, name, swap):  # noqa: F811
+    """A file claiming canonical order whose rows break it in a later piece: an op that maps row
+    for row keeps the claim, its output refuses the row, and names it from the input's start."""
+    src, stored = _lying_file(tmp_path, rng, swap)
+    kw = PER_PIECE[name][0]
+    with pytest.raises(sptool.DataError) as on_cluster:
+        getattr(sptool.distributed, name)(*_operands(name, src), str(tmp_path / "out") + "/", client=client,
+                                          memory=tiny, **kw)
+    with pytest.raises(sptool.DataError) as on_one:
+        getattr(sptool, name)(*_operands(name, src), str(tmp_path / "local.parquet"), memory=tiny, **kw)
+    assert str(on_cluster.value) == str(on_one.value)
+    row = swap[0] if swap[0] == swap[1] else _first_out_of_order(stored)  # NumPy's first row out of order
+    assert f"indices[{row}] = " in str(on_cluster.value)
+    _no_leftovers(tmp_path, ["lying.parquet"])
+
+
 @pytest.mark.parametrize("where", ["inside a piece", "at a seam between pieces", "a repeat"])
 def test_todense_refuses_a_file_whose_rows_break_its_claim(client, tmp_path, rng, where):  # noqa: F811
     """The file is cut into pieces of consecutive row groups (the task stream says several): the

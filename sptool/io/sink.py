@@ -340,6 +340,11 @@ class TensorSink(ClosesOrAborts):
         if self._pending_rows >= self.row_group_rows:
             self._flush(final=False)
 
+    def count_from(self, start: int) -> None:
+        """Name the rows of this sink's order errors counting ``start`` rows before the first
+        (the output of a piece of a larger input, row for row)."""
+        self.order.offset = start
+
     def _check(self, cols: list):
         n = len(cols[0])
         if n == 0:

@@ -88,7 +88,7 @@ class ExpandDims(StreamOp):
         )
         self.schema = schema_of(out_meta)
         # Bounds checked on the way in: an error names the input and its row, as every per-row op's does.
-        return Plan(out_meta, unique_claim=True if meta.unique else None, bounds_checked=True)
+        return Plan(out_meta, unique_claim=True if meta.unique else None, bounds_checked=True, row_for_row=True)
 
     def map(self, batch, keys):
         n = batch.num_rows

@@ -116,7 +116,7 @@ class MapValues(StreamOp):
         self.schema = schema_of(self.out_meta)
         # Bounds checked on the way in: an error names the input and its row, as every per-row op's does.
         return Plan(self.out_meta, unique_claim=True if self.out_meta.unique else None, background=True,
-                    bounds_checked=True)
+                    bounds_checked=True, row_for_row=True)
 
     def map(self, batch, keys):
         vals = _apply(self.func, batch_values(batch, self.meta), self.out_dtype)

@@ -100,7 +100,7 @@ class Cwise(StreamOp):
                                    nnz=None, iso=False, created_by=None)
         self.schema = schema_of(self.out_meta)
         self.bounds = np.asarray(meta.shape[: self.K], dtype=np.int64)
-        return Plan(self.out_meta, unique_claim=True if meta.unique else None)
+        return Plan(self.out_meta, unique_claim=True if meta.unique else None, row_for_row=True)
 
     def map(self, batch, keys):
         K, dtype = self.K, self.dtype
