@@ -285,3 +285,35 @@ def test_split_commits_its_outputs_all_or_none(client, tiny, tmp_path, rng, monk
         assert np.array_equal(gi, idx[keep] - [bounds[i], 0, 0]) and np.array_equal(gv, val[keep])
         assert r["rows"][i] == keep.sum()
     _no_leftovers(tmp_path, ["new", "one.parquet", "out-0", "out-1", "out-2"])
+
+
+# -- stdin: read once by the driver into a copy beside the output, then cut like a file --------
+
+@pytest.mark.parametrize("command", [["reorder", "--order", "2,0,1"], ["reshape", "--shape", "2000,-1"]])
+def test_stdin_on_a_cluster_is_copied_once_and_cut_into_pieces(client, tiny, tmp_path, rng, command):  # noqa: F811
+    from click.testing import CliRunner
+
+    from sptool.cli import cli
+
+    idx, val = _rows(rng, 2000), rng.standard_normal(2000)
+    stream = str(tmp_path / "in.arrows")
+    sptool.write(sptool.SparseTensor(idx, val, SHAPE), stream)
+    data = open(stream, "rb").read()
+    os.remove(stream)
+    out, local = str(tmp_path / "out") + "/", str(tmp_path / "local.parquet")
+    with distributed.get_task_stream(client) as tasks:
+        res = CliRunner().invoke(cli, ["--scheduler", client.scheduler.address, *command, "-", "-o", out,
+                                       "--memory", tiny], input=data)
+    assert res.exit_code == 0, res.output
+    one = CliRunner().invoke(cli, [*command, "-", "-o", local, "--memory", tiny], input=data)
+    assert one.exit_code == 0, one.output
+    K = 2 if command[0] == "reshape" else 3
+    di, dv = _read_all_k(out, K)
+    li, lv = _read_all_k(local, K)
+    assert np.array_equal(di, li) and np.array_equal(dv, lv)
+    if command[0] == "reorder":  # NumPy's stable sort by dimensions 2, 0, 1
+        perm = np.lexsort([idx[:, 1], idx[:, 0], idx[:, 2]])
+        assert np.array_equal(di, idx[perm]) and np.array_equal(dv, val[perm])
+    else:
+        assert np.array_equal(dv, val) and len(_tasks(tasks, "mapped_piece")) > 1
+    _no_leftovers(tmp_path, ["out", "local.parquet"])  # the driver's copy of stdin is gone

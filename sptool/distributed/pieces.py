@@ -4,6 +4,8 @@ plus row-group numbers, so a task carries a few bytes, never data."""
 
 from __future__ import annotations
 
+import contextlib
+import os
 from dataclasses import dataclass
 
 import numpy as np
@@ -11,11 +13,20 @@ import numpy as np
 from .._memory import Budget
 from ..errors import UsageError
 from ..format import TensorMeta
-from ..io import ParquetSource, TensorSource, locate, open_sink, open_source
+from ..io import ParquetSource, TensorSource, locate, open_sink, open_source, sibling_name
 
 # A single file is cut into at least this many pieces per worker (when it has the row groups),
 # so a worker that finishes early takes more.
 PIECES_PER_WORKER = 2
+
+# Copies the driver made of a stream (stdin, an Arrow stream file) -> the name errors give the
+# input, as the single machine names it.
+_COPIED: dict[str, str] = {}
+
+
+def operand_name(path: str) -> str:
+    """What errors call the input at ``path``: the stream it is the driver's copy of, or itself."""
+    return _COPIED.get(path, path)
 
 
 @dataclass(frozen=True)
@@ -37,7 +48,7 @@ def pieces_of(path: str, workers: int) -> list[Piece]:
             stretches.append((p.path, list(range(md.num_row_groups)),
                               [md.row_group(g).num_rows for g in range(md.num_row_groups)], start))
             start += md.num_rows
-    return runs_of(stretches, workers, path)
+    return runs_of(stretches, workers, operand_name(path))
 
 
 def runs_of(stretches: list[tuple], workers: int, operand: str) -> list[Piece]:
@@ -74,13 +85,45 @@ def shared_copy(path: str, spool: str, budget: Budget) -> str:
     scratch), which they can."""
     if refuse_stdin(path) != "stream":
         return path
+    return _copy(path, spool, budget)
+
+
+def _copy(path: str, spool: str, budget: Budget) -> str:
+    """The stream at ``path`` ('-': stdin) read once into the Parquet file ``spool``."""
     with open_source(path) as src, open_sink(spool, src.meta.with_(nnz=None), budget=budget,
                                              unique_claim=True if src.meta.unique else False) as sink:
         for batch in src.iter_batches(budget=budget):
             sink.write_batch(batch)
         if any(s is None for s in sink.meta.shape):
             sink.resolve_shape(src.meta.shape)  # the stream's trailer has told the extents by now
+        name = src.path
+    _COPIED[spool] = name
     return spool
+
+
+@contextlib.contextmanager
+def stdin_copied(args: tuple, near: str, budget: Budget):
+    """``args`` with stdin ('-', as an argument or in a list of them) replaced by a Parquet file
+    the driver reads it into once, a hidden sibling of ``near`` (the job's output, on storage
+    every worker sees) named after this process, so that a killed job's copy is swept; the copy
+    is removed when the block ends.  Errors name it as the single machine names stdin."""
+    if not any(a == "-" or isinstance(a, (list, tuple)) and "-" in a for a in args) or near == "-":
+        yield args
+        return
+    spool = sibling_name(near, "stdin", ".parquet")
+
+    def swapped(a):
+        if isinstance(a, (list, tuple)):
+            return [spool if x == "-" else x for x in a]
+        return spool if a == "-" else a
+
+    try:
+        _copy("-", spool, budget)
+        yield tuple(swapped(a) for a in args)
+    finally:
+        _COPIED.pop(spool, None)
+        if os.path.exists(spool):
+            os.remove(spool)
 
 
 class PieceSource(ParquetSource):
