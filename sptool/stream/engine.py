@@ -41,7 +41,7 @@ class Plan:
     bounds_checked: bool = False  # stored order: check every index against the shape, keys as (K, n)
     background: bool = False  # encode and write the output on a second thread (map is heavy enough to pay)
     pieces: bool = False  # map yields (keys (K, n), values) pairs for the sink's write(), not record batches
-    row_for_row: bool = False  # output row i is input row i: the sink counts its errors' rows from the source's start
+    row_for_row: bool = False  # output row i is input row i: the sink's errors name the source and its rows
 
 
 class StreamOp:
@@ -113,7 +113,7 @@ def run(op: StreamOp, src, output, *, budget: Budget, tmp_dir=None, progress=Non
         progress.set_total(op.progress_total([s.meta for s in srcs], plan))
     sink = op.open_output(output, plan, budget=budget)
     if plan.row_for_row:
-        sink.count_from(srcs[0].start)
+        sink.count_from(srcs[0].start, srcs[0].path)
     method = "write" if plan.pieces else "write_batch"
     writer = Background(sink, method) if plan.background else sink
     put = writer.write if plan.background else getattr(sink, method)
