@@ -1,6 +1,8 @@
 """Inputs cut into pieces a worker reads on its own: the parts of a directory, and runs of row
 groups of a file (or of a directory's few parts).  A piece is a path on storage every worker sees
-plus row-group numbers, so a task carries a few bytes, never data."""
+plus row-group numbers, so a task carries a few bytes, never data.  A stream (stdin, an Arrow
+stream file) is first read once by the driver into a Parquet copy on that storage, and cut the
+same way; errors name the stream, and count rows from the start of the whole input."""
 
 from __future__ import annotations
 
