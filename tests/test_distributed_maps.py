@@ -189,7 +189,9 @@ def test_slice_prunes_parts_and_matches_numpy_and_one_machine(client, tiny, tmp_
            if pq.ParquetFile(os.path.join(src, n)).metadata.num_rows
            and pq.read_table(os.path.join(src, n), columns=["indices_0"]).column(0).to_numpy().max() >= 10
            and pq.read_table(os.path.join(src, n), columns=["indices_0"]).column(0).to_numpy().min() < 15]
-    assert r["parts"] == len(hit) < 8 and r["row_groups_read"] < r["row_groups_total"]
+    # Their row groups, in runs of consecutive groups, are the parts (several per file: a file spreads
+    # over the workers).
+    assert len(hit) < 8 and r["parts"] >= len(hit) and r["row_groups_read"] < r["row_groups_total"]
     assert all(m.sort_order == (0, 1, 2) and m.unique for m in _part_metas(out))
 
 

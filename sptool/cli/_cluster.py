@@ -62,14 +62,32 @@ def cluster(obj: dict, quiet: bool):
         yield client
 
 
+# Commands that read stdin themselves on a cluster (on the driver), or refuse it (convert's inputs
+# are files for its tasks); the others get it as a copy the driver makes (pieces.stdin_copied).
+READS_STDIN_ITSELF = {"validate", "info", "convert"}
+
+
 def operation(name: str, local, client):
     """What command ``name`` calls: its op ``local`` without a client, else sptool.distributed's
-    function for it, bound to the client (same arguments)."""
+    function for it, bound to the client (same arguments; stdin, '-', read once by the driver
+    into a copy beside the output, the last positional argument)."""
     if client is None:
         return local
     from ..distributed import OPERATIONS
 
-    return partial(OPERATIONS[name], client=client)
+    fn = partial(OPERATIONS[name], client=client)
+    if name in READS_STDIN_ITSELF:
+        return fn
+
+    def with_stdin(*args, **kw):
+        from .._memory import budget_of
+        from ..distributed.pieces import stdin_copied
+
+        near = args[-1] if args and isinstance(args[-1], str) else "-"
+        with stdin_copied(args[:-1], near, budget_of(kw.get("memory"))) as inputs:
+            return fn(*inputs, *args[-1:], **kw)
+
+    return with_stdin
 
 
 def run_job(name: str, local, opts: dict, obj: dict, *args, **kw):

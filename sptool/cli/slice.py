@@ -30,7 +30,8 @@ def slice_cmd(ctx, tensor, start, size, output):
     Memory: one streaming pass in batches. From a Parquet file or directory only the row
     groups whose min/max statistics overlap the box are read, so a small box out of a sorted
     file reads a small part of it. On a cluster the footers of a directory's parts are read
-    in parallel and each part with such row groups is sliced by its own task.
+    in parallel and the row groups kept are sliced in runs of consecutive groups, each by
+    its own task (a single file spreads over the workers too).
 
     \b
     Example:

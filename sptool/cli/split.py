@@ -28,8 +28,10 @@ def split(ctx, tensor, axis, num, output):
 
     Memory: one streaming pass; all N outputs are written at once, their row groups sized
     so that the N buffers together stay within --memory. On a cluster (--scheduler) the
-    pattern names directories (-o out-{i}/): each input part is split by its own task,
-    and its share of piece i becomes a part of directory i.
+    pattern names directories (-o out-{i}/): each input piece (a part, or a run of a
+    file's row groups) is split by its own task, and its share of piece i becomes a part of
+    directory i; the directories are renamed into place together, and a failed rename puts
+    back the ones already replaced.
 
     \b
     Example:

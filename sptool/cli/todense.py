@@ -29,7 +29,8 @@ def todense(ctx, tensor, output, default_value, validate):
     --memory; a size that overflows int64 or exceeds the free disk is refused before
     anything is written. On a cluster (--scheduler) the .npy goes on storage every worker
     sees: the rows are shuffled into runs of consecutive cells and each task writes its own
-    run's cells into the preallocated file; the fill value must then be 0.
+    run's cells into the preallocated file; the fill value must then be 0. An order the
+    input claims is checked first (a task per piece), as one machine checks it.
 
     \b
     Example:

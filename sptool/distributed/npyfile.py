@@ -38,11 +38,14 @@ def shared_npy(output: str, shape, dtype, *, fortran: bool = False):
     target.commit()
 
 
-def by_regions(client, path: str, meta, order, fn, scratch: PartDirectory, *, budget, progress=None):
+def by_regions(client, path: str, meta, order, fn, scratch: PartDirectory, *, budget, progress=None, before=None):
     """The rows of the tensor at ``path`` (of metadata ``meta``) shuffled into key ranges of the
     dimensions ``order`` (runs of the output's rows or cells: regions no other range writes),
-    and ``fn(range source, unused part path)`` run on each, writing its region; the Outcome."""
+    and ``fn(range source, unused part path)`` run on each, writing its region; the Outcome.
+    ``before(path workers read)``, if given, runs first (a check of the input's claims)."""
     src = shared_copy(path, os.path.join(scratch.scratch("inputs"), "operand-0.parquet"), budget)
+    if before is not None:
+        before(src)
     workers = worker_count(client)
     pieces = pieces_of(src, workers)
     return range_map(client, [(pieces, meta.with_(sort_order=(), unique=False))], order, fn, scratch,

@@ -10,7 +10,7 @@ import os
 import shutil
 
 from ..errors import UsageError
-from ..io import AtomicTarget, ClosesOrAborts, output_kind, part_name
+from ..io import AtomicTarget, ClosesOrAborts, commit_all, output_kind, part_name
 
 SCRATCH = ".sptool-scratch"  # hidden: never listed as a part, and allowed in a directory sptool replaces
 
@@ -42,8 +42,15 @@ class PartDirectory(ClosesOrAborts):
         return path
 
     def close(self):
-        shutil.rmtree(os.path.join(self.root, SCRATCH), ignore_errors=True)
-        self._target.commit()
+        commit_together([self])
 
     def abort(self):
         self._target.abort()
+
+
+def commit_together(dirs: list[PartDirectory]) -> None:
+    """Several part directories committed all or none (io.commit_all: a failed rename puts back
+    the ones already moved); still staged after a failure, for their ``abort``."""
+    for d in dirs:
+        shutil.rmtree(os.path.join(d.root, SCRATCH), ignore_errors=True)
+    commit_all([d._target for d in dirs])

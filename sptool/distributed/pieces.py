@@ -1,9 +1,13 @@
 """Inputs cut into pieces a worker reads on its own: the parts of a directory, and runs of row
 groups of a file (or of a directory's few parts).  A piece is a path on storage every worker sees
-plus row-group numbers, so a task carries a few bytes, never data."""
+plus row-group numbers, so a task carries a few bytes, never data.  A stream (stdin, an Arrow
+stream file) is first read once by the driver into a Parquet copy on that storage, and cut the
+same way; errors name the stream, and count rows from the start of the whole input."""
 
 from __future__ import annotations
 
+import contextlib
+import os
 from dataclasses import dataclass
 
 import numpy as np
@@ -11,11 +15,20 @@ import numpy as np
 from .._memory import Budget
 from ..errors import UsageError
 from ..format import TensorMeta
-from ..io import ParquetSource, TensorSource, locate, open_sink, open_source
+from ..io import ParquetSource, TensorSource, locate, open_sink, open_source, sibling_name
 
 # A single file is cut into at least this many pieces per worker (when it has the row groups),
 # so a worker that finishes early takes more.
 PIECES_PER_WORKER = 2
+
+# Copies the driver made of a stream (stdin, an Arrow stream file) -> the name errors give the
+# input, as the single machine names it.
+_COPIED: dict[str, str] = {}
+
+
+def operand_name(path: str) -> str:
+    """What errors call the input at ``path``: the stream it is the driver's copy of, or itself."""
+    return _COPIED.get(path, path)
 
 
 @dataclass(frozen=True)
@@ -31,17 +44,28 @@ def pieces_of(path: str, workers: int) -> list[Piece]:
     """The pieces of a Parquet tensor path, in row order: each part of a directory (or file),
     cut into runs of its row groups when there are fewer parts than PIECES_PER_WORKER per worker."""
     with open_source(path) as src:
-        files = [(p.path, [p.file.metadata.row_group(g).num_rows for g in range(p.file.metadata.num_row_groups)])
-                 for p in src.parts]
-    runs = -(-workers * PIECES_PER_WORKER // len(files))
-    pieces, start = [], 0
-    for name, counts in files:
+        stretches, start = [], 0
+        for p in src.parts:
+            md = p.file.metadata
+            stretches.append((p.path, list(range(md.num_row_groups)),
+                              [md.row_group(g).num_rows for g in range(md.num_row_groups)], start))
+            start += md.num_rows
+    return runs_of(stretches, workers, operand_name(path))
+
+
+def runs_of(stretches: list[tuple], workers: int, operand: str) -> list[Piece]:
+    """Pieces of the operand ``operand`` from its ``stretches`` (file, consecutive row groups of
+    it, their rows, the operand's row of their first), in row order: each stretch cut into runs of
+    its groups, so that there are PIECES_PER_WORKER per worker when the groups allow.  A stretch
+    of no group (an empty file) is one empty piece."""
+    runs = -(-workers * PIECES_PER_WORKER // max(len(stretches), 1))
+    pieces = []
+    for name, groups, counts, start in stretches:
         n = max(1, min(len(counts), runs))
         bounds = [round(i * len(counts) / n) for i in range(n + 1)]
         before = [start + sum(counts[:a]) for a in bounds]
-        pieces += [Piece(name, tuple(range(a, b)), sum(counts[a:b]), at, path)
-                   for a, b, at in zip(bounds, bounds[1:], before) if b > a] or [Piece(name, None, 0, start, path)]
-        start += sum(counts)
+        pieces += [Piece(name, tuple(groups[a:b]), sum(counts[a:b]), at, operand)
+                   for a, b, at in zip(bounds, bounds[1:], before) if b > a] or [Piece(name, None, 0, start, operand)]
     return pieces
 
 
@@ -63,26 +87,76 @@ def shared_copy(path: str, spool: str, budget: Budget) -> str:
     scratch), which they can."""
     if refuse_stdin(path) != "stream":
         return path
+    return _copy(path, spool, budget)
+
+
+def _copy(path: str, spool: str, budget: Budget) -> str:
+    """The stream at ``path`` ('-': stdin) read once into the Parquet file ``spool``."""
     with open_source(path) as src, open_sink(spool, src.meta.with_(nnz=None), budget=budget,
                                              unique_claim=True if src.meta.unique else False) as sink:
         for batch in src.iter_batches(budget=budget):
             sink.write_batch(batch)
         if any(s is None for s in sink.meta.shape):
             sink.resolve_shape(src.meta.shape)  # the stream's trailer has told the extents by now
+        name = src.path
+    _COPIED[spool] = name
     return spool
 
 
+@contextlib.contextmanager
+def stdin_copied(args: tuple, near: str, budget: Budget):
+    """``args`` with stdin ('-', as an argument or in a list of them) replaced by a Parquet file
+    the driver reads it into once, a hidden sibling of ``near`` (the job's output, on storage
+    every worker sees) named after this process, so that a killed job's copy is swept; the copy
+    is removed when the block ends.  Errors name it as the single machine names stdin."""
+    if not any(a == "-" or isinstance(a, (list, tuple)) and "-" in a for a in args) or near == "-":
+        yield args
+        return
+    spool = sibling_name(near, "stdin", ".parquet")
+
+    def swapped(a):
+        if isinstance(a, (list, tuple)):
+            return [spool if x == "-" else x for x in a]
+        return spool if a == "-" else a
+
+    try:
+        _copy("-", spool, budget)
+        yield tuple(swapped(a) for a in args)
+    finally:
+        _COPIED.pop(spool, None)
+        if os.path.exists(spool):
+            os.remove(spool)
+
+
 class PieceSource(ParquetSource):
-    """One piece opened as a source (on a worker): the file's rows in the piece's row groups."""
+    """One piece opened as a source (on a worker): the file's rows in the piece's row groups,
+    named as its operand, their rows counted from the operand's first (``start``), so that an
+    error says what the single machine says of the whole input."""
 
     def __init__(self, piece: Piece):
         whole = open_source(piece.path)
         meta = whole.meta if piece.groups is None else whole.meta.with_(nnz=piece.rows)
-        super().__init__(piece.path, whole.parts, meta, "file")
+        super().__init__(piece.operand or piece.path, whole.parts, meta, "file")
         self.groups = piece.groups
+        self.start = piece.start
 
     def part_batches(self, part, batch_rows, *, groups=None, **kw):
-        return super().part_batches(part, batch_rows, groups=self.groups if groups is None else groups, **kw)
+        if self.groups is not None:  # never a row group outside the piece, whatever is asked for
+            groups = self.groups if groups is None else [g for g in groups if g in self.groups]
+        return super().part_batches(part, batch_rows, groups=groups, **kw)
+
+
+class RowsSource(TensorSource):
+    """A source's rows and nothing else (no footer to plan reads from): for an op that would
+    plan its own reads from a file's row groups (slice's pruning), given a piece the driver
+    has already pruned."""
+
+    def __init__(self, src: TensorSource):
+        super().__init__(src.path, src.meta, src.schema)
+        self.src, self.start = src, src.start
+
+    def iter_batches(self, batch_rows=None, *, budget=None):
+        return self.src.iter_batches(batch_rows, budget=budget)
 
 
 class ShuffledSource(TensorSource):

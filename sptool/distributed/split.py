@@ -1,11 +1,12 @@
 """split on a cluster, into part directories: every input piece split by its own task with the
 single-machine split (into its scratch), and piece j's share of output i moved into output
 directory i as its part j.  Output i's parts concatenated are the single-machine piece i, in
-input order; the directories are committed once every task is done (a failed task leaves none)."""
+input order; the directories are committed together once every task is done, all or none
+(partdir.commit_together: a rename that fails puts back the outputs already replaced), so a
+failed job leaves every output as it was."""
 
 from __future__ import annotations
 
-import contextlib
 import os
 from functools import partial
 
@@ -14,7 +15,7 @@ from ..io import part_name
 from ..ops.split import Split, piece_paths
 from ..ops.split import split as split_one
 from .maps import each_piece
-from .partdir import PartDirectory, check_output
+from .partdir import PartDirectory, check_output, commit_together
 from .pieces import PieceSource
 from .ranges import operand_meta
 
@@ -36,8 +37,10 @@ def split(path: str, pattern: str, *, client, axis: int, num: int, memory=None, 
         check_output(output)
     one = partial(split_one, axis=axis, num=num, memory=budget)
 
-    with contextlib.ExitStack() as stack:
-        dirs = [stack.enter_context(PartDirectory(o)) for o in outputs]
+    dirs = []
+    try:
+        for output in outputs:
+            dirs.append(PartDirectory(output))
         scratch = dirs[0].scratch("split")
 
         def shares(j: int) -> str:  # piece j's pattern
@@ -48,7 +51,12 @@ def split(path: str, pattern: str, *, client, axis: int, num: int, memory=None, 
         for j in range(len(done)):
             for i, d in enumerate(dirs):
                 os.replace(piece_paths(shares(j), len(dirs))[i], d.part(j))
-        results = [r for r, _ in done]
+        commit_together(dirs)
+    except BaseException:
+        for d in dirs:
+            d.abort()
+        raise
+    results = [r for r, _ in done]
     rows = [sum(r["rows"][i] for r in results) for i in range(len(outputs))]
     return {"outputs": outputs, "rows_in": outcome.rows_in, "rows": rows, "shapes": results[0]["shapes"],
             "sort_order": results[0]["sort_order"], "unique": all(r["unique"] for r in results),

@@ -5,6 +5,11 @@ owns a region of the file no other task writes: it sorts its range and writes th
 reach with pwrite (stream.dense.BlockScatter), duplicates summed in input order as on one machine.
 The driver renames the file into place when every task is done (npyfile.py).
 
+An order the input claims is checked first, as one machine checks it while the rows pass
+(claims.py: a task per piece, index columns only, the seams on the driver): a part whose rows
+break its claim is refused with the single machine's error, naming the row from the input's
+start, before any cell is written.
+
 Cells no row reaches stay the file's zeros, so the fill value must be 0; string and binary
 values (two passes, a width) stay on one machine."""
 
@@ -15,8 +20,9 @@ from functools import partial
 from .._memory import Budget, budget_of
 from ..errors import UsageError
 from ..io import batch_keys, batch_values
-from ..stream.dense import BlockScatter, check_dense_size, dense_dtype, is_zero
+from ..stream.dense import CLAIMS_NOTE, BlockScatter, check_dense_size, dense_dtype, is_zero, sorts_first
 from ..stream.order import ClaimCheck, sorted_batches
+from .claims import verify_claim
 from .npyfile import by_regions, shared_npy
 from .ranges import operand_meta
 
@@ -29,8 +35,7 @@ def scatter_range(src, _part: str, *, npy: str, offset: int, dtype, budget: Budg
     meta = src.meta
     K = meta.sparse_ndim
     order = tuple(range(K))
-    check = ClaimCheck(meta, order, True, path=path, note=" (use --no-validate to densify anyway; duplicates are "
-                                                          "summed)") if unique else None
+    check = ClaimCheck(meta, order, True, path=path, note=CLAIMS_NOTE) if unique else None
     scatter = BlockScatter(npy, offset, meta, dtype, budget)
     try:
         for batch, _ in sorted_batches(src, order, budget=budget, tmp_dir=tmp_dir, keys=False):
@@ -61,10 +66,17 @@ def todense(path: str, output: str, *, client, default_value=None, validate: boo
     dtype = dense_dtype(meta)
     nbytes = check_dense_size(meta.shape, dtype, output)
     budget = budget_of(memory)
+    K = meta.sparse_ndim
+    # The claimed order checked in stored order, as one machine checks it when it does not sort
+    # first; uniqueness too when the order is full (then the ranges need not check it again).
+    in_stored_order = validate and bool(meta.sort_order) and not sorts_first(meta, nbytes, budget)
+    before = partial(verify_claim, client, meta=meta, order=meta.sort_order, unique=meta.unique, note=CLAIMS_NOTE,
+                     budget=budget, name=path) if in_stored_order else None
     with shared_npy(output, meta.shape, dtype) as (npy, offset, scratch):
         fn = partial(scatter_range, npy=npy, offset=offset, dtype=dtype, budget=budget, tmp_dir=None,
-                     unique=validate and meta.unique, path=path)
-        outcome = by_regions(client, path, meta, range(meta.sparse_ndim), fn, scratch, budget=budget,
-                             progress=progress)
+                     unique=validate and meta.unique and not (in_stored_order and len(meta.sort_order) == K),
+                     path=path)
+        outcome = by_regions(client, path, meta, range(K), fn, scratch, budget=budget, progress=progress,
+                             before=before)
     return {"rows": meta.nnz, "shape": list(meta.shape), "dtype": str(dtype), "bytes": nbytes, "parts": outcome.parts,
             "workers": outcome.workers, "peak_worker_memory": outcome.peak_worker_memory}

@@ -118,6 +118,38 @@ class AtomicTarget:
         self.made = []
 
 
+def commit_all(targets: list[AtomicTarget]) -> None:
+    """Commit several targets all or none, as far as renames allow: every existing final moved
+    aside first, then every temporary renamed into place; a failure on the way renames back what
+    was done (the targets stay uncommitted, for ``abort``), and only once all are in place are
+    the previous outputs removed.  A process killed between the renames leaves some outputs new
+    and the others' previous contents in hidden ``.NAME.old-*`` siblings (swept later as a dead
+    process's temporaries)."""
+    done: list[tuple[str, str]] = []  # (from, to) renames made, in order
+    try:
+        for t in targets:
+            if os.path.lexists(t.final):
+                old = sibling_name(t.final, "old")
+                os.rename(t.final, old)
+                done.append((t.final, old))
+        for t in targets:
+            os.rename(t.tmp, t.final)
+            done.append((t.tmp, t.final))
+    except BaseException:
+        for src, dst in reversed(done):
+            os.rename(dst, src)
+        raise
+    for t in targets:
+        _LIVE.pop(id(t), None)
+    moved_aside = {t.final for t in targets}
+    for src, old in done:
+        if src in moved_aside:
+            if os.path.isdir(old):
+                shutil.rmtree(old, ignore_errors=True)
+            else:
+                os.remove(old)
+
+
 class SideOutputs:
     """Files written beside an output (a converter's labels and query ids): each moved into place
     by ``commit`` once the output itself is, and removed by ``abort`` otherwise.  ``add`` takes

@@ -218,6 +218,7 @@ class TensorSink(ClosesOrAborts):
         self.unique_claim = unique_claim  # True: verify; None: detect; False: no claim
         self.schema = schema_of(meta)
         self.rows = 0
+        self._first_row, self._source = 0, None  # what errors count rows from, and name (count_from)
         self.maxes = np.full(self.K, -1, dtype=np.int64)
         # A claim of None is detected: a repeat only means the output is not unique.
         self.order = OrderTracker(meta.sort_order, self.K, check_repeats=unique_claim is not False,
@@ -340,6 +341,12 @@ class TensorSink(ClosesOrAborts):
         if self._pending_rows >= self.row_group_rows:
             self._flush(final=False)
 
+    def count_from(self, start: int, path: str | None) -> None:
+        """Rows written row for row from the input ``path``, whose first is its row ``start`` (a
+        piece of a larger input): this sink's errors name that input and count its rows."""
+        self.order.offset = self._first_row = start
+        self._source = path
+
     def _check(self, cols: list):
         n = len(cols[0])
         if n == 0:
@@ -348,7 +355,8 @@ class TensorSink(ClosesOrAborts):
                          dtype=np.int64)
         row, dim = _kernels.columns_out_of_bounds(cols, shape)
         if row >= 0:
-            raise DataError(out_of_bounds(self.rows + row, cols, row, self.meta.shape[: self.K]))
+            raise DataError(out_of_bounds(self._first_row + self.rows + row, cols, row, self.meta.shape[: self.K]),
+                            path=self._source)
         if any(s is None for s in self.meta.shape[: self.K]):
             self.maxes = np.maximum(self.maxes, _kernels.columns_max(cols))
         keys = cols
@@ -360,9 +368,9 @@ class TensorSink(ClosesOrAborts):
             if kind == _kernels.OUT_OF_ORDER:
                 raise DataError(
                     f"internal error: {out_of_order(at, keys, local)}, breaking the promised sort order "
-                    f"{list(self.meta.sort_order)}"
+                    f"{list(self.meta.sort_order)}", path=self._source
                 )
-            raise DataError(repeated(at, keys, local))
+            raise DataError(repeated(at, keys, local), path=self._source)
         if self.order.repeated:
             self.still_unique = False
 

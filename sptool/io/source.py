@@ -113,6 +113,9 @@ class TensorSource:
     """A tensor opened for streaming.  ``meta`` describes the whole tensor."""
 
     kind = "file"
+    # Rows of the input ``path`` names that come before this source's first row: a piece of a
+    # larger input (a cluster task's) counts the rows its errors name from there.
+    start = 0
 
     def __init__(self, path: str, meta: TensorMeta, schema: pa.Schema):
         self.path = path

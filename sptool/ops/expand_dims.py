@@ -87,7 +87,8 @@ class ExpandDims(StreamOp):
             sort_order=insert_in_order(meta.sort_order, a) if self.sparse else meta.sort_order,
         )
         self.schema = schema_of(out_meta)
-        return Plan(out_meta, unique_claim=True if meta.unique else None)
+        # Row for row: the sink's errors (bounds included) name the input and its row.
+        return Plan(out_meta, unique_claim=True if meta.unique else None, row_for_row=True)
 
     def map(self, batch, keys):
         n = batch.num_rows

@@ -114,7 +114,9 @@ class MapValues(StreamOp):
         self.meta, self.K = meta, meta.sparse_ndim
         self.out_meta = meta.with_(value_type=self.value_type, fill_value=self.fill, nnz=None, created_by=None)
         self.schema = schema_of(self.out_meta)
-        return Plan(self.out_meta, unique_claim=True if self.out_meta.unique else None, background=True)
+        # Row for row: the sink's errors (bounds included) name the input and its row.
+        return Plan(self.out_meta, unique_claim=True if self.out_meta.unique else None, background=True,
+                    row_for_row=True)
 
     def map(self, batch, keys):
         vals = _apply(self.func, batch_values(batch, self.meta), self.out_dtype)

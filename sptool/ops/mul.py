@@ -80,7 +80,7 @@ def _cwise(op: str, t: str, d: str, output, *, memory=None, progress=None) -> di
         dview = dense.reshape(full)
         dtype = result_dtype(op, meta.dtype, dense.dtype, number)
         src = summed_if_promoted(src, dtype)  # duplicates sum in the value type, before the cast
-        sink = run(Cwise(op, dview, dtype, src.path), src, output, budget=budget, progress=progress)
+        sink = run(Cwise(op, dview, dtype, src.path, rows=src.start), src, output, budget=budget, progress=progress)
         if output is None:
             return SparseTensor.from_sink(sink)
         final = sink.final_meta
@@ -91,8 +91,8 @@ def _cwise(op: str, t: str, d: str, output, *, memory=None, progress=None) -> di
 class Cwise(StreamOp):
     """Each stored value times (or over) the dense operand's element at its coordinates."""
 
-    def __init__(self, op: str, dense: np.ndarray, dtype: np.dtype, path: str):
-        self.op, self.dense, self.dtype, self.path, self.rows = op, dense, dtype, path, 0
+    def __init__(self, op: str, dense: np.ndarray, dtype: np.dtype, path: str, rows: int = 0):
+        self.op, self.dense, self.dtype, self.path, self.rows = op, dense, dtype, path, rows  # rows: before the first
 
     def plan(self, meta) -> Plan:
         self.meta, self.K = meta, meta.sparse_ndim
@@ -100,7 +100,7 @@ class Cwise(StreamOp):
                                    nnz=None, iso=False, created_by=None)
         self.schema = schema_of(self.out_meta)
         self.bounds = np.asarray(meta.shape[: self.K], dtype=np.int64)
-        return Plan(self.out_meta, unique_claim=True if meta.unique else None)
+        return Plan(self.out_meta, unique_claim=True if meta.unique else None, row_for_row=True)
 
     def map(self, batch, keys):
         K, dtype = self.K, self.dtype

@@ -130,7 +130,7 @@ class Reshape(StreamOp):
         out_meta = meta.with_(shape=new_sparse + meta.dense_shape, sparse_ndim=K2, sort_order=order, nnz=None,
                               dimension_names=names, created_by=None)
         self.schema = schema_of(out_meta)
-        return Plan(out_meta, unique_claim=True if meta.unique else None, bounds_checked=True)
+        return Plan(out_meta, unique_claim=True if meta.unique else None, bounds_checked=True, row_for_row=True)
 
     def map(self, batch, keys):
         if self.same:

@@ -82,7 +82,8 @@ class Retain(StreamOp):
             self.mask = load_mask(self.mask, meta.nnz)
         out_meta = meta.with_(nnz=None, created_by=None)
         self.schema = schema_of(out_meta)
-        return Plan(out_meta, unique_claim=True if meta.unique else None)
+        # Bounds checked on the way in: an error names the input and its row, as every per-row op's does.
+        return Plan(out_meta, unique_claim=True if meta.unique else None, bounds_checked=True)
 
     def map(self, batch, keys):
         n = batch.num_rows

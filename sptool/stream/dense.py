@@ -377,6 +377,17 @@ def _string_width(src, budget) -> int:
     return width
 
 
+def sorts_first(meta: TensorMeta, nbytes: int, budget: Budget) -> bool:
+    """Whether Densify sorts the rows row-major first (an output of ``nbytes`` bigger than half
+    the budget, of rows not claimed row-major), checking then only the uniqueness claim, in the
+    sorted order; otherwise the claims are checked in stored order."""
+    return nbytes > budget.total // 2 and not meta.row_major
+
+
+# What a broken order or uniqueness claim's error offers instead.
+CLAIMS_NOTE = " (use --no-validate to densify anyway; duplicates are summed)"
+
+
 class Densify(StreamOp):
     """The dense form of a tensor (duplicates summed) into a DenseSink: todense, and the .npy
     converter.  The rows go in stored order, or row-major through the sort when the output is
@@ -389,20 +400,20 @@ class Densify(StreamOp):
 
     def plan(self, meta: TensorMeta) -> Plan:
         self.claims = meta
-        sort = self.nbytes > self.budget.total // 2 and not meta.row_major
+        sort = sorts_first(meta, self.nbytes, self.budget)
         self.in_order = sort or meta.row_major
         if sort:
             # Sorted rows are checked for the uniqueness claim in their new (row-major) order.
             self.claims = meta.with_(sort_order=tuple(range(meta.sparse_ndim)))
-        return Plan(meta=meta, order=tuple(range(meta.sparse_ndim)) if sort else None)
+        # Bounds checked on the way in (sorted rows are, by the sort): an error names the input.
+        return Plan(meta=meta, order=tuple(range(meta.sparse_ndim)) if sort else None, bounds_checked=True)
 
     def map(self, batch, keys):
         yield batch
 
     def open_output(self, output, plan: Plan, *, budget: Budget):
         claims = self.claims
-        check = ClaimCheck(claims, claims.sort_order, claims.unique, path=self.path,
-                           note=" (use --no-validate to densify anyway; duplicates are summed)")
+        check = ClaimCheck(claims, claims.sort_order, claims.unique, path=self.path, note=CLAIMS_NOTE)
         return DenseSink(output, plan.meta, fill=self.fill, dtype=self.dtype, budget=budget,
                          claims=check if self.validate else None, in_order=self.in_order)
 

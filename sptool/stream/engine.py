@@ -41,6 +41,7 @@ class Plan:
     bounds_checked: bool = False  # stored order: check every index against the shape, keys as (K, n)
     background: bool = False  # encode and write the output on a second thread (map is heavy enough to pay)
     pieces: bool = False  # map yields (keys (K, n), values) pairs for the sink's write(), not record batches
+    row_for_row: bool = False  # output row i is input row i: the sink's errors name the source and its rows
 
 
 class StreamOp:
@@ -91,7 +92,8 @@ def input_batches(src, plan: Plan, *, budget: Budget, tmp_dir=None, progress=Non
                                   duplicates=plan.duplicates)
         return
     if plan.bounds_checked:
-        for batch, cols in checked(src.iter_batches(budget=budget), src.meta, path=src.path, progress=progress):
+        for batch, cols in checked(src.iter_batches(budget=budget), src.meta, path=src.path, progress=progress,
+                                   start=src.start):
             yield batch, np.stack(cols)
         return
     for batch in src.iter_batches(budget=budget):
@@ -110,6 +112,8 @@ def run(op: StreamOp, src, output, *, budget: Budget, tmp_dir=None, progress=Non
     if progress:
         progress.set_total(op.progress_total([s.meta for s in srcs], plan))
     sink = op.open_output(output, plan, budget=budget)
+    if plan.row_for_row:
+        sink.count_from(srcs[0].start, srcs[0].path)
     method = "write" if plan.pieces else "write_batch"
     writer = Background(sink, method) if plan.background else sink
     put = writer.write if plan.background else getattr(sink, method)

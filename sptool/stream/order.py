@@ -28,6 +28,7 @@ class ClaimCheck:
 
     def __init__(self, meta, order, unique: bool, *, path=None, note: str = ""):
         self.meta, self.path, self.note = meta, path, note
+        self.failed_at = -1
         self.tracker = OrderTracker(tuple(order), meta.sparse_ndim, check_repeats=unique)
 
     def check(self, keys) -> None:
@@ -57,6 +58,7 @@ class ClaimCheck:
             self._fail(seen + row, kind, batch_keys(batch.slice(row, 1), K), 0)
 
     def _fail(self, at: int, kind: int, keys, i: int):
+        self.failed_at = at  # for a caller that picks the first of several checks' failures
         what = repeated if kind == _kernels.REPEATED else out_of_order
         meta = self.meta
         raise DataError(f"{what(at, keys, i)}, although the metadata says sort_order {list(meta.sort_order)}, "

@@ -1,0 +1,319 @@
+"""Inputs cut into pieces on a Dask cluster (sptool.distributed.pieces): a single file spread
+over several tasks by its row groups, errors naming the row counted from the start of the whole
+input, and todense checking the order an input claims, as one machine does.  A 2-worker
+LocalCluster, tiny row groups; the oracles are NumPy (the rows, the first row out of order),
+pyarrow (the rows of each part) and Dask's own task stream (how many tasks ran), and each result
+or error is compared with the single-machine command's."""
+
+from __future__ import annotations
+
+import os
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+from test_distributed import (
+    SHAPE,
+    _canonical_part,
+    _first_out_of_order,
+    _no_leftovers,
+    _read_all_k,
+    _rows,
+    _shuffled_copy,
+    _write_parts,
+    client,  # noqa: F401 - the module's cluster fixture
+    tiny,  # noqa: F401 - fixture
+)
+
+import sptool
+import sptool.distributed
+
+distributed = pytest.importorskip("distributed")
+
+# Each per-piece op with arguments that map piece by piece, and its NumPy oracle on (indices,
+# values): the rows it keeps and what they become.
+PER_PIECE = {
+    "reshape": ({"shape": (SHAPE[0] * SHAPE[1], SHAPE[2])},
+                lambda i, v: (np.stack(np.unravel_index(np.ravel_multi_index(i.T, SHAPE),
+                                                        (SHAPE[0] * SHAPE[1], SHAPE[2])), axis=1), v)),
+    "expand_dims": ({"axis": 0}, lambda i, v: (np.insert(i, 0, 0, axis=1), v)),
+    "retain": ({"where": "values > 0"}, lambda i, v: (i[v > 0], v[v > 0])),
+    "map_values": ({"fn": "neg"}, lambda i, v: (i, -v)),
+    "mul": ({}, lambda i, v: (i, v * 3)),
+    "slice_": ({"start": [5, 0, 0], "size": [30, -1, -1]},
+               lambda i, v: (i[(i[:, 0] >= 5) & (i[:, 0] < 35)] - [5, 0, 0], v[(i[:, 0] >= 5) & (i[:, 0] < 35)])),
+}
+
+
+def _operands(name, src):
+    return [src, "3"] if name == "mul" else [src]
+
+
+def _one_file(tmp_path, rng, n=2400):
+    idx = _rows(rng, n)
+    val = rng.integers(-50, 50, n).astype(np.int64)
+    path = str(tmp_path / "one.parquet")
+    sptool.write(sptool.SparseTensor(idx, val, SHAPE), path, batch_rows=100)
+    return path, idx, val
+
+
+def _tasks(stream, prefix: str) -> list:
+    return [t for t in stream.data if str(t["key"]).startswith(prefix)]
+
+
+@pytest.mark.parametrize("name", sorted(PER_PIECE))
+def test_a_single_file_spreads_over_several_tasks(client, tiny, tmp_path, rng, name):  # noqa: F811
+    src, idx, val = _one_file(tmp_path, rng)
+    groups = pq.ParquetFile(src).metadata.num_row_groups
+    assert groups >= 8
+    kw, oracle = PER_PIECE[name]
+    out, local = str(tmp_path / "out") + "/", str(tmp_path / "local.parquet")
+    with distributed.get_task_stream(client) as stream:
+        r = getattr(sptool.distributed, name)(*_operands(name, src), out, client=client, memory=tiny, **kw)
+    getattr(sptool, name)(*_operands(name, src), local, memory=tiny, **kw)
+    # Dask's record of what ran: several tasks, each writing one part, not one task for the file.
+    tasks = _tasks(stream, "mapped_piece")
+    assert len(tasks) == r["parts"] == len(os.listdir(out)) > 1
+    K = 4 if name == "expand_dims" else 3 if name != "reshape" else 2
+    want_i, want_v = oracle(idx, val)
+    di, dv = _read_all_k(out, K)
+    li, lv = _read_all_k(local, K)
+    assert np.array_equal(di, want_i) and np.array_equal(dv, want_v)
+    assert np.array_equal(di, li) and np.array_equal(dv, lv)
+    dmeta, lmeta = sptool.open(out).meta, sptool.open(local).meta
+    for key in ("shape", "sparse_ndim", "value_type", "fill_value", "nnz", "sort_order", "unique"):
+        assert getattr(dmeta, key) == getattr(lmeta, key), key
+
+
+def test_slice_of_a_single_file_reads_only_the_overlapping_row_groups(client, tiny, tmp_path, rng):  # noqa: F811
+    idx = np.unique(_rows(rng, 4000), axis=0)  # canonical: row groups hold runs of index_0
+    val = rng.integers(-50, 50, len(idx)).astype(np.int64)
+    src = str(tmp_path / "sorted.parquet")
+    sptool.write(sptool.SparseTensor(idx, val, SHAPE), src, batch_rows=100)
+    md = pq.ParquetFile(src).metadata
+    # pyarrow's statistics: the row groups whose index_0 range meets [20, 30).
+    hit = [g for g in range(md.num_row_groups)
+           if md.row_group(g).column(0).statistics.max >= 20 and md.row_group(g).column(0).statistics.min < 30]
+    out = str(tmp_path / "out") + "/"
+    with distributed.get_task_stream(client) as stream:
+        r = sptool.distributed.slice_(src, out, start=[20, 0, 0], size=[10, -1, -1], client=client, memory=tiny)
+    one = sptool.slice_(src, str(tmp_path / "local.parquet"), start=[20, 0, 0], size=[10, -1, -1], memory=tiny)
+    assert 1 < len(_tasks(stream, "mapped_piece")) == r["parts"] <= len(hit)
+    assert r["row_groups_read"] == one["row_groups_read"] == len(hit) and r["rows_in"] == one["rows_in"]
+    assert r["rows_in"] == sum(md.row_group(g).num_rows for g in hit)
+    inside = (idx[:, 0] >= 20) & (idx[:, 0] < 30)
+    di, dv = _read_all_k(out, 3)
+    assert np.array_equal(di, idx[inside] - [20, 0, 0]) and np.array_equal(dv, val[inside])
+
+
+# -- errors name the row counted from the start of the whole input -----------------------------
+
+def _break_index(path, row, value, *, row_group_size=150):
+    """Index 1 of ``row`` of the file set to ``value`` (outside the shape), its sptool metadata
+    kept, written by pyarrow in row groups of ``row_group_size``."""
+    file = pq.ParquetFile(path)
+    table = file.read()
+    cols = table.column("indices_1").to_numpy().copy()
+    cols[row] = value
+    kept = {k: v for k, v in file.metadata.metadata.items() if k != b"ARROW:schema"}
+    pq.write_table(table.set_column(1, "indices_1", pa.array(cols)).replace_schema_metadata(kept), path,
+                   row_group_size=row_group_size)
+
+
+@pytest.mark.parametrize("name", sorted(PER_PIECE) + ["todense"])
+@pytest.mark.parametrize("layout", ["directory", "file"])
+def test_an_error_names_the_row_from_the_start_of_the_input(client, tiny, tmp_path, rng, name, layout):  # noqa: F811
+    n = 2400
+    if layout == "directory":
+        idx, val = _rows(rng, n), rng.integers(1, 50, n).astype(np.int64)  # positive: retain keeps every row
+        src = _write_parts(tmp_path / "in", np.array_split(idx, 4), np.array_split(val, 4))
+        bad_file, bad_row = os.path.join(src, "part-000002.parquet"), 400
+        # pyarrow's count of the rows before the broken part.
+        before = sum(pq.ParquetFile(os.path.join(src, f"part-{i:06d}.parquet")).metadata.num_rows for i in range(2))
+    else:
+        src, idx, val = _one_file(tmp_path, rng, n)
+        val = np.abs(val) + 1
+        sptool.write(sptool.SparseTensor(idx, val, SHAPE), src, batch_rows=100)
+        bad_file, bad_row, before = src, 1730, 0  # in a later row group, so in a later piece
+    _break_index(bad_file, bad_row, SHAPE[1] + 4)
+    kw = PER_PIECE[name][0] if name != "todense" else {}
+    ext = ".npy" if name == "todense" else ""
+    with pytest.raises(sptool.DataError) as on_cluster:
+        getattr(sptool.distributed, name)(*_operands(name, src), str(tmp_path / "out") + ("/" if not ext else ext),
+                                          client=client, memory=tiny, **kw)
+    with pytest.raises(sptool.DataError) as on_one:
+        getattr(sptool, name)(*_operands(name, src), str(tmp_path / "local") + (ext or ".parquet"), memory=tiny, **kw)
+    assert str(on_cluster.value) == str(on_one.value)
+    assert f"indices[{before + bad_row}] = " in str(on_cluster.value) and on_cluster.value.path == src
+    _no_leftovers(tmp_path, ["in" if layout == "directory" else "one.parquet"])
+
+
+# -- todense checks the order an input claims ---------------------------------------------------
+
+def _todense_both(client, tmp_path, src):  # noqa: F811 - the fixture's value
+    """todense on the cluster and on one machine: (the cluster's error or array, one machine's)."""
+    got = []
+    for run, out in ((lambda o: sptool.distributed.todense(src, o, client=client, memory="16MiB"), "d.npy"),
+                     (lambda o: sptool.todense(src, o, memory="16MiB"), "local.npy")):
+        try:
+            run(str(tmp_path / out))
+            got.append(np.load(str(tmp_path / out)))
+        except sptool.DataError as e:
+            got.append(e)
+    return got
+
+
+def _lying_file(tmp_path, rng, swap):
+    """A canonical file in row groups of 100 whose rows ``swap`` (a pair) are then swapped (for
+    a pair of equal rows, that row made a repeat of the one before), its metadata still claiming
+    canonical order: (path, its rows in stored order)."""
+    idx = np.unique(_rows(rng, 3000), axis=0)
+    val = rng.integers(-50, 50, len(idx)).astype(np.int64)
+    good = str(tmp_path / "good.parquet")
+    sptool.write(sptool.SparseTensor(idx, val, SHAPE), good)
+    perm = np.arange(len(idx))
+    if swap[0] != swap[1]:
+        perm[list(swap)] = perm[[swap[1], swap[0]]]
+    else:
+        perm[swap[0]] = perm[swap[0] - 1]
+    file = pq.ParquetFile(good)
+    kept = {k: v for k, v in file.metadata.metadata.items() if k != b"ARROW:schema"}
+    src = str(tmp_path / "lying.parquet")
+    pq.write_table(file.read().take(perm).replace_schema_metadata(kept), src, row_group_size=100)
+    os.remove(good)
+    assert sptool.open(src).meta.sort_order == (0, 1, 2) and pq.ParquetFile(src).metadata.num_row_groups > 8
+    return src, idx[perm]
+
+
+@pytest.mark.parametrize("name", ["reshape", "expand_dims", "map_values", "mul"])
+@pytest.mark.parametrize("swap", [(1650, 1651), (2210, 2210)], ids=["out of order", "a repeat"])
+def test_a_broken_claim_names_the_row_from_the_start_of_the_input(client, tiny, tmp_path, rng, name, swap):  # noqa: F811
+    """A file claiming canonical order whose rows break it in a later piece: an op that maps row
+    for row keeps the claim, its output refuses the row, and names it from the input's start."""
+    src, stored = _lying_file(tmp_path, rng, swap)
+    kw = PER_PIECE[name][0]
+    with pytest.raises(sptool.DataError) as on_cluster:
+        getattr(sptool.distributed, name)(*_operands(name, src), str(tmp_path / "out") + "/", client=client,
+                                          memory=tiny, **kw)
+    with pytest.raises(sptool.DataError) as on_one:
+        getattr(sptool, name)(*_operands(name, src), str(tmp_path / "local.parquet"), memory=tiny, **kw)
+    assert str(on_cluster.value) == str(on_one.value)
+    row = swap[0] if swap[0] == swap[1] else _first_out_of_order(stored)  # NumPy's first row out of order
+    assert f"indices[{row}] = " in str(on_cluster.value)
+    _no_leftovers(tmp_path, ["lying.parquet"])
+
+
+@pytest.mark.parametrize("where", ["inside a piece", "at a seam between pieces", "a repeat"])
+def test_todense_refuses_a_file_whose_rows_break_its_claim(client, tmp_path, rng, where):  # noqa: F811
+    """The file is cut into pieces of consecutive row groups (the task stream says several): the
+    first row breaking the claim, inside a piece or first in one, is the single machine's error."""
+    swap = {"inside a piece": (1650, 1651), "at a seam between pieces": (1499, 1500), "a repeat": (2210, 2210)}[where]
+    src, stored = _lying_file(tmp_path, rng, swap)
+    with distributed.get_task_stream(client) as stream:
+        on_cluster, on_one = _todense_both(client, tmp_path, src)
+    assert len(_tasks(stream, "claim_piece")) > 1
+    assert isinstance(on_cluster, sptool.DataError) and str(on_cluster) == str(on_one)
+    row = swap[0] if where == "a repeat" else _first_out_of_order(stored)  # NumPy's first row out of order
+    assert f"indices[{row}] = " in str(on_cluster) and "sort_order [0, 1, 2]" in str(on_cluster)
+    assert on_cluster.path == src
+    _no_leftovers(tmp_path, ["lying.parquet"])
+
+
+def test_todense_of_a_directory_with_a_lying_part(client, tmp_path, rng):  # noqa: F811
+    """A directory claims no order as a whole unless its seams are read (formats/SPEC.md section
+    7), so neither machine trusts, or checks, a part's claim: both write the right sums."""
+    d = tmp_path / "in"
+    d.mkdir()
+    first = _canonical_part(str(d / "part-000000.parquet"), rng, 500)
+    good = _canonical_part(str(tmp_path / "good.parquet"), rng, 900)
+    perm = rng.permutation(len(good))
+    _shuffled_copy(str(tmp_path / "good.parquet"), str(d / "part-000001.parquet"), perm)
+    on_cluster, on_one = _todense_both(client, tmp_path, str(d) + "/")
+    idx = np.concatenate([first, good[perm]])
+    _, val = _read_all_k(str(d) + "/", 3)
+    want = np.zeros(SHAPE, dtype=np.int64)
+    np.add.at(want, tuple(idx.T), val)
+    assert np.array_equal(on_cluster, want) and np.array_equal(on_one, want)
+
+
+def test_todense_of_a_canonical_file_checks_and_writes(client, tmp_path, rng):  # noqa: F811
+    src, idx, val = _one_file(tmp_path, rng)
+    sptool.reorder(src, str(tmp_path / "sorted.parquet"), duplicates="sum")
+    on_cluster, on_one = _todense_both(client, tmp_path, str(tmp_path / "sorted.parquet"))
+    want = np.zeros(SHAPE, dtype=np.int64)
+    np.add.at(want, tuple(idx.T), val)
+    assert np.array_equal(on_cluster, want) and np.array_equal(on_one, want)
+
+
+# -- split commits its output directories all or none ------------------------------------------
+
+@pytest.mark.parametrize("fault", ["moving an old output aside", "after the first new output is in place"])
+def test_split_commits_its_outputs_all_or_none(client, tiny, tmp_path, rng, monkeypatch, fault):  # noqa: F811
+    """Outputs of an earlier split are there; a rename fails part way through the commit (an
+    injected OSError): every output still holds its earlier rows (pyarrow reads them), and no
+    staging or moved-aside directory is left.  The same job without the fault replaces them all."""
+    pattern = str(tmp_path / "out-{i}") + "/"
+    outputs = [str(tmp_path / f"out-{i}") for i in range(3)]
+    old, _, _ = _one_file(tmp_path, rng, 600)
+    sptool.distributed.split(old, pattern, axis=0, num=3, client=client, memory="64MiB")
+    before = [_read_all_k(o + "/", 3) for o in outputs]
+    (tmp_path / "new").mkdir()
+    src, idx, val = _one_file(tmp_path / "new", rng, 900)
+    real_rename = os.rename
+
+    def failing_rename(a, b):
+        name = os.path.basename(os.path.abspath(a))
+        if fault == "moving an old output aside" and os.path.abspath(a) == outputs[2] or \
+                fault != "moving an old output aside" and name.startswith(".out-1.tmp-"):
+            raise OSError(5, "injected fault", a)
+        return real_rename(a, b)
+
+    monkeypatch.setattr(os, "rename", failing_rename)
+    with pytest.raises(OSError, match="injected fault"):
+        sptool.distributed.split(src, pattern, axis=0, num=3, client=client, memory="64MiB")
+    monkeypatch.setattr(os, "rename", real_rename)
+    for o, (bi, bv) in zip(outputs, before):
+        gi, gv = _read_all_k(o + "/", 3)
+        assert np.array_equal(gi, bi) and np.array_equal(gv, bv)
+    _no_leftovers(tmp_path, ["new", "one.parquet", "out-0", "out-1", "out-2"])
+    r = sptool.distributed.split(src, pattern, axis=0, num=3, client=client, memory="64MiB")
+    bounds = np.r_[0, np.cumsum([17, 17, 16])]  # TensorFlow's sizes for 50 in 3: the first ones longer
+    for i, o in enumerate(outputs):
+        keep = (idx[:, 0] >= bounds[i]) & (idx[:, 0] < bounds[i + 1])
+        gi, gv = _read_all_k(o + "/", 3)
+        assert np.array_equal(gi, idx[keep] - [bounds[i], 0, 0]) and np.array_equal(gv, val[keep])
+        assert r["rows"][i] == keep.sum()
+    _no_leftovers(tmp_path, ["new", "one.parquet", "out-0", "out-1", "out-2"])
+
+
+# -- stdin: read once by the driver into a copy beside the output, then cut like a file --------
+
+@pytest.mark.parametrize("command", [["reorder", "--order", "2,0,1"], ["reshape", "--shape", "2000,-1"]])
+def test_stdin_on_a_cluster_is_copied_once_and_cut_into_pieces(client, tiny, tmp_path, rng, command):  # noqa: F811
+    from click.testing import CliRunner
+
+    from sptool.cli import cli
+
+    idx, val = _rows(rng, 2000), rng.standard_normal(2000)
+    stream = str(tmp_path / "in.arrows")
+    sptool.write(sptool.SparseTensor(idx, val, SHAPE), stream)
+    data = open(stream, "rb").read()
+    os.remove(stream)
+    out, local = str(tmp_path / "out") + "/", str(tmp_path / "local.parquet")
+    with distributed.get_task_stream(client) as tasks:
+        res = CliRunner().invoke(cli, ["--scheduler", client.scheduler.address, *command, "-", "-o", out,
+                                       "--memory", tiny], input=data)
+    assert res.exit_code == 0, res.output
+    one = CliRunner().invoke(cli, [*command, "-", "-o", local, "--memory", tiny], input=data)
+    assert one.exit_code == 0, one.output
+    K = 2 if command[0] == "reshape" else 3
+    di, dv = _read_all_k(out, K)
+    li, lv = _read_all_k(local, K)
+    assert np.array_equal(di, li) and np.array_equal(dv, lv)
+    if command[0] == "reorder":  # NumPy's stable sort by dimensions 2, 0, 1
+        perm = np.lexsort([idx[:, 1], idx[:, 0], idx[:, 2]])
+        assert np.array_equal(di, idx[perm]) and np.array_equal(dv, val[perm])
+    else:
+        assert np.array_equal(dv, val) and len(_tasks(tasks, "mapped_piece")) > 1
+    _no_leftovers(tmp_path, ["out", "local.parquet"])  # the driver's copy of stdin is gone
