@@ -200,11 +200,14 @@ class TensorSink(ClosesOrAborts):
     increasing in a full sort order.  Shape entries that are None are inferred as max + 1.
     ``detect_order`` (rows with no claimed order, written to a file, a directory or memory): the
     output is marked row-major, and unique when strictly so, if the rows turn out to be.
+    ``light_producer``: the caller's own work per row is lighter than encoding it (the merge
+    join), so row groups are encoded on every core rather than leaving one to the caller.
     """
 
     def __init__(self, dst: str | None, meta: TensorMeta, *, unique_claim=True, part_rows: int = PART_ROWS,
-                 budget: Budget | None = None, detect_order: bool = False):
+                 budget: Budget | None = None, detect_order: bool = False, light_producer: bool = False):
         self.dst = dst
+        self.light_producer = light_producer
         self.kind = output_kind(dst)
         check_shape(meta.shape)
         meta = meta.with_(created_by=None)  # an output is written by this sptool, whatever made its input
@@ -290,7 +293,12 @@ class TensorSink(ClosesOrAborts):
         # stitched): reorder writer 1.08-1.19 / encoders 1.19, main 0.82 / 1.06; concat writer
         # 1.11 / 1.24, main 0.55 / 0.75; add writer 1.11 / 1.19, main 0.70 / 0.76.  So encoders
         # are one fewer than the workers, leaving a core to the producer, and at least two.
-        encoders = budget.workers - 1
+        # Unless the producer is lighter than the writing: the merge join's main thread (merge_add,
+        # the keys unpacked) is 0.73 CPU s against the writer's 0.90 for add's 20M issue-shape rows,
+        # and two encoders there took add from 1.38-1.53 s to 1.07-1.17 s on 2 cores (load 2.8;
+        # 1.70-1.98 -> 1.75-1.80 CPU s; peak RSS 457-480 -> 465-478 MiB).  reduce, whose producer
+        # is heavier, gained nothing and held 15-25% more memory.
+        encoders = budget.workers if self.light_producer else budget.workers - 1
         # A row group waiting to be appended holds its rows and then their encoded bytes: one
         # per encoder and one more, within an eighth of the budget (or no stitching).
         group_bytes = 2 * self.row_group_rows * row_bytes(self.meta)
