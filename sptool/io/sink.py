@@ -112,6 +112,8 @@ def values_codec(meta: TensorMeta, sample=None) -> str:
     first row above), else zstd (the other two).  Other value types, or no sample: zstd."""
     if sample is None or meta.value_type not in _SPLIT_VALUE_TYPES or meta.block_size != 1:
         return "zstd"
+    if not (pa.types.is_floating(sample.type) or pa.types.is_integer(sample.type)):
+        return "zstd"  # a hybrid tensor's blocks of one element: a nested leaf
     if isinstance(sample, pa.ChunkedArray):
         sample = sample.slice(0, _SAMPLE_VALUES).combine_chunks()
     values = np.ascontiguousarray(sample.slice(0, _SAMPLE_VALUES).to_numpy(zero_copy_only=False))
