@@ -599,7 +599,7 @@ PEER_REORDER_FLOOR = """
     pq.read_table(sys.argv[1])
     table = pq.read_table(sys.argv[2])
     meta = TensorMeta.from_dict(json.loads(pq.read_metadata(sys.argv[2]).metadata[b"sptool"]))
-    pq.write_table(table, sys.argv[3], row_group_size=131072, **parquet_writer_options(meta))
+    pq.write_table(table, sys.argv[3], row_group_size=131072, **parquet_writer_options(meta, table["values"]))
 """
 
 
@@ -708,7 +708,7 @@ FLOOR_PRELUDE = """
         return TensorMeta.from_dict(json.loads(pq.read_metadata(path).metadata[b"sptool"]))
 
     def write(table, path, meta):
-        pq.write_table(table, path, row_group_size=131072, **parquet_writer_options(meta))
+        pq.write_table(table, path, row_group_size=131072, **parquet_writer_options(meta, table["values"]))
 """
 
 FLOOR_CONCAT = FLOOR_PRELUDE + """

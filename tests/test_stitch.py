@@ -206,3 +206,32 @@ def test_small_budget_keeps_one_writer(monkeypatch, tmp_path, stitched, rng):
         assert len(stitched) == made
     with open(tmp_path / f"{room - 4}.parquet", "rb") as a, open(tmp_path / f"{room}.parquet", "rb") as b:
         assert a.read() == b.read()
+
+
+def test_add_encodes_on_every_core(monkeypatch, tmp_path, stitched, rng):
+    """add's merge join is lighter than the encoding, so on 2 workers its output is stitched
+    from two encoders; the file equals the one-writer file of 1 worker byte for byte, and its
+    entries are NumPy's sum of the two dense operands."""
+    a = random_tensor(rng, SHAPE, 2500, sort=True)
+    b = random_tensor(rng, SHAPE, 2500, sort=True)
+    pa_, pb = str(tmp_path / "a.parquet"), str(tmp_path / "b.parquet")
+    sptool.write(a, pa_)
+    sptool.write(b, pb)
+    monkeypatch.setenv("SPTOOL_ROW_GROUP_ROWS", "300")
+    outs = {}
+    for threads in (1, 2):
+        monkeypatch.setenv("SPTOOL_THREADS", str(threads))
+        outs[threads] = str(tmp_path / f"sum{threads}.parquet")
+        sptool.add(pa_, pb, output=outs[threads])
+        assert len(stitched) == threads - 1
+    with open(outs[1], "rb") as one, open(outs[2], "rb") as two:
+        assert one.read() == two.read()
+    back = sptool.read(outs[2])
+    dense = np.zeros(SHAPE)
+    dense[tuple(back.indices.T)] = back.values
+    expected = np.zeros(SHAPE)
+    np.add.at(expected, tuple(a.indices.T), a.values)
+    np.add.at(expected, tuple(b.indices.T), b.values)
+    np.testing.assert_array_equal(dense, expected)
+    assert back.nnz == len(np.unique(np.concatenate([a.indices, b.indices]), axis=0))
+    assert sptool.validate(outs[2], deep=True, strict=True).ok(strict=True)

@@ -46,8 +46,9 @@ _DICTIONARY_VALUE_TYPES = ("bool", "int8", "int16", "uint8", "uint16", "string",
 _SPLIT_VALUE_TYPES = ("float32", "float64", "int32", "int64")
 
 
-def parquet_writer_options(meta: TensorMeta) -> dict:
-    """sptool's Parquet writer settings for a tensor (also the benchmarks' I/O floor)."""
+def parquet_writer_options(meta: TensorMeta, sample=None) -> dict:
+    """sptool's Parquet writer settings for a tensor (also the benchmarks' I/O floor); ``sample``,
+    the first row group's values, chooses their codec (values_codec)."""
     K = meta.sparse_ndim
     # Every index column DELTA_BINARY_PACKED, sorted or not: bit-packed deltas beat dictionary
     # pages (which overflow on wide extents and fall back to plain after the work of building
@@ -66,7 +67,7 @@ def parquet_writer_options(meta: TensorMeta) -> dict:
     if meta.value_type in _SPLIT_VALUE_TYPES and meta.block_size == 1:
         encodings["values"] = "BYTE_STREAM_SPLIT"
     return {
-        "compression": column_compression(meta),
+        "compression": column_compression(meta, sample),
         "sorting_columns": [pq.SortingColumn(int(d)) for d in meta.sort_order] or None,
         "write_page_index": True,
         "use_dictionary": dictionary,
@@ -80,16 +81,47 @@ def parquet_writer_options(meta: TensorMeta) -> dict:
     }
 
 
-def column_compression(meta: TensorMeta) -> dict:
-    """zstd on the values alone: the index columns' bit-packed deltas are near their entropy
+def column_compression(meta: TensorMeta, sample=None) -> dict:
+    """The values compressed alone: the index columns' bit-packed deltas are near their entropy
     already, and zstd on them was 12-15% of the writer's CPU for 1-2% of the file.  Measured
     with pyarrow 26, 5M sorted rows, median of 5 (writer CPU s / bytes per entry; zstd on every
     column, then on the values alone, then none at all):
       2^17 x 2^12 x 2^8 float64   0.264 / 9.99, 0.231 / 10.17, 0.175 / 10.96
       300k x 300k int32           0.192 / 4.50, 0.164 / 4.59, 0.126 / 6.56"""
     codecs = {index_column(k): "none" for k in range(meta.sparse_ndim)}
-    codecs.update((path, "zstd") for path in _leaf_paths(meta.arrow_schema().field("values")))
+    codec = values_codec(meta, sample)
+    codecs.update((path, codec) for path in _leaf_paths(meta.arrow_schema().field("values")))
     return codecs
+
+
+# Values whose byte planes zstd shrinks by less than this share get lz4_raw instead.
+_ZSTD_MIN_SAVING = 0.15
+_SAMPLE_VALUES = 1 << 16
+
+
+def values_codec(meta: TensorMeta, sample=None) -> str:
+    """zstd where it pays, lz4_raw where the values are near noise.  zstd on the byte planes of
+    random float64 saves a tenth of their bytes for 45% of their encoding CPU; lz4_raw keeps over
+    half of that tenth for a sixth of zstd's extra CPU.  pyarrow 26, 5M float64 values written
+    BYTE_STREAM_SPLIT, median of 5 (CPU s / bytes per entry; zstd, lz4_raw, none):
+      normal noise          0.110 / 7.21, 0.068 / 7.57, 0.060 / 8.01
+      two decimals          0.094 / 5.45, 0.064 / 7.14, 0.060 / 8.01
+      Poisson(3) counts     0.080 / 0.61, 0.068 / 1.16, 0.056 / 8.01
+    So the first row group's first values (``sample``), split into byte planes as the writer
+    splits them, are compressed with zstd once: below a 15% saving the file gets lz4_raw (the
+    first row above), else zstd (the other two).  Other value types, or no sample: zstd."""
+    if sample is None or meta.value_type not in _SPLIT_VALUE_TYPES or meta.block_size != 1:
+        return "zstd"
+    if not (pa.types.is_floating(sample.type) or pa.types.is_integer(sample.type)):
+        return "zstd"  # a hybrid tensor's blocks of one element: a nested leaf
+    if isinstance(sample, pa.ChunkedArray):
+        sample = sample.slice(0, _SAMPLE_VALUES).combine_chunks()
+    values = np.ascontiguousarray(sample.slice(0, _SAMPLE_VALUES).to_numpy(zero_copy_only=False))
+    if not len(values):
+        return "zstd"
+    planes = values.view(np.uint8).reshape(len(values), values.itemsize).T.tobytes()
+    packed = pa.compress(planes, codec="zstd", asbytes=False)
+    return "zstd" if packed.size <= (1 - _ZSTD_MIN_SAVING) * len(planes) else "lz4_raw"
 
 
 @functools.lru_cache(maxsize=64)
@@ -200,11 +232,14 @@ class TensorSink(ClosesOrAborts):
     increasing in a full sort order.  Shape entries that are None are inferred as max + 1.
     ``detect_order`` (rows with no claimed order, written to a file, a directory or memory): the
     output is marked row-major, and unique when strictly so, if the rows turn out to be.
+    ``light_producer``: the caller's own work per row is lighter than encoding it (the merge
+    join), so row groups are encoded on every core rather than leaving one to the caller.
     """
 
     def __init__(self, dst: str | None, meta: TensorMeta, *, unique_claim=True, part_rows: int = PART_ROWS,
-                 budget: Budget | None = None, detect_order: bool = False):
+                 budget: Budget | None = None, detect_order: bool = False, light_producer: bool = False):
         self.dst = dst
+        self.light_producer = light_producer
         self.kind = output_kind(dst)
         check_shape(meta.shape)
         meta = meta.with_(created_by=None)  # an output is written by this sptool, whatever made its input
@@ -280,26 +315,31 @@ class TensorSink(ClosesOrAborts):
         self._digest = DigestWriter(out)
         self._writer = pa.ipc.new_stream(self._digest, schema)
 
-    def _parquet_writer(self, path: str, *, many: bool = False):
+    def _parquet_writer(self, path: str, *, many: bool = False, sample=None):
         """A writer for one file: with ``many`` row groups to come and cores to spare, one that
         encodes them side by side (StitchedWriter: the same bytes); else pyarrow's, fed by the
-        one writer thread (_submit_write)."""
+        one writer thread (_submit_write).  ``sample``: the first values, for their codec."""
         budget = budget_of(self._budget)
+        options = parquet_writer_options(self.meta, sample)
         # The one writer thread already overlaps encoding with the rest of the command, which
         # keeps the other core busy: on 2 cores the stitched writer only adds its own cost.
         # Measured per thread (CPU s, 20M-entry 2^17 x 2^12 x 2^8 float64, one writer thread /
         # stitched): reorder writer 1.08-1.19 / encoders 1.19, main 0.82 / 1.06; concat writer
         # 1.11 / 1.24, main 0.55 / 0.75; add writer 1.11 / 1.19, main 0.70 / 0.76.  So encoders
         # are one fewer than the workers, leaving a core to the producer, and at least two.
-        encoders = budget.workers - 1
+        # Unless the producer is lighter than the writing: the merge join's main thread (merge_add,
+        # the keys unpacked) is 0.73 CPU s against the writer's 0.90 for add's 20M issue-shape rows,
+        # and two encoders there took add from 1.38-1.53 s to 1.07-1.17 s on 2 cores (load 2.8;
+        # 1.70-1.98 -> 1.75-1.80 CPU s; peak RSS 457-480 -> 465-478 MiB).  reduce, whose producer
+        # is heavier, gained nothing and held 15-25% more memory.
+        encoders = budget.workers if self.light_producer else budget.workers - 1
         # A row group waiting to be appended holds its rows and then their encoded bytes: one
         # per encoder and one more, within an eighth of the budget (or no stitching).
         group_bytes = 2 * self.row_group_rows * row_bytes(self.meta)
         inflight = min(encoders + 1, budget.usable // (8 * group_bytes))
         if many and encoders >= 2 and inflight >= 2:
-            return StitchedWriter(path, self.schema, parquet_writer_options(self.meta), workers=encoders,
-                                  inflight=inflight)
-        return pq.ParquetWriter(path, self.schema, **parquet_writer_options(self.meta))
+            return StitchedWriter(path, self.schema, options, workers=encoders, inflight=inflight)
+        return pq.ParquetWriter(path, self.schema, **options)
 
     # -- writing ------------------------------------------------------------------------------
     def write(self, keys: np.ndarray, values, maxes: np.ndarray | None = None) -> None:
@@ -407,7 +447,7 @@ class TensorSink(ClosesOrAborts):
                 # claims follow the dataset's, checked by the same tracker.
             else:
                 path = self._target.tmp
-            self._writer = self._parquet_writer(path, many=many)
+            self._writer = self._parquet_writer(path, many=many, sample=table.column(self.K))
             self._part_rows_written = 0
         if isinstance(self._writer, StitchedWriter):
             self._writer.write_table(table)  # queued on its own encoders

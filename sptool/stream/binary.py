@@ -265,7 +265,7 @@ def run_join(op: JoinOp, sa, sb, output, *, budget: Budget, tmp_dir=None, progre
     right = _Side(sb, codec, budget=half, tmp_dir=tmp_dir, progress=progress)
     fa, fb = scalar(ma.fill_value, dtype), scalar(mb.fill_value, dtype)
     dropped = 0
-    with open_sink(output, out_meta, unique_claim=True, budget=budget) as sink:
+    with open_sink(output, out_meta, unique_claim=True, budget=budget, light_producer=True) as sink:
         tail = tuple(ma.dense_shape)
         fast = fused is not None and codec.packed and not tail and dtype in FUSED_TYPES
         for a, b in join_rounds(left, right, codec.packed):
