@@ -41,13 +41,15 @@ from __future__ import annotations
 import os
 
 import numpy as np
+import pyarrow as pa
+from pyarrow import ipc
 
 from .._memory import Budget, budget_of, peak_rss
 from ..errors import ShapeMismatch
 from ..format import TensorMeta
-from ..io import check_inputs, open_sink, open_source
+from ..io import TensorSource, check_inputs, open_sink, open_source, row_bytes, sibling_name
 from ..stream.bounds import checked
-from ..stream.sort import KeyCodec
+from ..stream.sort import KeyCodec, merge_rows, merge_sorted, run_rows, sort_run
 from .cluster import worker_count
 from .partdir import PartDirectory, check_output
 from .pieces import KeyRangeSource, Piece, PieceSource, ShuffledSource, pieces_of, refuse_stdin, shared_copy
@@ -134,6 +136,105 @@ def partition(piece: Piece, index: int, splitters: np.ndarray, order, root: str,
     return counts, peak_rss()
 
 
+def partition_sorted(piece: Piece, index: int, splitters: np.ndarray, order, root: str, budget: Budget) -> tuple:
+    """The piece's rows sorted by key, in runs of the sort's size within ``budget``, written to
+    ``root/piece-index.arrows`` (an Arrow IPC file: the packed key, then the columns the key
+    does not rebuild, values only for a full dimension order): record batch ``k * R + r`` holds
+    run k's rows of range r, R = len(splitters) + 1, so a range's task reads its runs and merges
+    them (SortedRange) instead of sorting its rows again.  (The rows per range, the runs, peak
+    memory.)"""
+    src = PieceSource(piece)
+    meta = src.meta
+    K = meta.sparse_ndim
+    codec = _codec(meta, order)
+    ranges = len(splitters) + 1
+    counts = np.zeros(ranges, dtype=np.int64)
+    per_run = run_rows(budget, row_bytes(meta) + 8)
+    path = os.path.join(root, shuffled_name(index))
+    tmp = sibling_name(path, "part")  # a rerun of the task replaces the file whole
+    writer, schema, runs, pending, keys, held = None, None, 0, [], [], 0
+
+    def flush():
+        nonlocal writer, schema, runs
+        payload, sorted_keys = sort_run(pa.Table.from_batches(pending), codec, K, np.concatenate(keys))
+        if writer is None:
+            schema = _shuffle_schema(payload.schema, codec)
+            writer = ipc.new_file(tmp, schema)
+        # Range r is [splitter r-1, splitter r): its rows start where the keys reach splitter r-1.
+        cuts = np.r_[0, np.searchsorted(sorted_keys, splitters, side="left"), len(sorted_keys)]
+        for r in range(ranges):
+            a, b = int(cuts[r]), int(cuts[r + 1])
+            columns = [c.combine_chunks() for c in payload.slice(a, b - a).columns]
+            writer.write_batch(pa.RecordBatch.from_arrays([codec.to_arrow(sorted_keys[a:b]), *columns],
+                                                          schema=schema))
+            counts[r] += b - a
+        runs += 1
+
+    try:
+        # An error names the operand and the row from its start, as on one machine.
+        for batch, cols in checked(src.iter_batches(budget=budget), meta, path=piece.operand or piece.path,
+                                   start=piece.start):
+            pending.append(batch)
+            keys.append(codec.encode(np.stack(cols)))
+            held += batch.num_rows
+            if held >= per_run:
+                flush()
+                pending, keys, held = [], [], 0
+        if held:
+            flush()
+        if writer is not None:
+            writer.close()
+            os.replace(tmp, path)
+    except BaseException:
+        if writer is not None:
+            writer.close()
+        if os.path.exists(tmp):
+            os.remove(tmp)
+        raise
+    return counts, runs, peak_rss()
+
+
+def _shuffle_schema(payload: pa.Schema, codec: KeyCodec) -> pa.Schema:
+    return pa.schema([pa.field(SHUFFLE_KEY, codec.key_type()), *payload])
+
+
+SHUFFLE_KEY = "key"
+
+
+class SortedRange(TensorSource):
+    """Range ``r`` of one operand as partition_sorted left it: every run of every piece (files
+    of (path, runs), in input order) merged by key, stably, so equal keys keep input order as
+    the single machine's stable sort keeps them.  The files are memory-mapped: each run is read
+    once, in order, and its pages are the page cache's (dropped under memory pressure), not
+    this process's heap; the merge holds a slice of each run at a time."""
+
+    kind = "shuffled"
+
+    def __init__(self, files: list[tuple[str, int]], r: int, ranges: int, meta: TensorMeta, order):
+        super().__init__(files[0][0] if files else "<empty>", meta, meta.arrow_schema())
+        self.files, self.r, self.ranges, self.order = files, r, ranges, tuple(order)
+
+    def with_meta(self, meta: TensorMeta) -> SortedRange:
+        return SortedRange(self.files, self.r, self.ranges, meta, self.order)
+
+    def iter_batches(self, batch_rows=None, *, budget=None):
+        budget = budget_of(budget)
+        codec = _codec(self.meta, self.order)
+        runs = []
+        for path, count in self.files:
+            reader = ipc.open_file(pa.memory_map(path))
+            for k in range(count):
+                b = reader.get_batch(k * self.ranges + self.r)
+                if b.num_rows:
+                    runs.append([(b.drop_columns([SHUFFLE_KEY]), codec.from_arrow(b.column(0)))])
+        if not runs:
+            return
+        rows = merge_rows(budget, row_bytes(self.meta) + 8)
+        for payload, keys in merge_sorted(runs, codec, rows=rows, budget=budget):
+            for batch, _ in codec.batches(payload, keys, self.schema):
+                yield batch
+
+
 def range_task(fn, sources: list, output: str) -> tuple:
     """``fn(*sources, output)``: one key range of every operand through the op into output part
     ``output``; (what fn returned, the part's metadata, peak memory)."""
@@ -146,15 +247,38 @@ def range_slot(task, fn, r: int, metas: list, roots: list[str], counts: list, ou
     """Range ``r`` (a task, after every partition task): ``task(fn, its sources, output)`` when it
     holds rows, or when the whole input is empty and it is range 0 (one empty part); else None.
     ``counts[j]`` are operand j's partition results, its pieces' rows per range."""
-    per_operand = [np.sum([c for c, _ in operand], axis=0) for operand in counts]
-    held = [int(n[r]) if r < len(n) else 0 for n in per_operand]
-    if not sum(held) and (r or any(n.sum() for n in per_operand)):
+    held = _held(r, counts)
+    if held is None:
         return None
     # An operand's order and uniqueness claims (for its whole, see seams.py) hold for a range of
     # it: its pieces' rows, concatenated in input order.
     sources = [ShuffledSource(_listing(os.path.join(root, range_dir(r))), meta.with_(nnz=n))
                for meta, root, n in zip(metas, roots, held)]
     return task(fn, sources, output)
+
+
+def sorted_slot(task, fn, r: int, metas: list, roots: list[str], counts: list, order, output: str):
+    """range_slot for operands partitioned by partition_sorted: each source is range ``r`` merged
+    from the pieces' sorted runs (SortedRange), claiming ``order``."""
+    held = _held(r, counts)
+    if held is None:
+        return None
+    sources = []
+    for meta, root, operand, n in zip(metas, roots, counts, held):
+        ranges = len(operand[0][0]) if operand else 1
+        files = [(os.path.join(root, shuffled_name(i)), runs) for i, (_, runs, _) in enumerate(operand) if runs]
+        sources.append(SortedRange(files, r, ranges, meta.with_(nnz=n, sort_order=tuple(order)), order))
+    return task(fn, sources, output)
+
+
+def _held(r: int, counts: list) -> list[int] | None:
+    """Each operand's rows in range ``r`` from its partition tasks' results (rows per range
+    first); None when the range holds none and is not the one part of an empty input."""
+    per_operand = [np.sum([c[0] for c in operand], axis=0) for operand in counts]
+    held = [int(n[r]) if r < len(n) else 0 for n in per_operand]
+    if not sum(held) and (r or any(n.sum() for n in per_operand)):
+        return None
+    return held
 
 
 def direct_slot(task, fn, r: int, metas: list, pieces: list, order, splitters: np.ndarray, output: str):
@@ -205,12 +329,14 @@ def splitters_of(samples: list[np.ndarray], ranges: int) -> np.ndarray:
 
 
 def range_map(client, operands: list[tuple[list[Piece], TensorMeta]], order, fn, out: PartDirectory, *,
-              ranges: int, budget: Budget, progress=None, task=range_task) -> Outcome:
+              ranges: int, budget: Budget, progress=None, task=range_task, sort: bool = False) -> Outcome:
     """Shuffle the rows of every operand (its pieces, in order, and its metadata, whose
     sort_order and unique claims must hold for the pieces concatenated) into key ranges of the
     dimensions ``order``, and write part i of ``out`` as ``fn(*range i of each operand, path)``
     (run by ``task``, which returns range_task's triple); empty ranges make no part, and an
-    empty input one part of empty operands."""
+    empty input one part of empty operands.  ``sort``: ``order`` is a full dimension order and
+    ``fn`` wants its ranges sorted in it (stably): the pieces are sorted as they are partitioned
+    and each range merged from their runs (partition_sorted, SortedRange)."""
     order = tuple(order)
     # The key's extents must agree (the other dimensions are the op's business: concat's differ).
     shape = [operands[0][1].shape[d] for d in order]
@@ -230,12 +356,15 @@ def range_map(client, operands: list[tuple[list[Piece], TensorMeta]], order, fn,
     counts = []
     for (op_pieces, _), root in zip(operands, roots):
         if not direct:
-            counts.append([client.submit(partition, p, i, splitters, order, root, budget, pure=False)
-                           for i, p in enumerate(op_pieces)])
+            counts.append([client.submit(partition_sorted if sort else partition, p, i, splitters, order, root,
+                                         budget, pure=False) for i, p in enumerate(op_pieces)])
     metas = [meta for _, meta in operands]
     if direct:
         slots = [client.submit(direct_slot, task, fn, r, metas, [p for p, _ in operands], order, splitters,
                                out.part(r), pure=False) for r in range(max(ranges, 1))]
+    elif sort:
+        slots = [client.submit(sorted_slot, task, fn, r, metas, roots, counts, order, out.part(r), pure=False)
+                 for r in range(max(ranges, 1))]
     else:
         slots = [client.submit(range_slot, task, fn, r, metas, roots, counts, out.part(r), pure=False)
                  for r in range(max(ranges, 1))]
@@ -286,7 +415,7 @@ def operand_meta(path: str) -> TensorMeta:
 
 
 def on_ranges(client, fn, paths: list[str], output: str, *, order, memory=None, progress=None,
-              ranges: int | None = None, claims: bool = True) -> dict:
+              ranges: int | None = None, claims: bool = True, sort: bool = False) -> dict:
     """An op's whole job on the cluster of ``client``: the operands at ``paths`` shuffled into key
     ranges of the dimensions ``order`` and written, range by range, by ``fn(*sources, path)``
     into the part directory ``output``; the summary (rows, shape, parts, workers, peak worker
@@ -294,7 +423,7 @@ def on_ranges(client, fn, paths: list[str], output: str, *, order, memory=None, 
     each range of an operand whose whole is unique keeps its order and uniqueness (seams.py), so
     ``fn`` need not sort it again (with no duplicates to combine, the result is the same); False
     for an op whose float results depend on the path it takes (reduce), which then sorts every
-    range as the single machine sorts a directory."""
+    range as the single machine sorts a directory.  ``sort``: see range_map."""
     check_output(output)
     check_inputs(paths)
     workers = worker_count(client)
@@ -309,5 +438,6 @@ def on_ranges(client, fn, paths: list[str], output: str, *, order, memory=None, 
                     sort_order = ()
                 operands.append((pieces_of(path, workers), src.meta.with_(sort_order=sort_order, unique=unique)))
         count = ranges or max(max(len(p) for p, _ in operands), workers)
-        outcome = range_map(client, operands, order, fn, out, ranges=count, budget=budget, progress=progress)
+        outcome = range_map(client, operands, order, fn, out, ranges=count, budget=budget, progress=progress,
+                            sort=sort)
     return {**outcome.summary(), "output": output}
