@@ -12,7 +12,7 @@ import pytest
 import sptool
 from sptool._memory import budget_of
 from sptool.distributed.pieces import Piece
-from sptool.distributed.ranges import SortedRange, partition_sorted, shuffled_name
+from sptool.distributed.ranges import SortedRange, partition_sorted, pooled_splitters, shuffled_name
 from sptool.stream.sort import KeyCodec
 
 pytest.importorskip("distributed")
@@ -44,29 +44,33 @@ def test_ranges_merged_from_sorted_runs_are_the_stable_sort(tmp_path, rng, order
     pieces, idx, val = _pieces(tmp_path, rng, [300, 0, 451, 128])
     meta = sptool.open(pieces[0].path).meta
     codec = KeyCodec(meta.shape, order, 3)
-    all_keys = codec.encode(np.ascontiguousarray(idx.T))
-    splitters = np.unique(np.sort(all_keys)[[100, 400, 401, 700]])  # 401 may repeat 400's key
     root = tmp_path / "shuffle"
     root.mkdir()
-    results = [partition_sorted(p, i, splitters, order, str(root), budget) for i, p in enumerate(pieces)]
-    runs = [runs for _, runs, _ in results]
+    results = [partition_sorted(p, i, order, str(root), 64, budget) for i, p in enumerate(pieces)]
+    runs = [runs for _, runs, _, _ in results]
     assert runs[1] == 0 and min(runs[0], runs[2], runs[3]) > 1, runs
+    assert [rows for _, _, rows, _ in results] == [300, 0, 451, 128]
     assert not os.path.exists(root / shuffled_name(1))  # an empty piece writes nothing
     assert sorted(os.listdir(root)) == [shuffled_name(i) for i in (0, 2, 3)]  # no temporary left
-    ranges = len(splitters) + 1
-    files = [(str(root / shuffled_name(i)), runs) for i, (_, runs, _) in enumerate(results) if runs]
+    all_keys = np.sort(codec.encode(np.ascontiguousarray(idx.T)))
+    for sample, *_ in results:  # each piece's sample is keys of that piece
+        assert np.all(np.isin(sample, all_keys))
+    splitters = pooled_splitters(results, 5)
+    assert 1 < len(splitters) <= 4 and np.all(np.diff(splitters.astype(np.float64)) > 0)
+    # The pooled sample's quantiles cut the input near evenly (exact quantiles of each run).
+    sizes = np.diff(np.r_[0, np.searchsorted(all_keys, splitters), len(all_keys)])
+    assert sizes.max() < 0.4 * len(all_keys), sizes
+    files = [(str(root / shuffled_name(i)), r) for i, r in enumerate(runs) if r]
     got_idx, got_val = [], []
-    for r in range(ranges):
-        held = sum(int(c[r]) for c, _, _ in results)
-        src = SortedRange(files, r, ranges, meta.with_(nnz=held, sort_order=order), order)
+    for r in range(len(splitters) + 1):
+        lo = splitters[r - 1:r] if r else None
+        hi = splitters[r:r + 1] if r < len(splitters) else None
+        src = SortedRange(files, lo, hi, meta.with_(sort_order=order), order)
         batches = list(src.iter_batches(budget=budget))
         gi = np.concatenate([np.stack([b.column(d).to_numpy() for d in range(3)], axis=1) for b in batches]
                             ) if batches else np.empty((0, 3), np.int64)
         keys = codec.encode(np.ascontiguousarray(gi.T))
-        lo = splitters[r - 1] if r else 0
-        assert len(gi) == held and np.all(keys >= lo)
-        if r < len(splitters):
-            assert np.all(keys < splitters[r])
+        assert len(gi) == sizes[r] and np.all(np.diff(keys.astype(np.float64)) >= 0)
         got_idx.append(gi)
         got_val += [b.column(3).to_numpy() for b in batches]
     perm = np.lexsort([idx[:, d] for d in reversed(order)])  # stable: equal rows keep input order

@@ -136,23 +136,23 @@ def partition(piece: Piece, index: int, splitters: np.ndarray, order, root: str,
     return counts, peak_rss()
 
 
-def partition_sorted(piece: Piece, index: int, splitters: np.ndarray, order, root: str, budget: Budget) -> tuple:
+def partition_sorted(piece: Piece, index: int, order, root: str, count: int, budget: Budget) -> tuple:
     """The piece's rows sorted by key, in runs of the sort's size within ``budget``, written to
-    ``root/piece-index.arrows`` (an Arrow IPC file: the packed key, then the columns the key
-    does not rebuild, values only for a full dimension order): record batch ``k * R + r`` holds
-    run k's rows of range r, R = len(splitters) + 1, so a range's task reads its runs and merges
-    them (SortedRange) instead of sorting its rows again.  (The rows per range, the runs, peak
-    memory.)"""
+    ``root/piece-index.arrows`` (an Arrow IPC file, a record batch per run: the packed key, then
+    the columns the key does not rebuild, values only for a full dimension order), so that a
+    range's task merges its slices of the runs (SortedRange) instead of sorting its rows again.
+    The sample comes from the sorted runs (``count`` keys evenly spaced in each run's order,
+    exact quantiles of the piece), so no task reads the piece for it first.  (The sample, the
+    runs, the rows, peak memory.)"""
     src = PieceSource(piece)
     meta = src.meta
     K = meta.sparse_ndim
     codec = _codec(meta, order)
-    ranges = len(splitters) + 1
-    counts = np.zeros(ranges, dtype=np.int64)
     per_run = run_rows(budget, row_bytes(meta) + 8)
+    stride = max(1, piece.rows // max(count, 1))
     path = os.path.join(root, shuffled_name(index))
     tmp = sibling_name(path, "part")  # a rerun of the task replaces the file whole
-    writer, schema, runs, pending, keys, held = None, None, 0, [], [], 0
+    writer, schema, runs, rows, taken, pending, keys, held = None, None, 0, 0, [], [], [], 0
 
     def flush():
         nonlocal writer, schema, runs
@@ -160,14 +160,9 @@ def partition_sorted(piece: Piece, index: int, splitters: np.ndarray, order, roo
         if writer is None:
             schema = _shuffle_schema(payload.schema, codec)
             writer = ipc.new_file(tmp, schema)
-        # Range r is [splitter r-1, splitter r): its rows start where the keys reach splitter r-1.
-        cuts = np.r_[0, np.searchsorted(sorted_keys, splitters, side="left"), len(sorted_keys)]
-        for r in range(ranges):
-            a, b = int(cuts[r]), int(cuts[r + 1])
-            columns = [c.combine_chunks() for c in payload.slice(a, b - a).columns]
-            writer.write_batch(pa.RecordBatch.from_arrays([codec.to_arrow(sorted_keys[a:b]), *columns],
-                                                          schema=schema))
-            counts[r] += b - a
+        columns = [c.combine_chunks() for c in payload.columns]
+        writer.write_batch(pa.RecordBatch.from_arrays([codec.to_arrow(sorted_keys), *columns], schema=schema))
+        taken.append(sorted_keys[stride // 2::stride])
         runs += 1
 
     try:
@@ -177,6 +172,7 @@ def partition_sorted(piece: Piece, index: int, splitters: np.ndarray, order, roo
             pending.append(batch)
             keys.append(codec.encode(np.stack(cols)))
             held += batch.num_rows
+            rows += batch.num_rows
             if held >= per_run:
                 flush()
                 pending, keys, held = [], [], 0
@@ -191,7 +187,8 @@ def partition_sorted(piece: Piece, index: int, splitters: np.ndarray, order, roo
         if os.path.exists(tmp):
             os.remove(tmp)
         raise
-    return counts, runs, peak_rss()
+    empty = codec.encode(np.empty((K, 0), dtype=np.int64))
+    return (np.concatenate(taken) if taken else empty), runs, rows, peak_rss()
 
 
 def _shuffle_schema(payload: pa.Schema, codec: KeyCodec) -> pa.Schema:
@@ -202,34 +199,45 @@ SHUFFLE_KEY = "key"
 
 
 class SortedRange(TensorSource):
-    """Range ``r`` of one operand as partition_sorted left it: every run of every piece (files
-    of (path, runs), in input order) merged by key, stably, so equal keys keep input order as
-    the single machine's stable sort keeps them.  The files are memory-mapped: each run is read
-    once, in order, and its pages are the page cache's (dropped under memory pressure), not
-    this process's heap; the merge holds a slice of each run at a time."""
+    """The rows with keys in [lo, hi) (one-key arrays; None: unbounded) of one operand as partition_sorted left
+    it: each run of each piece (files of (path, runs), in input order) cut at the bounds by a
+    binary search of its keys, and the slices merged by key, stably, so equal keys keep input
+    order as the single machine's stable sort keeps them.  The files are memory-mapped: the
+    search touches a few pages, each slice is read once, in order, and its pages are the page
+    cache's (dropped under memory pressure), not this process's heap; the merge holds a slice
+    of each run at a time."""
 
     kind = "shuffled"
 
-    def __init__(self, files: list[tuple[str, int]], r: int, ranges: int, meta: TensorMeta, order):
+    def __init__(self, files: list[tuple[str, int]], lo, hi, meta: TensorMeta, order):
         super().__init__(files[0][0] if files else "<empty>", meta, meta.arrow_schema())
-        self.files, self.r, self.ranges, self.order = files, r, ranges, tuple(order)
+        self.files, self.lo, self.hi, self.order = files, lo, hi, tuple(order)
 
     def with_meta(self, meta: TensorMeta) -> SortedRange:
-        return SortedRange(self.files, self.r, self.ranges, meta, self.order)
+        return SortedRange(self.files, self.lo, self.hi, meta, self.order)
 
-    def iter_batches(self, batch_rows=None, *, budget=None):
-        budget = budget_of(budget)
+    def slices(self) -> list:
+        """(payload, keys) of every run's rows in the range, in input order."""
         codec = _codec(self.meta, self.order)
-        runs = []
+        found = []
         for path, count in self.files:
             reader = ipc.open_file(pa.memory_map(path))
             for k in range(count):
-                b = reader.get_batch(k * self.ranges + self.r)
-                if b.num_rows:
-                    runs.append([(b.drop_columns([SHUFFLE_KEY]), codec.from_arrow(b.column(0)))])
+                b = reader.get_batch(k)
+                keys = codec.from_arrow(b.column(0))
+                a = 0 if self.lo is None else int(np.searchsorted(keys, self.lo, side="left")[0])
+                z = len(keys) if self.hi is None else int(np.searchsorted(keys, self.hi, side="left")[0])
+                if z > a:
+                    found.append((b.slice(a, z - a).drop_columns([SHUFFLE_KEY]), keys[a:z]))
+        return found
+
+    def iter_batches(self, batch_rows=None, *, budget=None):
+        budget = budget_of(budget)
+        runs = [[pair] for pair in self.slices()]
         if not runs:
             return
         rows = merge_rows(budget, row_bytes(self.meta) + 8)
+        codec = _codec(self.meta, self.order)
         for payload, keys in merge_sorted(runs, codec, rows=rows, budget=budget):
             for batch, _ in codec.batches(payload, keys, self.schema):
                 yield batch
@@ -257,17 +265,25 @@ def range_slot(task, fn, r: int, metas: list, roots: list[str], counts: list, ou
     return task(fn, sources, output)
 
 
-def sorted_slot(task, fn, r: int, metas: list, roots: list[str], counts: list, order, output: str):
-    """range_slot for operands partitioned by partition_sorted: each source is range ``r`` merged
-    from the pieces' sorted runs (SortedRange), claiming ``order``."""
-    held = _held(r, counts)
-    if held is None:
+def sorted_slot(task, fn, r: int, metas: list, roots: list[str], parts: list, order, splitters: np.ndarray,
+                output: str):
+    """Range ``r`` (a task, after the splitters) of operands partitioned by partition_sorted
+    (``parts[j]``: operand j's partition results): ``task(fn, its sources, output)``, each source
+    the operand's rows in the range merged from its pieces' sorted runs (SortedRange), claiming
+    ``order``; None for a range the splitters left out or that holds no rows (unless the whole
+    input is empty and it is range 0: one empty part)."""
+    if r > len(splitters):
         return None
+    lo = splitters[r - 1:r] if r else None
+    hi = splitters[r:r + 1] if r < len(splitters) else None
     sources = []
-    for meta, root, operand, n in zip(metas, roots, counts, held):
-        ranges = len(operand[0][0]) if operand else 1
-        files = [(os.path.join(root, shuffled_name(i)), runs) for i, (_, runs, _) in enumerate(operand) if runs]
-        sources.append(SortedRange(files, r, ranges, meta.with_(nnz=n, sort_order=tuple(order)), order))
+    for meta, root, operand in zip(metas, roots, parts):
+        files = [(os.path.join(root, shuffled_name(i)), runs) for i, (_, runs, _, _) in enumerate(operand) if runs]
+        src = SortedRange(files, lo, hi, meta, order)
+        slices = src.slices()
+        sources.append(src.with_meta(meta.with_(nnz=sum(len(k) for _, k in slices), sort_order=tuple(order))))
+    if not any(s.meta.nnz for s in sources) and (r or any(rows for operand in parts for _, _, rows, _ in operand)):
+        return None
     return task(fn, sources, output)
 
 
@@ -351,20 +367,27 @@ def range_map(client, operands: list[tuple[list[Piece], TensorMeta]], order, fn,
     roots = [out.scratch(f"operand-{j}") for j in range(len(operands))]
     # The whole graph at once (see the module docstring): nothing comes back to the client
     # between rounds.
-    samples = [client.submit(sample, p, order, count, budget, pure=False) for p in pieces]
-    splitters = client.submit(pooled_splitters, samples, ranges, pure=False)
+    sort = sort and not direct
     counts = []
+    if sort:  # the partition tasks sort each piece and sample it; the splitters come after them
+        counts = [[client.submit(partition_sorted, p, i, order, root, count, budget, pure=False)
+                   for i, p in enumerate(op_pieces)] for (op_pieces, _), root in zip(operands, roots)]
+        samples = []
+        splitters = client.submit(pooled_splitters, [f for operand in counts for f in operand], ranges, pure=False)
+    else:
+        samples = [client.submit(sample, p, order, count, budget, pure=False) for p in pieces]
+        splitters = client.submit(pooled_splitters, samples, ranges, pure=False)
     for (op_pieces, _), root in zip(operands, roots):
-        if not direct:
-            counts.append([client.submit(partition_sorted if sort else partition, p, i, splitters, order, root,
-                                         budget, pure=False) for i, p in enumerate(op_pieces)])
+        if not direct and not sort:
+            counts.append([client.submit(partition, p, i, splitters, order, root, budget, pure=False)
+                           for i, p in enumerate(op_pieces)])
     metas = [meta for _, meta in operands]
     if direct:
         slots = [client.submit(direct_slot, task, fn, r, metas, [p for p, _ in operands], order, splitters,
                                out.part(r), pure=False) for r in range(max(ranges, 1))]
     elif sort:
-        slots = [client.submit(sorted_slot, task, fn, r, metas, roots, counts, order, out.part(r), pure=False)
-                 for r in range(max(ranges, 1))]
+        slots = [client.submit(sorted_slot, task, fn, r, metas, roots, counts, order, splitters, out.part(r),
+                               pure=False) for r in range(max(ranges, 1))]
     else:
         slots = [client.submit(range_slot, task, fn, r, metas, roots, counts, out.part(r), pure=False)
                  for r in range(max(ranges, 1))]
@@ -402,8 +425,9 @@ def range_map(client, operands: list[tuple[list[Piece], TensorMeta]], order, fn,
 
 
 def pooled_splitters(samples: list, ranges: int) -> np.ndarray:
-    """The splitters of the sample tasks' results (a task)."""
-    return splitters_of([s for s, _ in samples], ranges)
+    """The splitters of the sample (or partition_sorted) tasks' results, their samples first
+    (a task)."""
+    return splitters_of([s[0] for s in samples], ranges)
 
 
 def operand_meta(path: str) -> TensorMeta:
