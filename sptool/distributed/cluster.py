@@ -73,4 +73,6 @@ def dashboard_link(client) -> str | None:
 
 
 def worker_count(client) -> int:
-    return len(client.scheduler_info().get("workers", {}))
+    # The count alone: the scheduler otherwise sends every worker's description.
+    info = client.scheduler_info(n_workers=0)
+    return info.get("n_workers", len(info.get("workers", {})))
