@@ -1,18 +1,20 @@
-"""The sorted shuffle of the distributed reorder (sptool.distributed.ranges: partition_sorted and
-SortedRange), run in this process: every piece sorted in runs and cut at the splitters, each
-range merged from the runs, against NumPy's stable lexsort of the whole input."""
+"""The key ranges of sptool.distributed.ranges, run in this process: the sorted shuffle of the
+distributed reorder (partition_sorted and SortedRange: every piece sorted in runs and sampled,
+each range merged from the runs) against NumPy's stable lexsort of the whole input, and the
+ranges of sorted operands (SortedKeyRange) against NumPy's mask of the keys."""
 
 from __future__ import annotations
 
 import os
 
 import numpy as np
+import pyarrow.parquet as pq
 import pytest
 
 import sptool
 from sptool._memory import budget_of
 from sptool.distributed.pieces import Piece
-from sptool.distributed.ranges import SortedRange, partition_sorted, pooled_splitters, shuffled_name
+from sptool.distributed.ranges import SortedKeyRange, SortedRange, partition_sorted, pooled_splitters, shuffled_name
 from sptool.stream.sort import KeyCodec
 
 pytest.importorskip("distributed")
@@ -76,3 +78,35 @@ def test_ranges_merged_from_sorted_runs_are_the_stable_sort(tmp_path, rng, order
     perm = np.lexsort([idx[:, d] for d in reversed(order)])  # stable: equal rows keep input order
     assert np.array_equal(np.concatenate(got_idx), idx[perm])
     assert np.array_equal(np.concatenate(got_val), val[perm])
+
+
+def test_sorted_key_range_takes_the_rows_of_its_range(tmp_path, rng, monkeypatch):
+    """SortedKeyRange (add of sorted operands) against NumPy's mask of the keys in [lo, hi):
+    batches taken whole, skipped, or cut at an edge, over pieces that are runs of row groups."""
+    monkeypatch.setenv("SPTOOL_BATCH_ROWS", "37")
+    budget = budget_of("16MiB")
+    n = 900
+    idx = np.unique(np.stack([rng.integers(0, s, n) for s in SHAPE], axis=1), axis=0)  # sorted, unique
+    val = rng.standard_normal(len(idx))
+    path = str(tmp_path / "sorted.parquet")
+    monkeypatch.setenv("SPTOOL_ROW_GROUP_ROWS", "60")
+    sptool.write(sptool.SparseTensor(idx, val, SHAPE), path, batch_rows=60)
+    meta = sptool.open(path).meta
+    sizes = [g.num_rows for g in (pq.ParquetFile(path).metadata.row_group(i)
+                                  for i in range(pq.ParquetFile(path).metadata.num_row_groups))]
+    cut = len(sizes) // 2
+    assert cut >= 2
+    pieces = [Piece(path, tuple(range(cut)), sum(sizes[:cut])),
+              Piece(path, tuple(range(cut, len(sizes))), sum(sizes[cut:]), sum(sizes[:cut]))]
+    codec = KeyCodec(SHAPE, (0, 1, 2), 3)
+    keys = codec.encode(np.ascontiguousarray(idx.T))
+    splitters = keys[[5, 6, 200, 333, len(keys) - 2]]
+    for r in range(len(splitters) + 1):
+        lo = splitters[r - 1] if r else None
+        hi = splitters[r] if r < len(splitters) else None
+        src = SortedKeyRange(pieces, meta, codec, lo, hi)
+        batches = list(src.iter_batches(budget=budget))
+        got = np.concatenate([np.stack([b.column(d).to_numpy() for d in range(3)], axis=1) for b in batches])
+        inside = (keys >= (lo if lo is not None else 0)) & (keys < hi if hi is not None else True)
+        assert np.array_equal(got, idx[inside]), r
+        assert np.array_equal(np.concatenate([b.column(3).to_numpy() for b in batches]), val[inside])

@@ -305,8 +305,56 @@ def direct_slot(task, fn, r: int, metas: list, pieces: list, order, splitters: n
         return None
     lo = splitters[r - 1] if r else None
     hi = splitters[r] if r < len(splitters) else None
-    sources = [KeyRangeSource(p, meta, _codec(meta, order), lo, hi) for meta, p in zip(metas, pieces)]
+    sources = [SortedKeyRange(p, meta, _codec(meta, order), lo, hi) for meta, p in zip(metas, pieces)]
     return task(fn, sources, output)
+
+
+class SortedKeyRange(KeyRangeSource):
+    """KeyRangeSource keying only the batches at the range's edges: the operand is sorted on
+    the key, so a batch whose first and last keys lie in [lo, hi) lies there whole, and the
+    range cuts an edge batch once (keying every batch cost a fifth of an add's range tasks,
+    profiled).  A batch out of order is filtered row by row, as KeyRangeSource does, and the op's
+    check of the order claim reports it; so is a batch of keys wider than 64 bits."""
+
+    def iter_batches(self, batch_rows=None, *, budget=None):
+        if not self.codec.packed:
+            yield from super().iter_batches(batch_rows, budget=budget)
+            return
+        lo, hi = self.lo, self.hi
+        for piece in filter(None, map(self._narrowed, self.pieces)):
+            for batch in PieceSource(piece).iter_batches(batch_rows, budget=budget):
+                n = batch.num_rows
+                if not n:
+                    continue
+                first, last = self._keys(batch, [0, n - 1])
+                if (lo is None or first >= lo) and (hi is None or last < hi):
+                    yield batch
+                    continue
+                if (lo is not None and last < lo) or (hi is not None and first >= hi):
+                    continue
+                keys = self._keys(batch)
+                if np.any(keys[1:] < keys[:-1]):
+                    inside = (keys >= lo if lo is not None else True) & (keys < hi if hi is not None else True)
+                    if inside.any():
+                        yield batch.filter(inside)
+                    continue
+                a = 0 if lo is None else int(np.searchsorted(keys, lo, side="left"))
+                z = n if hi is None else int(np.searchsorted(keys, hi, side="left"))
+                if z > a:
+                    yield batch.slice(a, z - a)
+
+    def _narrowed(self, piece: Piece) -> Piece | None:
+        """``piece`` less the row groups whose statistics rule the range out (None: all of them).
+        (KeyRangeSource.iter_batches does the same inline, in pieces.py.)"""
+        md = open_source(piece.path).parts[0].file.metadata
+        kept = tuple(g for g in (range(md.num_row_groups) if piece.groups is None else piece.groups)
+                     if self._may_hold(md.row_group(g).column(self.dim).statistics))
+        return Piece(piece.path, kept, piece.rows) if kept else None
+
+    def _keys(self, batch, rows=None) -> np.ndarray:
+        K = self.meta.sparse_ndim
+        cols = [batch.column(d).to_numpy() for d in range(K)]
+        return self.codec.encode(np.stack([c if rows is None else c[rows] for c in cols]).astype(np.int64, copy=False))
 
 
 def _make_dir(path: str) -> None:
