@@ -67,7 +67,7 @@ def connect(spec: str):
 def dashboard_link(client) -> str | None:
     """The dashboard's address when the scheduler serves one."""
     try:
-        return client.dashboard_link if "dashboard" in client.scheduler_info().get("services", {}) else None
+        return client.dashboard_link if "dashboard" in client.scheduler_info(n_workers=0).get("services", {}) else None
     except Exception:  # noqa: BLE001 - a missing link is not worth failing a job for
         return None
 
