@@ -1,7 +1,7 @@
 """The key ranges of sptool.distributed.ranges, run in this process: the sorted shuffle of the
 distributed reorder (partition_sorted and SortedRange: every piece sorted in runs and sampled,
 each range merged from the runs) against NumPy's stable lexsort of the whole input, and the
-ranges of sorted operands (SortedKeyRange) against NumPy's mask of the keys."""
+ranges of sorted operands (SortedKeyRange) and the seam filter of seamed.py against NumPy's masks."""
 
 from __future__ import annotations
 
@@ -110,3 +110,19 @@ def test_sorted_key_range_takes_the_rows_of_its_range(tmp_path, rng, monkeypatch
         inside = (keys >= (lo if lo is not None else 0)) & (keys < hi if hi is not None else True)
         assert np.array_equal(got, idx[inside]), r
         assert np.array_equal(np.concatenate([b.column(3).to_numpy() for b in batches]), val[inside])
+
+
+@pytest.mark.parametrize("column", [[4, 4, 4], [5, 6, 7], [4, 4, 5, 6], [3, 4, 9, 4]])
+@pytest.mark.parametrize("keep", [True, False])
+def test_seam_filter_keeps_or_drops_the_rows_of_a_value(column, keep):
+    """seamed._where (the rows of a seam's value, or the others) against NumPy's mask."""
+    import pyarrow as pa
+
+    from sptool.distributed.seamed import _where
+
+    col = np.array(column, dtype=np.int64)
+    batch = pa.RecordBatch.from_arrays([pa.array(col), pa.array(np.arange(len(col), dtype=np.float64))],
+                                       names=["indices_0", "values"])
+    got = _where(batch, "indices_0", 4, keep)
+    mask = (col == 4) if keep else (col != 4)
+    assert got.column(1).to_numpy().tolist() == np.flatnonzero(mask).astype(np.float64).tolist()
