@@ -236,7 +236,9 @@ class SortedRange(TensorSource):
         runs = [[pair] for pair in self.slices()]
         if not runs:
             return
-        rows = merge_rows(budget, row_bytes(self.meta) + 8)
+        # One merge of every run (a cluster's ranges meet thousands of pieces): the slices it
+        # holds at once share the budget, whatever their number.
+        rows = merge_rows(budget, row_bytes(self.meta) + 8, ways=len(runs) + 1)
         codec = _codec(self.meta, self.order)
         for payload, keys in merge_sorted(runs, codec, rows=rows, budget=budget):
             for batch, _ in codec.batches(payload, keys, self.schema):
