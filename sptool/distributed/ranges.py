@@ -20,6 +20,13 @@ reduction over the other dimensions) therefore computes in range r exactly what 
 one machine there, sums of floats included (same rows, same order), and the parts, ranges in key
 order, concatenate to the single-machine output.
 
+An op that wants its ranges sorted on the key (reorder: range_map's ``sort``) gets the sorted
+shuffle instead, in two rounds: ``partition_sorted`` sorts each piece in runs as it writes it (one
+Arrow IPC file per piece, the packed key and the values) and samples the sorted runs, the
+splitters follow from those samples, and range r's task cuts every run at its range by binary
+search and merges the slices (``SortedRange``), stably: each row is sorted once in its piece and
+merged once, and no round reads the pieces only to sample them.
+
 Operands whose claims (their own, and their seams': seams.py) say they are sorted on the key
 already hold each range as a run of their rows: round 2 is skipped, and range r's task reads
 its keys where they stand (``KeyRangeSource``: the row groups whose statistics allow them,
