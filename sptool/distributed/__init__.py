@@ -12,26 +12,67 @@ sptool`` and the command line never import Dask otherwise.
     ...     sptool.distributed.reorder("big/", "sorted/", client=client)
 """
 
-from .add import add
+import importlib
+import sys
+import types
+from collections.abc import Mapping
+
 from .cluster import connect, dashboard_link, require_distributed, scheduler_of
-from .concat import concat
-from .convert import convert
-from .footers import info
-from .matmul import matmul
-from .reduce import reduce
-from .reorder import reorder
-from .rowwise import div, expand_dims, map_values, mul, reshape, retain, transpose
-from .slice import slice_
-from .split import split
-from .todense import todense
-from .validate import validate
+
+# The operations, each imported on first use: a job needs one, and importing them all (convert
+# brings the converters) cost the command line's driver 0.09 CPU s a job (Python's import of
+# the package, measured).  name -> (module, function).
+_FUNCTIONS = {"add": ("add", "add"), "concat": ("concat", "concat"), "convert": ("convert", "convert"),
+              "info": ("footers", "info"), "matmul": ("matmul", "matmul"), "reduce": ("reduce", "reduce"),
+              "reorder": ("reorder", "reorder"), "div": ("rowwise", "div"), "expand_dims": ("rowwise", "expand_dims"),
+              "map_values": ("rowwise", "map_values"), "mul": ("rowwise", "mul"), "reshape": ("rowwise", "reshape"),
+              "retain": ("rowwise", "retain"), "transpose": ("rowwise", "transpose"), "slice_": ("slice", "slice_"),
+              "split": ("split", "split"), "todense": ("todense", "todense"), "validate": ("validate", "validate")}
+
+
+def __getattr__(name: str):
+    if name not in _FUNCTIONS:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    module, function = _FUNCTIONS[name]
+    fn = getattr(importlib.import_module(f".{module}", __name__), function)
+    globals()[name] = fn
+    return fn
+
+
+class _Package(types.ModuleType):
+    """This package, whose operation names stay bound to the functions: importing a submodule
+    binds it to its package's attribute of the same name (``reduce``, ``add``...), which
+    ``from .reduce import reduce`` used to rebind to the function."""
+
+    def __setattr__(self, name, value):
+        if isinstance(value, types.ModuleType) and name in _FUNCTIONS:
+            return  # the submodule stays reachable in sys.modules
+        super().__setattr__(name, value)
+
+
+sys.modules[__name__].__class__ = _Package
+
+
+class _Operations(Mapping):
+    """Command name -> its function, imported when looked up."""
+
+    _NAMES = {"reorder": "reorder", "add": "add", "reduce": "reduce", "concat": "concat", "validate": "validate",
+              "info": "info", "transpose": "transpose", "reshape": "reshape", "expand-dims": "expand_dims",
+              "retain": "retain", "map": "map_values", "mul": "mul", "div": "div", "slice": "slice_",
+              "split": "split", "todense": "todense", "convert": "convert", "matmul": "matmul"}
+
+    def __getitem__(self, command: str):
+        return __getattr__(self._NAMES[command])
+
+    def __iter__(self):
+        return iter(self._NAMES)
+
+    def __len__(self):
+        return len(self._NAMES)
+
 
 # The operations a command runs on a cluster when given --scheduler (cli/_cluster.py).
-OPERATIONS = {"reorder": reorder, "add": add, "reduce": reduce, "concat": concat, "validate": validate,
-              "info": info, "transpose": transpose, "reshape": reshape, "expand-dims": expand_dims,
-              "retain": retain, "map": map_values, "mul": mul, "div": div,
-              "slice": slice_, "split": split, "todense": todense,
-              "convert": convert, "matmul": matmul}
+OPERATIONS = _Operations()
 
 __all__ = ["connect", "dashboard_link", "require_distributed", "scheduler_of", "OPERATIONS", "reorder", "add", "reduce",
            "concat", "validate", "info", "transpose", "reshape", "expand_dims", "retain", "map_values", "mul", "div",

@@ -67,10 +67,12 @@ def connect(spec: str):
 def dashboard_link(client) -> str | None:
     """The dashboard's address when the scheduler serves one."""
     try:
-        return client.dashboard_link if "dashboard" in client.scheduler_info().get("services", {}) else None
+        return client.dashboard_link if "dashboard" in client.scheduler_info(n_workers=0).get("services", {}) else None
     except Exception:  # noqa: BLE001 - a missing link is not worth failing a job for
         return None
 
 
 def worker_count(client) -> int:
-    return len(client.scheduler_info().get("workers", {}))
+    # The count alone: the scheduler otherwise sends every worker's description.
+    info = client.scheduler_info(n_workers=0)
+    return info.get("n_workers", len(info.get("workers", {})))

@@ -6,6 +6,8 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass, field
 
+from .cluster import worker_count
+
 
 def follow(client, futures: list, outcome, *, progress=None, rows=None) -> list:
     """The results of ``futures`` (each task returns a tuple whose last item is its worker's peak
@@ -18,8 +20,9 @@ def follow(client, futures: list, outcome, *, progress=None, rows=None) -> list:
     index = {f.key: i for i, f in enumerate(futures)}
     results = [None] * len(futures)
     try:
-        for future in as_completed(futures):
-            result = future.result()
+        # Results fetched by the client's event loop as tasks finish, not one round trip each
+        # after the loop hands over a future (8 of them cost a reduce's driver 0.15 s, profiled).
+        for future, result in as_completed(futures, with_results=True):
             i = index[future.key]
             results[i] = result
             if result is not None:
@@ -30,7 +33,7 @@ def follow(client, futures: list, outcome, *, progress=None, rows=None) -> list:
         client.cancel(futures)
         settle(client, futures)
         raise
-    outcome.workers = max(outcome.workers, len(client.scheduler_info().get("workers", {})))
+    outcome.workers = max(outcome.workers, worker_count(client))
     return results
 
 

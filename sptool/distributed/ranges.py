@@ -20,6 +20,13 @@ reduction over the other dimensions) therefore computes in range r exactly what 
 one machine there, sums of floats included (same rows, same order), and the parts, ranges in key
 order, concatenate to the single-machine output.
 
+An op that wants its ranges sorted on the key (reorder: range_map's ``sort``) gets the sorted
+shuffle instead, in two rounds: ``partition_sorted`` sorts each piece in runs as it writes it (one
+Arrow IPC file per piece, the packed key and the values) and samples the sorted runs, the
+splitters follow from those samples, and range r's task cuts every run at its range by binary
+search and merges the slices (``SortedRange``), stably: each row is sorted once in its piece and
+merged once, and no round reads the pieces only to sample them.
+
 Operands whose claims (their own, and their seams': seams.py) say they are sorted on the key
 already hold each range as a run of their rows: round 2 is skipped, and range r's task reads
 its keys where they stand (``KeyRangeSource``: the row groups whose statistics allow them,
@@ -41,13 +48,15 @@ from __future__ import annotations
 import os
 
 import numpy as np
+import pyarrow as pa
+from pyarrow import ipc
 
 from .._memory import Budget, budget_of, peak_rss
 from ..errors import ShapeMismatch
 from ..format import TensorMeta
-from ..io import check_inputs, open_sink, open_source
+from ..io import TensorSource, check_inputs, open_sink, open_source, row_bytes, sibling_name
 from ..stream.bounds import checked
-from ..stream.sort import KeyCodec
+from ..stream.sort import KeyCodec, merge_rows, merge_sorted, run_rows, sort_run
 from .cluster import worker_count
 from .partdir import PartDirectory, check_output
 from .pieces import KeyRangeSource, Piece, PieceSource, ShuffledSource, pieces_of, refuse_stdin, shared_copy
@@ -134,6 +143,115 @@ def partition(piece: Piece, index: int, splitters: np.ndarray, order, root: str,
     return counts, peak_rss()
 
 
+def partition_sorted(piece: Piece, index: int, order, root: str, count: int, budget: Budget) -> tuple:
+    """The piece's rows sorted by key, in runs of the sort's size within ``budget``, written to
+    ``root/piece-index.arrows`` (an Arrow IPC file, a record batch per run: the packed key, then
+    the columns the key does not rebuild, values only for a full dimension order), so that a
+    range's task merges its slices of the runs (SortedRange) instead of sorting its rows again.
+    The sample comes from the sorted runs (``count`` keys evenly spaced in each run's order,
+    exact quantiles of the piece), so no task reads the piece for it first.  (The sample, the
+    runs, the rows, peak memory.)"""
+    src = PieceSource(piece)
+    meta = src.meta
+    K = meta.sparse_ndim
+    codec = _codec(meta, order)
+    per_run = run_rows(budget, row_bytes(meta) + 8)
+    stride = max(1, piece.rows // max(count, 1))
+    path = os.path.join(root, shuffled_name(index))
+    tmp = sibling_name(path, "part")  # a rerun of the task replaces the file whole
+    writer, schema, runs, rows, taken, pending, keys, held = None, None, 0, 0, [], [], [], 0
+
+    def flush():
+        nonlocal writer, schema, runs
+        payload, sorted_keys = sort_run(pa.Table.from_batches(pending), codec, K, np.concatenate(keys))
+        if writer is None:
+            schema = _shuffle_schema(payload.schema, codec)
+            writer = ipc.new_file(tmp, schema)
+        columns = [c.combine_chunks() for c in payload.columns]
+        writer.write_batch(pa.RecordBatch.from_arrays([codec.to_arrow(sorted_keys), *columns], schema=schema))
+        taken.append(sorted_keys[stride // 2::stride])
+        runs += 1
+
+    try:
+        # An error names the operand and the row from its start, as on one machine.
+        for batch, cols in checked(src.iter_batches(budget=budget), meta, path=piece.operand or piece.path,
+                                   start=piece.start):
+            pending.append(batch)
+            keys.append(codec.encode(np.stack(cols)))
+            held += batch.num_rows
+            rows += batch.num_rows
+            if held >= per_run:
+                flush()
+                pending, keys, held = [], [], 0
+        if held:
+            flush()
+        if writer is not None:
+            writer.close()
+            os.replace(tmp, path)
+    except BaseException:
+        if writer is not None:
+            writer.close()
+        if os.path.exists(tmp):
+            os.remove(tmp)
+        raise
+    empty = codec.encode(np.empty((K, 0), dtype=np.int64))
+    return (np.concatenate(taken) if taken else empty), runs, rows, peak_rss()
+
+
+def _shuffle_schema(payload: pa.Schema, codec: KeyCodec) -> pa.Schema:
+    return pa.schema([pa.field(SHUFFLE_KEY, codec.key_type()), *payload])
+
+
+SHUFFLE_KEY = "key"
+
+
+class SortedRange(TensorSource):
+    """The rows with keys in [lo, hi) (one-key arrays; None: unbounded) of one operand as partition_sorted left
+    it: each run of each piece (files of (path, runs), in input order) cut at the bounds by a
+    binary search of its keys, and the slices merged by key, stably, so equal keys keep input
+    order as the single machine's stable sort keeps them.  The files are memory-mapped: the
+    search touches a few pages, each slice is read once, in order, and its pages are the page
+    cache's (dropped under memory pressure), not this process's heap; the merge holds a slice
+    of each run at a time."""
+
+    kind = "shuffled"
+
+    def __init__(self, files: list[tuple[str, int]], lo, hi, meta: TensorMeta, order):
+        super().__init__(files[0][0] if files else "<empty>", meta, meta.arrow_schema())
+        self.files, self.lo, self.hi, self.order = files, lo, hi, tuple(order)
+
+    def with_meta(self, meta: TensorMeta) -> SortedRange:
+        return SortedRange(self.files, self.lo, self.hi, meta, self.order)
+
+    def slices(self) -> list:
+        """(payload, keys) of every run's rows in the range, in input order."""
+        codec = _codec(self.meta, self.order)
+        found = []
+        for path, count in self.files:
+            reader = ipc.open_file(pa.memory_map(path))
+            for k in range(count):
+                b = reader.get_batch(k)
+                keys = codec.from_arrow(b.column(0))
+                a = 0 if self.lo is None else int(np.searchsorted(keys, self.lo, side="left")[0])
+                z = len(keys) if self.hi is None else int(np.searchsorted(keys, self.hi, side="left")[0])
+                if z > a:
+                    found.append((b.slice(a, z - a).drop_columns([SHUFFLE_KEY]), keys[a:z]))
+        return found
+
+    def iter_batches(self, batch_rows=None, *, budget=None):
+        budget = budget_of(budget)
+        runs = [[pair] for pair in self.slices()]
+        if not runs:
+            return
+        # One merge of every run (a cluster's ranges meet thousands of pieces): the slices it
+        # holds at once share the budget, whatever their number.
+        rows = merge_rows(budget, row_bytes(self.meta) + 8, ways=len(runs) + 1)
+        codec = _codec(self.meta, self.order)
+        for payload, keys in merge_sorted(runs, codec, rows=rows, budget=budget):
+            for batch, _ in codec.batches(payload, keys, self.schema):
+                yield batch
+
+
 def range_task(fn, sources: list, output: str) -> tuple:
     """``fn(*sources, output)``: one key range of every operand through the op into output part
     ``output``; (what fn returned, the part's metadata, peak memory)."""
@@ -146,15 +264,46 @@ def range_slot(task, fn, r: int, metas: list, roots: list[str], counts: list, ou
     """Range ``r`` (a task, after every partition task): ``task(fn, its sources, output)`` when it
     holds rows, or when the whole input is empty and it is range 0 (one empty part); else None.
     ``counts[j]`` are operand j's partition results, its pieces' rows per range."""
-    per_operand = [np.sum([c for c, _ in operand], axis=0) for operand in counts]
-    held = [int(n[r]) if r < len(n) else 0 for n in per_operand]
-    if not sum(held) and (r or any(n.sum() for n in per_operand)):
+    held = _held(r, counts)
+    if held is None:
         return None
     # An operand's order and uniqueness claims (for its whole, see seams.py) hold for a range of
     # it: its pieces' rows, concatenated in input order.
     sources = [ShuffledSource(_listing(os.path.join(root, range_dir(r))), meta.with_(nnz=n))
                for meta, root, n in zip(metas, roots, held)]
     return task(fn, sources, output)
+
+
+def sorted_slot(task, fn, r: int, metas: list, roots: list[str], parts: list, order, splitters: np.ndarray,
+                output: str):
+    """Range ``r`` (a task, after the splitters) of operands partitioned by partition_sorted
+    (``parts[j]``: operand j's partition results): ``task(fn, its sources, output)``, each source
+    the operand's rows in the range merged from its pieces' sorted runs (SortedRange), claiming
+    ``order``; None for a range the splitters left out or that holds no rows (unless the whole
+    input is empty and it is range 0: one empty part)."""
+    if r > len(splitters):
+        return None
+    lo = splitters[r - 1:r] if r else None
+    hi = splitters[r:r + 1] if r < len(splitters) else None
+    sources = []
+    for meta, root, operand in zip(metas, roots, parts):
+        files = [(os.path.join(root, shuffled_name(i)), runs) for i, (_, runs, _, _) in enumerate(operand) if runs]
+        src = SortedRange(files, lo, hi, meta, order)
+        slices = src.slices()
+        sources.append(src.with_meta(meta.with_(nnz=sum(len(k) for _, k in slices), sort_order=tuple(order))))
+    if not any(s.meta.nnz for s in sources) and (r or any(rows for operand in parts for _, _, rows, _ in operand)):
+        return None
+    return task(fn, sources, output)
+
+
+def _held(r: int, counts: list) -> list[int] | None:
+    """Each operand's rows in range ``r`` from its partition tasks' results (rows per range
+    first); None when the range holds none and is not the one part of an empty input."""
+    per_operand = [np.sum([c[0] for c in operand], axis=0) for operand in counts]
+    held = [int(n[r]) if r < len(n) else 0 for n in per_operand]
+    if not sum(held) and (r or any(n.sum() for n in per_operand)):
+        return None
+    return held
 
 
 def direct_slot(task, fn, r: int, metas: list, pieces: list, order, splitters: np.ndarray, output: str):
@@ -165,8 +314,56 @@ def direct_slot(task, fn, r: int, metas: list, pieces: list, order, splitters: n
         return None
     lo = splitters[r - 1] if r else None
     hi = splitters[r] if r < len(splitters) else None
-    sources = [KeyRangeSource(p, meta, _codec(meta, order), lo, hi) for meta, p in zip(metas, pieces)]
+    sources = [SortedKeyRange(p, meta, _codec(meta, order), lo, hi) for meta, p in zip(metas, pieces)]
     return task(fn, sources, output)
+
+
+class SortedKeyRange(KeyRangeSource):
+    """KeyRangeSource keying only the batches at the range's edges: the operand is sorted on
+    the key, so a batch whose first and last keys lie in [lo, hi) lies there whole, and the
+    range cuts an edge batch once (keying every batch cost a fifth of an add's range tasks,
+    profiled).  A batch out of order is filtered row by row, as KeyRangeSource does, and the op's
+    check of the order claim reports it; so is a batch of keys wider than 64 bits."""
+
+    def iter_batches(self, batch_rows=None, *, budget=None):
+        if not self.codec.packed:
+            yield from super().iter_batches(batch_rows, budget=budget)
+            return
+        lo, hi = self.lo, self.hi
+        for piece in filter(None, map(self._narrowed, self.pieces)):
+            for batch in PieceSource(piece).iter_batches(batch_rows, budget=budget):
+                n = batch.num_rows
+                if not n:
+                    continue
+                first, last = self._keys(batch, [0, n - 1])
+                if (lo is None or first >= lo) and (hi is None or last < hi):
+                    yield batch
+                    continue
+                if (lo is not None and last < lo) or (hi is not None and first >= hi):
+                    continue
+                keys = self._keys(batch)
+                if np.any(keys[1:] < keys[:-1]):
+                    inside = (keys >= lo if lo is not None else True) & (keys < hi if hi is not None else True)
+                    if inside.any():
+                        yield batch.filter(inside)
+                    continue
+                a = 0 if lo is None else int(np.searchsorted(keys, lo, side="left"))
+                z = n if hi is None else int(np.searchsorted(keys, hi, side="left"))
+                if z > a:
+                    yield batch.slice(a, z - a)
+
+    def _narrowed(self, piece: Piece) -> Piece | None:
+        """``piece`` less the row groups whose statistics rule the range out (None: all of them).
+        (KeyRangeSource.iter_batches does the same inline, in pieces.py.)"""
+        md = open_source(piece.path).parts[0].file.metadata
+        kept = tuple(g for g in (range(md.num_row_groups) if piece.groups is None else piece.groups)
+                     if self._may_hold(md.row_group(g).column(self.dim).statistics))
+        return Piece(piece.path, kept, piece.rows) if kept else None
+
+    def _keys(self, batch, rows=None) -> np.ndarray:
+        K = self.meta.sparse_ndim
+        cols = [batch.column(d).to_numpy() for d in range(K)]
+        return self.codec.encode(np.stack([c if rows is None else c[rows] for c in cols]).astype(np.int64, copy=False))
 
 
 def _make_dir(path: str) -> None:
@@ -205,12 +402,14 @@ def splitters_of(samples: list[np.ndarray], ranges: int) -> np.ndarray:
 
 
 def range_map(client, operands: list[tuple[list[Piece], TensorMeta]], order, fn, out: PartDirectory, *,
-              ranges: int, budget: Budget, progress=None, task=range_task) -> Outcome:
+              ranges: int, budget: Budget, progress=None, task=range_task, sort: bool = False) -> Outcome:
     """Shuffle the rows of every operand (its pieces, in order, and its metadata, whose
     sort_order and unique claims must hold for the pieces concatenated) into key ranges of the
     dimensions ``order``, and write part i of ``out`` as ``fn(*range i of each operand, path)``
     (run by ``task``, which returns range_task's triple); empty ranges make no part, and an
-    empty input one part of empty operands."""
+    empty input one part of empty operands.  ``sort``: ``order`` is a full dimension order and
+    ``fn`` wants its ranges sorted in it (stably): the pieces are sorted as they are partitioned
+    and each range merged from their runs (partition_sorted, SortedRange)."""
     order = tuple(order)
     # The key's extents must agree (the other dimensions are the op's business: concat's differ).
     shape = [operands[0][1].shape[d] for d in order]
@@ -225,17 +424,27 @@ def range_map(client, operands: list[tuple[list[Piece], TensorMeta]], order, fn,
     roots = [out.scratch(f"operand-{j}") for j in range(len(operands))]
     # The whole graph at once (see the module docstring): nothing comes back to the client
     # between rounds.
-    samples = [client.submit(sample, p, order, count, budget, pure=False) for p in pieces]
-    splitters = client.submit(pooled_splitters, samples, ranges, pure=False)
+    sort = sort and not direct
     counts = []
+    if sort:  # the partition tasks sort each piece and sample it; the splitters come after them
+        counts = [[client.submit(partition_sorted, p, i, order, root, count, budget, pure=False)
+                   for i, p in enumerate(op_pieces)] for (op_pieces, _), root in zip(operands, roots)]
+        samples = []
+        splitters = client.submit(pooled_splitters, [f for operand in counts for f in operand], ranges, pure=False)
+    else:
+        samples = [client.submit(sample, p, order, count, budget, pure=False) for p in pieces]
+        splitters = client.submit(pooled_splitters, samples, ranges, pure=False)
     for (op_pieces, _), root in zip(operands, roots):
-        if not direct:
+        if not direct and not sort:
             counts.append([client.submit(partition, p, i, splitters, order, root, budget, pure=False)
                            for i, p in enumerate(op_pieces)])
     metas = [meta for _, meta in operands]
     if direct:
         slots = [client.submit(direct_slot, task, fn, r, metas, [p for p, _ in operands], order, splitters,
                                out.part(r), pure=False) for r in range(max(ranges, 1))]
+    elif sort:
+        slots = [client.submit(sorted_slot, task, fn, r, metas, roots, counts, order, splitters, out.part(r),
+                               pure=False) for r in range(max(ranges, 1))]
     else:
         slots = [client.submit(range_slot, task, fn, r, metas, roots, counts, out.part(r), pure=False)
                  for r in range(max(ranges, 1))]
@@ -273,8 +482,9 @@ def range_map(client, operands: list[tuple[list[Piece], TensorMeta]], order, fn,
 
 
 def pooled_splitters(samples: list, ranges: int) -> np.ndarray:
-    """The splitters of the sample tasks' results (a task)."""
-    return splitters_of([s for s, _ in samples], ranges)
+    """The splitters of the sample (or partition_sorted) tasks' results, their samples first
+    (a task)."""
+    return splitters_of([s[0] for s in samples], ranges)
 
 
 def operand_meta(path: str) -> TensorMeta:
@@ -286,7 +496,7 @@ def operand_meta(path: str) -> TensorMeta:
 
 
 def on_ranges(client, fn, paths: list[str], output: str, *, order, memory=None, progress=None,
-              ranges: int | None = None, claims: bool = True) -> dict:
+              ranges: int | None = None, claims: bool = True, sort: bool = False) -> dict:
     """An op's whole job on the cluster of ``client``: the operands at ``paths`` shuffled into key
     ranges of the dimensions ``order`` and written, range by range, by ``fn(*sources, path)``
     into the part directory ``output``; the summary (rows, shape, parts, workers, peak worker
@@ -294,7 +504,7 @@ def on_ranges(client, fn, paths: list[str], output: str, *, order, memory=None, 
     each range of an operand whose whole is unique keeps its order and uniqueness (seams.py), so
     ``fn`` need not sort it again (with no duplicates to combine, the result is the same); False
     for an op whose float results depend on the path it takes (reduce), which then sorts every
-    range as the single machine sorts a directory."""
+    range as the single machine sorts a directory.  ``sort``: see range_map."""
     check_output(output)
     check_inputs(paths)
     workers = worker_count(client)
@@ -309,5 +519,6 @@ def on_ranges(client, fn, paths: list[str], output: str, *, order, memory=None, 
                     sort_order = ()
                 operands.append((pieces_of(path, workers), src.meta.with_(sort_order=sort_order, unique=unique)))
         count = ranges or max(max(len(p) for p, _ in operands), workers)
-        outcome = range_map(client, operands, order, fn, out, ranges=count, budget=budget, progress=progress)
+        outcome = range_map(client, operands, order, fn, out, ranges=count, budget=budget, progress=progress,
+                            sort=sort)
     return {**outcome.summary(), "output": output}

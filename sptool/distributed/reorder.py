@@ -28,7 +28,10 @@ def reorder(path: str, output: str, *, client, order=None, duplicates: str = "ke
     order = normalize_order(order, meta.sparse_ndim)
     Reorder(order, duplicates).check(meta)  # a bad order or policy fails before any task runs
     fn = partial(sort_range, order=order, duplicates=duplicates, budget=budget, tmp_dir=tmp_dir)
-    r = on_ranges(client, fn, [path], output, order=order, memory=budget, progress=progress, ranges=ranges)
+    # Each range's rows reach the sort already sorted in runs (range_map's ``sort``): the sort
+    # merges them, stably, as one machine's external sort merges its runs.
+    r = on_ranges(client, fn, [path], output, order=order, memory=budget, progress=progress, ranges=ranges,
+                  sort=True)
     del r["results"]
     unique = duplicates != "keep" or r.pop("unique")
     return {**r, "canonical": unique and order == tuple(range(meta.sparse_ndim)), "unique": unique,

@@ -1,0 +1,128 @@
+"""The key ranges of sptool.distributed.ranges, run in this process: the sorted shuffle of the
+distributed reorder (partition_sorted and SortedRange: every piece sorted in runs and sampled,
+each range merged from the runs) against NumPy's stable lexsort of the whole input, and the
+ranges of sorted operands (SortedKeyRange) and the seam filter of seamed.py against NumPy's masks."""
+
+from __future__ import annotations
+
+import os
+
+import numpy as np
+import pyarrow.parquet as pq
+import pytest
+
+import sptool
+from sptool._memory import budget_of
+from sptool.distributed.pieces import Piece
+from sptool.distributed.ranges import SortedKeyRange, SortedRange, partition_sorted, pooled_splitters, shuffled_name
+from sptool.stream.sort import KeyCodec
+
+pytest.importorskip("distributed")
+
+SHAPE = (40, 30, 20)
+
+
+def _pieces(tmp_path, rng, sizes, shape=SHAPE):
+    """Part files of random rows (repeats included), and their rows as one array."""
+    idx_all, val_all, pieces, start = [], [], [], 0
+    for i, n in enumerate(sizes):
+        idx = np.stack([rng.integers(0, s // 3 if d == 0 else s, n) for d, s in enumerate(shape)], axis=1)
+        val = rng.standard_normal(n)
+        path = str(tmp_path / f"part-{i:06d}.parquet")
+        sptool.write(sptool.SparseTensor(idx, val, shape), path, batch_rows=50)
+        pieces.append(Piece(path, None, n, start, str(tmp_path)))
+        idx_all.append(idx)
+        val_all.append(val)
+        start += n
+    return pieces, np.concatenate(idx_all), np.concatenate(val_all)
+
+
+@pytest.mark.parametrize("order", [(0, 1, 2), (2, 0, 1)])
+def test_ranges_merged_from_sorted_runs_are_the_stable_sort(tmp_path, rng, order, monkeypatch):
+    monkeypatch.setenv("SPTOOL_BATCH_ROWS", "40")
+    monkeypatch.setenv("SPTOOL_RUN_ROWS", "70")  # several runs per piece
+    monkeypatch.setenv("SPTOOL_MERGE_ROWS", "16")
+    budget = budget_of("16MiB")
+    pieces, idx, val = _pieces(tmp_path, rng, [300, 0, 451, 128])
+    meta = sptool.open(pieces[0].path).meta
+    codec = KeyCodec(meta.shape, order, 3)
+    root = tmp_path / "shuffle"
+    root.mkdir()
+    results = [partition_sorted(p, i, order, str(root), 64, budget) for i, p in enumerate(pieces)]
+    runs = [runs for _, runs, _, _ in results]
+    assert runs[1] == 0 and min(runs[0], runs[2], runs[3]) > 1, runs
+    assert [rows for _, _, rows, _ in results] == [300, 0, 451, 128]
+    assert not os.path.exists(root / shuffled_name(1))  # an empty piece writes nothing
+    assert sorted(os.listdir(root)) == [shuffled_name(i) for i in (0, 2, 3)]  # no temporary left
+    all_keys = np.sort(codec.encode(np.ascontiguousarray(idx.T)))
+    for sample, *_ in results:  # each piece's sample is keys of that piece
+        assert np.all(np.isin(sample, all_keys))
+    splitters = pooled_splitters(results, 5)
+    assert 1 < len(splitters) <= 4 and np.all(np.diff(splitters.astype(np.float64)) > 0)
+    # The pooled sample's quantiles cut the input near evenly (exact quantiles of each run).
+    sizes = np.diff(np.r_[0, np.searchsorted(all_keys, splitters), len(all_keys)])
+    assert sizes.max() < 0.4 * len(all_keys), sizes
+    files = [(str(root / shuffled_name(i)), r) for i, r in enumerate(runs) if r]
+    got_idx, got_val = [], []
+    for r in range(len(splitters) + 1):
+        lo = splitters[r - 1:r] if r else None
+        hi = splitters[r:r + 1] if r < len(splitters) else None
+        src = SortedRange(files, lo, hi, meta.with_(sort_order=order), order)
+        batches = list(src.iter_batches(budget=budget))
+        gi = np.concatenate([np.stack([b.column(d).to_numpy() for d in range(3)], axis=1) for b in batches]
+                            ) if batches else np.empty((0, 3), np.int64)
+        keys = codec.encode(np.ascontiguousarray(gi.T))
+        assert len(gi) == sizes[r] and np.all(np.diff(keys.astype(np.float64)) >= 0)
+        got_idx.append(gi)
+        got_val += [b.column(3).to_numpy() for b in batches]
+    perm = np.lexsort([idx[:, d] for d in reversed(order)])  # stable: equal rows keep input order
+    assert np.array_equal(np.concatenate(got_idx), idx[perm])
+    assert np.array_equal(np.concatenate(got_val), val[perm])
+
+
+def test_sorted_key_range_takes_the_rows_of_its_range(tmp_path, rng, monkeypatch):
+    """SortedKeyRange (add of sorted operands) against NumPy's mask of the keys in [lo, hi):
+    batches taken whole, skipped, or cut at an edge, over pieces that are runs of row groups."""
+    monkeypatch.setenv("SPTOOL_BATCH_ROWS", "37")
+    budget = budget_of("16MiB")
+    n = 900
+    idx = np.unique(np.stack([rng.integers(0, s, n) for s in SHAPE], axis=1), axis=0)  # sorted, unique
+    val = rng.standard_normal(len(idx))
+    path = str(tmp_path / "sorted.parquet")
+    monkeypatch.setenv("SPTOOL_ROW_GROUP_ROWS", "60")
+    sptool.write(sptool.SparseTensor(idx, val, SHAPE), path, batch_rows=60)
+    meta = sptool.open(path).meta
+    sizes = [g.num_rows for g in (pq.ParquetFile(path).metadata.row_group(i)
+                                  for i in range(pq.ParquetFile(path).metadata.num_row_groups))]
+    cut = len(sizes) // 2
+    assert cut >= 2
+    pieces = [Piece(path, tuple(range(cut)), sum(sizes[:cut])),
+              Piece(path, tuple(range(cut, len(sizes))), sum(sizes[cut:]), sum(sizes[:cut]))]
+    codec = KeyCodec(SHAPE, (0, 1, 2), 3)
+    keys = codec.encode(np.ascontiguousarray(idx.T))
+    splitters = keys[[5, 6, 200, 333, len(keys) - 2]]
+    for r in range(len(splitters) + 1):
+        lo = splitters[r - 1] if r else None
+        hi = splitters[r] if r < len(splitters) else None
+        src = SortedKeyRange(pieces, meta, codec, lo, hi)
+        batches = list(src.iter_batches(budget=budget))
+        got = np.concatenate([np.stack([b.column(d).to_numpy() for d in range(3)], axis=1) for b in batches])
+        inside = (keys >= (lo if lo is not None else 0)) & (keys < hi if hi is not None else True)
+        assert np.array_equal(got, idx[inside]), r
+        assert np.array_equal(np.concatenate([b.column(3).to_numpy() for b in batches]), val[inside])
+
+
+@pytest.mark.parametrize("column", [[4, 4, 4], [5, 6, 7], [4, 4, 5, 6], [3, 4, 9, 4]])
+@pytest.mark.parametrize("keep", [True, False])
+def test_seam_filter_keeps_or_drops_the_rows_of_a_value(column, keep):
+    """seamed._where (the rows of a seam's value, or the others) against NumPy's mask."""
+    import pyarrow as pa
+
+    from sptool.distributed.seamed import _where
+
+    col = np.array(column, dtype=np.int64)
+    batch = pa.RecordBatch.from_arrays([pa.array(col), pa.array(np.arange(len(col), dtype=np.float64))],
+                                       names=["indices_0", "values"])
+    got = _where(batch, "indices_0", 4, keep)
+    mask = (col == 4) if keep else (col != 4)
+    assert got.column(1).to_numpy().tolist() == np.flatnonzero(mask).astype(np.float64).tolist()
