@@ -195,18 +195,19 @@ class KeyRangeSource(TensorSource):
 
     def with_meta(self, meta: TensorMeta) -> KeyRangeSource:
         """The same rows claiming ``meta`` (as ShuffledSource.with_meta)."""
-        return KeyRangeSource(self.pieces, meta, self.codec, self.lo, self.hi)
+        return type(self)(self.pieces, meta, self.codec, self.lo, self.hi)
+
+    def narrowed(self, piece: Piece) -> Piece | None:
+        """``piece`` less the row groups whose statistics rule the range out (None: all of them)."""
+        footer = open_source(piece.path).parts[0].file.metadata
+        kept = tuple(g for g in (range(footer.num_row_groups) if piece.groups is None else piece.groups)
+                     if self._may_hold(footer.row_group(g).column(self.dim).statistics))
+        return Piece(piece.path, kept, piece.rows) if kept else None
 
     def iter_batches(self, batch_rows=None, *, budget=None):
         K = self.meta.sparse_ndim
-        for piece in self.pieces:
-            footer = open_source(piece.path).parts[0].file.metadata
-            groups = [g for g in (range(footer.num_row_groups) if piece.groups is None else piece.groups)
-                      if self._may_hold(footer.row_group(g).column(self.dim).statistics)]
-            if not groups:
-                continue
-            for batch in PieceSource(Piece(piece.path, tuple(groups), piece.rows)).iter_batches(batch_rows,
-                                                                                                 budget=budget):
+        for piece in filter(None, map(self.narrowed, self.pieces)):
+            for batch in PieceSource(piece).iter_batches(batch_rows, budget=budget):
                 keys = self.codec.encode(np.stack([np.asarray(batch.column(d).to_numpy(), dtype=np.int64)
                                                    for d in range(K)]))
                 inside = np.ones(len(keys), dtype=bool)

@@ -330,7 +330,7 @@ class SortedKeyRange(KeyRangeSource):
             yield from super().iter_batches(batch_rows, budget=budget)
             return
         lo, hi = self.lo, self.hi
-        for piece in filter(None, map(self._narrowed, self.pieces)):
+        for piece in filter(None, map(self.narrowed, self.pieces)):
             for batch in PieceSource(piece).iter_batches(batch_rows, budget=budget):
                 n = batch.num_rows
                 if not n:
@@ -351,14 +351,6 @@ class SortedKeyRange(KeyRangeSource):
                 z = n if hi is None else int(np.searchsorted(keys, hi, side="left"))
                 if z > a:
                     yield batch.slice(a, z - a)
-
-    def _narrowed(self, piece: Piece) -> Piece | None:
-        """``piece`` less the row groups whose statistics rule the range out (None: all of them).
-        (KeyRangeSource.iter_batches does the same inline, in pieces.py.)"""
-        md = open_source(piece.path).parts[0].file.metadata
-        kept = tuple(g for g in (range(md.num_row_groups) if piece.groups is None else piece.groups)
-                     if self._may_hold(md.row_group(g).column(self.dim).statistics))
-        return Piece(piece.path, kept, piece.rows) if kept else None
 
     def _keys(self, batch, rows=None) -> np.ndarray:
         K = self.meta.sparse_ndim
