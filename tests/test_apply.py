@@ -25,7 +25,7 @@ from command_examples import env_with_sptool
 from pty_terminal import BAR_GLYPH, cursor_restored, run_in_terminal
 
 import sptool
-from sptool import SparseTensor, _optim, _optim_reference
+from sptool import SparseTensor, _journal, _journal_reference, _optim, _optim_reference
 from sptool.cli import cli
 
 LR, EPS = {"sgd": 0.1, "adagrad": 0.05, "adam": 0.01}, {"adagrad": 1e-7, "adam": 1e-8}
@@ -156,6 +156,38 @@ def test_float32_gradient_onto_float64_table_and_vector_table(tmp_path):
                  initial_accumulator=0.5, eps=1e-3)
     want, _ = numpy_optimizer(p0, [(rows, vals)], "adagrad", 0.3, eps=1e-3, acc0=0.5)
     np.testing.assert_allclose(np.load(tmp_path / "t.npy"), want, rtol=1e-9)
+
+
+def test_row_copies_match_their_numpy_reference(tmp_path):
+    """The journal's compiled row copies (sptool/_journal.pyx) against NumPy indexing
+    (_journal_reference.py), on a shared file map that gives its pages back as the copy passes
+    them (the file must still hold every row written) and on plain arrays."""
+    rng = np.random.default_rng(5)
+    N, m = 5000, 24
+    rows = np.sort(rng.choice(N, 700, replace=False)).astype(np.int64)
+    data = rng.standard_normal((N, m)).astype(np.float32)
+    np.save(tmp_path / "a.npy", data)
+    mapped = np.load(tmp_path / "a.npy", mmap_mode="r+")
+    view = mapped.view(np.uint8)
+    got, want = np.empty((len(rows), m * 4), np.uint8), np.empty((len(rows), m * 4), np.uint8)
+    _journal.gather_rows(view, rows, got, 4096)
+    _journal_reference.gather_rows(data.view(np.uint8), rows, want)
+    np.testing.assert_array_equal(got, want)
+    np.testing.assert_array_equal(got.view(np.float32), data[rows])
+    new = rng.standard_normal((len(rows), m)).astype(np.float32)
+    _journal.scatter_rows(view, rows, new.view(np.uint8), 4096)
+    expect = data.copy()
+    _journal_reference.scatter_rows(expect, rows, new)
+    del view, mapped
+    np.testing.assert_array_equal(np.load(tmp_path / "a.npy"), expect)  # read back from the file, not the map
+    plain = data.copy()
+    _journal.scatter_rows(plain.view(np.uint8), rows, new.view(np.uint8))
+    np.testing.assert_array_equal(plain, expect)
+    for fn in (_journal.gather_rows, _journal_reference.gather_rows):
+        with pytest.raises(ValueError):
+            fn(data.view(np.uint8), rows[::-1].copy(), want)  # unsorted
+        with pytest.raises(ValueError):
+            fn(data.view(np.uint8), np.array([N], np.int64), want[:1])  # past the end
 
 
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import contextlib
 import fcntl
+import functools
 import json
 import math
 import os
@@ -33,13 +34,15 @@ from ..io import batch_keys, batch_values, open_input
 from ..stream.dense import open_npy, release
 from ..stream.journal import (
     FAULT_AROUND,
+    RELEASE,
     HeldSignals,
     RowJournal,
+    Workers,
     applied_here,
     as_rows,
+    gather,
     journal_path,
     recover_journal,
-    release_rows,
     reusable,
     write_durably,
 )
@@ -131,13 +134,13 @@ def apply(table: str, gradients=(), *, optimizer: str = "sgd", lr: float | None 
     if isinstance(gradients, (str, os.PathLike)):
         gradients = [gradients]
     gradients = list(gradients)
-    with _locked(table):
+    with _locked(table), Workers(budget.workers) as workers:
         work = min(budget.usable // 4, WORK_BYTES)
         # A journal this boot wrote whole is kept for this apply to continue (or checkpoint,
         # once it knows the state): nothing to finish.
         kept = fsync and not recover and applied_here(journal_path(table))
         recovered = None if kept else recover_journal(journal_path(table), durable=fsync, budget_bytes=work,
-                                                      pause=_pause)
+                                                      pause=_pause, workers=workers)
         if recover:
             if gradients:
                 raise UsageError("--recover only finishes or discards an interrupted apply; give no gradients with it")
@@ -153,7 +156,8 @@ def apply(table: str, gradients=(), *, optimizer: str = "sgd", lr: float | None 
             if progress:
                 progress.set_total(sum(src.meta.nnz or 0 for src in sources) or None)
             st = _open_state(state, optimizer, table, arr, initial_accumulator)
-            return _transaction(table, arr, sources, st, params, budget, tmp_dir, progress, recovered, fsync, limit)
+            return _transaction(table, arr, sources, st, params, budget, tmp_dir, progress, recovered, fsync, limit,
+                                workers)
 
 
 def _params(optimizer, lr, eps, beta1, beta2, initial_accumulator) -> dict:
@@ -325,7 +329,7 @@ def _pause(where: str):
 
 
 def _transaction(table, arr, sources, st: _State, params, budget, tmp_dir, progress, recovered, durable,
-                 limit) -> dict:
+                 limit, workers: Workers) -> dict:
     rows_of = as_rows(arr)
     arrays = {"table": (table, arr), **st.arrays}
     files = {os.path.join(st.dir, STATE_FILE): st.json_after(len(sources))} if st.dir else {}
@@ -337,13 +341,12 @@ def _transaction(table, arr, sources, st: _State, params, budget, tmp_dir, progr
     # The working set: larger blocks gain nothing measurable, and a budget of a GiB held 400 MiB
     # of rows and mapped pages at once (measured).
     work = min(budget.usable // 4, WORK_BYTES)
-    # Rows are gathered from the maps a piece at a time, the piece's pages given back at once: a
-    # row read through a map holds up to FAULT_AROUND of it.  (pread of row runs instead kept no
-    # pages but took 0.08 s of CPU per array of 100k random rows where the map took 0.045.)  A
-    # chunk (its rows in each array, a copy of them for the kernel's input, each gradient's rows)
-    # is computed and journaled at a time.
-    piece = max(64, work // (len(maps) * max(width, FAULT_AROUND)))
-    chunk = max(piece, work // (8 + (2 * len(maps) + len(sources)) * width))
+    # Rows are gathered from the maps by a compiled loop that gives their pages back as it passes
+    # them (a row read through a map holds up to FAULT_AROUND of it).  (pread of row runs instead
+    # kept no pages but took 0.08 s of CPU per array of 100k random rows where the map took
+    # 0.045.)  A chunk (its rows in each array, a copy of them for the kernel's input, each
+    # gradient's rows) is computed and journaled at a time.
+    chunk = max(64, (work - len(maps) * (RELEASE + FAULT_AROUND)) // (8 + (2 * len(maps) + len(sources)) * width))
     # Each gradient is read and summed within its share of the budget, and at most within
     # GRADIENT_BUDGET: bigger batches gain little here, and a gradient's row group read whole
     # at a budget of a GiB held about 4 times its size.  And within half the budget: at
@@ -360,7 +363,7 @@ def _transaction(table, arr, sources, st: _State, params, budget, tmp_dir, progr
         limit = max(JOURNAL_MIN, int(JOURNAL_SHARE * sum(a.nbytes for _, a in arrays.values())))
     append = durable and reusable(path, arrays, files, limit)
     if not append and os.path.exists(path):
-        recovered = recover_journal(path, durable=durable, budget_bytes=work)  # the checkpoint
+        recovered = recover_journal(path, durable=durable, budget_bytes=work, workers=workers)  # the checkpoint
     journal = RowJournal(path, arrays, files, durable=durable, append=append)
     held = HeldSignals()
     touched = 0
@@ -370,20 +373,11 @@ def _transaction(table, arr, sources, st: _State, params, budget, tmp_dir, progr
             if not bufs or len(bufs[0]) < len(ids):
                 bufs = [np.empty((max(len(ids), chunk), m), arr.dtype) for _ in maps]
             rows = [b[:len(ids)] for b in bufs]
-            for lo in range(0, len(ids), piece):
-                for mp, r in zip(maps, rows):
-                    np.take(mp, ids[lo:lo + piece], axis=0, out=r[lo:lo + piece])
-                release_rows(maps, ids[lo:lo + piece])
-            old = journal.checksums(ids, rows)  # before the kernel overwrites them
-            for (pos, grad), args in zip(parts, scalars):
-                if len(pos) == len(ids):
-                    # Every row of the chunk, in order: updated in place (the kernel reads each
-                    # element before it writes it).
-                    kernel(*rows, pos, grad, *rows, *args)
-                elif len(pos):
-                    # The kernel updates rows[...][pos] of the chunk, from their current contents.
-                    kernel(*rows, pos, grad, *(r[pos] for r in rows), *args)
-                touched += len(pos)
+            # Runs of the chunk's rows side by side on the workers (each only reads the maps).
+            olds = workers.map(functools.partial(_update, maps, ids, rows, parts, journal, kernel, scalars),
+                               workers.cuts(len(ids)))
+            old = [np.concatenate(c) if len(olds) > 1 else c[0] for c in zip(*olds)]
+            touched += sum(len(pos) for pos, _ in parts)
             journal.append(ids, rows, old)
             _pause("appended")
         # From the commit record on, Ctrl-C and SIGTERM wait until the rows are written (memory
@@ -396,7 +390,7 @@ def _transaction(table, arr, sources, st: _State, params, budget, tmp_dir, progr
     try:
         _pause("committed")
         # Committed: from here a crash is finished by the next apply (or --recover), not undone.
-        journal.apply(work, pause=_pause)
+        journal.apply(work, pause=_pause, workers=workers)
     finally:
         held.release()
     if held.signum is not None:
@@ -407,6 +401,27 @@ def _transaction(table, arr, sources, st: _State, params, budget, tmp_dir, progr
     return {"table": table, "optimizer": params["optimizer"], "gradients": len(sources), "rows": touched,
             "rows_in": sum(src.meta.nnz or 0 for src in sources), "step": st.step + len(sources) if st.dir else None,
             "state": st.dir, "recovered": recovered}
+
+
+def _update(maps, ids, rows, parts, journal, kernel, scalars, run) -> list:
+    """The rows ids[lo:hi] of a chunk (``run``): gathered from the maps into their places in
+    ``rows``, their old contents' checksums taken (returned), then updated by the kernel from
+    each gradient's rows there (``parts``)."""
+    lo, hi = run
+    sub = [r[lo:hi] for r in rows]
+    gather(maps, ids[lo:hi], sub)
+    old = journal.checksums(ids[lo:hi], sub)  # before the kernel overwrites them
+    for (pos, grad), args in zip(parts, scalars):
+        a, b = np.searchsorted(pos, (lo, hi))
+        if b - a == hi - lo:
+            # Every row of the run, in order: updated in place (the kernel reads each element
+            # before it writes it).
+            kernel(*sub, np.arange(hi - lo, dtype=np.int64), grad[a:b], *sub, *args)
+        elif b > a:
+            # The kernel updates sub[...][at] of the run, from their current contents.
+            at = pos[a:b] - lo
+            kernel(*sub, at, grad[a:b], *(r[at] for r in sub), *args)
+    return old
 
 
 def _summed(src, budget, tmp_dir, progress, m, dtype):

@@ -52,9 +52,11 @@ import struct
 import threading
 import time
 import zlib
+from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 
+from .._journal import gather_rows, scatter_rows
 from .._tfrecord import crc32c_pieces, first_unmatched_row
 from ..errors import DataError
 
@@ -157,6 +159,84 @@ def release_rows(arrays, rows: np.ndarray):
             base._mmap.madvise(mmap.MADV_DONTNEED, lo, hi - lo)
         except (AttributeError, OSError, ValueError):
             pass
+
+
+# The compiled copies give a map's pages back every this many bytes they pass (RSS holds about
+# this much of each map, plus a fault-around).
+RELEASE = 256 << 10
+
+
+def _release_of(arr: np.ndarray) -> int:
+    # Only a shared file map: MADV_DONTNEED on anonymous or private memory would discard data.
+    base = _memmap_of(arr)
+    return RELEASE if base is not None and base.mode != "c" else 0
+
+
+def gather(arrays, rows: np.ndarray, outs):
+    """outs[k][i] = arrays[k][rows[i]] for (N, m) arrays (memory maps: their pages given back as
+    the copy passes them) and (n, m) buffers, rows sorted."""
+    for a, out in zip(arrays, outs):
+        gather_rows(_bytes_view(a), rows, _bytes_view(out), _release_of(a))
+
+
+class Workers:
+    """Threads for an update's copies and checksums: ``ways`` of them (none below 2), shut
+    down on exit."""
+
+    def __init__(self, ways: int):
+        self.ways = max(1, ways)
+        self.pool = ThreadPoolExecutor(self.ways, thread_name_prefix="sptool-apply") if self.ways > 1 else None
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        if self.pool is not None:
+            self.pool.shutdown()
+        return False
+
+    def cuts(self, n: int) -> list[tuple[int, int]]:
+        """[lo, hi) runs of n rows, one a thread (one run when n is small)."""
+        ways = self.ways if self.pool is not None and n >= PARALLEL_ROWS else 1
+        edges = [n * w // ways for w in range(ways + 1)]
+        return list(zip(edges[:-1], edges[1:]))
+
+    def map(self, fn, items) -> list:
+        items = list(items)
+        if self.pool is None or len(items) < 2:
+            return [fn(x) for x in items]
+        return list(self.pool.map(fn, items))
+
+
+def scatter(arrays, rows: np.ndarray, news, workers: Workers | None = None):
+    """arrays[k][rows[i]] = news[k][i], as ``gather`` the other way; on the ``workers`` (each
+    array's rows cut into a run a thread), but each array written by one copy loop at a time (a
+    lock per array): a process killed meanwhile leaves at most one row per array torn, the row
+    its one loop was copying (what the recovery's check allows)."""
+    runs = workers.cuts(len(rows)) if workers is not None else [(0, len(rows))]
+    if len(runs) < 2:
+        for a, new in zip(arrays, news):
+            scatter_rows(_bytes_view(a), rows, _bytes_view(new), _release_of(a))
+        return
+    locks = [threading.Lock() for _ in arrays]
+
+    def run(w: int):
+        lo, hi = runs[w]
+        for step in range(len(arrays)):
+            k = (step + w) % len(arrays)  # staggered: the threads start on different arrays
+            with locks[k]:
+                scatter_rows(_bytes_view(arrays[k]), rows[lo:hi], _bytes_view(news[k][lo:hi]), _release_of(arrays[k]))
+
+    workers.map(run, range(len(runs)))
+
+
+# Fewer rows than this are copied on one thread (a thread's hand-off costs about as much).
+PARALLEL_ROWS = 2048
+
+
+def _bytes_view(a: np.ndarray) -> np.ndarray:
+    """A C-contiguous (n, m) array as its (n, m * itemsize) bytes, without a copy."""
+    return a.view(np.uint8).reshape(a.shape[0], a.shape[1] * a.dtype.itemsize)
 
 
 class HeldSignals:
@@ -272,13 +352,13 @@ class RowJournal:
             os.fdatasync(self.fd)
         self.committed = True
 
-    def apply(self, budget_bytes: int, pause=None):
+    def apply(self, budget_bytes: int, pause=None, workers: Workers | None = None):
         """After the commit: write the rows into the arrays and the files, waiting for no disk.
         Durable: the journal stays (with an "applied" record) for the transactions that follow
         and the checkpoint that ends it; otherwise it is removed (nothing was promised beyond a
         killed process, and the page cache has it all)."""
         arrays = [a for _, a in self.arrays.values()]
-        _replay(self.fd, self.blocks, arrays, self.specs, budget_bytes, pause)
+        _replay(self.fd, self.blocks, arrays, self.specs, budget_bytes, pause, workers)
         for p, text in self.files.items():
             write_durably(p, text.encode(), durable=False)
         if self.durable:
@@ -463,16 +543,18 @@ def _tail_applied(fd: int, size: int):
 
 
 def _slices(fd: int, blocks, arrays: list[np.ndarray], specs: list[dict], budget_bytes: int, pause=None,
-            extra: int = 0):
+            extra: int = 0, released: bool = False):
     """Each block's (rows, the new rows of each array, the old rows' CRCs of each array), read
     in slices into one reusable buffer, the buffer, the pages written through the (N, m) maps
     ``arrays`` and ``extra`` bytes a row within ``budget_bytes``; the maps' pages given back
-    after each slice."""
+    after each slice (``released``: by the caller's copies, ``gather`` and ``scatter``, as
+    they pass them)."""
     widths = [a.shape[1] * a.dtype.itemsize for a in arrays]
     sums = [4 * s["pieces"] for s in specs]
     row_bytes = 8 + sum(widths) + sum(sums)
     # A row written through a map holds its whole page in RSS until given back.
-    per = max(1, budget_bytes // (row_bytes + extra + sum(max(w, mmap.PAGESIZE) for w in widths)))
+    paged = 0 if released else sum(max(w, mmap.PAGESIZE) for w in widths)
+    per = max(1, budget_bytes // (row_bytes + extra + paged))
     buf = np.empty(min(per, max((n for _, n in blocks), default=0)) * row_bytes, np.uint8)
     for pos, n in blocks:
         for lo in range(0, n, per):
@@ -488,16 +570,17 @@ def _slices(fd: int, blocks, arrays: list[np.ndarray], specs: list[dict], budget
                 at += n * c
                 used += k * c
             yield rows, news, olds
-            release_rows(arrays, rows)
+            if not released:
+                release_rows(arrays, rows)
         if pause:
             pause("written")
 
 
-def _replay(fd: int, blocks, arrays: list[np.ndarray], specs: list[dict], budget_bytes: int, pause=None):
+def _replay(fd: int, blocks, arrays: list[np.ndarray], specs: list[dict], budget_bytes: int, pause=None,
+            workers: Workers | None = None):
     """Write each block's rows into the (N, m) memory maps ``arrays``."""
-    for rows, news, _ in _slices(fd, blocks, arrays, specs, budget_bytes, pause):
-        for a, new in zip(arrays, news):
-            a[rows] = new
+    for rows, news, _ in _slices(fd, blocks, arrays, specs, budget_bytes, pause, released=True):
+        scatter(arrays, rows, news, workers)
 
 
 def _check_unchanged(fd: int, txns: list, arrays: list[np.ndarray], specs: list[dict], piece: int,
@@ -652,7 +735,8 @@ def _parse(raw) -> tuple[dict | None, list, bool]:
     return header, txns, pos < len(data)
 
 
-def recover_journal(path: str, *, durable: bool = True, budget_bytes: int = 64 << 20, pause=None) -> int | None:
+def recover_journal(path: str, *, durable: bool = True, budget_bytes: int = 64 << 20, pause=None,
+                    workers: Workers | None = None) -> int | None:
     """Checkpoint the journal ``path``: its committed transactions are made durable in their
     arrays and files (the rows written again, in order, of those this boot did not write), a
     transaction cut short before its commit record discarded; the journal goes.  Returns the
@@ -690,7 +774,7 @@ def recover_journal(path: str, *, durable: bool = True, budget_bytes: int = 64 <
             arrays = [a for _, a in _reopen(header, path)]
             _check_unchanged(f.fileno(), todo, arrays, header["arrays"], header["piece"], budget_bytes, path)
             for t in todo:
-                _replay(f.fileno(), t.blocks, arrays, header["arrays"], budget_bytes, pause)
+                _replay(f.fileno(), t.blocks, arrays, header["arrays"], budget_bytes, pause, workers)
                 replayed += sum(n for _, n in t.blocks)
             del arrays
     if durable:
