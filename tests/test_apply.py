@@ -395,7 +395,7 @@ def _parse_journal(path):
     transaction follows them)."""
     from sptool.stream.journal import _parse
 
-    _, txns, cut = _parse(open(path, "rb").read())
+    _, txns, cut, _, _ = _parse(open(path, "rb").read())
     return len(txns), [t.applied for t in txns], cut
 
 
@@ -446,6 +446,93 @@ def test_sigkill_in_each_phase_then_a_second_apply(tmp_path, phase):
     assert json.load(open(os.path.join(state, "state.json")))["step"] == t0 + 1
     # This apply's own journal: committed and applied, kept for the applies that follow.
     assert _parse_journal(journal) == (1, [True], False)
+
+
+def _journal_block_rows(journal, k: int) -> np.ndarray:
+    """The row ids of the k-th block of the journal's first transaction."""
+    from sptool.stream.journal import _parse
+
+    raw = open(journal, "rb").read()
+    pos, n = _parse(raw).txns[0].blocks[k]
+    return np.frombuffer(raw[pos:pos + 8 * n], np.int64)
+
+
+def _power_loss(rng, files, durable, keep=()):
+    """Each 4 KiB page of each file left as the page cache had it or as the disk last held it
+    (``durable``: path -> bytes), the pages holding the offsets in ``keep`` (path -> offsets) as
+    the page cache had them (written back before the power went)."""
+    for f in files:
+        cache, disk = np.frombuffer(open(f, "rb").read(), np.uint8), np.frombuffer(durable[f], np.uint8)
+        page = np.arange(len(cache)) // 4096
+        written = rng.random(page.max() + 1) < 0.5
+        written[[o // 4096 for o in keep.get(f, ())]] = True
+        with open(f, "r+b") as out:
+            out.write(np.where(written[page], cache, disk).tobytes())
+
+
+@pytest.mark.parametrize("replaced", [False, True])
+def test_kills_and_power_losses_in_turn_end_all_new_never_in_a_refusal(tmp_path, replaced):
+    """A real apply SIGKILLed while it writes rows into the table (the row it was copying torn),
+    a power loss, the next recovery's replay SIGKILLed while it rewrites rows (a second torn row
+    in the same array), another power loss: the journal vouches for both torn rows (its
+    "replay began" record says a second copy was interrupted), so the recovery after that
+    finishes the apply exactly (NumPy's result), where it used to refuse.  A table replaced by
+    np.save before that recovery is still refused, nothing written into it."""
+    paths, state, old, new = _crash_setup(tmp_path, "adam")
+    table, journal = str(tmp_path / "t.npy"), str(tmp_path / ".t.npy.journal")
+    files = [table, os.path.join(state, "m.npy"), os.path.join(state, "v.npy")]
+    sptool.apply(table, recover=True)  # the setup's journal checkpointed: this is what the disk holds
+    disk = {f: open(f, "rb").read() for f in files + [os.path.join(state, "state.json")]}
+    env, rng = env_with_sptool(), np.random.default_rng(17)
+    row = 8 * 4
+    header = len(disk[table]) - 400 * row
+
+    def tear(at: int, second_half: bytes):
+        # The copy of this row stopped halfway: its first half new, the rest what was there.
+        with open(table, "r+b") as out:
+            out.seek(header + at * row + row // 2)
+            out.write(second_half)
+
+    _paused_apply([table, *paths, "--optimizer", "adam", "--lr", "0.01", "--state", state], env, "written")
+    first = _journal_block_rows(journal, 0)  # written into the table before the kill
+    assert len(first) >= 3
+    # The kill caught the copy of the block's last row halfway (its rows are copied in order).
+    r1 = int(first[-1])
+    tear(r1, disk[table][header + r1 * row + row // 2:header + (r1 + 1) * row])
+    _power_loss(rng, files, disk, keep={table: [header + r1 * row]})
+    with open(os.path.join(state, "state.json"), "wb") as out:
+        out.write(disk[os.path.join(state, "state.json")])  # its rename not durable either
+    lost = {f: open(f, "rb").read() for f in files}
+    torn1 = lost[table][header + r1 * row:header + (r1 + 1) * row]
+    assert torn1 != disk[table][header + r1 * row:header + (r1 + 1) * row]
+
+    _paused_apply([table, "--recover"], env, "written")  # the replay killed after its first block
+    assert _parse_journal(journal) == (1, [False], False)
+    # ... in fact halfway through its first row, r0: the rows after it (r1 among them) as they were.
+    r0 = int(first[0])
+    replayed = open(table, "rb").read()
+    with open(table, "r+b") as out:
+        out.write(lost[table])
+    with open(table, "r+b") as out:
+        out.seek(header + r0 * row)
+        out.write(replayed[header + r0 * row:header + r0 * row + row // 2])
+    now = open(table, "rb").read()
+    assert now[header + r0 * row:header + (r0 + 1) * row] not in (
+        replayed[header + r0 * row:header + (r0 + 1) * row], disk[table][header + r0 * row:header + (r0 + 1) * row])
+    assert now[header + r1 * row:header + (r1 + 1) * row] == torn1  # still torn: two torn rows in one array
+    _power_loss(rng, files, lost, keep={table: [header + r0 * row, header + r1 * row]})
+    if replaced:
+        other = np.random.default_rng(3).standard_normal((400, 8)).astype(np.float32)
+        np.save(table, other)
+    untouched = {f: digest(f) for f in files}
+    r = CliRunner().invoke(cli, ["apply", table, "--recover"])
+    if replaced:
+        assert r.exit_code == 1 and f"Error: {table}: no longer holds what the journal" in r.output, r.output
+        assert {f: digest(f) for f in files} == untouched
+        return
+    assert r.exit_code == 0 and "finished an interrupted apply" in r.output, r.output
+    assert not os.path.exists(journal)
+    assert _outcome(tmp_path, state, "adam", old, new) == "new"
 
 
 def test_durable_applies_accumulate_in_one_journal_until_a_checkpoint(tmp_path, monkeypatch):

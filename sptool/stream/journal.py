@@ -30,7 +30,9 @@ of these means the array is no longer the one the journal was written against (r
 ``cp`` or ``np.save`` since: same name, same shape), and the replay is refused, touching
 nothing, rather than writing an old update into a new array.  One such row per array is let
 through when other journaled rows of that array match (the row a killed process was copying
-when it died, torn anywhere).
+when it died, torn anywhere), and one more for each replay a "replay began" record (written
+durably before a recovery's replay touches an array) says was started and may have been cut
+short the same way.
 
 Layout: ``MAGIC``, u64 header length, the header JSON (the arrays, the piece, the files' paths),
 u32 CRC; then, per transaction, blocks of ``BLOCK``, u64 rows n, u64 payload length, the payload
@@ -39,7 +41,8 @@ the old rows' CRC-32Cs of each array, uint32 [n, pieces] with the array's ``piec
 header), u32 CRC; then ``COMMIT``, u64 blocks, u64 rows, u32 CRC of the blocks' CRCs, u64 length
 of the files' JSON (path -> new text), that JSON, u32 CRC of the record; then, maybe,
 ``APPLIED``, the boot id (36 bytes), u32 arrays k, k x (u64 inode, size, mtime_ns, ctime_ns),
-u32 CRC of all that, u32 length of the whole record (so that it is found from the end).
+u32 CRC of all that, u32 length of the whole record (so that it is found from the end); after
+the last transaction, maybe, "replay began" records: ``REPLAY`` and its u32 CRC each.
 """
 
 from __future__ import annotations
@@ -53,6 +56,7 @@ import threading
 import time
 import zlib
 from concurrent.futures import ThreadPoolExecutor
+from typing import NamedTuple
 
 import numpy as np
 
@@ -65,6 +69,8 @@ OLD_MAGICS = (b"SPTREDO1", b"SPTREDO2")  # one transaction a journal (2: with th
 BLOCK = b"BLK3"
 COMMIT = b"CMT3"
 APPLIED = b"APL3"
+REPLAY = b"RPL3"  # a recovery's replay began (see _check_unchanged): the magic and its CRC
+_REPLAY_RECORD = REPLAY + struct.pack("<I", zlib.crc32(REPLAY))
 PIECE = 4096  # where rows are cut for their CRCs: a page, the unit the OS writes back
 _U64 = struct.Struct("<Q")
 _U32 = struct.Struct("<I")
@@ -584,7 +590,7 @@ def _replay(fd: int, blocks, arrays: list[np.ndarray], specs: list[dict], budget
 
 
 def _check_unchanged(fd: int, txns: list, arrays: list[np.ndarray], specs: list[dict], piece: int,
-                     budget_bytes: int, path: str):
+                     budget_bytes: int, path: str, interrupted: int = 1):
     """Refuse (DataError) a replay of the transactions ``txns`` into arrays that no longer hold,
     in every journaled row, piece by piece, the row's contents before the first of them that
     touched it or after one of them (by their CRCs): arrays replaced since.  A row in one
@@ -599,9 +605,12 @@ def _check_unchanged(fd: int, txns: list, arrays: list[np.ndarray], specs: list[
     seen = [([], []) for _ in arrays]  # per array: the shared rows met, and which of their pieces matched
     # A process killed while it copied the rows into an array leaves the row it was copying torn
     # inside a piece (neither version), but only that one: each array's rows are copied by one
-    # loop.  So one unmatched row per array is allowed (the replay rewrites it) when other rows
-    # of that array vouch for it (matched): an array replaced since fails in nearly every row,
-    # and with no other row to judge by, the unmatched one is refused.
+    # loop at a time.  The copies that can have been interrupted (``interrupted``): the apply's
+    # own, and each replay a "replay began" record says was started (a replay killed, or cut by
+    # a power loss, before it finished).  So that many unmatched rows per array are allowed (the
+    # replay rewrites them) when other rows of that array vouch for them (matched): an array
+    # replaced since fails in nearly every row, and with no other row to judge by, an unmatched
+    # one is refused.
     torn, torn_row, matched = [0] * len(arrays), [0] * len(arrays), [0] * len(arrays)
     for t in txns:
         for rows, news, olds in _slices(fd, t.blocks, arrays, specs, budget_bytes, extra=extra):
@@ -618,7 +627,7 @@ def _check_unchanged(fd: int, txns: list, arrays: list[np.ndarray], specs: list[
                     torn[i] += 1
                     matched[i] -= 1
                     torn_row[i] = int(rows[one[bad]])
-                    if torn[i] > 1:
+                    if torn[i] > interrupted:
                         _refuse(path, spec, torn_row[i])
                     one = one[bad + 1:]
                 if many.any():
@@ -637,7 +646,7 @@ def _check_unchanged(fd: int, txns: list, arrays: list[np.ndarray], specs: list[
             if not whole.all():
                 torn[i] += int(np.count_nonzero(~whole))
                 torn_row[i] = int(uniq[np.argmin(whole)])
-        if torn[i] > 1 or (torn[i] and not matched[i]):
+        if torn[i] > interrupted or (torn[i] and not matched[i]):
             _refuse(path, spec, torn_row[i])
 
 
@@ -686,22 +695,29 @@ class Txn:
         self.applied = applied
 
 
-def _parse(raw) -> tuple[dict | None, list, bool]:
-    """(header, committed transactions in order, whether bytes follow the last of them: a
-    transaction cut short) of a journal's bytes; a header cut short gives (None, [], False)."""
+class Parsed(NamedTuple):
+    header: dict | None
+    txns: list  # the committed transactions, in order
+    cut: bool  # whether bytes follow them (a transaction cut short)
+    replays: int = 0  # the "replay began" records after them
+    end: int = 0  # where those end
+
+
+def _parse(raw) -> Parsed:
+    """A journal's bytes parsed; a header cut short gives (None, [], False)."""
     data = memoryview(raw)
     if bytes(raw[:len(MAGIC)]) in OLD_MAGICS:
         raise DataError("a journal of an older sptool: finish it with that version (apply TABLE --recover), or "
                         "remove it if the table is known to be intact")
     if len(raw) < len(MAGIC) + _U64.size or raw[:len(MAGIC)] != MAGIC:
         if len(raw) < len(MAGIC) + _U64.size and MAGIC.startswith(bytes(raw[:len(MAGIC)])):
-            return None, [], False  # cut short while its header was written
+            return Parsed(None, [], False)  # cut short while its header was written
         raise DataError("not an sptool apply journal; move it away if the table is known to be intact")
     length = _U64.unpack_from(data, len(MAGIC))[0]
     start = len(MAGIC) + _U64.size
     end = start + length + _U32.size
     if end > len(raw) or zlib.crc32(data[start:start + length]) != _U32.unpack_from(data, start + length)[0]:
-        return None, [], False
+        return Parsed(None, [], False)
     header = json.loads(bytes(data[start:start + length]))
     widths = [int(np.prod(s["shape"][1:], dtype=np.int64)) * np.dtype(s["dtype"]).itemsize + 4 * s["pieces"]
               for s in header["arrays"]]
@@ -732,7 +748,11 @@ def _parse(raw) -> tuple[dict | None, list, bool]:
         applied = _applied_at(data, stop)
         txns.append(Txn(blocks, files, bool(applied and applied[0])))
         pos = applied[2] if applied else stop
-    return header, txns, pos < len(data)
+    replays = 0
+    while bytes(data[pos:pos + len(_REPLAY_RECORD)]) == _REPLAY_RECORD:
+        replays += 1
+        pos += len(_REPLAY_RECORD)
+    return Parsed(header, txns, pos < len(data), replays, pos)
 
 
 def recover_journal(path: str, *, durable: bool = True, budget_bytes: int = 64 << 20, pause=None,
@@ -751,12 +771,12 @@ def recover_journal(path: str, *, durable: bool = True, budget_bytes: int = 64 <
         tail = _tail_applied(f.fileno(), size)
         if header is not None and tail is not None and tail[0]:
             # The usual case, read from the ends alone: every transaction written by this boot.
-            txns, cut = [Txn([], {}, True)], False
+            txns, cut, replays, end = [Txn([], {}, True)], False, 0, size
         else:
             # Mapped, not read: a journal can be larger than --memory.
             raw = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) if size else b""
             try:
-                header, txns, cut = _parse(raw)
+                header, txns, cut, replays, end = _parse(raw)
             except DataError as e:
                 raise DataError(e.message, path=path) from None
             finally:
@@ -772,7 +792,9 @@ def recover_journal(path: str, *, durable: bool = True, budget_bytes: int = 64 <
         replayed = 0
         if todo:
             arrays = [a for _, a in _reopen(header, path)]
-            _check_unchanged(f.fileno(), todo, arrays, header["arrays"], header["piece"], budget_bytes, path)
+            _check_unchanged(f.fileno(), todo, arrays, header["arrays"], header["piece"], budget_bytes, path,
+                             interrupted=1 + replays)
+            _replay_begins(path, end, durable)
             for t in todo:
                 _replay(f.fileno(), t.blocks, arrays, header["arrays"], budget_bytes, pause, workers)
                 replayed += sum(n for _, n in t.blocks)
@@ -793,6 +815,21 @@ def recover_journal(path: str, *, durable: bool = True, budget_bytes: int = 64 <
             fsync_dir(p)
     _remove(path, durable)
     return -1 if cut and not replayed else replayed
+
+
+def _replay_begins(path: str, end: int, durable: bool):
+    """Record, durably, that a replay of the journal's transactions begins (a transaction cut
+    short after them is dropped first: it never committed).  Each such record lets the check of
+    the next recovery allow one more torn row per array: the row this replay's copy loop may be
+    writing when a kill or a power loss interrupts it."""
+    fd = os.open(path, os.O_WRONLY)
+    try:
+        os.ftruncate(fd, end)
+        os.pwrite(fd, _REPLAY_RECORD, end)
+        if durable:
+            os.fdatasync(fd)
+    finally:
+        os.close(fd)
 
 
 def _reopen(header: dict, path: str) -> list:
