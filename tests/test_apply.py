@@ -875,6 +875,17 @@ def _three_applies(tmp_path):
     return files, versions
 
 
+def _pages_of_versions(files, versions, rng, first: bool = False):
+    """A power loss: each page of each file any of the versions it went through (the first
+    only, ``first``), written in place, as writeback does."""
+    for f in files:
+        stack = np.stack([np.frombuffer(v[f], np.uint8) for v in versions])
+        page = np.arange(stack.shape[1]) // 4096
+        pick = np.zeros(page.max() + 1, np.int64) if first else rng.integers(0, len(versions), page.max() + 1)
+        with open(f, "r+b") as out:
+            out.write(stack[pick[page], np.arange(stack.shape[1])].tobytes())
+
+
 @pytest.mark.parametrize("mix", ["all first", "random pages"])
 def test_several_applies_torn_by_a_power_loss_replay_to_exactly_the_last(tmp_path, monkeypatch, mix):
     """A power loss after three accumulated applies: each page of the table and state is any of
@@ -883,14 +894,7 @@ def test_several_applies_torn_by_a_power_loss_replay_to_exactly_the_last(tmp_pat
     rows in several applies included (each of their pieces may be of any of them)."""
     files, versions = _three_applies(tmp_path)
     _another_boot(tmp_path, monkeypatch)
-    rng = np.random.default_rng(3)
-    for f in files[:3]:
-        stack = np.stack([np.frombuffer(v[f], np.uint8) for v in versions])
-        page = np.arange(stack.shape[1]) // 4096
-        pick = np.zeros(page.max() + 1, np.int64) if mix == "all first" else rng.integers(0, 4, page.max() + 1)
-        torn = stack[pick[page], np.arange(stack.shape[1])]
-        with open(f, "r+b") as out:  # in place, as writeback does
-            out.write(torn.tobytes())
+    _pages_of_versions(files[:3], versions, np.random.default_rng(3), first=mix == "all first")
     with open(files[3], "wb") as out:
         out.write(versions[0][files[3]])
     r = CliRunner().invoke(cli, ["apply", files[0], "--recover"])
@@ -900,14 +904,71 @@ def test_several_applies_torn_by_a_power_loss_replay_to_exactly_the_last(tmp_pat
     assert not (tmp_path / ".t.npy.journal").exists()
 
 
-def test_a_table_replaced_under_several_applies_is_refused_after_a_crash(tmp_path, monkeypatch):
+# The check before a replay goes a range of row ids at a time within its budget: at 3 KB, a
+# range a row of these 256-byte rows (a block's rows cut across many ranges).
+SMALL_CHECK = 3000
+
+
+@pytest.mark.parametrize("budget", [None, SMALL_CHECK])
+def test_a_table_replaced_under_several_applies_is_refused_after_a_crash(tmp_path, monkeypatch, budget):
+    from sptool.stream.journal import journal_path, recover_journal
+
     files, versions = _three_applies(tmp_path)
     _another_boot(tmp_path, monkeypatch)
     np.save(files[0], np.random.default_rng(6).standard_normal((300, 64)).astype(np.float32))
     untouched = {f: digest(f) for f in files + [str(tmp_path / ".t.npy.journal")]}
-    r = CliRunner().invoke(cli, ["apply", files[0], "--recover"])
-    assert r.exit_code == 1 and f"Error: {files[0]}: no longer holds what the journal" in r.output, r.output
+    if budget:
+        with pytest.raises(sptool.DataError, match="no longer holds what the journal"):
+            recover_journal(journal_path(files[0]), budget_bytes=budget)
+    else:
+        r = CliRunner().invoke(cli, ["apply", files[0], "--recover"])
+        assert r.exit_code == 1 and f"Error: {files[0]}: no longer holds what the journal" in r.output, r.output
     assert {f: digest(f) for f in untouched} == untouched
+
+
+def test_several_torn_applies_are_checked_and_replayed_a_range_of_rows_at_a_time(tmp_path, monkeypatch):
+    """As above with a check budget of a row a range: the torn pages still replay to exactly
+    the last version."""
+    from sptool.stream.journal import journal_path, recover_journal
+
+    files, versions = _three_applies(tmp_path)
+    _another_boot(tmp_path, monkeypatch)
+    _pages_of_versions(files[:3], versions, np.random.default_rng(8))
+    assert recover_journal(journal_path(files[0]), budget_bytes=SMALL_CHECK) > 0
+    for f in files[:3]:
+        assert open(f, "rb").read() == versions[-1][f], f
+
+
+def test_a_large_journal_recovers_within_memory(tmp_path):
+    """A journal of three committed, never applied transactions of 2M rows each (6M row ids,
+    120 MB: the old check held every id at once, sorted) is checked and replayed by
+    ``--memory 64MiB apply --recover`` within the stated figure (--memory + 256 MiB, peak RSS
+    of the child process), to NumPy's result: each row the last transaction's that wrote it."""
+    from test_memory import OVERHEAD, peak_rss
+
+    from sptool.stream.journal import RowJournal, journal_path
+
+    rng = np.random.default_rng(23)
+    height, per_txn, block = 2_500_000, 2_000_000, 250_000
+    table = str(tmp_path / "t.npy")
+    want = rng.standard_normal(height).astype(np.float32)
+    np.save(table, want)
+    mapped = np.load(table, mmap_mode="r+")
+    for k in range(3):
+        rows = np.sort(rng.choice(height, per_txn, replace=False)).astype(np.int64)
+        vals = rng.standard_normal(per_txn).astype(np.float32)
+        j = RowJournal(journal_path(table), {"table": (table, mapped)}, {}, durable=False, append=k > 0)
+        for lo in range(0, per_txn, block):
+            j.append(rows[lo:lo + block], [vals[lo:lo + block, None]])
+        j.commit()
+        os.close(j.fd)  # killed after the commit, before any row was written
+        want[rows] = vals
+    del mapped
+    assert os.path.getsize(journal_path(table)) > 100 << 20
+    rss = peak_rss(["--memory", "64MiB", "apply", table, "--recover"], tmp_path)
+    assert rss <= (64 << 20) + OVERHEAD, f"peak RSS {rss >> 20} MiB"
+    assert not os.path.exists(journal_path(table))
+    np.testing.assert_array_equal(np.load(table), want)
 
 
 def test_a_table_replaced_between_two_applies_of_one_boot_starts_a_new_journal(tmp_path, monkeypatch):

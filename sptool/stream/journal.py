@@ -593,16 +593,9 @@ def _check_unchanged(fd: int, txns: list, arrays: list[np.ndarray], specs: list[
                      budget_bytes: int, path: str, interrupted: int = 1):
     """Refuse (DataError) a replay of the transactions ``txns`` into arrays that no longer hold,
     in every journaled row, piece by piece, the row's contents before the first of them that
-    touched it or after one of them (by their CRCs): arrays replaced since.  A row in one
-    transaction is checked as its slice passes; the few in several (their pieces may be of any
-    of them) are gathered, 8 bytes and a flag a piece each, and checked at the end."""
-    extra = sum(a.shape[1] * a.dtype.itemsize for a in arrays)  # each slice's current rows, copied
-    shared = np.empty(0, np.int64)
-    if len(txns) > 1:
-        ids = np.concatenate([_pread(fd, np.empty(n, np.int64), pos) for t in txns for pos, n in t.blocks])
-        ids, counts = np.unique(ids, return_counts=True)
-        shared = ids[counts > 1]
-    seen = [([], []) for _ in arrays]  # per array: the shared rows met, and which of their pieces matched
+    touched it or after one of them (by their CRCs): arrays replaced since.  Checked a range of
+    row ids at a time, each range's journaled rows (of every transaction) within
+    ``budget_bytes``, so that a journal of millions of rows is checked within --memory."""
     # A process killed while it copied the rows into an array leaves the row it was copying torn
     # inside a piece (neither version), but only that one: each array's rows are copied by one
     # loop at a time.  The copies that can have been interrupted (``interrupted``): the apply's
@@ -612,42 +605,134 @@ def _check_unchanged(fd: int, txns: list, arrays: list[np.ndarray], specs: list[
     # replaced since fails in nearly every row, and with no other row to judge by, an unmatched
     # one is refused.
     torn, torn_row, matched = [0] * len(arrays), [0] * len(arrays), [0] * len(arrays)
-    for t in txns:
-        for rows, news, olds in _slices(fd, t.blocks, arrays, specs, budget_bytes, extra=extra):
+    widths = [a.shape[1] * a.dtype.itemsize for a in arrays]
+    # A journaled row in a range: its id, new rows and CRCs, the current rows gathered, the
+    # concatenations, sorts and comparisons made of them (about three times the first).
+    row_bytes = 3 * (8 + sum(widths) + sum(4 * s["pieces"] for s in specs)) + sum(widths)
+    spans, ranges = _id_ranges(fd, txns, arrays[0].shape[0], max(1, budget_bytes // row_bytes))
+    for lo, hi in ranges:
+        parts = [p for p in (_range_rows(fd, t, spans[k], lo, hi, arrays, specs) for k, t in enumerate(txns)) if p]
+        if not parts:
+            continue
+        shared = np.empty(0, np.int64)
+        if len(parts) > 1:
+            ids, counts = np.unique(np.concatenate([p[0] for p in parts]), return_counts=True)
+            shared = ids[counts > 1]
+        seen = [([], []) for _ in arrays]  # per array: the shared rows met, and which of their pieces matched
+        for rows, news, olds in parts:
             many = np.isin(rows, shared, assume_unique=True) if len(shared) else np.zeros(len(rows), bool)
+            one = np.flatnonzero(~many)
             for i, (a, spec, new, old, (met, ok)) in enumerate(zip(arrays, specs, news, olds, seen)):
-                cur = np.take(a, rows, axis=0)
-                one = np.flatnonzero(~many)
-                matched[i] += len(one)
-                while len(one):
-                    bad = first_unmatched_row(_bytes(cur[one]), _bytes(new[one]), np.ascontiguousarray(old[one]),
-                                              np.ascontiguousarray(rows[one]), spec["offset"], piece)
+                cur = np.empty_like(new)
+                gather([a], rows, [cur])
+                left = one
+                matched[i] += len(left)
+                while len(left):
+                    bad = first_unmatched_row(_bytes(cur[left]), _bytes(new[left]), np.ascontiguousarray(old[left]),
+                                              np.ascontiguousarray(rows[left]), spec["offset"], piece)
                     if bad < 0:
                         break
                     torn[i] += 1
                     matched[i] -= 1
-                    torn_row[i] = int(rows[one[bad]])
+                    torn_row[i] = int(rows[left[bad]])
                     if torn[i] > interrupted:
                         _refuse(path, spec, torn_row[i])
-                    one = one[bad + 1:]
+                    left = left[bad + 1:]
                 if many.any():
                     at = np.ascontiguousarray(rows[many])
                     now = crc32c_pieces(_bytes(cur[many]), at, spec["offset"], piece, spec["pieces"])
                     after = crc32c_pieces(_bytes(new[many]), at, spec["offset"], piece, spec["pieces"])
                     met.append(at)
                     ok.append((now == old[many]) | (now == after))
-    for i, (spec, (met, ok)) in enumerate(zip(specs, seen)):
-        if met:
-            rows, ok = np.concatenate(met), np.concatenate(ok)
-            order = np.argsort(rows, kind="stable")
-            uniq, starts = np.unique(rows[order], return_index=True)
-            whole = np.logical_or.reduceat(ok[order], starts, axis=0).all(axis=1)
-            matched[i] += int(np.count_nonzero(whole))
-            if not whole.all():
-                torn[i] += int(np.count_nonzero(~whole))
-                torn_row[i] = int(uniq[np.argmin(whole)])
+        for i, (met, ok) in enumerate(seen):
+            if met:
+                rows, ok = np.concatenate(met), np.concatenate(ok)
+                order = np.argsort(rows, kind="stable")
+                uniq, starts = np.unique(rows[order], return_index=True)
+                whole = np.logical_or.reduceat(ok[order], starts, axis=0).all(axis=1)
+                matched[i] += int(np.count_nonzero(whole))
+                if not whole.all():
+                    torn[i] += int(np.count_nonzero(~whole))
+                    torn_row[i] = int(uniq[np.argmin(whole)])
+    for i, spec in enumerate(specs):
         if torn[i] > interrupted or (torn[i] and not matched[i]):
             _refuse(path, spec, torn_row[i])
+
+
+# Row ids are counted in this many buckets to cut the check into ranges of about equal rows.
+ID_BUCKETS = 4096
+
+
+def _id_ranges(fd: int, txns: list, height: int, rows_per_range: int):
+    """(each transaction's blocks' first and last row ids, [lo, hi) ranges of row ids holding
+    about ``rows_per_range`` journaled rows each): the ids read once, a slice at a time, and
+    counted in ID_BUCKETS buckets (a bucket of more rows than that is one range: ids packed
+    that densely are rare, and the range is then over by that bucket's excess)."""
+    counts = np.zeros(ID_BUCKETS, np.int64)
+    step = max(1, rows_per_range)
+    spans = []
+    for t in txns:
+        bounds = []
+        for pos, n in t.blocks:
+            first = last = None
+            for lo in range(0, n, step):
+                ids = _pread(fd, np.empty(8 * min(step, n - lo), np.uint8), pos + 8 * lo).view(np.int64)
+                counts += np.bincount(ids * ID_BUCKETS // max(height, 1), minlength=ID_BUCKETS)[:ID_BUCKETS]
+                first = ids[0] if first is None else first
+                last = ids[-1]
+            bounds.append((first, last))
+        spans.append(bounds)
+    edges = -(-np.arange(ID_BUCKETS + 1, dtype=np.int64) * height // ID_BUCKETS)  # bucket j: ids [edges[j], edges[j+1])
+    ranges, lo, held = [], 0, 0
+    for j in range(ID_BUCKETS):
+        if held and held + counts[j] > rows_per_range:
+            ranges.append((lo, int(edges[j])))
+            lo, held = int(edges[j]), 0
+        held += int(counts[j])
+    ranges.append((lo, height))
+    return spans, ranges
+
+
+def _range_rows(fd: int, txn, bounds: list, lo: int, hi: int, arrays: list[np.ndarray], specs: list[dict]):
+    """(row ids in [lo, hi), sorted, the new rows of each array, the old rows' CRCs of each
+    array) of one transaction, or None when it has none there."""
+    found = []
+    for (pos, n), (first, last) in zip(txn.blocks, bounds):
+        if n == 0 or last < lo or first >= hi:
+            continue
+        a, b = 0, n
+        if first < lo or last >= hi:  # a block's rows are sorted: the run in range found by its ids
+            ids = _pread(fd, np.empty(8 * n, np.uint8), pos).view(np.int64)
+            a, b = (int(x) for x in np.searchsorted(ids, (lo, hi)))
+        if b > a:
+            found.append(_block_rows(fd, pos, n, a, b, arrays, specs))
+    if not found:
+        return None
+    if len(found) == 1:
+        return found[0]
+    rows = np.concatenate([f[0] for f in found])
+    order = np.argsort(rows, kind="stable")  # the blocks of a transaction hold disjoint rows
+    news = [np.concatenate(x)[order] for x in zip(*(f[1] for f in found))]
+    olds = [np.concatenate(x)[order] for x in zip(*(f[2] for f in found))]
+    return rows[order], news, olds
+
+
+def _block_rows(fd: int, pos: int, n: int, a: int, b: int, arrays: list[np.ndarray], specs: list[dict]):
+    """Rows a .. b-1 of the block at ``pos`` of n rows: (their ids, new rows of each array, old
+    rows' CRCs of each array), each read into an array of its own."""
+    k, at = b - a, pos + 8 * n
+    rows = _pread(fd, np.empty(8 * k, np.uint8), pos + 8 * a).view(np.int64)
+    news = []
+    for arr in arrays:
+        w = arr.shape[1] * arr.dtype.itemsize
+        news.append(_pread(fd, np.empty(k * w, np.uint8), at + a * w).view(arr.dtype).reshape(k, arr.shape[1]))
+        at += n * w
+    olds = []
+    for spec in specs:
+        c = spec["pieces"]
+        olds.append(_pread(fd, np.empty(4 * k * c, np.uint8), at + 4 * a * c).view(np.uint32).reshape(k, c))
+        at += 4 * n * c
+    return rows, news, olds
 
 
 def _refuse(path: str, spec: dict, row: int):
@@ -721,7 +806,7 @@ def _parse(raw) -> Parsed:
     header = json.loads(bytes(data[start:start + length]))
     widths = [int(np.prod(s["shape"][1:], dtype=np.int64)) * np.dtype(s["dtype"]).itemsize + 4 * s["pieces"]
               for s in header["arrays"]]
-    txns, pos = [], end
+    txns, pos, released = [], end, 0
     head = len(BLOCK) + 2 * _U64.size
     while True:
         blocks, chain, at = [], 0, pos
@@ -734,6 +819,11 @@ def _parse(raw) -> Parsed:
             crc = zlib.crc32(data[at + head:at + head + size])
             if crc != _U32.unpack_from(data, at + head + size)[0]:
                 break
+            if isinstance(raw, mmap.mmap) and at + head + size - released >= RELEASE:
+                # The journal's pages read so far given back: a journal can be larger than --memory.
+                upto = (at + head + size) // mmap.PAGESIZE * mmap.PAGESIZE
+                raw.madvise(mmap.MADV_DONTNEED, released, upto - released)
+                released = upto
             blocks.append((at + head, n))
             chain = zlib.crc32(_U32.pack(crc), chain)
             at = stop
