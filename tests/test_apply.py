@@ -410,8 +410,8 @@ def _paused_apply(args, env, phase):
     assert line == f"paused at {phase}\n", line + proc.stderr.read().decode()
 
 
-# Killed in each phase of the redo journal: while blocks are appended and once the journal is
-# synced (no commit record: the table was never touched, the journal is discarded), after the
+# Killed in each phase of the redo journal: while blocks are appended and once the last one is
+# (no commit record: the table was never touched, the journal is discarded), after the
 # commit record and while the rows are written into the table (the journal is replayed), and
 # while a recovery replays it; then a second apply with another gradient, checked against NumPy
 # from the old or the new contents.
@@ -630,6 +630,12 @@ def test_torn_journal_tail_is_ignored_and_a_committed_one_replayed(tmp_path, mon
     flipped = bytearray(committed)
     flipped[header_end + 30] ^= 1  # a block's payload damaged: its CRC and the commit record's refuse it
     assert recover(bytes(flipped)) == -1 and np.array_equal(np.load(tmp_path / "a.npy"), original)
+    # The blocks and the record are synced together: a power loss during that sync can keep the
+    # record but not a block (its page still zeros on disk), which the record does not vouch for.
+    lost = bytearray(committed)
+    lost[header_end:header_end + 64] = bytes(64)
+    assert recover(bytes(lost)) == -1 and np.array_equal(np.load(tmp_path / "a.npy"), original)
+    assert doc.read_text() == "old\n"
     # The "applied" record of this boot: the page cache holds the rows, only synced, not rewritten...
     assert recover(applied) == 0 and np.array_equal(np.load(tmp_path / "a.npy"), original)
     # ...but a record from another boot (an OS crash since) is replayed.

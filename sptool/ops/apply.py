@@ -4,12 +4,13 @@ parameter table stored as .npy, in place through a memory map, all or nothing.
 Each gradient's rows are summed per row id first (sorted_batches with duplicates="sum", the
 engine's MergeAdd); the gradients are then merged side by side over ranges of row ids, and each
 range's rows are gathered, updated by the compiled kernel (sptool/_optim.pyx) in a buffer, and
-appended, new, to a redo journal (stream/journal.py).  The command commits by syncing the journal
-and a commit record; only then are the rows written into the table and state, without waiting
-for their writeback (SIGINT and SIGTERM held meanwhile).  Applies accumulate in the journal
-until one finds it past ``journal_limit`` (or older than the OS's writeback delay, or the table
-changed since) and checkpoints it first: fdatasync of the table and state, the rows written
-again first if the system crashed since; ``recover=True`` checkpoints it at once.
+appended, new, to a redo journal (stream/journal.py).  The command commits by a commit record that
+vouches for the blocks and one sync of the journal; only then are the rows written into the table
+and state, without waiting for their writeback (SIGINT and SIGTERM held meanwhile).  Applies
+accumulate in the journal until one finds it past ``journal_limit`` (or older than the OS's
+writeback delay, or the table changed since) and checkpoints it first: fdatasync of the table and
+state, the rows written again first if the system crashed since; ``recover=True`` checkpoints it at
+once.
 """
 
 from __future__ import annotations
@@ -53,9 +54,9 @@ STATE_ARRAYS = {"sgd": (), "adagrad": ("accumulator",), "adam": ("m", "v")}
 DEFAULT_EPS = {"adagrad": 1e-7, "adam": 1e-8}
 STATE_FORMAT = "sptool.apply-state"
 STATE_FILE = "state.json"
-# Seconds to sleep at each step of a transaction (after each journal block, after the journal's
-# sync, after the commit record, after each block written into the table): a test hook, so that
-# the crash tests can kill a process at every step of a small job.
+# Seconds to sleep at each step of a transaction (after each journal block, after the last one
+# before the commit record, after the commit record, after each block written into the table):
+# a test hook, so that the crash tests can kill a process at every step of a small job.
 PAUSE_ENV = "SPTOOL_APPLY_PAUSE"
 WORK_BYTES = 8 << 20  # the most the update's blocks hold at once (rows, copies, pages written through the maps)
 GRADIENT_BUDGET = 128 << 20
@@ -89,15 +90,15 @@ def apply(table: str, gradients=(), *, optimizer: str = "sgd", lr: float | None 
     first use; refused if it belongs to another table, optimizer, shape or type.  Required by
     adagrad and adam; with sgd it keeps the step count.
 
-    All or nothing, by a redo journal beside the table: the touched rows' new contents (table
-    and state) and the new step go to the journal, which is fsynced with a commit record before
-    the table is touched; then the rows are written into the table and state without waiting
-    for the disk.  When apply returns, the update is durable (in the journal; the table and
-    state themselves are written back by the OS in its own time).  Applies accumulate in the
-    journal (a database's write-ahead log) until a checkpoint makes them durable in the table
-    and state (fdatasync of both: it waits for whatever pages the OS has not yet written back,
-    at most every page the accumulated applies touched, nothing once they are older than the
-    OS's writeback delay, 35 s by Linux's defaults) and removes the journal.  An apply
+    All or nothing, by a redo journal beside the table: the touched rows' new contents (table and
+    state) and the new step go to the journal, which is fsynced with a commit record (that vouches
+    for them by their CRCs) before the table is touched; then the rows are written into the table
+    and state without waiting for the disk.  When apply returns, the update is durable (in the
+    journal; the table and state themselves are written back by the OS in its own time).  Applies
+    accumulate in the journal (a database's write-ahead log) until a checkpoint makes them durable
+    in the table and state (fdatasync of both: it waits for whatever pages the OS has not yet
+    written back, at most every page the accumulated applies touched, nothing once they are older
+    than the OS's writeback delay, 35 s by Linux's defaults) and removes the journal.  An apply
     checkpoints first when the journal has reached ``journal_limit`` bytes (a size; by default
     the larger of 256 MiB and an eighth of the table and state), is older than that delay, is
     over another state, or the table or state changed since the last apply (a table replaced

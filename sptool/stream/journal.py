@@ -1,16 +1,17 @@
 """A redo (write-ahead) journal for updating rows of memory-mapped .npy arrays in place, all or
 nothing, without waiting for the arrays' own writeback.
 
-A transaction appends the NEW contents of the rows it changes (in every array it touches),
-block by block, to the journal (their writeback started as each block is written, not waited
-for).  ``commit()`` fdatasyncs the journal and then appends and fdatasyncs a commit record,
-which also holds the new text of the small files the transaction replaces (a state JSON): from
-then on the transaction has happened.  Only then are the rows written into the arrays
-(``apply()``), and the files replaced, neither waited for: the journal says it all.  The
-arrays are never touched before the commit record is durable, so a transaction without one is
-simply discarded.  An "applied" record then says that this boot of the system wrote the rows
-(a page cache that has not been through an OS crash or power loss holds them, written back or
-not), with each array's identity (inode, size, mtime, ctime) as the transaction left it.
+A transaction appends the NEW contents of the rows it changes (in every array it touches), block by
+block, to the journal (their writeback started as each block is written, not waited for).
+``commit()`` appends a commit record (which vouches for the blocks by a CRC of their CRCs) and
+fdatasyncs the journal; the record also holds the new text of the small files the transaction
+replaces (a state JSON): from then on the transaction has happened.  Only then are the rows written
+into the arrays (``apply()``), and the files replaced, neither waited for: the journal says it all.
+The arrays are never touched before the commit record is durable, so a transaction without one (or
+with one that does not vouch for every block before it: a power loss during the sync) is simply
+discarded.  An "applied" record then says that this boot of the system wrote the rows (a page cache
+that has not been through an OS crash or power loss holds them, written back or not), with each
+array's identity (inode, size, mtime, ctime) as the transaction left it.
 
 Transactions accumulate in one journal (a database's WAL): the next one is appended when the
 journal ends with an "applied" record of this boot, holds the same arrays, and none of them was
@@ -342,13 +343,13 @@ class RowJournal:
             self.flushed = self.size
 
     def commit(self, pause=None, before_record=None):
-        """Make the transaction happen: the blocks durable, then a durable commit record
-        (``before_record()`` called just before it is written: from then on the transaction
-        is to be finished)."""
-        if self.durable:
-            os.fdatasync(self.fd)
-            if self.new:
-                fsync_dir(self.path)
+        """Make the transaction happen: the commit record written after the blocks, then all of
+        them made durable by one fdatasync (``before_record()`` called just before the record
+        is written: from then on the transaction is to be finished).  One sync, not one for
+        the blocks and another for the record: a power loss that kept the record but not every
+        block leaves a record that does not vouch for what precedes it (each block's CRC, and
+        the record's CRC of their CRCs), so the transaction is discarded as uncommitted, and the
+        arrays are only touched once the sync has returned."""
         if pause:
             pause("journaled")
         if before_record:
@@ -356,6 +357,8 @@ class RowJournal:
         _write_all(self.fd, _commit_record(len(self.blocks), self.rows, self.chain, self.files))
         if self.durable:
             os.fdatasync(self.fd)
+            if self.new:
+                fsync_dir(self.path)
         self.committed = True
 
     def apply(self, budget_bytes: int, pause=None, workers: Workers | None = None):
