@@ -314,9 +314,10 @@ def _create_array(path: str, like: np.ndarray, value: float):
     os.replace(tmp, path)
 
 
-def _pause(where: str):
+def _pause(where: str, before=None):
     """The test hook: SECONDS pauses at every step; STEP=SECONDS only at that step, saying so on
-    stderr (so that a test kills the process exactly there)."""
+    stderr (so that a test kills the process exactly there), ``before()`` called first (the
+    step's work finished, as the test expects it)."""
     delay = os.environ.get(PAUSE_ENV)
     if not delay:
         return
@@ -324,8 +325,12 @@ def _pause(where: str):
         at, _, delay = delay.partition("=")
         if at != where:
             return
+        if before:
+            before()
         sys.stderr.write(f"paused at {where}\n")
         sys.stderr.flush()
+    elif before:
+        before()
     time.sleep(float(delay))
 
 
@@ -365,14 +370,18 @@ def _transaction(table, arr, sources, st: _State, params, budget, tmp_dir, progr
     append = durable and reusable(path, arrays, files, limit)
     if not append and os.path.exists(path):
         recovered = recover_journal(path, durable=durable, budget_bytes=work, workers=workers)  # the checkpoint
-    journal = RowJournal(path, arrays, files, durable=durable, append=append)
+    # The blocks are written by a thread of their own while the next chunk is computed.
+    journal = RowJournal(path, arrays, files, durable=durable, append=append, background=workers.pool is not None)
     held = HeldSignals()
     touched = 0
-    bufs = []  # the chunks' rows, one buffer per map, reused (fresh pages cost a fault and zeroing each)
+    # The chunks' rows, one buffer per map, reused (fresh pages cost a fault and zeroing each): two
+    # sets, one being written to the journal while the other is computed.
+    sets = [[], []]
     try:
-        for ids, parts in _merged(streams, chunk):
+        for k, (ids, parts) in enumerate(_merged(streams, chunk)):
+            bufs = sets[k % 2]
             if not bufs or len(bufs[0]) < len(ids):
-                bufs = [np.empty((max(len(ids), chunk), m), arr.dtype) for _ in maps]
+                bufs[:] = [np.empty((max(len(ids), chunk), m), arr.dtype) for _ in maps]
             rows = [b[:len(ids)] for b in bufs]
             # Runs of the chunk's rows side by side on the workers (each only reads the maps).
             olds = workers.map(functools.partial(_update, maps, ids, rows, parts, journal, kernel, scalars),
@@ -380,7 +389,7 @@ def _transaction(table, arr, sources, st: _State, params, budget, tmp_dir, progr
             old = [np.concatenate(c) if len(olds) > 1 else c[0] for c in zip(*olds)]
             touched += sum(len(pos) for pos, _ in parts)
             journal.append(ids, rows, old)
-            _pause("appended")
+            _pause("appended", journal.wait)
         # From the commit record on, Ctrl-C and SIGTERM wait until the rows are written (memory
         # copies): the command then stops saying the update was applied, not that it failed.
         journal.commit(pause=_pause, before_record=held.hold)

@@ -286,7 +286,8 @@ class RowJournal:
     nothing written to the arrays yet); ``commit()``; then ``apply()`` writes them.  A failure
     before the commit: ``discard()``."""
 
-    def __init__(self, path: str, arrays: dict, files: dict, *, durable: bool = True, append: bool = False):
+    def __init__(self, path: str, arrays: dict, files: dict, *, durable: bool = True, append: bool = False,
+                 background: bool = False):
         self.path = path
         self.durable = durable
         self.arrays = {name: (os.path.abspath(p), as_rows(a)) for name, (p, a) in arrays.items()}
@@ -309,6 +310,8 @@ class RowJournal:
         self.chain = 0  # CRC of the blocks' CRCs
         self.rows = 0
         self.committed = False
+        self.writer = ThreadPoolExecutor(1, thread_name_prefix="sptool-journal") if background else None
+        self.pending = None  # the block being written by the writer thread
 
     def checksums(self, rows: np.ndarray, old: list[np.ndarray]) -> list[np.ndarray]:
         """The CRC-32Cs, piece by piece, of the OLD contents ``old`` ((n, m) per array, in
@@ -320,11 +323,33 @@ class RowJournal:
     def append(self, rows: np.ndarray, new: list[np.ndarray], old_crcs: list[np.ndarray] | None = None):
         """Append the new contents ``new`` ((n, m) per array, in order) of ``rows`` (int64,
         sorted, unique, and disjoint from every other block's of this transaction) and the
-        ``checksums`` of their old contents (by default of the rows the arrays hold now)."""
+        ``checksums`` of their old contents (by default of the rows the arrays hold now).  With
+        a writer thread (``background``) the block is written there while the caller goes on,
+        so the arrays given must stay as they are until the next ``append`` or ``commit``
+        returns (the caller alternates two sets of buffers)."""
         rows = np.ascontiguousarray(rows, dtype=np.int64)
         if old_crcs is None:
             old_crcs = self.checksums(rows, [np.take(a, rows, axis=0) for _, a in self.arrays.values()])
         parts = [rows, *(np.ascontiguousarray(a) for a in new), *(np.ascontiguousarray(c) for c in old_crcs)]
+        self.wait()
+        if self.writer is None:
+            self._write_block(parts)
+        else:
+            self.pending = self.writer.submit(self._write_block, parts)
+
+    def wait(self):
+        """Until the block handed to the writer thread is written (its error raised here)."""
+        if self.pending is not None:
+            pending, self.pending = self.pending, None
+            pending.result()
+
+    def _stop_writer(self):
+        if self.writer is not None:
+            self.writer.shutdown()
+            self.writer = None
+
+    def _write_block(self, parts: list[np.ndarray]):
+        rows = parts[0]
         size = sum(p.nbytes for p in parts)
         head = BLOCK + _U64.pack(len(rows)) + _U64.pack(size)
         _write_all(self.fd, head)
@@ -350,6 +375,8 @@ class RowJournal:
         block leaves a record that does not vouch for what precedes it (each block's CRC, and
         the record's CRC of their CRCs), so the transaction is discarded as uncommitted, and the
         arrays are only touched once the sync has returned."""
+        self.wait()
+        self._stop_writer()
         if pause:
             pause("journaled")
         if before_record:
@@ -384,6 +411,11 @@ class RowJournal:
     def discard(self):
         """Before the commit: the arrays were never touched; the transaction goes (the
         journal too, when it began it)."""
+        try:
+            self.wait()
+        except Exception:  # noqa: BLE001 - the block is dropped with its transaction
+            pass
+        self._stop_writer()
         if self.fd is not None:
             if not self.committed and not self.new:
                 os.ftruncate(self.fd, self.start)
