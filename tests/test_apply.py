@@ -117,6 +117,41 @@ def test_optimizer_matches_numpy_over_several_steps(tmp_path, monkeypatch, optim
         assert json.load(open(os.path.join(state, "state.json")))["step"] == 3
 
 
+@pytest.mark.parametrize("optimizer", ["sgd", "adam"])
+def test_rows_split_across_threads_match_numpy(tmp_path, monkeypatch, optimizer):
+    """Gradients of thousands of rows (chunks cut into runs a thread, rows written into the maps
+    by two threads, journal blocks written by a thread of their own), two in one call, one
+    sorted, then a recovery that replays them: NumPy's result."""
+    from sptool.stream import journal as jr
+
+    monkeypatch.setenv("SPTOOL_THREADS", "2")
+    rng = np.random.default_rng(61)
+    height, block = 20_000, (8,)
+    p0 = rng.standard_normal((height,) + block).astype(np.float32)
+    table = str(tmp_path / "table.npy")
+    np.save(table, p0)
+    grads = [gradient(rng, height, block, 9000, np.float32, sort=(i == 1)) for i in range(3)]
+    paths = [write_gradient(tmp_path / f"g{i}.parquet", r, v, height, sort_order=(0,) if i == 1 else ())
+             for i, (r, v) in enumerate(grads)]
+    state = str(tmp_path / "state") if optimizer != "sgd" else None
+    kw = {"optimizer": optimizer, "lr": LR[optimizer], "state": state}
+    assert len(np.unique(grads[0][0])) > 2 * jr.PARALLEL_ROWS
+    sptool.apply(table, paths[:2], **kw)
+    sptool.apply(table, paths[2:], **kw)
+    want, want_state = numpy_optimizer(p0, grads, optimizer, LR[optimizer], eps=EPS.get(optimizer))
+    np.testing.assert_allclose(np.load(table), want, **tolerance(np.float32))
+    for name in STATE_NAMES[optimizer]:
+        np.testing.assert_allclose(np.load(os.path.join(state, f"{name}.npy")), want_state[name],
+                                   **tolerance(np.float32))
+    # The accumulated journal replayed by two threads onto the table as it was: the same result.
+    _another_boot(tmp_path, monkeypatch)
+    np.save(table, p0)
+    for name in STATE_NAMES[optimizer]:
+        np.save(os.path.join(state, f"{name}.npy"), np.zeros_like(p0))
+    assert sptool.apply(table, recover=True)["recovered"] > 0
+    np.testing.assert_allclose(np.load(table), want, **tolerance(np.float32))
+
+
 def test_no_fsync_matches_numpy_and_never_waits_for_the_disk(tmp_path, monkeypatch):
     rng = np.random.default_rng(5)
     height, block = 60, (4,)

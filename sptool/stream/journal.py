@@ -169,8 +169,9 @@ def release_rows(arrays, rows: np.ndarray):
 
 
 # The compiled copies give a map's pages back every this many bytes they pass (RSS holds about
-# this much of each map, plus a fault-around).
-RELEASE = 256 << 10
+# this much of each map a thread copies, plus a fault-around): not much less, since each madvise
+# also flushes the TLBs of the cores the process's other threads run on.
+RELEASE = 1 << 20
 
 
 def _release_of(arr: np.ndarray) -> int:
