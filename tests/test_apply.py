@@ -25,7 +25,7 @@ from command_examples import env_with_sptool
 from pty_terminal import BAR_GLYPH, cursor_restored, run_in_terminal
 
 import sptool
-from sptool import SparseTensor, _optim, _optim_reference
+from sptool import SparseTensor, _journal, _journal_reference, _optim, _optim_reference
 from sptool.cli import cli
 
 LR, EPS = {"sgd": 0.1, "adagrad": 0.05, "adam": 0.01}, {"adagrad": 1e-7, "adam": 1e-8}
@@ -117,6 +117,41 @@ def test_optimizer_matches_numpy_over_several_steps(tmp_path, monkeypatch, optim
         assert json.load(open(os.path.join(state, "state.json")))["step"] == 3
 
 
+@pytest.mark.parametrize("optimizer", ["sgd", "adam"])
+def test_rows_split_across_threads_match_numpy(tmp_path, monkeypatch, optimizer):
+    """Gradients of thousands of rows (chunks cut into runs a thread, rows written into the maps
+    by two threads, journal blocks written by a thread of their own), two in one call, one
+    sorted, then a recovery that replays them: NumPy's result."""
+    from sptool.stream import journal as jr
+
+    monkeypatch.setenv("SPTOOL_THREADS", "2")
+    rng = np.random.default_rng(61)
+    height, block = 20_000, (8,)
+    p0 = rng.standard_normal((height,) + block).astype(np.float32)
+    table = str(tmp_path / "table.npy")
+    np.save(table, p0)
+    grads = [gradient(rng, height, block, 9000, np.float32, sort=(i == 1)) for i in range(3)]
+    paths = [write_gradient(tmp_path / f"g{i}.parquet", r, v, height, sort_order=(0,) if i == 1 else ())
+             for i, (r, v) in enumerate(grads)]
+    state = str(tmp_path / "state") if optimizer != "sgd" else None
+    kw = {"optimizer": optimizer, "lr": LR[optimizer], "state": state}
+    assert len(np.unique(grads[0][0])) > 2 * jr.PARALLEL_ROWS
+    sptool.apply(table, paths[:2], **kw)
+    sptool.apply(table, paths[2:], **kw)
+    want, want_state = numpy_optimizer(p0, grads, optimizer, LR[optimizer], eps=EPS.get(optimizer))
+    np.testing.assert_allclose(np.load(table), want, **tolerance(np.float32))
+    for name in STATE_NAMES[optimizer]:
+        np.testing.assert_allclose(np.load(os.path.join(state, f"{name}.npy")), want_state[name],
+                                   **tolerance(np.float32))
+    # The accumulated journal replayed by two threads onto the table as it was: the same result.
+    _another_boot(tmp_path, monkeypatch)
+    np.save(table, p0)
+    for name in STATE_NAMES[optimizer]:
+        np.save(os.path.join(state, f"{name}.npy"), np.zeros_like(p0))
+    assert sptool.apply(table, recover=True)["recovered"] > 0
+    np.testing.assert_allclose(np.load(table), want, **tolerance(np.float32))
+
+
 def test_no_fsync_matches_numpy_and_never_waits_for_the_disk(tmp_path, monkeypatch):
     rng = np.random.default_rng(5)
     height, block = 60, (4,)
@@ -156,6 +191,38 @@ def test_float32_gradient_onto_float64_table_and_vector_table(tmp_path):
                  initial_accumulator=0.5, eps=1e-3)
     want, _ = numpy_optimizer(p0, [(rows, vals)], "adagrad", 0.3, eps=1e-3, acc0=0.5)
     np.testing.assert_allclose(np.load(tmp_path / "t.npy"), want, rtol=1e-9)
+
+
+def test_row_copies_match_their_numpy_reference(tmp_path):
+    """The journal's compiled row copies (sptool/_journal.pyx) against NumPy indexing
+    (_journal_reference.py), on a shared file map that gives its pages back as the copy passes
+    them (the file must still hold every row written) and on plain arrays."""
+    rng = np.random.default_rng(5)
+    N, m = 5000, 24
+    rows = np.sort(rng.choice(N, 700, replace=False)).astype(np.int64)
+    data = rng.standard_normal((N, m)).astype(np.float32)
+    np.save(tmp_path / "a.npy", data)
+    mapped = np.load(tmp_path / "a.npy", mmap_mode="r+")
+    view = mapped.view(np.uint8)
+    got, want = np.empty((len(rows), m * 4), np.uint8), np.empty((len(rows), m * 4), np.uint8)
+    _journal.gather_rows(view, rows, got, 4096)
+    _journal_reference.gather_rows(data.view(np.uint8), rows, want)
+    np.testing.assert_array_equal(got, want)
+    np.testing.assert_array_equal(got.view(np.float32), data[rows])
+    new = rng.standard_normal((len(rows), m)).astype(np.float32)
+    _journal.scatter_rows(view, rows, new.view(np.uint8), 4096)
+    expect = data.copy()
+    _journal_reference.scatter_rows(expect, rows, new)
+    del view, mapped
+    np.testing.assert_array_equal(np.load(tmp_path / "a.npy"), expect)  # read back from the file, not the map
+    plain = data.copy()
+    _journal.scatter_rows(plain.view(np.uint8), rows, new.view(np.uint8))
+    np.testing.assert_array_equal(plain, expect)
+    for fn in (_journal.gather_rows, _journal_reference.gather_rows):
+        with pytest.raises(ValueError):
+            fn(data.view(np.uint8), rows[::-1].copy(), want)  # unsorted
+        with pytest.raises(ValueError):
+            fn(data.view(np.uint8), np.array([N], np.int64), want[:1])  # past the end
 
 
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
@@ -363,7 +430,7 @@ def _parse_journal(path):
     transaction follows them)."""
     from sptool.stream.journal import _parse
 
-    _, txns, cut = _parse(open(path, "rb").read())
+    _, txns, cut, _, _ = _parse(open(path, "rb").read())
     return len(txns), [t.applied for t in txns], cut
 
 
@@ -378,8 +445,8 @@ def _paused_apply(args, env, phase):
     assert line == f"paused at {phase}\n", line + proc.stderr.read().decode()
 
 
-# Killed in each phase of the redo journal: while blocks are appended and once the journal is
-# synced (no commit record: the table was never touched, the journal is discarded), after the
+# Killed in each phase of the redo journal: while blocks are appended and once the last one is
+# (no commit record: the table was never touched, the journal is discarded), after the
 # commit record and while the rows are written into the table (the journal is replayed), and
 # while a recovery replays it; then a second apply with another gradient, checked against NumPy
 # from the old or the new contents.
@@ -414,6 +481,93 @@ def test_sigkill_in_each_phase_then_a_second_apply(tmp_path, phase):
     assert json.load(open(os.path.join(state, "state.json")))["step"] == t0 + 1
     # This apply's own journal: committed and applied, kept for the applies that follow.
     assert _parse_journal(journal) == (1, [True], False)
+
+
+def _journal_block_rows(journal, k: int) -> np.ndarray:
+    """The row ids of the k-th block of the journal's first transaction."""
+    from sptool.stream.journal import _parse
+
+    raw = open(journal, "rb").read()
+    pos, n = _parse(raw).txns[0].blocks[k]
+    return np.frombuffer(raw[pos:pos + 8 * n], np.int64)
+
+
+def _power_loss(rng, files, durable, keep=()):
+    """Each 4 KiB page of each file left as the page cache had it or as the disk last held it
+    (``durable``: path -> bytes), the pages holding the offsets in ``keep`` (path -> offsets) as
+    the page cache had them (written back before the power went)."""
+    for f in files:
+        cache, disk = np.frombuffer(open(f, "rb").read(), np.uint8), np.frombuffer(durable[f], np.uint8)
+        page = np.arange(len(cache)) // 4096
+        written = rng.random(page.max() + 1) < 0.5
+        written[[o // 4096 for o in keep.get(f, ())]] = True
+        with open(f, "r+b") as out:
+            out.write(np.where(written[page], cache, disk).tobytes())
+
+
+@pytest.mark.parametrize("replaced", [False, True])
+def test_kills_and_power_losses_in_turn_end_all_new_never_in_a_refusal(tmp_path, replaced):
+    """A real apply SIGKILLed while it writes rows into the table (the row it was copying torn),
+    a power loss, the next recovery's replay SIGKILLed while it rewrites rows (a second torn row
+    in the same array), another power loss: the journal vouches for both torn rows (its
+    "replay began" record says a second copy was interrupted), so the recovery after that
+    finishes the apply exactly (NumPy's result), where it used to refuse.  A table replaced by
+    np.save before that recovery is still refused, nothing written into it."""
+    paths, state, old, new = _crash_setup(tmp_path, "adam")
+    table, journal = str(tmp_path / "t.npy"), str(tmp_path / ".t.npy.journal")
+    files = [table, os.path.join(state, "m.npy"), os.path.join(state, "v.npy")]
+    sptool.apply(table, recover=True)  # the setup's journal checkpointed: this is what the disk holds
+    disk = {f: open(f, "rb").read() for f in files + [os.path.join(state, "state.json")]}
+    env, rng = env_with_sptool(), np.random.default_rng(17)
+    row = 8 * 4
+    header = len(disk[table]) - 400 * row
+
+    def tear(at: int, second_half: bytes):
+        # The copy of this row stopped halfway: its first half new, the rest what was there.
+        with open(table, "r+b") as out:
+            out.seek(header + at * row + row // 2)
+            out.write(second_half)
+
+    _paused_apply([table, *paths, "--optimizer", "adam", "--lr", "0.01", "--state", state], env, "written")
+    first = _journal_block_rows(journal, 0)  # written into the table before the kill
+    assert len(first) >= 3
+    # The kill caught the copy of the block's last row halfway (its rows are copied in order).
+    r1 = int(first[-1])
+    tear(r1, disk[table][header + r1 * row + row // 2:header + (r1 + 1) * row])
+    _power_loss(rng, files, disk, keep={table: [header + r1 * row]})
+    with open(os.path.join(state, "state.json"), "wb") as out:
+        out.write(disk[os.path.join(state, "state.json")])  # its rename not durable either
+    lost = {f: open(f, "rb").read() for f in files}
+    torn1 = lost[table][header + r1 * row:header + (r1 + 1) * row]
+    assert torn1 != disk[table][header + r1 * row:header + (r1 + 1) * row]
+
+    _paused_apply([table, "--recover"], env, "written")  # the replay killed after its first block
+    assert _parse_journal(journal) == (1, [False], False)
+    # ... in fact halfway through its first row, r0: the rows after it (r1 among them) as they were.
+    r0 = int(first[0])
+    replayed = open(table, "rb").read()
+    with open(table, "r+b") as out:
+        out.write(lost[table])
+    with open(table, "r+b") as out:
+        out.seek(header + r0 * row)
+        out.write(replayed[header + r0 * row:header + r0 * row + row // 2])
+    now = open(table, "rb").read()
+    assert now[header + r0 * row:header + (r0 + 1) * row] not in (
+        replayed[header + r0 * row:header + (r0 + 1) * row], disk[table][header + r0 * row:header + (r0 + 1) * row])
+    assert now[header + r1 * row:header + (r1 + 1) * row] == torn1  # still torn: two torn rows in one array
+    _power_loss(rng, files, lost, keep={table: [header + r0 * row, header + r1 * row]})
+    if replaced:
+        other = np.random.default_rng(3).standard_normal((400, 8)).astype(np.float32)
+        np.save(table, other)
+    untouched = {f: digest(f) for f in files}
+    r = CliRunner().invoke(cli, ["apply", table, "--recover"])
+    if replaced:
+        assert r.exit_code == 1 and f"Error: {table}: no longer holds what the journal" in r.output, r.output
+        assert {f: digest(f) for f in files} == untouched
+        return
+    assert r.exit_code == 0 and "finished an interrupted apply" in r.output, r.output
+    assert not os.path.exists(journal)
+    assert _outcome(tmp_path, state, "adam", old, new) == "new"
 
 
 def test_durable_applies_accumulate_in_one_journal_until_a_checkpoint(tmp_path, monkeypatch):
@@ -511,6 +665,12 @@ def test_torn_journal_tail_is_ignored_and_a_committed_one_replayed(tmp_path, mon
     flipped = bytearray(committed)
     flipped[header_end + 30] ^= 1  # a block's payload damaged: its CRC and the commit record's refuse it
     assert recover(bytes(flipped)) == -1 and np.array_equal(np.load(tmp_path / "a.npy"), original)
+    # The blocks and the record are synced together: a power loss during that sync can keep the
+    # record but not a block (its page still zeros on disk), which the record does not vouch for.
+    lost = bytearray(committed)
+    lost[header_end:header_end + 64] = bytes(64)
+    assert recover(bytes(lost)) == -1 and np.array_equal(np.load(tmp_path / "a.npy"), original)
+    assert doc.read_text() == "old\n"
     # The "applied" record of this boot: the page cache holds the rows, only synced, not rewritten...
     assert recover(applied) == 0 and np.array_equal(np.load(tmp_path / "a.npy"), original)
     # ...but a record from another boot (an OS crash since) is replayed.
@@ -756,6 +916,17 @@ def _three_applies(tmp_path):
     return files, versions
 
 
+def _pages_of_versions(files, versions, rng, first: bool = False):
+    """A power loss: each page of each file any of the versions it went through (the first
+    only, ``first``), written in place, as writeback does."""
+    for f in files:
+        stack = np.stack([np.frombuffer(v[f], np.uint8) for v in versions])
+        page = np.arange(stack.shape[1]) // 4096
+        pick = np.zeros(page.max() + 1, np.int64) if first else rng.integers(0, len(versions), page.max() + 1)
+        with open(f, "r+b") as out:
+            out.write(stack[pick[page], np.arange(stack.shape[1])].tobytes())
+
+
 @pytest.mark.parametrize("mix", ["all first", "random pages"])
 def test_several_applies_torn_by_a_power_loss_replay_to_exactly_the_last(tmp_path, monkeypatch, mix):
     """A power loss after three accumulated applies: each page of the table and state is any of
@@ -764,14 +935,7 @@ def test_several_applies_torn_by_a_power_loss_replay_to_exactly_the_last(tmp_pat
     rows in several applies included (each of their pieces may be of any of them)."""
     files, versions = _three_applies(tmp_path)
     _another_boot(tmp_path, monkeypatch)
-    rng = np.random.default_rng(3)
-    for f in files[:3]:
-        stack = np.stack([np.frombuffer(v[f], np.uint8) for v in versions])
-        page = np.arange(stack.shape[1]) // 4096
-        pick = np.zeros(page.max() + 1, np.int64) if mix == "all first" else rng.integers(0, 4, page.max() + 1)
-        torn = stack[pick[page], np.arange(stack.shape[1])]
-        with open(f, "r+b") as out:  # in place, as writeback does
-            out.write(torn.tobytes())
+    _pages_of_versions(files[:3], versions, np.random.default_rng(3), first=mix == "all first")
     with open(files[3], "wb") as out:
         out.write(versions[0][files[3]])
     r = CliRunner().invoke(cli, ["apply", files[0], "--recover"])
@@ -781,14 +945,71 @@ def test_several_applies_torn_by_a_power_loss_replay_to_exactly_the_last(tmp_pat
     assert not (tmp_path / ".t.npy.journal").exists()
 
 
-def test_a_table_replaced_under_several_applies_is_refused_after_a_crash(tmp_path, monkeypatch):
+# The check before a replay goes a range of row ids at a time within its budget: at 3 KB, a
+# range a row of these 256-byte rows (a block's rows cut across many ranges).
+SMALL_CHECK = 3000
+
+
+@pytest.mark.parametrize("budget", [None, SMALL_CHECK])
+def test_a_table_replaced_under_several_applies_is_refused_after_a_crash(tmp_path, monkeypatch, budget):
+    from sptool.stream.journal import journal_path, recover_journal
+
     files, versions = _three_applies(tmp_path)
     _another_boot(tmp_path, monkeypatch)
     np.save(files[0], np.random.default_rng(6).standard_normal((300, 64)).astype(np.float32))
     untouched = {f: digest(f) for f in files + [str(tmp_path / ".t.npy.journal")]}
-    r = CliRunner().invoke(cli, ["apply", files[0], "--recover"])
-    assert r.exit_code == 1 and f"Error: {files[0]}: no longer holds what the journal" in r.output, r.output
+    if budget:
+        with pytest.raises(sptool.DataError, match="no longer holds what the journal"):
+            recover_journal(journal_path(files[0]), budget_bytes=budget)
+    else:
+        r = CliRunner().invoke(cli, ["apply", files[0], "--recover"])
+        assert r.exit_code == 1 and f"Error: {files[0]}: no longer holds what the journal" in r.output, r.output
     assert {f: digest(f) for f in untouched} == untouched
+
+
+def test_several_torn_applies_are_checked_and_replayed_a_range_of_rows_at_a_time(tmp_path, monkeypatch):
+    """As above with a check budget of a row a range: the torn pages still replay to exactly
+    the last version."""
+    from sptool.stream.journal import journal_path, recover_journal
+
+    files, versions = _three_applies(tmp_path)
+    _another_boot(tmp_path, monkeypatch)
+    _pages_of_versions(files[:3], versions, np.random.default_rng(8))
+    assert recover_journal(journal_path(files[0]), budget_bytes=SMALL_CHECK) > 0
+    for f in files[:3]:
+        assert open(f, "rb").read() == versions[-1][f], f
+
+
+def test_a_large_journal_recovers_within_memory(tmp_path):
+    """A journal of three committed, never applied transactions of 2M rows each (6M row ids,
+    120 MB: the old check held every id at once, sorted) is checked and replayed by
+    ``--memory 64MiB apply --recover`` within the stated figure (--memory + 256 MiB, peak RSS
+    of the child process), to NumPy's result: each row the last transaction's that wrote it."""
+    from test_memory import OVERHEAD, peak_rss
+
+    from sptool.stream.journal import RowJournal, journal_path
+
+    rng = np.random.default_rng(23)
+    height, per_txn, block = 2_500_000, 2_000_000, 250_000
+    table = str(tmp_path / "t.npy")
+    want = rng.standard_normal(height).astype(np.float32)
+    np.save(table, want)
+    mapped = np.load(table, mmap_mode="r+")
+    for k in range(3):
+        rows = np.sort(rng.choice(height, per_txn, replace=False)).astype(np.int64)
+        vals = rng.standard_normal(per_txn).astype(np.float32)
+        j = RowJournal(journal_path(table), {"table": (table, mapped)}, {}, durable=False, append=k > 0)
+        for lo in range(0, per_txn, block):
+            j.append(rows[lo:lo + block], [vals[lo:lo + block, None]])
+        j.commit()
+        os.close(j.fd)  # killed after the commit, before any row was written
+        want[rows] = vals
+    del mapped
+    assert os.path.getsize(journal_path(table)) > 100 << 20
+    rss = peak_rss(["--memory", "64MiB", "apply", table, "--recover"], tmp_path)
+    assert rss <= (64 << 20) + OVERHEAD, f"peak RSS {rss >> 20} MiB"
+    assert not os.path.exists(journal_path(table))
+    np.testing.assert_array_equal(np.load(table), want)
 
 
 def test_a_table_replaced_between_two_applies_of_one_boot_starts_a_new_journal(tmp_path, monkeypatch):

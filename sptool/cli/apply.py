@@ -66,8 +66,9 @@ def apply(ctx, table, gradients, optimizer, lr, state, initial_accumulator, eps,
 
     All or nothing, by a redo (write-ahead) journal beside TABLE
     (.TABLE.npy.journal): the touched rows' NEW contents (table and state) and the
-    new step count are appended to it, the journal is fsynced, then a commit record
-    after it is fsynced; only then are the rows written into TABLE and the state,
+    new step count are appended to it, then a commit record that vouches for them
+    (by their CRCs), and the journal is fsynced once; only then are the rows
+    written into TABLE and the state,
     and apply returns without waiting for their writeback. Why: syncing TABLE
     itself waits for every 4 KiB page a touched row sits on (100k random rows of a
     2M x 64 float32 table and its two Adam moments dirty about 850 MB of pages),
@@ -97,9 +98,12 @@ def apply(ctx, table, gradients, optimizer, lr, state, initial_accumulator, eps,
     page cache that outlived the process already holds them). Before a replay each
     journaled row of TABLE and the state must be, piece by piece (cut at 4 KiB
     pages, the unit the OS writes back), its contents before or after one of the
-    journaled applies (by a CRC-32C the journal keeps): a TABLE replaced since (cp,
-    np.save: same name and shape) is refused, exit 1, nothing touched; to discard
-    those applies, remove .TABLE.npy.journal. Ctrl-C or SIGTERM after the commit
+    journaled applies (by a CRC-32C the journal keeps), but for the row a killed
+    copy was writing (one per array, and one more for each replay a durable
+    "replay began" record says was started): a TABLE replaced since (cp, np.save:
+    same name and shape) is refused, exit 1, nothing touched; to discard those
+    applies, remove .TABLE.npy.journal. The check goes a range of row ids at a
+    time, within --memory. Ctrl-C or SIGTERM after the commit
     record waits until the rows are written (memory copies), then apply exits
     130 / 143 saying the update was applied. Bad input (block shape, height, a row
     id outside the table, a value type that would lose precision such as float64

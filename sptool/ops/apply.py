@@ -4,18 +4,20 @@ parameter table stored as .npy, in place through a memory map, all or nothing.
 Each gradient's rows are summed per row id first (sorted_batches with duplicates="sum", the
 engine's MergeAdd); the gradients are then merged side by side over ranges of row ids, and each
 range's rows are gathered, updated by the compiled kernel (sptool/_optim.pyx) in a buffer, and
-appended, new, to a redo journal (stream/journal.py).  The command commits by syncing the journal
-and a commit record; only then are the rows written into the table and state, without waiting
-for their writeback (SIGINT and SIGTERM held meanwhile).  Applies accumulate in the journal
-until one finds it past ``journal_limit`` (or older than the OS's writeback delay, or the table
-changed since) and checkpoints it first: fdatasync of the table and state, the rows written
-again first if the system crashed since; ``recover=True`` checkpoints it at once.
+appended, new, to a redo journal (stream/journal.py).  The command commits by a commit record that
+vouches for the blocks and one sync of the journal; only then are the rows written into the table
+and state, without waiting for their writeback (SIGINT and SIGTERM held meanwhile).  Applies
+accumulate in the journal until one finds it past ``journal_limit`` (or older than the OS's
+writeback delay, or the table changed since) and checkpoints it first: fdatasync of the table and
+state, the rows written again first if the system crashed since; ``recover=True`` checkpoints it at
+once.
 """
 
 from __future__ import annotations
 
 import contextlib
 import fcntl
+import functools
 import json
 import math
 import os
@@ -33,13 +35,15 @@ from ..io import batch_keys, batch_values, open_input
 from ..stream.dense import open_npy, release
 from ..stream.journal import (
     FAULT_AROUND,
+    RELEASE,
     HeldSignals,
     RowJournal,
+    Workers,
     applied_here,
     as_rows,
+    gather,
     journal_path,
     recover_journal,
-    release_rows,
     reusable,
     write_durably,
 )
@@ -50,9 +54,9 @@ STATE_ARRAYS = {"sgd": (), "adagrad": ("accumulator",), "adam": ("m", "v")}
 DEFAULT_EPS = {"adagrad": 1e-7, "adam": 1e-8}
 STATE_FORMAT = "sptool.apply-state"
 STATE_FILE = "state.json"
-# Seconds to sleep at each step of a transaction (after each journal block, after the journal's
-# sync, after the commit record, after each block written into the table): a test hook, so that
-# the crash tests can kill a process at every step of a small job.
+# Seconds to sleep at each step of a transaction (after each journal block, after the last one
+# before the commit record, after the commit record, after each block written into the table):
+# a test hook, so that the crash tests can kill a process at every step of a small job.
 PAUSE_ENV = "SPTOOL_APPLY_PAUSE"
 WORK_BYTES = 8 << 20  # the most the update's blocks hold at once (rows, copies, pages written through the maps)
 GRADIENT_BUDGET = 128 << 20
@@ -86,15 +90,15 @@ def apply(table: str, gradients=(), *, optimizer: str = "sgd", lr: float | None 
     first use; refused if it belongs to another table, optimizer, shape or type.  Required by
     adagrad and adam; with sgd it keeps the step count.
 
-    All or nothing, by a redo journal beside the table: the touched rows' new contents (table
-    and state) and the new step go to the journal, which is fsynced with a commit record before
-    the table is touched; then the rows are written into the table and state without waiting
-    for the disk.  When apply returns, the update is durable (in the journal; the table and
-    state themselves are written back by the OS in its own time).  Applies accumulate in the
-    journal (a database's write-ahead log) until a checkpoint makes them durable in the table
-    and state (fdatasync of both: it waits for whatever pages the OS has not yet written back,
-    at most every page the accumulated applies touched, nothing once they are older than the
-    OS's writeback delay, 35 s by Linux's defaults) and removes the journal.  An apply
+    All or nothing, by a redo journal beside the table: the touched rows' new contents (table and
+    state) and the new step go to the journal, which is fsynced with a commit record (that vouches
+    for them by their CRCs) before the table is touched; then the rows are written into the table
+    and state without waiting for the disk.  When apply returns, the update is durable (in the
+    journal; the table and state themselves are written back by the OS in its own time).  Applies
+    accumulate in the journal (a database's write-ahead log) until a checkpoint makes them durable
+    in the table and state (fdatasync of both: it waits for whatever pages the OS has not yet
+    written back, at most every page the accumulated applies touched, nothing once they are older
+    than the OS's writeback delay, 35 s by Linux's defaults) and removes the journal.  An apply
     checkpoints first when the journal has reached ``journal_limit`` bytes (a size; by default
     the larger of 256 MiB and an eighth of the table and state), is older than that delay, is
     over another state, or the table or state changed since the last apply (a table replaced
@@ -131,13 +135,13 @@ def apply(table: str, gradients=(), *, optimizer: str = "sgd", lr: float | None 
     if isinstance(gradients, (str, os.PathLike)):
         gradients = [gradients]
     gradients = list(gradients)
-    with _locked(table):
+    with _locked(table), Workers(budget.workers) as workers:
         work = min(budget.usable // 4, WORK_BYTES)
         # A journal this boot wrote whole is kept for this apply to continue (or checkpoint,
         # once it knows the state): nothing to finish.
         kept = fsync and not recover and applied_here(journal_path(table))
         recovered = None if kept else recover_journal(journal_path(table), durable=fsync, budget_bytes=work,
-                                                      pause=_pause)
+                                                      pause=_pause, workers=workers)
         if recover:
             if gradients:
                 raise UsageError("--recover only finishes or discards an interrupted apply; give no gradients with it")
@@ -153,7 +157,8 @@ def apply(table: str, gradients=(), *, optimizer: str = "sgd", lr: float | None 
             if progress:
                 progress.set_total(sum(src.meta.nnz or 0 for src in sources) or None)
             st = _open_state(state, optimizer, table, arr, initial_accumulator)
-            return _transaction(table, arr, sources, st, params, budget, tmp_dir, progress, recovered, fsync, limit)
+            return _transaction(table, arr, sources, st, params, budget, tmp_dir, progress, recovered, fsync, limit,
+                                workers)
 
 
 def _params(optimizer, lr, eps, beta1, beta2, initial_accumulator) -> dict:
@@ -309,9 +314,10 @@ def _create_array(path: str, like: np.ndarray, value: float):
     os.replace(tmp, path)
 
 
-def _pause(where: str):
+def _pause(where: str, before=None):
     """The test hook: SECONDS pauses at every step; STEP=SECONDS only at that step, saying so on
-    stderr (so that a test kills the process exactly there)."""
+    stderr (so that a test kills the process exactly there), ``before()`` called first (the
+    step's work finished, as the test expects it)."""
     delay = os.environ.get(PAUSE_ENV)
     if not delay:
         return
@@ -319,13 +325,17 @@ def _pause(where: str):
         at, _, delay = delay.partition("=")
         if at != where:
             return
+        if before:
+            before()
         sys.stderr.write(f"paused at {where}\n")
         sys.stderr.flush()
+    elif before:
+        before()
     time.sleep(float(delay))
 
 
 def _transaction(table, arr, sources, st: _State, params, budget, tmp_dir, progress, recovered, durable,
-                 limit) -> dict:
+                 limit, workers: Workers) -> dict:
     rows_of = as_rows(arr)
     arrays = {"table": (table, arr), **st.arrays}
     files = {os.path.join(st.dir, STATE_FILE): st.json_after(len(sources))} if st.dir else {}
@@ -337,13 +347,14 @@ def _transaction(table, arr, sources, st: _State, params, budget, tmp_dir, progr
     # The working set: larger blocks gain nothing measurable, and a budget of a GiB held 400 MiB
     # of rows and mapped pages at once (measured).
     work = min(budget.usable // 4, WORK_BYTES)
-    # Rows are gathered from the maps a piece at a time, the piece's pages given back at once: a
-    # row read through a map holds up to FAULT_AROUND of it.  (pread of row runs instead kept no
-    # pages but took 0.08 s of CPU per array of 100k random rows where the map took 0.045.)  A
-    # chunk (its rows in each array, a copy of them for the kernel's input, each gradient's rows)
-    # is computed and journaled at a time.
-    piece = max(64, work // (len(maps) * max(width, FAULT_AROUND)))
-    chunk = max(piece, work // (8 + (2 * len(maps) + len(sources)) * width))
+    # Rows are gathered from the maps by a compiled loop that gives their pages back as it passes
+    # them (a row read through a map holds up to FAULT_AROUND of it).  (pread of row runs instead
+    # kept no pages but took 0.08 s of CPU per array of 100k random rows where the map took
+    # 0.045.)  A chunk (its rows in each array, in two sets: one being written to the journal;
+    # each gradient's rows) is computed and journaled at a time, beside the pages each thread's
+    # copy holds (larger windows made smaller chunks: 1 MiB took 0.13 s of chunks and 0.15 s of
+    # replay on apply-adam, 256 KiB 0.15 and 0.17, 4 MiB 0.39 and 0.32, measured).
+    chunk = max(64, (work - workers.ways * (RELEASE + FAULT_AROUND)) // (8 + (2 * len(maps) + len(sources)) * width))
     # Each gradient is read and summed within its share of the budget, and at most within
     # GRADIENT_BUDGET: bigger batches gain little here, and a gradient's row group read whole
     # at a budget of a GiB held about 4 times its size.  And within half the budget: at
@@ -360,32 +371,27 @@ def _transaction(table, arr, sources, st: _State, params, budget, tmp_dir, progr
         limit = max(JOURNAL_MIN, int(JOURNAL_SHARE * sum(a.nbytes for _, a in arrays.values())))
     append = durable and reusable(path, arrays, files, limit)
     if not append and os.path.exists(path):
-        recovered = recover_journal(path, durable=durable, budget_bytes=work)  # the checkpoint
-    journal = RowJournal(path, arrays, files, durable=durable, append=append)
+        recovered = recover_journal(path, durable=durable, budget_bytes=work, workers=workers)  # the checkpoint
+    # The blocks are written by a thread of their own while the next chunk is computed.
+    journal = RowJournal(path, arrays, files, durable=durable, append=append, background=workers.pool is not None)
     held = HeldSignals()
     touched = 0
-    bufs = []  # the chunks' rows, one buffer per map, reused (fresh pages cost a fault and zeroing each)
+    # The chunks' rows, one buffer per map, reused (fresh pages cost a fault and zeroing each): two
+    # sets, one being written to the journal while the other is computed.
+    sets = [[], []]
     try:
-        for ids, parts in _merged(streams, chunk):
+        for k, (ids, parts) in enumerate(_merged(streams, chunk)):
+            bufs = sets[k % 2]
             if not bufs or len(bufs[0]) < len(ids):
-                bufs = [np.empty((max(len(ids), chunk), m), arr.dtype) for _ in maps]
+                bufs[:] = [np.empty((max(len(ids), chunk), m), arr.dtype) for _ in maps]
             rows = [b[:len(ids)] for b in bufs]
-            for lo in range(0, len(ids), piece):
-                for mp, r in zip(maps, rows):
-                    np.take(mp, ids[lo:lo + piece], axis=0, out=r[lo:lo + piece])
-                release_rows(maps, ids[lo:lo + piece])
-            old = journal.checksums(ids, rows)  # before the kernel overwrites them
-            for (pos, grad), args in zip(parts, scalars):
-                if len(pos) == len(ids):
-                    # Every row of the chunk, in order: updated in place (the kernel reads each
-                    # element before it writes it).
-                    kernel(*rows, pos, grad, *rows, *args)
-                elif len(pos):
-                    # The kernel updates rows[...][pos] of the chunk, from their current contents.
-                    kernel(*rows, pos, grad, *(r[pos] for r in rows), *args)
-                touched += len(pos)
+            # Runs of the chunk's rows side by side on the workers (each only reads the maps).
+            olds = workers.map(functools.partial(_update, maps, ids, rows, parts, journal, kernel, scalars),
+                               workers.cuts(len(ids)))
+            old = [np.concatenate(c) if len(olds) > 1 else c[0] for c in zip(*olds)]
+            touched += sum(len(pos) for pos, _ in parts)
             journal.append(ids, rows, old)
-            _pause("appended")
+            _pause("appended", journal.wait)
         # From the commit record on, Ctrl-C and SIGTERM wait until the rows are written (memory
         # copies): the command then stops saying the update was applied, not that it failed.
         journal.commit(pause=_pause, before_record=held.hold)
@@ -396,7 +402,7 @@ def _transaction(table, arr, sources, st: _State, params, budget, tmp_dir, progr
     try:
         _pause("committed")
         # Committed: from here a crash is finished by the next apply (or --recover), not undone.
-        journal.apply(work, pause=_pause)
+        journal.apply(work, pause=_pause, workers=workers)
     finally:
         held.release()
     if held.signum is not None:
@@ -407,6 +413,27 @@ def _transaction(table, arr, sources, st: _State, params, budget, tmp_dir, progr
     return {"table": table, "optimizer": params["optimizer"], "gradients": len(sources), "rows": touched,
             "rows_in": sum(src.meta.nnz or 0 for src in sources), "step": st.step + len(sources) if st.dir else None,
             "state": st.dir, "recovered": recovered}
+
+
+def _update(maps, ids, rows, parts, journal, kernel, scalars, run) -> list:
+    """The rows ids[lo:hi] of a chunk (``run``): gathered from the maps into their places in
+    ``rows``, their old contents' checksums taken (returned), then updated by the kernel from
+    each gradient's rows there (``parts``)."""
+    lo, hi = run
+    sub = [r[lo:hi] for r in rows]
+    gather(maps, ids[lo:hi], sub)
+    old = journal.checksums(ids[lo:hi], sub)  # before the kernel overwrites them
+    for (pos, grad), args in zip(parts, scalars):
+        a, b = np.searchsorted(pos, (lo, hi))
+        if b - a == hi - lo:
+            # Every row of the run, in order: updated in place (the kernel reads each element
+            # before it writes it).
+            kernel(*sub, np.arange(hi - lo, dtype=np.int64), grad[a:b], *sub, *args)
+        elif b > a:
+            # The kernel updates sub[...][at] of the run, from their current contents.
+            at = pos[a:b] - lo
+            kernel(*sub, at, grad[a:b], *(r[at] for r in sub), *args)
+    return old
 
 
 def _summed(src, budget, tmp_dir, progress, m, dtype):

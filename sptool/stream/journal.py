@@ -1,16 +1,17 @@
 """A redo (write-ahead) journal for updating rows of memory-mapped .npy arrays in place, all or
 nothing, without waiting for the arrays' own writeback.
 
-A transaction appends the NEW contents of the rows it changes (in every array it touches),
-block by block, to the journal (their writeback started as each block is written, not waited
-for).  ``commit()`` fdatasyncs the journal and then appends and fdatasyncs a commit record,
-which also holds the new text of the small files the transaction replaces (a state JSON): from
-then on the transaction has happened.  Only then are the rows written into the arrays
-(``apply()``), and the files replaced, neither waited for: the journal says it all.  The
-arrays are never touched before the commit record is durable, so a transaction without one is
-simply discarded.  An "applied" record then says that this boot of the system wrote the rows
-(a page cache that has not been through an OS crash or power loss holds them, written back or
-not), with each array's identity (inode, size, mtime, ctime) as the transaction left it.
+A transaction appends the NEW contents of the rows it changes (in every array it touches), block by
+block, to the journal (their writeback started as each block is written, not waited for).
+``commit()`` appends a commit record (which vouches for the blocks by a CRC of their CRCs) and
+fdatasyncs the journal; the record also holds the new text of the small files the transaction
+replaces (a state JSON): from then on the transaction has happened.  Only then are the rows written
+into the arrays (``apply()``), and the files replaced, neither waited for: the journal says it all.
+The arrays are never touched before the commit record is durable, so a transaction without one (or
+with one that does not vouch for every block before it: a power loss during the sync) is simply
+discarded.  An "applied" record then says that this boot of the system wrote the rows (a page cache
+that has not been through an OS crash or power loss holds them, written back or not), with each
+array's identity (inode, size, mtime, ctime) as the transaction left it.
 
 Transactions accumulate in one journal (a database's WAL): the next one is appended when the
 journal ends with an "applied" record of this boot, holds the same arrays, and none of them was
@@ -30,7 +31,9 @@ of these means the array is no longer the one the journal was written against (r
 ``cp`` or ``np.save`` since: same name, same shape), and the replay is refused, touching
 nothing, rather than writing an old update into a new array.  One such row per array is let
 through when other journaled rows of that array match (the row a killed process was copying
-when it died, torn anywhere).
+when it died, torn anywhere), and one more for each replay a "replay began" record (written
+durably before a recovery's replay touches an array) says was started and may have been cut
+short the same way.
 
 Layout: ``MAGIC``, u64 header length, the header JSON (the arrays, the piece, the files' paths),
 u32 CRC; then, per transaction, blocks of ``BLOCK``, u64 rows n, u64 payload length, the payload
@@ -39,7 +42,8 @@ the old rows' CRC-32Cs of each array, uint32 [n, pieces] with the array's ``piec
 header), u32 CRC; then ``COMMIT``, u64 blocks, u64 rows, u32 CRC of the blocks' CRCs, u64 length
 of the files' JSON (path -> new text), that JSON, u32 CRC of the record; then, maybe,
 ``APPLIED``, the boot id (36 bytes), u32 arrays k, k x (u64 inode, size, mtime_ns, ctime_ns),
-u32 CRC of all that, u32 length of the whole record (so that it is found from the end).
+u32 CRC of all that, u32 length of the whole record (so that it is found from the end); after
+the last transaction, maybe, "replay began" records: ``REPLAY`` and its u32 CRC each.
 """
 
 from __future__ import annotations
@@ -52,9 +56,12 @@ import struct
 import threading
 import time
 import zlib
+from concurrent.futures import ThreadPoolExecutor
+from typing import NamedTuple
 
 import numpy as np
 
+from .._journal import gather_rows, scatter_rows
 from .._tfrecord import crc32c_pieces, first_unmatched_row
 from ..errors import DataError
 
@@ -63,6 +70,8 @@ OLD_MAGICS = (b"SPTREDO1", b"SPTREDO2")  # one transaction a journal (2: with th
 BLOCK = b"BLK3"
 COMMIT = b"CMT3"
 APPLIED = b"APL3"
+REPLAY = b"RPL3"  # a recovery's replay began (see _check_unchanged): the magic and its CRC
+_REPLAY_RECORD = REPLAY + struct.pack("<I", zlib.crc32(REPLAY))
 PIECE = 4096  # where rows are cut for their CRCs: a page, the unit the OS writes back
 _U64 = struct.Struct("<Q")
 _U32 = struct.Struct("<I")
@@ -159,6 +168,85 @@ def release_rows(arrays, rows: np.ndarray):
             pass
 
 
+# The compiled copies give a map's pages back every this many bytes they pass (RSS holds about
+# this much of each map a thread copies, plus a fault-around): not much less, since each madvise
+# also flushes the TLBs of the cores the process's other threads run on.
+RELEASE = 1 << 20
+
+
+def _release_of(arr: np.ndarray) -> int:
+    # Only a shared file map: MADV_DONTNEED on anonymous or private memory would discard data.
+    base = _memmap_of(arr)
+    return RELEASE if base is not None and base.mode != "c" else 0
+
+
+def gather(arrays, rows: np.ndarray, outs):
+    """outs[k][i] = arrays[k][rows[i]] for (N, m) arrays (memory maps: their pages given back as
+    the copy passes them) and (n, m) buffers, rows sorted."""
+    for a, out in zip(arrays, outs):
+        gather_rows(_bytes_view(a), rows, _bytes_view(out), _release_of(a))
+
+
+class Workers:
+    """Threads for an update's copies and checksums: ``ways`` of them (none below 2), shut
+    down on exit."""
+
+    def __init__(self, ways: int):
+        self.ways = max(1, ways)
+        self.pool = ThreadPoolExecutor(self.ways, thread_name_prefix="sptool-apply") if self.ways > 1 else None
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        if self.pool is not None:
+            self.pool.shutdown()
+        return False
+
+    def cuts(self, n: int) -> list[tuple[int, int]]:
+        """[lo, hi) runs of n rows, one a thread (one run when n is small)."""
+        ways = self.ways if self.pool is not None and n >= PARALLEL_ROWS else 1
+        edges = [n * w // ways for w in range(ways + 1)]
+        return list(zip(edges[:-1], edges[1:]))
+
+    def map(self, fn, items) -> list:
+        items = list(items)
+        if self.pool is None or len(items) < 2:
+            return [fn(x) for x in items]
+        return list(self.pool.map(fn, items))
+
+
+def scatter(arrays, rows: np.ndarray, news, workers: Workers | None = None):
+    """arrays[k][rows[i]] = news[k][i], as ``gather`` the other way; on the ``workers`` (each
+    array's rows cut into a run a thread), but each array written by one copy loop at a time (a
+    lock per array): a process killed meanwhile leaves at most one row per array torn, the row
+    its one loop was copying (what the recovery's check allows)."""
+    runs = workers.cuts(len(rows)) if workers is not None else [(0, len(rows))]
+    if len(runs) < 2:
+        for a, new in zip(arrays, news):
+            scatter_rows(_bytes_view(a), rows, _bytes_view(new), _release_of(a))
+        return
+    locks = [threading.Lock() for _ in arrays]
+
+    def run(w: int):
+        lo, hi = runs[w]
+        for step in range(len(arrays)):
+            k = (step + w) % len(arrays)  # staggered: the threads start on different arrays
+            with locks[k]:
+                scatter_rows(_bytes_view(arrays[k]), rows[lo:hi], _bytes_view(news[k][lo:hi]), _release_of(arrays[k]))
+
+    workers.map(run, range(len(runs)))
+
+
+# Fewer rows than this are copied on one thread (a thread's hand-off costs about as much).
+PARALLEL_ROWS = 2048
+
+
+def _bytes_view(a: np.ndarray) -> np.ndarray:
+    """A C-contiguous (n, m) array as its (n, m * itemsize) bytes, without a copy."""
+    return a.view(np.uint8).reshape(a.shape[0], a.shape[1] * a.dtype.itemsize)
+
+
 class HeldSignals:
     """SIGINT and SIGTERM held off (recorded, not acted on) between ``hold()`` and
     ``release()``: a committed transaction's rows are written whole, then the caller says so
@@ -199,7 +287,8 @@ class RowJournal:
     nothing written to the arrays yet); ``commit()``; then ``apply()`` writes them.  A failure
     before the commit: ``discard()``."""
 
-    def __init__(self, path: str, arrays: dict, files: dict, *, durable: bool = True, append: bool = False):
+    def __init__(self, path: str, arrays: dict, files: dict, *, durable: bool = True, append: bool = False,
+                 background: bool = False):
         self.path = path
         self.durable = durable
         self.arrays = {name: (os.path.abspath(p), as_rows(a)) for name, (p, a) in arrays.items()}
@@ -222,6 +311,8 @@ class RowJournal:
         self.chain = 0  # CRC of the blocks' CRCs
         self.rows = 0
         self.committed = False
+        self.writer = ThreadPoolExecutor(1, thread_name_prefix="sptool-journal") if background else None
+        self.pending = None  # the block being written by the writer thread
 
     def checksums(self, rows: np.ndarray, old: list[np.ndarray]) -> list[np.ndarray]:
         """The CRC-32Cs, piece by piece, of the OLD contents ``old`` ((n, m) per array, in
@@ -233,11 +324,33 @@ class RowJournal:
     def append(self, rows: np.ndarray, new: list[np.ndarray], old_crcs: list[np.ndarray] | None = None):
         """Append the new contents ``new`` ((n, m) per array, in order) of ``rows`` (int64,
         sorted, unique, and disjoint from every other block's of this transaction) and the
-        ``checksums`` of their old contents (by default of the rows the arrays hold now)."""
+        ``checksums`` of their old contents (by default of the rows the arrays hold now).  With
+        a writer thread (``background``) the block is written there while the caller goes on,
+        so the arrays given must stay as they are until the next ``append`` or ``commit``
+        returns (the caller alternates two sets of buffers)."""
         rows = np.ascontiguousarray(rows, dtype=np.int64)
         if old_crcs is None:
             old_crcs = self.checksums(rows, [np.take(a, rows, axis=0) for _, a in self.arrays.values()])
         parts = [rows, *(np.ascontiguousarray(a) for a in new), *(np.ascontiguousarray(c) for c in old_crcs)]
+        self.wait()
+        if self.writer is None:
+            self._write_block(parts)
+        else:
+            self.pending = self.writer.submit(self._write_block, parts)
+
+    def wait(self):
+        """Until the block handed to the writer thread is written (its error raised here)."""
+        if self.pending is not None:
+            pending, self.pending = self.pending, None
+            pending.result()
+
+    def _stop_writer(self):
+        if self.writer is not None:
+            self.writer.shutdown()
+            self.writer = None
+
+    def _write_block(self, parts: list[np.ndarray]):
+        rows = parts[0]
         size = sum(p.nbytes for p in parts)
         head = BLOCK + _U64.pack(len(rows)) + _U64.pack(size)
         _write_all(self.fd, head)
@@ -256,13 +369,15 @@ class RowJournal:
             self.flushed = self.size
 
     def commit(self, pause=None, before_record=None):
-        """Make the transaction happen: the blocks durable, then a durable commit record
-        (``before_record()`` called just before it is written: from then on the transaction
-        is to be finished)."""
-        if self.durable:
-            os.fdatasync(self.fd)
-            if self.new:
-                fsync_dir(self.path)
+        """Make the transaction happen: the commit record written after the blocks, then all of
+        them made durable by one fdatasync (``before_record()`` called just before the record
+        is written: from then on the transaction is to be finished).  One sync, not one for
+        the blocks and another for the record: a power loss that kept the record but not every
+        block leaves a record that does not vouch for what precedes it (each block's CRC, and
+        the record's CRC of their CRCs), so the transaction is discarded as uncommitted, and the
+        arrays are only touched once the sync has returned."""
+        self.wait()
+        self._stop_writer()
         if pause:
             pause("journaled")
         if before_record:
@@ -270,15 +385,17 @@ class RowJournal:
         _write_all(self.fd, _commit_record(len(self.blocks), self.rows, self.chain, self.files))
         if self.durable:
             os.fdatasync(self.fd)
+            if self.new:
+                fsync_dir(self.path)
         self.committed = True
 
-    def apply(self, budget_bytes: int, pause=None):
+    def apply(self, budget_bytes: int, pause=None, workers: Workers | None = None):
         """After the commit: write the rows into the arrays and the files, waiting for no disk.
         Durable: the journal stays (with an "applied" record) for the transactions that follow
         and the checkpoint that ends it; otherwise it is removed (nothing was promised beyond a
         killed process, and the page cache has it all)."""
         arrays = [a for _, a in self.arrays.values()]
-        _replay(self.fd, self.blocks, arrays, self.specs, budget_bytes, pause)
+        _replay(self.fd, self.blocks, arrays, self.specs, budget_bytes, pause, workers)
         for p, text in self.files.items():
             write_durably(p, text.encode(), durable=False)
         if self.durable:
@@ -295,6 +412,11 @@ class RowJournal:
     def discard(self):
         """Before the commit: the arrays were never touched; the transaction goes (the
         journal too, when it began it)."""
+        try:
+            self.wait()
+        except Exception:  # noqa: BLE001 - the block is dropped with its transaction
+            pass
+        self._stop_writer()
         if self.fd is not None:
             if not self.committed and not self.new:
                 os.ftruncate(self.fd, self.start)
@@ -463,16 +585,18 @@ def _tail_applied(fd: int, size: int):
 
 
 def _slices(fd: int, blocks, arrays: list[np.ndarray], specs: list[dict], budget_bytes: int, pause=None,
-            extra: int = 0):
+            extra: int = 0, released: bool = False):
     """Each block's (rows, the new rows of each array, the old rows' CRCs of each array), read
     in slices into one reusable buffer, the buffer, the pages written through the (N, m) maps
     ``arrays`` and ``extra`` bytes a row within ``budget_bytes``; the maps' pages given back
-    after each slice."""
+    after each slice (``released``: by the caller's copies, ``gather`` and ``scatter``, as
+    they pass them)."""
     widths = [a.shape[1] * a.dtype.itemsize for a in arrays]
     sums = [4 * s["pieces"] for s in specs]
     row_bytes = 8 + sum(widths) + sum(sums)
     # A row written through a map holds its whole page in RSS until given back.
-    per = max(1, budget_bytes // (row_bytes + extra + sum(max(w, mmap.PAGESIZE) for w in widths)))
+    paged = 0 if released else sum(max(w, mmap.PAGESIZE) for w in widths)
+    per = max(1, budget_bytes // (row_bytes + extra + paged))
     buf = np.empty(min(per, max((n for _, n in blocks), default=0)) * row_bytes, np.uint8)
     for pos, n in blocks:
         for lo in range(0, n, per):
@@ -488,74 +612,163 @@ def _slices(fd: int, blocks, arrays: list[np.ndarray], specs: list[dict], budget
                 at += n * c
                 used += k * c
             yield rows, news, olds
-            release_rows(arrays, rows)
+            if not released:
+                release_rows(arrays, rows)
         if pause:
             pause("written")
 
 
-def _replay(fd: int, blocks, arrays: list[np.ndarray], specs: list[dict], budget_bytes: int, pause=None):
+def _replay(fd: int, blocks, arrays: list[np.ndarray], specs: list[dict], budget_bytes: int, pause=None,
+            workers: Workers | None = None):
     """Write each block's rows into the (N, m) memory maps ``arrays``."""
-    for rows, news, _ in _slices(fd, blocks, arrays, specs, budget_bytes, pause):
-        for a, new in zip(arrays, news):
-            a[rows] = new
+    for rows, news, _ in _slices(fd, blocks, arrays, specs, budget_bytes, pause, released=True):
+        scatter(arrays, rows, news, workers)
 
 
 def _check_unchanged(fd: int, txns: list, arrays: list[np.ndarray], specs: list[dict], piece: int,
-                     budget_bytes: int, path: str):
+                     budget_bytes: int, path: str, interrupted: int = 1):
     """Refuse (DataError) a replay of the transactions ``txns`` into arrays that no longer hold,
     in every journaled row, piece by piece, the row's contents before the first of them that
-    touched it or after one of them (by their CRCs): arrays replaced since.  A row in one
-    transaction is checked as its slice passes; the few in several (their pieces may be of any
-    of them) are gathered, 8 bytes and a flag a piece each, and checked at the end."""
-    extra = sum(a.shape[1] * a.dtype.itemsize for a in arrays)  # each slice's current rows, copied
-    shared = np.empty(0, np.int64)
-    if len(txns) > 1:
-        ids = np.concatenate([_pread(fd, np.empty(n, np.int64), pos) for t in txns for pos, n in t.blocks])
-        ids, counts = np.unique(ids, return_counts=True)
-        shared = ids[counts > 1]
-    seen = [([], []) for _ in arrays]  # per array: the shared rows met, and which of their pieces matched
+    touched it or after one of them (by their CRCs): arrays replaced since.  Checked a range of
+    row ids at a time, each range's journaled rows (of every transaction) within
+    ``budget_bytes``, so that a journal of millions of rows is checked within --memory."""
     # A process killed while it copied the rows into an array leaves the row it was copying torn
     # inside a piece (neither version), but only that one: each array's rows are copied by one
-    # loop.  So one unmatched row per array is allowed (the replay rewrites it) when other rows
-    # of that array vouch for it (matched): an array replaced since fails in nearly every row,
-    # and with no other row to judge by, the unmatched one is refused.
+    # loop at a time.  The copies that can have been interrupted (``interrupted``): the apply's
+    # own, and each replay a "replay began" record says was started (a replay killed, or cut by
+    # a power loss, before it finished).  So that many unmatched rows per array are allowed (the
+    # replay rewrites them) when other rows of that array vouch for them (matched): an array
+    # replaced since fails in nearly every row, and with no other row to judge by, an unmatched
+    # one is refused.
     torn, torn_row, matched = [0] * len(arrays), [0] * len(arrays), [0] * len(arrays)
-    for t in txns:
-        for rows, news, olds in _slices(fd, t.blocks, arrays, specs, budget_bytes, extra=extra):
+    widths = [a.shape[1] * a.dtype.itemsize for a in arrays]
+    # A journaled row in a range: its id, new rows and CRCs, the current rows gathered, the
+    # concatenations, sorts and comparisons made of them (about three times the first).
+    row_bytes = 3 * (8 + sum(widths) + sum(4 * s["pieces"] for s in specs)) + sum(widths)
+    spans, ranges = _id_ranges(fd, txns, arrays[0].shape[0], max(1, budget_bytes // row_bytes))
+    for lo, hi in ranges:
+        parts = [p for p in (_range_rows(fd, t, spans[k], lo, hi, arrays, specs) for k, t in enumerate(txns)) if p]
+        if not parts:
+            continue
+        shared = np.empty(0, np.int64)
+        if len(parts) > 1:
+            ids, counts = np.unique(np.concatenate([p[0] for p in parts]), return_counts=True)
+            shared = ids[counts > 1]
+        seen = [([], []) for _ in arrays]  # per array: the shared rows met, and which of their pieces matched
+        for rows, news, olds in parts:
             many = np.isin(rows, shared, assume_unique=True) if len(shared) else np.zeros(len(rows), bool)
+            one = np.flatnonzero(~many)
             for i, (a, spec, new, old, (met, ok)) in enumerate(zip(arrays, specs, news, olds, seen)):
-                cur = np.take(a, rows, axis=0)
-                one = np.flatnonzero(~many)
-                matched[i] += len(one)
-                while len(one):
-                    bad = first_unmatched_row(_bytes(cur[one]), _bytes(new[one]), np.ascontiguousarray(old[one]),
-                                              np.ascontiguousarray(rows[one]), spec["offset"], piece)
+                cur = np.empty_like(new)
+                gather([a], rows, [cur])
+                left = one
+                matched[i] += len(left)
+                while len(left):
+                    bad = first_unmatched_row(_bytes(cur[left]), _bytes(new[left]), np.ascontiguousarray(old[left]),
+                                              np.ascontiguousarray(rows[left]), spec["offset"], piece)
                     if bad < 0:
                         break
                     torn[i] += 1
                     matched[i] -= 1
-                    torn_row[i] = int(rows[one[bad]])
-                    if torn[i] > 1:
+                    torn_row[i] = int(rows[left[bad]])
+                    if torn[i] > interrupted:
                         _refuse(path, spec, torn_row[i])
-                    one = one[bad + 1:]
+                    left = left[bad + 1:]
                 if many.any():
                     at = np.ascontiguousarray(rows[many])
                     now = crc32c_pieces(_bytes(cur[many]), at, spec["offset"], piece, spec["pieces"])
                     after = crc32c_pieces(_bytes(new[many]), at, spec["offset"], piece, spec["pieces"])
                     met.append(at)
                     ok.append((now == old[many]) | (now == after))
-    for i, (spec, (met, ok)) in enumerate(zip(specs, seen)):
-        if met:
-            rows, ok = np.concatenate(met), np.concatenate(ok)
-            order = np.argsort(rows, kind="stable")
-            uniq, starts = np.unique(rows[order], return_index=True)
-            whole = np.logical_or.reduceat(ok[order], starts, axis=0).all(axis=1)
-            matched[i] += int(np.count_nonzero(whole))
-            if not whole.all():
-                torn[i] += int(np.count_nonzero(~whole))
-                torn_row[i] = int(uniq[np.argmin(whole)])
-        if torn[i] > 1 or (torn[i] and not matched[i]):
+        for i, (met, ok) in enumerate(seen):
+            if met:
+                rows, ok = np.concatenate(met), np.concatenate(ok)
+                order = np.argsort(rows, kind="stable")
+                uniq, starts = np.unique(rows[order], return_index=True)
+                whole = np.logical_or.reduceat(ok[order], starts, axis=0).all(axis=1)
+                matched[i] += int(np.count_nonzero(whole))
+                if not whole.all():
+                    torn[i] += int(np.count_nonzero(~whole))
+                    torn_row[i] = int(uniq[np.argmin(whole)])
+    for i, spec in enumerate(specs):
+        if torn[i] > interrupted or (torn[i] and not matched[i]):
             _refuse(path, spec, torn_row[i])
+
+
+# Row ids are counted in this many buckets to cut the check into ranges of about equal rows.
+ID_BUCKETS = 4096
+
+
+def _id_ranges(fd: int, txns: list, height: int, rows_per_range: int):
+    """(each transaction's blocks' first and last row ids, [lo, hi) ranges of row ids holding
+    about ``rows_per_range`` journaled rows each): the ids read once, a slice at a time, and
+    counted in ID_BUCKETS buckets (a bucket of more rows than that is one range: ids packed
+    that densely are rare, and the range is then over by that bucket's excess)."""
+    counts = np.zeros(ID_BUCKETS, np.int64)
+    step = max(1, rows_per_range)
+    spans = []
+    for t in txns:
+        bounds = []
+        for pos, n in t.blocks:
+            first = last = None
+            for lo in range(0, n, step):
+                ids = _pread(fd, np.empty(8 * min(step, n - lo), np.uint8), pos + 8 * lo).view(np.int64)
+                counts += np.bincount(ids * ID_BUCKETS // max(height, 1), minlength=ID_BUCKETS)[:ID_BUCKETS]
+                first = ids[0] if first is None else first
+                last = ids[-1]
+            bounds.append((first, last))
+        spans.append(bounds)
+    edges = -(-np.arange(ID_BUCKETS + 1, dtype=np.int64) * height // ID_BUCKETS)  # bucket j: ids [edges[j], edges[j+1])
+    ranges, lo, held = [], 0, 0
+    for j in range(ID_BUCKETS):
+        if held and held + counts[j] > rows_per_range:
+            ranges.append((lo, int(edges[j])))
+            lo, held = int(edges[j]), 0
+        held += int(counts[j])
+    ranges.append((lo, height))
+    return spans, ranges
+
+
+def _range_rows(fd: int, txn, bounds: list, lo: int, hi: int, arrays: list[np.ndarray], specs: list[dict]):
+    """(row ids in [lo, hi), sorted, the new rows of each array, the old rows' CRCs of each
+    array) of one transaction, or None when it has none there."""
+    found = []
+    for (pos, n), (first, last) in zip(txn.blocks, bounds):
+        if n == 0 or last < lo or first >= hi:
+            continue
+        a, b = 0, n
+        if first < lo or last >= hi:  # a block's rows are sorted: the run in range found by its ids
+            ids = _pread(fd, np.empty(8 * n, np.uint8), pos).view(np.int64)
+            a, b = (int(x) for x in np.searchsorted(ids, (lo, hi)))
+        if b > a:
+            found.append(_block_rows(fd, pos, n, a, b, arrays, specs))
+    if not found:
+        return None
+    if len(found) == 1:
+        return found[0]
+    rows = np.concatenate([f[0] for f in found])
+    order = np.argsort(rows, kind="stable")  # the blocks of a transaction hold disjoint rows
+    news = [np.concatenate(x)[order] for x in zip(*(f[1] for f in found))]
+    olds = [np.concatenate(x)[order] for x in zip(*(f[2] for f in found))]
+    return rows[order], news, olds
+
+
+def _block_rows(fd: int, pos: int, n: int, a: int, b: int, arrays: list[np.ndarray], specs: list[dict]):
+    """Rows a .. b-1 of the block at ``pos`` of n rows: (their ids, new rows of each array, old
+    rows' CRCs of each array), each read into an array of its own."""
+    k, at = b - a, pos + 8 * n
+    rows = _pread(fd, np.empty(8 * k, np.uint8), pos + 8 * a).view(np.int64)
+    news = []
+    for arr in arrays:
+        w = arr.shape[1] * arr.dtype.itemsize
+        news.append(_pread(fd, np.empty(k * w, np.uint8), at + a * w).view(arr.dtype).reshape(k, arr.shape[1]))
+        at += n * w
+    olds = []
+    for spec in specs:
+        c = spec["pieces"]
+        olds.append(_pread(fd, np.empty(4 * k * c, np.uint8), at + 4 * a * c).view(np.uint32).reshape(k, c))
+        at += 4 * n * c
+    return rows, news, olds
 
 
 def _refuse(path: str, spec: dict, row: int):
@@ -603,26 +816,33 @@ class Txn:
         self.applied = applied
 
 
-def _parse(raw) -> tuple[dict | None, list, bool]:
-    """(header, committed transactions in order, whether bytes follow the last of them: a
-    transaction cut short) of a journal's bytes; a header cut short gives (None, [], False)."""
+class Parsed(NamedTuple):
+    header: dict | None
+    txns: list  # the committed transactions, in order
+    cut: bool  # whether bytes follow them (a transaction cut short)
+    replays: int = 0  # the "replay began" records after them
+    end: int = 0  # where those end
+
+
+def _parse(raw) -> Parsed:
+    """A journal's bytes parsed; a header cut short gives (None, [], False)."""
     data = memoryview(raw)
     if bytes(raw[:len(MAGIC)]) in OLD_MAGICS:
         raise DataError("a journal of an older sptool: finish it with that version (apply TABLE --recover), or "
                         "remove it if the table is known to be intact")
     if len(raw) < len(MAGIC) + _U64.size or raw[:len(MAGIC)] != MAGIC:
         if len(raw) < len(MAGIC) + _U64.size and MAGIC.startswith(bytes(raw[:len(MAGIC)])):
-            return None, [], False  # cut short while its header was written
+            return Parsed(None, [], False)  # cut short while its header was written
         raise DataError("not an sptool apply journal; move it away if the table is known to be intact")
     length = _U64.unpack_from(data, len(MAGIC))[0]
     start = len(MAGIC) + _U64.size
     end = start + length + _U32.size
     if end > len(raw) or zlib.crc32(data[start:start + length]) != _U32.unpack_from(data, start + length)[0]:
-        return None, [], False
+        return Parsed(None, [], False)
     header = json.loads(bytes(data[start:start + length]))
     widths = [int(np.prod(s["shape"][1:], dtype=np.int64)) * np.dtype(s["dtype"]).itemsize + 4 * s["pieces"]
               for s in header["arrays"]]
-    txns, pos = [], end
+    txns, pos, released = [], end, 0
     head = len(BLOCK) + 2 * _U64.size
     while True:
         blocks, chain, at = [], 0, pos
@@ -635,6 +855,11 @@ def _parse(raw) -> tuple[dict | None, list, bool]:
             crc = zlib.crc32(data[at + head:at + head + size])
             if crc != _U32.unpack_from(data, at + head + size)[0]:
                 break
+            if isinstance(raw, mmap.mmap) and at + head + size - released >= RELEASE:
+                # The journal's pages read so far given back: a journal can be larger than --memory.
+                upto = (at + head + size) // mmap.PAGESIZE * mmap.PAGESIZE
+                raw.madvise(mmap.MADV_DONTNEED, released, upto - released)
+                released = upto
             blocks.append((at + head, n))
             chain = zlib.crc32(_U32.pack(crc), chain)
             at = stop
@@ -649,10 +874,15 @@ def _parse(raw) -> tuple[dict | None, list, bool]:
         applied = _applied_at(data, stop)
         txns.append(Txn(blocks, files, bool(applied and applied[0])))
         pos = applied[2] if applied else stop
-    return header, txns, pos < len(data)
+    replays = 0
+    while bytes(data[pos:pos + len(_REPLAY_RECORD)]) == _REPLAY_RECORD:
+        replays += 1
+        pos += len(_REPLAY_RECORD)
+    return Parsed(header, txns, pos < len(data), replays, pos)
 
 
-def recover_journal(path: str, *, durable: bool = True, budget_bytes: int = 64 << 20, pause=None) -> int | None:
+def recover_journal(path: str, *, durable: bool = True, budget_bytes: int = 64 << 20, pause=None,
+                    workers: Workers | None = None) -> int | None:
     """Checkpoint the journal ``path``: its committed transactions are made durable in their
     arrays and files (the rows written again, in order, of those this boot did not write), a
     transaction cut short before its commit record discarded; the journal goes.  Returns the
@@ -667,12 +897,12 @@ def recover_journal(path: str, *, durable: bool = True, budget_bytes: int = 64 <
         tail = _tail_applied(f.fileno(), size)
         if header is not None and tail is not None and tail[0]:
             # The usual case, read from the ends alone: every transaction written by this boot.
-            txns, cut = [Txn([], {}, True)], False
+            txns, cut, replays, end = [Txn([], {}, True)], False, 0, size
         else:
             # Mapped, not read: a journal can be larger than --memory.
             raw = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) if size else b""
             try:
-                header, txns, cut = _parse(raw)
+                header, txns, cut, replays, end = _parse(raw)
             except DataError as e:
                 raise DataError(e.message, path=path) from None
             finally:
@@ -688,9 +918,11 @@ def recover_journal(path: str, *, durable: bool = True, budget_bytes: int = 64 <
         replayed = 0
         if todo:
             arrays = [a for _, a in _reopen(header, path)]
-            _check_unchanged(f.fileno(), todo, arrays, header["arrays"], header["piece"], budget_bytes, path)
+            _check_unchanged(f.fileno(), todo, arrays, header["arrays"], header["piece"], budget_bytes, path,
+                             interrupted=1 + replays)
+            _replay_begins(path, end, durable)
             for t in todo:
-                _replay(f.fileno(), t.blocks, arrays, header["arrays"], budget_bytes, pause)
+                _replay(f.fileno(), t.blocks, arrays, header["arrays"], budget_bytes, pause, workers)
                 replayed += sum(n for _, n in t.blocks)
             del arrays
     if durable:
@@ -709,6 +941,21 @@ def recover_journal(path: str, *, durable: bool = True, budget_bytes: int = 64 <
             fsync_dir(p)
     _remove(path, durable)
     return -1 if cut and not replayed else replayed
+
+
+def _replay_begins(path: str, end: int, durable: bool):
+    """Record, durably, that a replay of the journal's transactions begins (a transaction cut
+    short after them is dropped first: it never committed).  Each such record lets the check of
+    the next recovery allow one more torn row per array: the row this replay's copy loop may be
+    writing when a kill or a power loss interrupts it."""
+    fd = os.open(path, os.O_WRONLY)
+    try:
+        os.ftruncate(fd, end)
+        os.pwrite(fd, _REPLAY_RECORD, end)
+        if durable:
+            os.fdatasync(fd)
+    finally:
+        os.close(fd)
 
 
 def _reopen(header: dict, path: str) -> list:
