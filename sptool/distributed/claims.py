@@ -6,11 +6,10 @@ Only the index columns are read."""
 
 from __future__ import annotations
 
-import numpy as np
-
 from .._memory import Budget, peak_rss
 from ..errors import DataError
 from ..format import TensorMeta
+from ..io import batch_keys
 from ..stream.order import ClaimCheck
 from .cluster import worker_count
 from .pieces import Piece, PieceSource, pieces_of
@@ -30,7 +29,7 @@ def claim_piece(piece: Piece, meta: TensorMeta, order, unique: bool, note: str, 
         for batch in src.part_batches(src.parts[0], src.batch_rows(budget), columns=names):
             if not batch.num_rows or any(c.null_count for c in batch.columns):
                 continue
-            keys = np.stack([np.asarray(c.to_numpy(), dtype=np.int64) for c in batch.columns])
+            keys = batch_keys(batch, meta.sparse_ndim)
             check.check(keys)
             first = keys[:, :1] if first is None else first
             last = keys[:, -1:]

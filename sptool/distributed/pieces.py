@@ -15,7 +15,7 @@ import numpy as np
 from .._memory import Budget
 from ..errors import UsageError
 from ..format import TensorMeta
-from ..io import ParquetSource, TensorSource, locate, open_sink, open_source, sibling_name
+from ..io import ParquetSource, TensorSource, batch_keys, locate, open_sink, open_source, sibling_name
 
 # A single file is cut into at least this many pieces per worker (when it has the row groups),
 # so a worker that finishes early takes more.
@@ -208,8 +208,7 @@ class KeyRangeSource(TensorSource):
         K = self.meta.sparse_ndim
         for piece in filter(None, map(self.narrowed, self.pieces)):
             for batch in PieceSource(piece).iter_batches(batch_rows, budget=budget):
-                keys = self.codec.encode(np.stack([np.asarray(batch.column(d).to_numpy(), dtype=np.int64)
-                                                   for d in range(K)]))
+                keys = self.codec.encode(batch_keys(batch, K))
                 inside = np.ones(len(keys), dtype=bool)
                 if self.lo is not None:
                     inside &= keys >= self.lo
