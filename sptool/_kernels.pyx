@@ -264,6 +264,49 @@ def untag_positions(const uint64_t[::1] tagged, int pos_bits, int64_t[::1] perm,
             keys[i] = tagged[i] >> pos_bits
 
 
+def bucket_counts(const uint64_t[::1] keys, int shift, int64_t[::1] counts):
+    """counts[keys[i] >> shift] += 1: the histogram of a counting sort by the keys' top bits."""
+    cdef Py_ssize_t n = keys.shape[0], nb = counts.shape[0], i
+    cdef uint64_t b, top = 0
+    if shift < 0 or shift >= 64:
+        raise ValueError("shift must be in 0..63")
+    with nogil:
+        for i in range(n):
+            b = keys[i] >> shift
+            top = b if b > top else top
+            if b < <uint64_t> nb:
+                counts[b] += 1
+    if n and top >= <uint64_t> nb:
+        raise ValueError("a key falls outside the buckets in bucket_counts")
+
+
+def scatter_tagged(const uint64_t[::1] keys, int shift, int pos_bits, uint64_t pos0, int64_t[::1] nxt,
+                   uint64_t[::1] out):
+    """The scatter of a counting sort: key i goes, tagged with its position (keys[i] << pos_bits
+    | pos0 + i), to out[nxt[b]] for its bucket b = keys[i] >> shift, and nxt[b] moves on.  Rows
+    of one bucket keep their input order."""
+    cdef Py_ssize_t n = keys.shape[0], nb = nxt.shape[0], m = out.shape[0], i
+    cdef uint64_t b
+    cdef int64_t at
+    cdef bint bad = False
+    if shift < 0 or shift >= 64 or pos_bits < 1 or pos_bits >= 64:
+        raise ValueError("shift and pos_bits must be in 0..63 and 1..63")
+    with nogil:
+        for i in range(n):
+            b = keys[i] >> shift
+            if b >= <uint64_t> nb:
+                bad = True
+                break
+            at = nxt[b]
+            if at < 0 or at >= m:
+                bad = True
+                break
+            out[at] = (keys[i] << pos_bits) | (pos0 + <uint64_t> i)
+            nxt[b] = at + 1
+    if bad:
+        raise ValueError("a key falls outside the buckets or their room in scatter_tagged")
+
+
 cdef inline bint _before(uint64_t ka, int64_t ta, uint64_t kb, int64_t tb) noexcept nogil:
     # (key, tag) order.  A tag is the run number, so ties go to the lower run (the runs hold
     # consecutive stretches of the input: the merge is stable); an exhausted run has key

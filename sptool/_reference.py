@@ -71,6 +71,21 @@ def radix_argsort(keys, perm, sorted_keys):
     sorted_keys[:] = np.asarray(keys)[perm]
 
 
+def bucket_counts(keys, shift, counts):
+    b = np.asarray(keys) >> np.uint64(shift)
+    if len(b) and int(b.max()) >= len(counts):
+        raise ValueError("a key falls outside the buckets")
+    counts += np.bincount(b.astype(np.int64), minlength=len(counts))
+
+
+def scatter_tagged(keys, shift, pos_bits, pos0, nxt, out):
+    keys = np.asarray(keys)
+    b = (keys >> np.uint64(shift)).astype(np.int64)
+    for i in np.argsort(b, kind="stable"):  # bucket by bucket, input order within one
+        out[nxt[b[i]]] = ((int(keys[i]) << pos_bits) | (pos0 + int(i))) & ((1 << 64) - 1)
+        nxt[b[i]] += 1
+
+
 def merge_runs(keys, lo, hi, out_keys, out_perm, out_start):
     pos = np.concatenate([np.arange(a, b) for a, b in zip(lo, hi)] or [np.zeros(0, np.int64)]).astype(np.int64)
     run = np.concatenate([np.full(b - a, r) for r, (a, b) in enumerate(zip(lo, hi))] or [np.zeros(0, np.int64)])

@@ -208,3 +208,43 @@ def test_merge_keys_on_threads_matches_a_stable_sort(rng, monkeypatch, parts_min
         want = np.argsort(keys, kind="stable")
         np.testing.assert_array_equal(perm, want)
         np.testing.assert_array_equal(merged, keys[want])
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_bucket_counts_and_scatter_tagged_against_the_reference(seed):
+    rng = np.random.default_rng(seed)
+    bits, bucket_bits = [(20, 4), (37, 10), (3, 3)][seed % 3]
+    shift = bits - bucket_bits
+    batches = [rng.integers(0, 1 << bits, int(rng.integers(0, 300)), dtype=np.uint64) for _ in range(4)]
+    counts, want_counts = np.zeros(1 << bucket_bits, np.int64), np.zeros(1 << bucket_bits, np.int64)
+    for k in batches:
+        _kernels.bucket_counts(k, shift, counts)
+        _reference.bucket_counts(k, shift, want_counts)
+    np.testing.assert_array_equal(counts, want_counts)
+    n = int(counts.sum())
+    pos_bits = max(n - 1, 1).bit_length() + seed % 2  # room for every position, or one bit more
+    got, want = np.zeros(n, np.uint64), np.zeros(n, np.uint64)
+    nxt, want_nxt = np.cumsum(counts) - counts, np.cumsum(counts) - counts
+    pos = 0
+    for k in batches:
+        _kernels.scatter_tagged(k, shift, pos_bits, pos, nxt, got)
+        _reference.scatter_tagged(k, shift, pos_bits, pos, want_nxt, want)
+        pos += len(k)
+    np.testing.assert_array_equal(got, want)
+    np.testing.assert_array_equal(nxt, np.cumsum(counts))
+    # Sorting the scattered tagged keys sorts the rows stably: NumPy's stable argsort is the oracle.
+    keys = np.concatenate(batches)
+    got.sort()
+    np.testing.assert_array_equal(got >> np.uint64(pos_bits), np.sort(keys))
+    np.testing.assert_array_equal((got & np.uint64((1 << pos_bits) - 1)).astype(np.int64),
+                                  np.argsort(keys, kind="stable"))
+
+
+def test_bucket_kernels_refuse_keys_outside_the_buckets():
+    keys = np.array([1, 2, 64], dtype=np.uint64)
+    with pytest.raises(ValueError):
+        _kernels.bucket_counts(keys, 4, np.zeros(4, np.int64))  # 64 >> 4 = 4: no bucket 4
+    with pytest.raises(ValueError):
+        _kernels.scatter_tagged(keys, 4, 8, 0, np.zeros(4, np.int64), np.zeros(3, np.uint64))
+    with pytest.raises(ValueError):  # no room left in bucket 0
+        _kernels.scatter_tagged(keys[:2], 6, 8, 0, np.array([2], np.int64), np.zeros(3, np.uint64))

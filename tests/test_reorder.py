@@ -152,3 +152,103 @@ def test_merge_tree_when_runs_exceed_fan_in(tmp_path, rng, tiny_runs, monkeypatc
     s = sptool.read(str(tmp_path / "out.parquet"))
     assert s.canonical and os.listdir(spill) == []
     np.testing.assert_allclose(s.to_dense(), dense_oracle(t))
+
+
+@pytest.fixture
+def in_memory_sort(monkeypatch):
+    """Small read batches and slices of 64 rows (buckets of 16), so the in-memory sort crosses
+    every batch, bucket and slice boundary; the calls to it counted."""
+    monkeypatch.setenv("SPTOOL_BATCH_ROWS", "50")
+    monkeypatch.setenv("SPTOOL_MERGE_ROWS", "64")
+    calls = []
+    real = _sort.sort_in_memory
+
+    def counted(*a, **k):
+        calls.append(a[1])
+        yield from real(*a, **k)
+
+    monkeypatch.setattr(_sort, "sort_in_memory", counted)
+    return calls
+
+
+@pytest.mark.parametrize("order", [None, (2, 0, 1)])
+@pytest.mark.parametrize("dtype", ["float64", "int32", "uint8"])
+@pytest.mark.parametrize("shape", [(13, 11, 7), (1 << 20, 1 << 20, 1 << 12)])  # a sparse and a wide key range
+def test_in_memory_sort_matches_stable_lexsort(tmp_path, rng, in_memory_sort, order, dtype, shape):
+    t = random_tensor(rng, shape, 2000, dtype=dtype, duplicates=True)
+    sptool.write(t, str(tmp_path / "in.parquet"))
+    reorder(str(tmp_path / "in.parquet"), str(tmp_path / "out.parquet"), order=order)
+    assert in_memory_sort == [2000]
+    o = list(order or (0, 1, 2))
+    perm = _stable_order(t.indices, o)
+    s = sptool.read(str(tmp_path / "out.parquet"))
+    np.testing.assert_array_equal(s.indices, t.indices[perm])
+    np.testing.assert_array_equal(s.values, t.values[perm])
+    assert sptool.validate(str(tmp_path / "out.parquet")).valid
+
+
+@pytest.mark.parametrize("policy", ["sum", "last", "error"])
+def test_in_memory_sort_with_duplicate_policies(tmp_path, rng, in_memory_sort, policy):
+    t = random_tensor(rng, (9, 8, 6), 1500, dtype="int32", duplicates=policy != "error")
+    if policy == "error":  # unique coordinates: the policy passes them through
+        _, first = np.unique(t.indices, axis=0, return_index=True)
+        first = rng.permutation(first)  # unsorted, or the input would pass through unsorted
+        t = sptool.SparseTensor(t.indices[first], t.values[first], t.shape)
+    sptool.write(t, str(tmp_path / "in.parquet"))
+    reorder(str(tmp_path / "in.parquet"), str(tmp_path / "out.parquet"), duplicates=policy)
+    assert in_memory_sort == [len(t.values)]
+    s = sptool.read(str(tmp_path / "out.parquet"))
+    coords, inverse = np.unique(t.indices, axis=0, return_inverse=True)
+    inverse = inverse.reshape(-1)
+    if policy == "sum":
+        want = np.bincount(inverse, weights=t.values, minlength=len(coords)).astype(np.int64)
+    else:  # the last row of each coordinate in input order
+        want = np.empty(len(coords), dtype=t.values.dtype)
+        want[inverse] = t.values
+    np.testing.assert_array_equal(s.indices, coords)
+    np.testing.assert_array_equal(s.values.astype(np.int64), want.astype(np.int64))
+
+
+@pytest.mark.parametrize("rows,in_memory", [(100_000, True), (150_000, False)])
+def test_input_larger_than_the_budget_goes_to_the_external_sort(tmp_path, rng, in_memory_sort, monkeypatch,
+                                                                rows, in_memory):
+    # At --memory 16MiB (4 MiB usable) about 116k float64 rows may be sorted in memory; past that
+    # the rows already held start the runs of the external sort.
+    monkeypatch.setenv("SPTOOL_BATCH_ROWS", "8192")
+    t = random_tensor(rng, (300, 200, 100), rows, duplicates=True)
+    sptool.write(t, str(tmp_path / "in.parquet"))
+    spill = tmp_path / "spill"
+    spill.mkdir()
+    reorder(str(tmp_path / "in.parquet"), str(tmp_path / "out.parquet"), memory="16MiB", tmp_dir=str(spill))
+    assert in_memory_sort == ([rows] if in_memory else [])
+    perm = _stable_order(t.indices, (0, 1, 2))
+    s = sptool.read(str(tmp_path / "out.parquet"))
+    np.testing.assert_array_equal(s.indices, t.indices[perm])
+    np.testing.assert_array_equal(s.values, t.values[perm])
+    assert os.listdir(spill) == []
+
+
+@pytest.mark.parametrize("seed", range(8))
+def test_merge_keeps_ties_in_stream_order_across_slice_ends(seed):
+    # A run of equal keys cut by the end of an earlier stream's slice: the later streams' rows
+    # of that key must wait for the rest of it (they once went out in between).
+    import pyarrow as pa
+
+    from sptool._memory import budget_of
+
+    rng = np.random.default_rng(seed)
+    codec = _sort.KeyCodec((8,), (0,))
+    streams, keys_all = [], []
+    for s in range(int(rng.integers(2, 5))):
+        keys = np.sort(rng.integers(0, 8, int(rng.integers(1, 40)))).astype(np.uint64)
+        rows = np.arange(len(keys)) + 1000 * s  # which stream and row each one is
+        cuts = np.sort(rng.integers(0, len(keys) + 1, 3))
+        pieces = np.split(np.arange(len(keys)), cuts)
+        streams.append([(pa.table({"row": rows[p]}), keys[p]) for p in pieces])
+        keys_all.append((keys, rows))
+    keys = np.concatenate([k for k, _ in keys_all])
+    rows = np.concatenate([r for _, r in keys_all])
+    got = list(_sort.merge_sorted(streams, codec, rows=int(rng.integers(1, 6)), budget=budget_of(None)))
+    got_rows = np.concatenate([t.column("row").to_numpy() for t, _ in got])
+    np.testing.assert_array_equal(got_rows, rows[np.argsort(keys, kind="stable")])
+    np.testing.assert_array_equal(np.concatenate([k for _, k in got]), np.sort(keys))

@@ -16,8 +16,10 @@ first per part and the second as its reduce.
 from __future__ import annotations
 
 import os
+from collections import deque
 from collections.abc import Iterable, Iterator
 from concurrent.futures import ThreadPoolExecutor
+from itertools import chain
 
 import numpy as np
 import pyarrow as pa
@@ -292,6 +294,11 @@ class RunStore:
 # 10M rows and uncapped merge slices, 2.2-2.4 s with both capped; 1.9-2.0 s at 1GiB).
 RUN_ROWS_MAX = 1 << 22
 MERGE_SLICE_ROWS = 1 << 18
+# sort_in_memory's rows per bucket of its counting sort (or a quarter of a slice), and per slice
+# of whole buckets sorted at once and handed on while the next one sorts (or the budget's
+# merge_rows: the tests' small slices).
+BUCKET_ROWS = 1 << 14
+SLICE_ROWS = 1 << 19
 # Rows per record batch in a spilled run: the merge reads each run a batch at a time, so small
 # batches keep a many-way merge's memory at (ways x SPILL_BATCH_ROWS) rows.
 SPILL_BATCH_ROWS = 8192
@@ -346,6 +353,23 @@ def sorted_stream(batches: Iterable, meta: TensorMeta, order, *, budget: Budget,
     codec = KeyCodec(meta.shape, order, K)
     rb = row_bytes(meta) + (8 if codec.packed else 8 * K)
     rows_per_run = run_rows(budget, rb)
+    pairs = _keyed(batches, meta, keyed, progress, path)
+    values_type = schema.field(len(schema) - 1).type
+    if keyed and codec.unpackable and (pa.types.is_integer(values_type) or pa.types.is_floating(values_type)):
+        # Only the values travel with the keys; the rows are held until the input ends or
+        # outgrows memory_rows: all of them sorted at once, else the runs below, from the start.
+        limit = memory_rows(budget, codec, values_type.bit_width // 8)
+        held: deque = deque()
+        rows = 0
+        for batch, keys in pairs:
+            held.append((batch.select([batch.num_columns - 1]), keys))
+            rows += batch.num_rows
+            if rows > limit:
+                break
+        else:
+            yield from sort_in_memory(held, rows, codec, schema, budget.merge_rows)
+            return
+        pairs = chain(_drained(held), ((b.select([b.num_columns - 1]), k) for b, k in pairs))
     with RunStore(tmp_dir, keep_bytes(budget)) as store:
         pending: list[pa.RecordBatch] = []
         pending_keys: list[np.ndarray] | None = [] if keyed else None
@@ -354,7 +378,7 @@ def sorted_stream(batches: Iterable, meta: TensorMeta, order, *, budget: Budget,
         def run_keys():
             return None if pending_keys is None else np.concatenate(pending_keys)
 
-        for batch, keys in _keyed(batches, meta, keyed, progress, path):
+        for batch, keys in pairs:
             while batch.num_rows:
                 take_rows = min(batch.num_rows, rows_per_run - pending_rows)
                 pending.append(batch.slice(0, take_rows))
@@ -401,6 +425,78 @@ def sorted_stream(batches: Iterable, meta: TensorMeta, order, *, budget: Budget,
         merged = merge_sorted([read_run(p, codec) for p in runs], codec, rows=rows, budget=budget)
         for payload, keys in merged:
             yield from codec.batches(payload, keys, schema)
+
+
+def memory_rows(budget: Budget, codec: KeyCodec, value_bytes: int) -> int:
+    """Rows that sort_in_memory may sort: their values, keys and position-tagged keys in two
+    thirds of the usable budget (the rest for the reads in flight and the output's row groups),
+    with room for the positions in the key's spare bits.  None when the budget fixes the runs
+    or the bytes kept of them (the external sort asked for)."""
+    spare = 64 - codec.bits
+    if budget.run_rows is not None or budget.keep_bytes is not None or spare < 1:
+        return 0
+    return min(budget.usable * 2 // 3 // (value_bytes + 16), 1 << spare)
+
+
+def sort_in_memory(held: deque, n: int, codec: KeyCodec, schema: pa.Schema, slice_rows: int | None = None
+                   ) -> Iterator[tuple[pa.RecordBatch, np.ndarray]]:
+    """(batch, sorted keys) in key order for ``n`` rows held in memory: a deque of (values-only
+    batch, packed keys) pairs, emptied as they are used.
+
+    One sort of every row, where sorted runs would be sorted again by their merge: a counting
+    sort by the keys' top bits into buckets of BUCKET_ROWS rows or fewer (the keys tagged with
+    their positions, so ties keep input order), then slices of whole buckets sorted one after
+    another, the next on a thread while this one's values are gathered, its keys unpacked and
+    its rows handed on (to the writer thread), so the sort overlaps the writing.  Memory: the
+    values, the tagged keys and, while they are scattered, the unsorted keys (8 bytes each)."""
+    pos_bits = max(int(n - 1).bit_length(), 1)
+    slice_rows = slice_rows or SLICE_ROWS
+    bucket_rows = max(1, min(BUCKET_ROWS, slice_rows // 4))
+    bucket_bits = min(codec.bits, max(n // bucket_rows, 1).bit_length() - 1)
+    shift = codec.bits - bucket_bits
+    counts = np.zeros(1 << bucket_bits, dtype=np.int64)
+    values = np.empty(n, dtype=schema.field(len(schema) - 1).type.to_pandas_dtype())
+    keys_held, pos = [], 0
+    while held:  # the values into one array, each batch let go once copied
+        batch, keys = held.popleft()
+        values[pos:pos + len(keys)] = batch.column(0).to_numpy(zero_copy_only=False)
+        _kernels.bucket_counts(keys, shift, counts)
+        keys_held.append(keys)
+        pos += len(keys)
+    del batch
+    ends = np.cumsum(counts)
+    nxt = ends - counts
+    tagged = np.empty(n, dtype=np.uint64)
+    pos = 0
+    for i, keys in enumerate(keys_held):
+        _kernels.scatter_tagged(keys, shift, pos_bits, pos, nxt, tagged)
+        pos += len(keys)
+        keys_held[i] = None
+    del keys, keys_held
+    cuts = ends[np.searchsorted(ends, np.arange(slice_rows, n, slice_rows))]
+    bounds = np.unique(np.concatenate([[0], cuts, [n]]))
+    name = schema.names[-1]
+
+    def sort_slice(j):
+        tagged[bounds[j]:bounds[j + 1]].sort()  # NumPy's sort lets go of the GIL
+
+    with ThreadPoolExecutor(1, thread_name_prefix="sptool-sort") as pool:
+        ahead = pool.submit(sort_slice, 0)
+        for j in range(len(bounds) - 1):
+            ahead.result()
+            if j + 2 < len(bounds):
+                ahead = pool.submit(sort_slice, j + 1)
+            seg = tagged[bounds[j]:bounds[j + 1]]
+            perm = np.empty(len(seg), dtype=np.int64)
+            _kernels.untag_positions(seg, pos_bits, perm, seg)  # in place: keys replace tagged keys
+            part = pa.table([arrow_of(np.take(values, perm))], names=[name])
+            del perm
+            yield from codec.batches(part, seg, schema)
+
+
+def _drained(held: deque):
+    while held:
+        yield held.popleft()
 
 
 def _keyed(batches, meta: TensorMeta, keyed: bool, progress, path):
@@ -454,8 +550,9 @@ class _Cursor:
     def done(self) -> bool:
         return self.table is None
 
-    def take_upto(self, bound):
-        end = int(np.searchsorted(self.keys, bound, side="right"))
+    def take_upto(self, bound, strict: bool = False):
+        """The rows with keys up to ``bound`` (below it if ``strict``) not taken yet."""
+        end = max(int(np.searchsorted(self.keys, bound, side="left" if strict else "right")), self.pos)
         part = self.table.slice(self.pos, end - self.pos) if end > self.pos else None
         keys = self.keys[self.pos:end]
         self.pos = end
@@ -556,9 +653,12 @@ def _merge_rounds(cursors, codec: KeyCodec, pool, split: dict):
         # The smallest last-key in memory (an argsort, as void keys have no < operator).
         lasts = np.concatenate([c.keys[-1:] for c in live])
         bound = lasts[np.argsort(lasts, kind="stable")[0]]
+        # The first stream whose slice ends at the bound may hold more rows of that key in its
+        # next slice, which go before the later streams' rows of that key: those wait.
+        tied = int(np.flatnonzero(lasts == bound)[0])
         parts, keys = [], []
-        for c in live:
-            part, k = c.take_upto(bound)
+        for i, c in enumerate(live):
+            part, k = c.take_upto(bound, strict=i > tied)
             if part is not None and part.num_rows:
                 parts.append(part)
                 keys.append(k)
