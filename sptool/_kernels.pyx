@@ -9,7 +9,7 @@ columns come off a Parquet file (the caller stacks them, or passes a transposed 
 function, used as the test oracle.
 """
 
-from libc.stdint cimport int64_t, uint8_t, uint64_t
+from libc.stdint cimport int64_t, uint8_t, uint16_t, uint32_t, uint64_t
 from libc.stdlib cimport free, malloc
 
 import numpy as np
@@ -280,17 +280,27 @@ def bucket_counts(const uint64_t[::1] keys, int shift, int64_t[::1] counts):
         raise ValueError("a key falls outside the buckets in bucket_counts")
 
 
-def scatter_tagged(const uint64_t[::1] keys, int shift, int pos_bits, uint64_t pos0, int64_t[::1] nxt,
-                   uint64_t[::1] out):
-    """The scatter of a counting sort: key i goes, tagged with its position (keys[i] << pos_bits
-    | pos0 + i), to out[nxt[b]] for its bucket b = keys[i] >> shift, and nxt[b] moves on.  Rows
-    of one bucket keep their input order."""
+ctypedef fused word:  # a value's bytes, whatever its type: 1, 2, 4 or 8 of them
+    uint8_t
+    uint16_t
+    uint32_t
+    uint64_t
+
+
+def scatter_rows(const uint64_t[::1] keys, const word[::1] values, int shift, int pos_bits, int64_t[::1] nxt,
+                 uint64_t[::1] out, word[::1] out_values):
+    """The scatter of a counting sort: row i goes to at = nxt[b] for its bucket b = keys[i] >>
+    shift (and nxt[b] moves on), its value to out_values[at] and its key, tagged with where it
+    went, to out[at] = keys[i] << pos_bits | at.  Rows of one bucket keep their input order, so
+    a sort of the tagged keys keeps ties in input order."""
     cdef Py_ssize_t n = keys.shape[0], nb = nxt.shape[0], m = out.shape[0], i
     cdef uint64_t b
     cdef int64_t at
     cdef bint bad = False
-    if shift < 0 or shift >= 64 or pos_bits < 1 or pos_bits >= 64:
-        raise ValueError("shift and pos_bits must be in 0..63 and 1..63")
+    if values.shape[0] != n or out_values.shape[0] != m:
+        raise ValueError("shape mismatch in scatter_rows")
+    if shift < 0 or shift >= 64 or pos_bits < 1 or pos_bits >= 64 or (m and (m - 1) >> pos_bits):
+        raise ValueError("shift and pos_bits must be in 0..63 and 1..63, with room for every position")
     with nogil:
         for i in range(n):
             b = keys[i] >> shift
@@ -301,10 +311,11 @@ def scatter_tagged(const uint64_t[::1] keys, int shift, int pos_bits, uint64_t p
             if at < 0 or at >= m:
                 bad = True
                 break
-            out[at] = (keys[i] << pos_bits) | (pos0 + <uint64_t> i)
+            out[at] = (keys[i] << pos_bits) | <uint64_t> at
+            out_values[at] = values[i]
             nxt[b] = at + 1
     if bad:
-        raise ValueError("a key falls outside the buckets or their room in scatter_tagged")
+        raise ValueError("a key falls outside the buckets or their room in scatter_rows")
 
 
 cdef inline bint _before(uint64_t ka, int64_t ta, uint64_t kb, int64_t tb) noexcept nogil:

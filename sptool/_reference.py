@@ -78,11 +78,13 @@ def bucket_counts(keys, shift, counts):
     counts += np.bincount(b.astype(np.int64), minlength=len(counts))
 
 
-def scatter_tagged(keys, shift, pos_bits, pos0, nxt, out):
+def scatter_rows(keys, values, shift, pos_bits, nxt, out, out_values):
     keys = np.asarray(keys)
     b = (keys >> np.uint64(shift)).astype(np.int64)
     for i in np.argsort(b, kind="stable"):  # bucket by bucket, input order within one
-        out[nxt[b[i]]] = ((int(keys[i]) << pos_bits) | (pos0 + int(i))) & ((1 << 64) - 1)
+        at = nxt[b[i]]
+        out[at] = ((int(keys[i]) << pos_bits) | int(at)) & ((1 << 64) - 1)
+        out_values[at] = values[i]
         nxt[b[i]] += 1
 
 

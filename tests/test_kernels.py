@@ -210,12 +210,15 @@ def test_merge_keys_on_threads_matches_a_stable_sort(rng, monkeypatch, parts_min
         np.testing.assert_array_equal(merged, keys[want])
 
 
-@pytest.mark.parametrize("seed", range(6))
-def test_bucket_counts_and_scatter_tagged_against_the_reference(seed):
+@pytest.mark.parametrize("seed", range(8))
+def test_bucket_counts_and_scatter_rows_against_the_reference(seed):
     rng = np.random.default_rng(seed)
-    bits, bucket_bits = [(20, 4), (37, 10), (3, 3)][seed % 3]
+    bits, bucket_bits = [(20, 4), (37, 10), (3, 3), (64, 2)][seed % 4]
+    dtype = [np.float64, np.int32, np.uint8, np.float16][seed % 4]
     shift = bits - bucket_bits
-    batches = [rng.integers(0, 1 << bits, int(rng.integers(0, 300)), dtype=np.uint64) for _ in range(4)]
+    batches = [rng.integers(0, 1 << bits, int(rng.integers(0, 300)), dtype=np.uint64, endpoint=bits == 64)
+               if bits < 64 else rng.integers(0, 2**63, int(rng.integers(0, 300)), dtype=np.uint64) * np.uint64(2)
+               for _ in range(4)]
     counts, want_counts = np.zeros(1 << bucket_bits, np.int64), np.zeros(1 << bucket_bits, np.int64)
     for k in batches:
         _kernels.bucket_counts(k, shift, counts)
@@ -223,28 +226,36 @@ def test_bucket_counts_and_scatter_tagged_against_the_reference(seed):
     np.testing.assert_array_equal(counts, want_counts)
     n = int(counts.sum())
     pos_bits = max(n - 1, 1).bit_length() + seed % 2  # room for every position, or one bit more
+    values = [(rng.standard_normal(len(k)) * 100).astype(dtype) for k in batches]
+    words = f"u{np.dtype(dtype).itemsize}"
     got, want = np.zeros(n, np.uint64), np.zeros(n, np.uint64)
+    got_values, want_values = np.zeros(n, dtype), np.zeros(n, dtype)
     nxt, want_nxt = np.cumsum(counts) - counts, np.cumsum(counts) - counts
-    pos = 0
-    for k in batches:
-        _kernels.scatter_tagged(k, shift, pos_bits, pos, nxt, got)
-        _reference.scatter_tagged(k, shift, pos_bits, pos, want_nxt, want)
-        pos += len(k)
+    for k, v in zip(batches, values):
+        _kernels.scatter_rows(k, v.view(words), shift, pos_bits, nxt, got, got_values.view(words))
+        _reference.scatter_rows(k, v, shift, pos_bits, want_nxt, want, want_values)
     np.testing.assert_array_equal(got, want)
+    np.testing.assert_array_equal(got_values.view(words), want_values.view(words))
     np.testing.assert_array_equal(nxt, np.cumsum(counts))
-    # Sorting the scattered tagged keys sorts the rows stably: NumPy's stable argsort is the oracle.
-    keys = np.concatenate(batches)
+    if bits + pos_bits > 64:
+        return
+    # Sorting the tagged keys sorts the rows stably: NumPy's stable argsort is the oracle.
+    keys, allvalues = np.concatenate(batches), np.concatenate(values)
     got.sort()
+    where = (got & np.uint64((1 << pos_bits) - 1)).astype(np.int64)
     np.testing.assert_array_equal(got >> np.uint64(pos_bits), np.sort(keys))
-    np.testing.assert_array_equal((got & np.uint64((1 << pos_bits) - 1)).astype(np.int64),
-                                  np.argsort(keys, kind="stable"))
+    want_order = np.argsort(keys, kind="stable")
+    np.testing.assert_array_equal(got_values[where].view(words), allvalues[want_order].view(words))
 
 
 def test_bucket_kernels_refuse_keys_outside_the_buckets():
-    keys = np.array([1, 2, 64], dtype=np.uint64)
+    keys, values = np.array([1, 2, 64], dtype=np.uint64), np.zeros(3, np.uint64)
     with pytest.raises(ValueError):
         _kernels.bucket_counts(keys, 4, np.zeros(4, np.int64))  # 64 >> 4 = 4: no bucket 4
     with pytest.raises(ValueError):
-        _kernels.scatter_tagged(keys, 4, 8, 0, np.zeros(4, np.int64), np.zeros(3, np.uint64))
+        _kernels.scatter_rows(keys, values, 4, 8, np.zeros(4, np.int64), np.zeros(3, np.uint64), values.copy())
     with pytest.raises(ValueError):  # no room left in bucket 0
-        _kernels.scatter_tagged(keys[:2], 6, 8, 0, np.array([2], np.int64), np.zeros(3, np.uint64))
+        _kernels.scatter_rows(keys[:2], values[:2], 6, 8, np.array([2], np.int64), np.zeros(3, np.uint64),
+                              values.copy())
+    with pytest.raises(ValueError):  # positions up to 2 need two bits
+        _kernels.scatter_rows(keys, values, 7, 1, np.zeros(1, np.int64), np.zeros(3, np.uint64), values.copy())

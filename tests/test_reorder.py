@@ -252,3 +252,18 @@ def test_merge_keeps_ties_in_stream_order_across_slice_ends(seed):
     got_rows = np.concatenate([t.column("row").to_numpy() for t, _ in got])
     np.testing.assert_array_equal(got_rows, rows[np.argsort(keys, kind="stable")])
     np.testing.assert_array_equal(np.concatenate([k for _, k in got]), np.sort(keys))
+
+
+def test_in_memory_sort_of_no_rows_and_of_one(tmp_path, in_memory_sort):
+    from collections import deque
+
+    import pyarrow as pa
+
+    codec = _sort.KeyCodec((4, 5), (0, 1))
+    schema = pa.schema([("indices_0", pa.int64()), ("indices_1", pa.int64()), ("values", pa.float32())])
+    assert list(_sort.sort_in_memory(deque(), 0, codec, schema)) == []
+    one = pa.record_batch([pa.array([2.5], pa.float32())], names=["values"])
+    key = np.array([3 << 3 | 4], dtype=np.uint64)  # row (3, 4): 3 bits for dimension 1
+    [(batch, keys)] = list(_sort.sort_in_memory(deque([(one, key)]), 1, codec, schema))
+    assert batch.to_pydict() == {"indices_0": [3], "indices_1": [4], "values": [2.5]}
+    np.testing.assert_array_equal(keys, key)

@@ -10,7 +10,8 @@ unpacked from the sorted keys at the end, so only the values are gathered and sp
 
 The pieces are per-batch kernels plus a merge step: ``sorted_stream`` turns batches into
 sorted runs, ``merge_sorted`` merges key-sorted streams; a distributed engine can run the
-first per part and the second as its reduce.
+first per part and the second as its reduce.  An input whose values and keys fit in the budget
+is sorted whole instead (``sort_in_memory``): one sort, no merge.
 """
 
 from __future__ import annotations
@@ -344,7 +345,8 @@ def sorted_stream(batches: Iterable, meta: TensorMeta, order, *, budget: Budget,
     """Yield (batch, sorted keys) in key order for all rows of ``batches``: record batches, or
     with ``keyed`` the (batch, key_preparer's result) pairs of TensorSource.iter_prepared.
 
-    Memory: one run in memory at a time, then a merge reading every run in slices.
+    Memory: one run in memory at a time, then a merge reading every run in slices; or, when
+    every row's values and packed key fit in memory_rows, all of them (sort_in_memory).
     """
     from ..io import row_bytes
 
@@ -367,7 +369,7 @@ def sorted_stream(batches: Iterable, meta: TensorMeta, order, *, budget: Budget,
             if rows > limit:
                 break
         else:
-            yield from sort_in_memory(held, rows, codec, schema, budget.merge_rows)
+            yield from sort_in_memory(held, rows, codec, schema, budget.merge_rows, budget.workers)
             return
         pairs = chain(_drained(held), ((b.select([b.num_columns - 1]), k) for b, k in pairs))
     with RunStore(tmp_dir, keep_bytes(budget)) as store:
@@ -438,59 +440,75 @@ def memory_rows(budget: Budget, codec: KeyCodec, value_bytes: int) -> int:
     return min(budget.usable * 2 // 3 // (value_bytes + 16), 1 << spare)
 
 
-def sort_in_memory(held: deque, n: int, codec: KeyCodec, schema: pa.Schema, slice_rows: int | None = None
-                   ) -> Iterator[tuple[pa.RecordBatch, np.ndarray]]:
+def sort_in_memory(held: deque, n: int, codec: KeyCodec, schema: pa.Schema, slice_rows: int | None = None,
+                   workers: int = THREADS) -> Iterator[tuple[pa.RecordBatch, np.ndarray]]:
     """(batch, sorted keys) in key order for ``n`` rows held in memory: a deque of (values-only
     batch, packed keys) pairs, emptied as they are used.
 
     One sort of every row, where sorted runs would be sorted again by their merge: a counting
-    sort by the keys' top bits into buckets of BUCKET_ROWS rows or fewer (the keys tagged with
-    their positions, so ties keep input order), then slices of whole buckets sorted one after
-    another, the next on a thread while this one's values are gathered, its keys unpacked and
-    its rows handed on (to the writer thread), so the sort overlaps the writing.  Memory: the
-    values, the tagged keys and, while they are scattered, the unsorted keys (8 bytes each)."""
-    pos_bits = max(int(n - 1).bit_length(), 1)
+    sort by the keys' top bits into buckets of BUCKET_ROWS rows or fewer (the rows and their
+    values scattered by ``workers`` threads, each over its share of the batches; each key
+    tagged with where it went, so ties keep input order and a slice's values are gathered from
+    that slice alone), then slices of whole buckets sorted one after another, the next on a
+    thread while this one's values are gathered, its keys unpacked and its rows handed on (to
+    the writer thread): the sort overlaps the writing.  Memory: the rows once, scattered as the
+    batches are let go, and a slice's copies."""
+    if not n:
+        return
     slice_rows = slice_rows or SLICE_ROWS
     bucket_rows = max(1, min(BUCKET_ROWS, slice_rows // 4))
     bucket_bits = min(codec.bits, max(n // bucket_rows, 1).bit_length() - 1)
     shift = codec.bits - bucket_bits
-    counts = np.zeros(1 << bucket_bits, dtype=np.int64)
-    values = np.empty(n, dtype=schema.field(len(schema) - 1).type.to_pandas_dtype())
-    keys_held, pos = [], 0
-    while held:  # the values into one array, each batch let go once copied
-        batch, keys = held.popleft()
-        values[pos:pos + len(keys)] = batch.column(0).to_numpy(zero_copy_only=False)
-        _kernels.bucket_counts(keys, shift, counts)
-        keys_held.append(keys)
-        pos += len(keys)
-    del batch
-    ends = np.cumsum(counts)
-    nxt = ends - counts
+    pos_bits = max(int(n - 1).bit_length(), 1)
+    batches = list(held)
+    held.clear()
+    # Each worker's share: consecutive batches, so its rows follow the previous share's in every bucket.
+    ends = np.cumsum([len(k) for _, k in batches])
+    shares = np.searchsorted(ends, np.arange(1, workers) * n // workers, side="right")
+    shares = np.unique(np.concatenate([[0], shares, [len(batches)]]))
+    counts = np.zeros((len(shares) - 1, 1 << bucket_bits), dtype=np.int64)
+
+    def count(w):
+        for _, keys in batches[shares[w]:shares[w + 1]]:
+            _kernels.bucket_counts(keys, shift, counts[w])
+
+    # nxt[w, b]: where share w's next row of bucket b goes (after every earlier share's rows of b).
+    words = f"u{schema.field(len(schema) - 1).type.bit_width // 8}"
     tagged = np.empty(n, dtype=np.uint64)
-    pos = 0
-    for i, keys in enumerate(keys_held):
-        _kernels.scatter_tagged(keys, shift, pos_bits, pos, nxt, tagged)
-        pos += len(keys)
-        keys_held[i] = None
-    del keys, keys_held
-    cuts = ends[np.searchsorted(ends, np.arange(slice_rows, n, slice_rows))]
-    bounds = np.unique(np.concatenate([[0], cuts, [n]]))
-    name = schema.names[-1]
+    values = np.empty(n, dtype=schema.field(len(schema) - 1).type.to_pandas_dtype())
 
-    def sort_slice(j):
-        tagged[bounds[j]:bounds[j + 1]].sort()  # NumPy's sort lets go of the GIL
+    def scatter(w):
+        for i in range(shares[w], shares[w + 1]):
+            batch, keys = batches[i]
+            batches[i] = None  # let the batch go once its rows are placed
+            vals = np.ascontiguousarray(batch.column(0).to_numpy(zero_copy_only=False), dtype=values.dtype)
+            _kernels.scatter_rows(keys, vals.view(words), shift, pos_bits, nxt[w], tagged, values.view(words))
 
-    with ThreadPoolExecutor(1, thread_name_prefix="sptool-sort") as pool:
+    with ThreadPoolExecutor(workers, thread_name_prefix="sptool-sort") as pool:
+        _on_pool(pool, count, len(shares) - 1)
+        room = counts.cumsum(axis=0) - counts  # earlier shares' rows, bucket by bucket
+        bucket_starts = np.cumsum(counts.sum(axis=0)) - counts.sum(axis=0)
+        nxt = bucket_starts + room
+        _on_pool(pool, scatter, len(shares) - 1)
+        batches.clear()
+        bucket_ends = bucket_starts + counts.sum(axis=0)
+        cuts = bucket_ends[np.searchsorted(bucket_ends, np.arange(slice_rows, n, slice_rows))]
+        bounds = np.unique(np.concatenate([[0], cuts, [n]]))
+        name = schema.names[-1]
+        perm = np.empty(int(np.diff(bounds).max()), dtype=np.int64)
+
+        def sort_slice(j):
+            tagged[bounds[j]:bounds[j + 1]].sort()  # NumPy's sort lets go of the GIL
+
         ahead = pool.submit(sort_slice, 0)
         for j in range(len(bounds) - 1):
             ahead.result()
             if j + 2 < len(bounds):
                 ahead = pool.submit(sort_slice, j + 1)
             seg = tagged[bounds[j]:bounds[j + 1]]
-            perm = np.empty(len(seg), dtype=np.int64)
-            _kernels.untag_positions(seg, pos_bits, perm, seg)  # in place: keys replace tagged keys
-            part = pa.table([arrow_of(np.take(values, perm))], names=[name])
-            del perm
+            where = perm[:len(seg)]
+            _kernels.untag_positions(seg, pos_bits, where, seg)  # in place: keys replace tagged keys
+            part = pa.table([arrow_of(np.take(values, where))], names=[name])
             yield from codec.batches(part, seg, schema)
 
 
