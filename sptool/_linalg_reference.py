@@ -23,15 +23,17 @@ def merge_join(a, b, ia, ib, union) -> int:
     return n
 
 
-def merge_add(a, b, va, vb, fa, fb, fa_zero, fb_zero, shifts, widths, keys, out, maxes) -> int:
+def merge_add(a, b, va, vb, fa, fb, fa_zero, fb_zero, shifts, widths, keys, out, maxes, pos) -> int:
     a, b = np.asarray(a, np.uint64), np.asarray(b, np.uint64)
-    union = np.union1d(a, b)
+    i, j = int(pos[0]), int(pos[1])
+    a, b, va, vb = a[i:], b[j:], np.asarray(va)[i:], np.asarray(vb)[j:]
+    union = np.union1d(a, b)[:len(out)]
     n = len(union)
     in_a, in_b = np.isin(union, a), np.isin(union, b)
     ga = np.full(n, fa, dtype=out.dtype)
     gb = np.full(n, fb, dtype=out.dtype)
-    ga[in_a] = va
-    gb[in_b] = vb
+    ga[in_a] = va[:in_a.sum()]
+    gb[in_b] = vb[:in_b.sum()]
     with np.errstate(all="ignore"):
         s = ga + gb
     if fb_zero:
@@ -40,9 +42,10 @@ def merge_add(a, b, va, vb, fa, fb, fa_zero, fb_zero, shifts, widths, keys, out,
         s = np.where(in_a, s, gb)
     out[:n] = s
     for d, (shift, width) in enumerate(zip(shifts, widths)):
-        mask = np.uint64((1 << int(width)) - 1) if width < 64 else np.uint64(~0 & (2**64 - 1))
+        mask = np.uint64((1 << int(width)) - 1) if width < 64 else np.uint64(2**64 - 1)
         keys[d, :n] = ((union >> np.uint64(shift)) & mask).astype(np.int64)
         maxes[d] = keys[d, :n].max() if n else -1
+    pos[0], pos[1] = i + int(in_a.sum()), j + int(in_b.sum())
     return n
 
 

@@ -54,10 +54,12 @@ def test_merge_add(rng, na, nb, dtype, fills):
     fa, fb = (dt.type(f) for f in fills)
     za, zb = (f == 0 and not (isinstance(f, float) and np.signbit(f)) for f in fills)
     m = len(a) + len(b)
-    got = [np.full((3, m), -7, np.int64), np.zeros(m, dt), np.zeros(3, np.int64)]
-    want = [np.full((3, m), -9, np.int64), np.ones(m, dt), np.ones(3, np.int64)]
+    got = [np.full((3, m), -7, np.int64), np.zeros(m, dt), np.zeros(3, np.int64), np.zeros(2, np.int64)]
+    want = [np.full((3, m), -9, np.int64), np.ones(m, dt), np.ones(3, np.int64), np.zeros(2, np.int64)]
     n = _linalg.merge_add(a, b, va, vb, fa, fb, za, zb, codec.shifts, codec.widths, *got)
     assert n == _linalg_reference.merge_add(a, b, va, vb, fa, fb, za, zb, codec.shifts, codec.widths, *want)
+    np.testing.assert_array_equal(got[3], [len(a), len(b)])
+    np.testing.assert_array_equal(want[3], [len(a), len(b)])
     np.testing.assert_array_equal(got[0][:, :n], want[0][:, :n])
     np.testing.assert_array_equal(got[1][:n], want[1][:n])
     np.testing.assert_array_equal(got[2], want[2])
@@ -70,16 +72,43 @@ def test_merge_add(rng, na, nb, dtype, fills):
     np.testing.assert_array_equal(got[2], coords.max(axis=1) if n else [-1, -1, -1])
 
 
-def test_merge_add_checks_its_arrays(rng):
+@pytest.mark.parametrize("piece", [1, 7, 64])
+def test_merge_add_in_pieces(rng, piece):
+    """Pieces of at most ``piece`` rows, each resuming where the last stopped (``pos``), give the
+    reference's whole join; the maxima are each piece's own."""
+    shape = (9, 4, 6)
+    codec = KeyCodec(shape, (0, 1, 2))
+    a, b = (codec.encode(np.stack(np.unravel_index(_keys(rng, n, 216).astype(np.int64), shape))) for n in (90, 70))
+    va, vb = rng.standard_normal(len(a)), rng.standard_normal(len(b))
+    m = len(a) + len(b)
+    want = [np.empty((3, m), np.int64), np.empty(m), np.empty(3, np.int64), np.zeros(2, np.int64)]
+    n = _linalg_reference.merge_add(a, b, va, vb, 0.0, 0.0, True, True, codec.shifts, codec.widths, *want)
+    keys, vals, pos = [], [], np.zeros(2, np.int64)
+    while pos[0] < len(a) or pos[1] < len(b):
+        k, v, mx = np.empty((3, piece), np.int64), np.empty(piece), np.empty(3, np.int64)
+        t = _linalg.merge_add(a, b, va, vb, 0.0, 0.0, True, True, codec.shifts, codec.widths, k, v, mx, pos)
+        assert 0 < t <= piece
+        np.testing.assert_array_equal(mx, k[:, :t].max(axis=1))
+        keys.append(k[:, :t])
+        vals.append(v[:t])
+    np.testing.assert_array_equal(np.concatenate(keys, axis=1), want[0][:, :n])
+    np.testing.assert_array_equal(np.concatenate(vals), want[1][:n])
+
+
+def test_merge_add_checks_its_arrays():
     codec = KeyCodec((4, 4), (0, 1))
     a = np.array([1, 5], np.uint64)
     v = np.ones(2)
-    with pytest.raises(ValueError, match="too short"):
+    start = np.zeros(2, np.int64)
+    with pytest.raises(ValueError, match="fewer key rows"):
         _linalg.merge_add(a, a, v, v, 0.0, 0.0, True, True, codec.shifts, codec.widths,
-                             np.empty((2, 3), np.int64), np.empty(4), np.empty(2, np.int64))
+                          np.empty((2, 3), np.int64), np.empty(4), np.empty(2, np.int64), start)
     with pytest.raises(ValueError, match="per dimension"):
         _linalg.merge_add(a, a, v, v, 0.0, 0.0, True, True, codec.shifts, codec.widths,
-                             np.empty((3, 4), np.int64), np.empty(4), np.empty(3, np.int64))
+                          np.empty((3, 4), np.int64), np.empty(4), np.empty(3, np.int64), start)
+    with pytest.raises(ValueError, match="pos must"):
+        _linalg.merge_add(a, a, v, v, 0.0, 0.0, True, True, codec.shifts, codec.widths,
+                          np.empty((2, 4), np.int64), np.empty(4), np.empty(2, np.int64), np.array([3, 0]))
 
 
 @pytest.mark.parametrize("na,nb", [(0, 4), (40, 33), (5, 0)])
