@@ -171,9 +171,9 @@ def lean_allocators() -> None:
     ``sptool`` script before it imports pyarrow or starts a thread.
 
     Two arenas instead of one per thread.  Batch-sized blocks kept for reuse (MMAP_THRESHOLD,
-    TRIM_THRESHOLD): 4-16% less CPU on reorder, reduce, transpose and add (page faults of fresh
-    NumPy arrays), peaks within 8% at every budget of benchmarks/memory.py (benchmarks/README.md,
-    session 8); a value the user set in $GLIBC_TUNABLES is left as given.
+    TRIM_THRESHOLD): up to 16% less CPU (reorder, reduce, transpose, todense, add: the page
+    faults of fresh NumPy arrays), peaks within 10% at every budget of benchmarks/memory.py
+    (benchmarks/README.md, session 8); a value the user set in $GLIBC_TUNABLES is left as given.
 
     pyarrow's pool is left as pyarrow chooses (mimalloc).  Its system pool gives freed memory
     back sooner: peaks 13-22% lower (reorder 435 -> 380 MiB, add 373 -> 289, reduce 266 -> 220
