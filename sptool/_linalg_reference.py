@@ -23,20 +23,29 @@ def merge_join(a, b, ia, ib, union) -> int:
     return n
 
 
-def merge_add(a, b, va, vb, fa, fb, fa_zero, fb_zero, union, out) -> int:
-    n = len(a) + len(b)
-    ia, ib = np.empty(n, np.int64), np.empty(n, np.int64)
-    n = merge_join(a, b, ia, ib, union)
-    ia, ib = ia[:n], ib[:n]
-    ga = np.where(ia >= 0, np.asarray(va)[np.maximum(ia, 0)] if len(va) else fa, fa)
-    gb = np.where(ib >= 0, np.asarray(vb)[np.maximum(ib, 0)] if len(vb) else fb, fb)
+def merge_add(a, b, va, vb, fa, fb, fa_zero, fb_zero, shifts, widths, keys, out, maxes, pos) -> int:
+    a, b = np.asarray(a, np.uint64), np.asarray(b, np.uint64)
+    i, j = int(pos[0]), int(pos[1])
+    a, b, va, vb = a[i:], b[j:], np.asarray(va)[i:], np.asarray(vb)[j:]
+    union = np.union1d(a, b)[:len(out)]
+    n = len(union)
+    in_a, in_b = np.isin(union, a), np.isin(union, b)
+    ga = np.full(n, fa, dtype=out.dtype)
+    gb = np.full(n, fb, dtype=out.dtype)
+    ga[in_a] = va[:in_a.sum()]
+    gb[in_b] = vb[:in_b.sum()]
     with np.errstate(all="ignore"):
-        s = (ga + gb).astype(out.dtype)
+        s = ga + gb
     if fb_zero:
-        s = np.where(ib < 0, ga, s)
+        s = np.where(in_b, s, ga)
     if fa_zero:
-        s = np.where(ia < 0, gb, s)
+        s = np.where(in_a, s, gb)
     out[:n] = s
+    for d, (shift, width) in enumerate(zip(shifts, widths)):
+        mask = np.uint64((1 << int(width)) - 1) if width < 64 else np.uint64(2**64 - 1)
+        keys[d, :n] = ((union >> np.uint64(shift)) & mask).astype(np.int64)
+        maxes[d] = keys[d, :n].max() if n else -1
+    pos[0], pos[1] = i + int(in_a.sum()), j + int(in_b.sum())
     return n
 
 

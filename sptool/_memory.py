@@ -154,13 +154,26 @@ def budget_of(memory: str | int | Budget | None) -> Budget:
     return Budget(total, **tuning)
 
 
-# mallopt's M_ARENA_MAX (glibc malloc.h).
-_M_ARENA_MAX = -8
+# mallopt's parameters (glibc malloc.h).
+_M_TRIM_THRESHOLD, _M_MMAP_THRESHOLD, _M_ARENA_MAX = -1, -3, -8
+# Blocks below this come from the arenas' heaps, not from a fresh mmap each: a batch's arrays
+# (a 1M-row column is 8 MiB, a merge round's union 16 MiB) then reuse pages already faulted in,
+# where glibc's sliding default mapped many of them anew and the kernel zeroed every page (the
+# "page zeroing" of the issue 15 profiles).  32 MiB is the largest glibc accepts.
+MMAP_THRESHOLD = 32 << 20
+# Freed memory at the top of a heap is kept up to this much, for the next batch, instead of being
+# handed back and faulted in again.
+TRIM_THRESHOLD = 256 << 20
 
 
 def lean_allocators() -> None:
-    """Two glibc malloc arenas instead of one per thread, for a process whose peak RSS --memory
-    bounds: called by the ``sptool`` script before it imports pyarrow or starts a thread.
+    """glibc malloc set up for a process whose peak RSS --memory bounds: called by the
+    ``sptool`` script before it imports pyarrow or starts a thread.
+
+    Two arenas instead of one per thread.  Batch-sized blocks kept for reuse (MMAP_THRESHOLD,
+    TRIM_THRESHOLD): up to 16% less CPU (reorder, reduce, transpose, todense, add: the page
+    faults of fresh NumPy arrays), peaks within 10% at every budget of benchmarks/memory.py
+    (benchmarks/README.md, session 8); a value the user set in $GLIBC_TUNABLES is left as given.
 
     pyarrow's pool is left as pyarrow chooses (mimalloc).  Its system pool gives freed memory
     back sooner: peaks 13-22% lower (reorder 435 -> 380 MiB, add 373 -> 289, reduce 266 -> 220
@@ -173,9 +186,14 @@ def lean_allocators() -> None:
     try:
         import ctypes
 
-        ctypes.CDLL(None).mallopt(_M_ARENA_MAX, 2)
+        mallopt = ctypes.CDLL(None).mallopt
     except (OSError, AttributeError):  # not glibc (musl has no arenas to cap)
-        pass
+        return
+    tunables = os.environ.get("GLIBC_TUNABLES", "")
+    for param, value, tunable in ((_M_ARENA_MAX, 2, "arena_max"), (_M_MMAP_THRESHOLD, MMAP_THRESHOLD, "mmap_threshold"),
+                                  (_M_TRIM_THRESHOLD, TRIM_THRESHOLD, "trim_threshold")):
+        if f"glibc.malloc.{tunable}=" not in tunables:
+            mallopt(param, value)
 
 
 def peak_rss() -> int:

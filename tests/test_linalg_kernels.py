@@ -6,6 +6,7 @@ import numpy as np
 import pytest
 
 from sptool import _linalg, _linalg_reference
+from sptool.stream.sort import KeyCodec
 
 VALUE_TYPES = ["float64", "float32", "int64", "int32", "complex128", "complex64"]
 
@@ -34,11 +35,17 @@ def test_merge_join(rng, na, nb):
         np.testing.assert_array_equal(g[:n], w[:n])
 
 
-@pytest.mark.parametrize("na,nb", [(0, 0), (0, 4), (40, 33), (5, 0)])
-@pytest.mark.parametrize("dtype", ["int32", "float64", "complex64"])
+@pytest.mark.parametrize("na,nb", [(0, 0), (0, 4), (40, 33), (5, 0), (300, 280)])
+@pytest.mark.parametrize("dtype", VALUE_TYPES)
 @pytest.mark.parametrize("fills", [(0, 0), (1.5, 0), (0, -2), (-0.0, 3)])
 def test_merge_add(rng, na, nb, dtype, fills):
-    a, b = _keys(rng, na, 60), _keys(rng, nb, 60)
+    shape = (7, 3, 5)
+    codec = KeyCodec(shape, (0, 1, 2))
+    hi = int(np.prod(shape))
+    flat_a, flat_b = _keys(rng, na, hi), _keys(rng, nb, hi)
+    # codes of the coordinates, so that the oracle for the unpacked keys is unravel_index
+    a = codec.encode(np.stack(np.unravel_index(flat_a.astype(np.int64), shape)))
+    b = codec.encode(np.stack(np.unravel_index(flat_b.astype(np.int64), shape)))
     dt = np.dtype(dtype)
     va = (rng.standard_normal(len(a)) * 10).astype(dt)
     vb = (rng.standard_normal(len(b)) * 10).astype(dt)
@@ -46,14 +53,62 @@ def test_merge_add(rng, na, nb, dtype, fills):
         va[0] = -0.0  # a one-sided -0.0 stays -0.0 when the other fill is zero
     fa, fb = (dt.type(f) for f in fills)
     za, zb = (f == 0 and not (isinstance(f, float) and np.signbit(f)) for f in fills)
-    got = [np.zeros(len(a) + len(b), np.uint64), np.zeros(len(a) + len(b), dt)]
-    want = [np.ones(len(a) + len(b), np.uint64), np.ones(len(a) + len(b), dt)]
-    n = _linalg.merge_add(a, b, va, vb, fa, fb, za, zb, *got)
-    assert n == _linalg_reference.merge_add(a, b, va, vb, fa, fb, za, zb, *want)
-    np.testing.assert_array_equal(got[0][:n], want[0][:n])
+    m = len(a) + len(b)
+    got = [np.full((3, m), -7, np.int64), np.zeros(m, dt), np.zeros(3, np.int64), np.zeros(2, np.int64)]
+    want = [np.full((3, m), -9, np.int64), np.ones(m, dt), np.ones(3, np.int64), np.zeros(2, np.int64)]
+    n = _linalg.merge_add(a, b, va, vb, fa, fb, za, zb, codec.shifts, codec.widths, *got)
+    assert n == _linalg_reference.merge_add(a, b, va, vb, fa, fb, za, zb, codec.shifts, codec.widths, *want)
+    np.testing.assert_array_equal(got[3], [len(a), len(b)])
+    np.testing.assert_array_equal(want[3], [len(a), len(b)])
+    np.testing.assert_array_equal(got[0][:, :n], want[0][:, :n])
     np.testing.assert_array_equal(got[1][:n], want[1][:n])
+    np.testing.assert_array_equal(got[2], want[2])
     if dt.kind == "f":
         np.testing.assert_array_equal(np.signbit(got[1][:n]), np.signbit(want[1][:n]))
+    # the keys are the coordinates of the union, row-major, and the maxima theirs
+    union = np.union1d(flat_a, flat_b).astype(np.int64)
+    coords = np.stack(np.unravel_index(union, shape)) if n else np.empty((3, 0), np.int64)
+    np.testing.assert_array_equal(got[0][:, :n], coords)
+    np.testing.assert_array_equal(got[2], coords.max(axis=1) if n else [-1, -1, -1])
+
+
+@pytest.mark.parametrize("piece", [1, 7, 64])
+def test_merge_add_in_pieces(rng, piece):
+    """Pieces of at most ``piece`` rows, each resuming where the last stopped (``pos``), give the
+    reference's whole join; the maxima are each piece's own."""
+    shape = (9, 4, 6)
+    codec = KeyCodec(shape, (0, 1, 2))
+    a, b = (codec.encode(np.stack(np.unravel_index(_keys(rng, n, 216).astype(np.int64), shape))) for n in (90, 70))
+    va, vb = rng.standard_normal(len(a)), rng.standard_normal(len(b))
+    m = len(a) + len(b)
+    want = [np.empty((3, m), np.int64), np.empty(m), np.empty(3, np.int64), np.zeros(2, np.int64)]
+    n = _linalg_reference.merge_add(a, b, va, vb, 0.0, 0.0, True, True, codec.shifts, codec.widths, *want)
+    keys, vals, pos = [], [], np.zeros(2, np.int64)
+    while pos[0] < len(a) or pos[1] < len(b):
+        k, v, mx = np.empty((3, piece), np.int64), np.empty(piece), np.empty(3, np.int64)
+        t = _linalg.merge_add(a, b, va, vb, 0.0, 0.0, True, True, codec.shifts, codec.widths, k, v, mx, pos)
+        assert 0 < t <= piece
+        np.testing.assert_array_equal(mx, k[:, :t].max(axis=1))
+        keys.append(k[:, :t])
+        vals.append(v[:t])
+    np.testing.assert_array_equal(np.concatenate(keys, axis=1), want[0][:, :n])
+    np.testing.assert_array_equal(np.concatenate(vals), want[1][:n])
+
+
+def test_merge_add_checks_its_arrays():
+    codec = KeyCodec((4, 4), (0, 1))
+    a = np.array([1, 5], np.uint64)
+    v = np.ones(2)
+    start = np.zeros(2, np.int64)
+    with pytest.raises(ValueError, match="fewer key rows"):
+        _linalg.merge_add(a, a, v, v, 0.0, 0.0, True, True, codec.shifts, codec.widths,
+                          np.empty((2, 3), np.int64), np.empty(4), np.empty(2, np.int64), start)
+    with pytest.raises(ValueError, match="per dimension"):
+        _linalg.merge_add(a, a, v, v, 0.0, 0.0, True, True, codec.shifts, codec.widths,
+                          np.empty((3, 4), np.int64), np.empty(4), np.empty(3, np.int64), start)
+    with pytest.raises(ValueError, match="pos must"):
+        _linalg.merge_add(a, a, v, v, 0.0, 0.0, True, True, codec.shifts, codec.widths,
+                          np.empty((2, 4), np.int64), np.empty(4), np.empty(2, np.int64), np.array([3, 0]))
 
 
 @pytest.mark.parametrize("na,nb", [(0, 4), (40, 33), (5, 0)])
