@@ -735,6 +735,30 @@ def test_add_of_sorted_parts_reads_ranges_where_they_stand(client, tiny, tmp_pat
     assert r["parts"] > 1 and all(m.canonical and m.nnz for m in _part_metas(out))
 
 
+def test_add_of_sorted_parts_takes_its_splitters_from_the_parts_edges(client, tiny, tmp_path, rng):
+    """Operands sorted on the key, cut into uneven parts (one holding most rows, an empty one):
+    the splitters come from the parts' first keys (no sample task reads the parts), each range
+    task gets only the pieces that meet its range, and the sum is NumPy's and the single
+    machine's."""
+    a, ai, av = _unique_parts(tmp_path / "a", rng, n=5000, values="float")
+    idx = np.unique(_rows(rng, 3000), axis=0)
+    val = rng.standard_normal(len(idx))
+    cuts = [len(idx) // 10, len(idx) // 10, len(idx) // 5]  # parts of 10%, 0%, 10% and 80% of the rows
+    b = _write_parts(tmp_path / "b", np.split(idx, cuts), np.split(val, cuts))
+    out = str(tmp_path / "out") + "/"
+    with distributed.get_task_stream(client) as stream:
+        r = sptool.distributed.add(a, b, out, memory=tiny, client=client)
+    names = {t["key"].split("-")[0] for t in stream.data}
+    assert "direct_slot" in names and not names & {"sample", "partition", "pooled_splitters"}, names
+    keys, sums = _oracle_summed(np.concatenate([ai, idx]), np.concatenate([av, val]))
+    gi, gv = _read_all_k(out, 3)
+    assert np.array_equal(gi, keys) and np.array_equal(gv, sums)
+    local = str(tmp_path / "local.parquet")
+    sptool.add(a, b, local, memory=tiny)
+    assert all(np.array_equal(x, y) for x, y in zip(_read_all_k(out, 3), _read_all_k(local, 3)))
+    assert r["parts"] > 1 and all(m.canonical and m.nnz for m in _part_metas(out))
+
+
 def test_add_of_empty_sorted_operands_on_a_cluster(client, tiny, tmp_path, rng):
     empty = np.empty((0, 3), dtype=np.int64), np.empty(0)
     a = _write_parts(tmp_path / "a", [empty[0]] * 2, [empty[1]] * 2)

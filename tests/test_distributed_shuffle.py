@@ -14,7 +14,15 @@ import pytest
 import sptool
 from sptool._memory import budget_of
 from sptool.distributed.pieces import Piece
-from sptool.distributed.ranges import SortedKeyRange, SortedRange, partition_sorted, pooled_splitters, shuffled_name
+from sptool.distributed.ranges import (
+    SortedKeyRange,
+    SortedRange,
+    _meeting,
+    edge_splitters,
+    partition_sorted,
+    pooled_splitters,
+    shuffled_name,
+)
 from sptool.stream.sort import KeyCodec
 
 pytest.importorskip("distributed")
@@ -126,3 +134,38 @@ def test_seam_filter_keeps_or_drops_the_rows_of_a_value(column, keep):
     got = _where(batch, "indices_0", 4, keep)
     mask = (col == 4) if keep else (col != 4)
     assert got.column(1).to_numpy().tolist() == np.flatnonzero(mask).astype(np.float64).tolist()
+
+
+@pytest.mark.parametrize("sizes", [[100, 100, 100, 100], [5, 300, 0, 40, 40], [1000, 1, 1]])
+@pytest.mark.parametrize("ranges", [1, 2, 4, 7])
+def test_edge_splitters_begin_ranges_where_parts_begin(rng, sizes, ranges):
+    """edge_splitters (add of sorted operands: splitters from the parts' edges, no sample) against
+    NumPy: two operands cut into parts of sorted random keys; every splitter is a part's first
+    key above the lowest, increasing, and each range's rows (NumPy's count of the keys in it) are
+    within two of the widest part's rows of an equal share (the parts straddling its two ends);
+    the pieces each range reads (_meeting) hold every key of the range."""
+    keyed, keys_all = [], []
+    for _ in range(2):
+        keys = np.sort(rng.choice(10**6, sum(sizes), replace=False).astype(np.uint64))
+        cuts = np.cumsum(sizes)[:-1]
+        parts = [(f"p{len(keys_all)}-{i}", k[0], k[-1], len(k)) for i, k in enumerate(np.split(keys, cuts)) if len(k)]
+        keyed.append(parts)
+        keys_all.append(keys)
+    both = np.sort(np.concatenate(keys_all))
+    got = edge_splitters(keyed, ranges)
+    begins = {a for operand in keyed for _, a, _, _ in operand}
+    assert set(got.tolist()) <= begins and np.all(np.diff(got.astype(np.int64)) > 0)
+    assert len(got) <= ranges - 1 and (not len(got) or got[0] > both[0])
+    bounds = [None, *got, None]
+    widest = max(n for operand in keyed for *_, n in operand)
+    for r in range(len(got) + 1):
+        lo, hi = bounds[r], bounds[r + 1]
+        held = np.count_nonzero((both >= (lo if lo is not None else 0)) & (both < hi if hi is not None else True))
+        assert abs(held - len(both) / (len(got) + 1)) <= 2 * widest
+        for operand, keys in zip(keyed, keys_all):
+            pieces = [Piece(path, None, n) for path, _, _, n in operand]
+            met = {p.path for p in _meeting(pieces, operand, lo, hi)}
+            inside = [path for path, a, z, _ in operand
+                      if np.any((keys >= (lo if lo is not None else 0)) & (keys < hi if hi is not None else True) &
+                                (keys >= a) & (keys <= z))]
+            assert set(inside) <= met
