@@ -785,7 +785,7 @@ def test_float_reduce_of_sorted_parts_is_bitwise_one_machines(client, tiny, tmp_
     assert np.array_equal(di, li) and np.array_equal(dv.view(np.int64), lv.view(np.int64))
     want_keys, want = _oracle_reduced(idx, val, [1], False, np.add)
     assert np.array_equal(di, want_keys) and np.allclose(dv, want, rtol=1e-9, atol=1e-9)
-    assert r["rows_in"] == len(idx) and r["rows_out"] == len(want_keys) and r["parts"] == 6  # a part per piece
+    assert r["rows_in"] == len(idx) and r["rows_out"] == len(want_keys) and r["parts"] == 2  # a task per worker
 
 
 def _seam_layout_parts(tmp_path, rng, layout):

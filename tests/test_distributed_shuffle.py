@@ -169,3 +169,34 @@ def test_edge_splitters_begin_ranges_where_parts_begin(rng, sizes, ranges):
                       if np.any((keys >= (lo if lo is not None else 0)) & (keys < hi if hi is not None else True) &
                                 (keys >= a) & (keys <= z))]
             assert set(inside) <= met
+
+
+@pytest.mark.parametrize("cuts", [[300, 301, 600], [0, 450, 450, 900], [100, 200, 300, 400, 500, 600, 700, 800]])
+def test_grouped_seam_tasks_read_every_row_once_in_order(tmp_path, rng, cuts):
+    """seamed.grouped (a reduce task per worker over several pieces) against NumPy: parts of a
+    tensor sorted on dimension 0, cut anywhere (inside a value's rows, empty parts); for any
+    number of tasks, the tasks' sources (SeamedPiece) read, one after another, every row once
+    in input order, and each value of dimension 0 whole in one task."""
+    from sptool.distributed.pieces import pieces_of
+    from sptool.distributed.seamed import SeamedPiece, grouped, piece_edges, seam_plan
+
+    idx = np.unique(np.stack([rng.integers(0, s // (8 if d == 0 else 1), 1000) for d, s in enumerate(SHAPE)],
+                             axis=1), axis=0)
+    val = rng.standard_normal(len(idx))
+    os.makedirs(tmp_path / "in")
+    for i, (pi, pv) in enumerate(zip(np.split(idx, cuts), np.split(val, cuts))):
+        sptool.write(sptool.SparseTensor(pi.reshape(-1, 3), pv, SHAPE), str(tmp_path / "in" / f"part-{i:06d}.parquet"))
+    path = str(tmp_path / "in") + "/"
+    pieces = pieces_of(path, 2)
+    src = sptool.open(path)
+    edges = piece_edges(src, pieces, 0)
+    plan = seam_plan(pieces, edges)
+    for tasks in range(1, len(plan) + 2):
+        joined, rows = grouped(plan, [1] * len(plan), tasks)
+        assert len(joined) <= tasks and sum(rows) == len(plan)
+        read = [np.concatenate([np.stack([b.column(d).to_numpy() for d in range(3)], axis=1)
+                                for b in SeamedPiece(spans, 0, src.meta).iter_batches()] or [np.empty((0, 3))])
+                for spans in joined]
+        assert np.array_equal(np.concatenate(read), idx), tasks
+        values = [set(r[:, 0].tolist()) for r in read]
+        assert all(not (a & b) for i, a in enumerate(values) for b in values[i + 1:]), tasks
