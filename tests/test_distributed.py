@@ -428,6 +428,25 @@ def test_readme_cluster_example(client, tmp_path):
     assert np.array_equal(got.indices, keys) and np.allclose(got.values, sums, rtol=1e-12, atol=0)
 
 
+def _loaded(modules):
+    return [m in sys.modules for m in modules]
+
+
+def test_local_cluster_workers_preload_what_tasks_import():
+    """The workers of --scheduler local:N run sptool's preload (dask_setup, as `dask worker
+    --preload sptool.distributed.cluster` does) before any task: sptool's task modules, and
+    pandas (which pyarrow's to_numpy would otherwise import in a worker's first task), are in
+    each worker's sys.modules when it starts."""
+    import importlib.util
+
+    from sptool.distributed.cluster import PRELOAD
+
+    want = [m for m in PRELOAD if importlib.util.find_spec(m.split(".")[0]) is not None]
+    assert "pandas" in want or importlib.util.find_spec("pandas") is None
+    with sptool.distributed.connect("local:1") as c:
+        assert list(c.run(_loaded, want).values()) == [[True] * len(want)]
+
+
 # -- Dask stays out unless asked for ---------------------------------------------------------------
 
 NO_DASK = """
