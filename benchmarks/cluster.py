@@ -21,9 +21,10 @@ WORKERS = 2
 _clusters: dict = {}
 
 
-# What each cluster's workers import before timing (a cluster in use has its libraries loaded).
-WARM = {"sptool": ["sptool.distributed.reorder", "sptool.distributed.reduce", "sptool.distributed.add"],
-        "dask": ["dask.dataframe", "pandas", "pyarrow.parquet"]}
+# What each cluster's workers import before timing (a cluster in use has its libraries loaded):
+# sptool's workers what its preload imports (sptool.distributed.cluster.PRELOAD: its task modules
+# and pandas, as dask's workers here), dask's the dataframe stack.
+WARM = {"sptool": ["sptool.distributed.cluster"], "dask": ["dask.dataframe", "pandas", "pyarrow.parquet"]}
 
 
 def scheduler(name: str, workers: int = WORKERS) -> str:
@@ -42,6 +43,8 @@ def scheduler(name: str, workers: int = WORKERS) -> str:
         with distributed.Client(cluster) as client:
             for module in WARM[name.split("-")[0]]:
                 client.run(importlib.import_module, module)
+            if name.startswith("sptool"):  # as `dask worker --preload sptool.distributed.cluster` does
+                client.run(lambda: importlib.import_module("sptool.distributed.cluster").dask_setup())
     return _clusters[name].scheduler_address
 
 

@@ -428,6 +428,25 @@ def test_readme_cluster_example(client, tmp_path):
     assert np.array_equal(got.indices, keys) and np.allclose(got.values, sums, rtol=1e-12, atol=0)
 
 
+def _loaded(modules):
+    return [m in sys.modules for m in modules]
+
+
+def test_local_cluster_workers_preload_what_tasks_import():
+    """The workers of --scheduler local:N run sptool's preload (dask_setup, as `dask worker
+    --preload sptool.distributed.cluster` does) before any task: sptool's task modules, and
+    pandas (which pyarrow's to_numpy would otherwise import in a worker's first task), are in
+    each worker's sys.modules when it starts."""
+    import importlib.util
+
+    from sptool.distributed.cluster import PRELOAD
+
+    want = [m for m in PRELOAD if importlib.util.find_spec(m.split(".")[0]) is not None]
+    assert "pandas" in want or importlib.util.find_spec("pandas") is None
+    with sptool.distributed.connect("local:1") as c:
+        assert list(c.run(_loaded, want).values()) == [[True] * len(want)]
+
+
 # -- Dask stays out unless asked for ---------------------------------------------------------------
 
 NO_DASK = """
@@ -735,6 +754,30 @@ def test_add_of_sorted_parts_reads_ranges_where_they_stand(client, tiny, tmp_pat
     assert r["parts"] > 1 and all(m.canonical and m.nnz for m in _part_metas(out))
 
 
+def test_add_of_sorted_parts_takes_its_splitters_from_the_parts_edges(client, tiny, tmp_path, rng):
+    """Operands sorted on the key, cut into uneven parts (one holding most rows, an empty one):
+    the splitters come from the parts' first keys (no sample task reads the parts), each range
+    task gets only the pieces that meet its range, and the sum is NumPy's and the single
+    machine's."""
+    a, ai, av = _unique_parts(tmp_path / "a", rng, n=5000, values="float")
+    idx = np.unique(_rows(rng, 3000), axis=0)
+    val = rng.standard_normal(len(idx))
+    cuts = [len(idx) // 10, len(idx) // 10, len(idx) // 5]  # parts of 10%, 0%, 10% and 80% of the rows
+    b = _write_parts(tmp_path / "b", np.split(idx, cuts), np.split(val, cuts))
+    out = str(tmp_path / "out") + "/"
+    with distributed.get_task_stream(client) as stream:
+        r = sptool.distributed.add(a, b, out, memory=tiny, client=client)
+    names = {t["key"].split("-")[0] for t in stream.data}
+    assert "direct_slot" in names and not names & {"sample", "partition", "pooled_splitters"}, names
+    keys, sums = _oracle_summed(np.concatenate([ai, idx]), np.concatenate([av, val]))
+    gi, gv = _read_all_k(out, 3)
+    assert np.array_equal(gi, keys) and np.array_equal(gv, sums)
+    local = str(tmp_path / "local.parquet")
+    sptool.add(a, b, local, memory=tiny)
+    assert all(np.array_equal(x, y) for x, y in zip(_read_all_k(out, 3), _read_all_k(local, 3)))
+    assert r["parts"] > 1 and all(m.canonical and m.nnz for m in _part_metas(out))
+
+
 def test_add_of_empty_sorted_operands_on_a_cluster(client, tiny, tmp_path, rng):
     empty = np.empty((0, 3), dtype=np.int64), np.empty(0)
     a = _write_parts(tmp_path / "a", [empty[0]] * 2, [empty[1]] * 2)
@@ -761,7 +804,7 @@ def test_float_reduce_of_sorted_parts_is_bitwise_one_machines(client, tiny, tmp_
     assert np.array_equal(di, li) and np.array_equal(dv.view(np.int64), lv.view(np.int64))
     want_keys, want = _oracle_reduced(idx, val, [1], False, np.add)
     assert np.array_equal(di, want_keys) and np.allclose(dv, want, rtol=1e-9, atol=1e-9)
-    assert r["rows_in"] == len(idx) and r["rows_out"] == len(want_keys) and r["parts"] == 6  # a part per piece
+    assert r["rows_in"] == len(idx) and r["rows_out"] == len(want_keys) and r["parts"] == 2  # a task per worker
 
 
 def _seam_layout_parts(tmp_path, rng, layout):

@@ -14,7 +14,15 @@ import pytest
 import sptool
 from sptool._memory import budget_of
 from sptool.distributed.pieces import Piece
-from sptool.distributed.ranges import SortedKeyRange, SortedRange, partition_sorted, pooled_splitters, shuffled_name
+from sptool.distributed.ranges import (
+    SortedKeyRange,
+    SortedRange,
+    _meeting,
+    edge_splitters,
+    partition_sorted,
+    pooled_splitters,
+    shuffled_name,
+)
 from sptool.stream.sort import KeyCodec
 
 pytest.importorskip("distributed")
@@ -126,3 +134,69 @@ def test_seam_filter_keeps_or_drops_the_rows_of_a_value(column, keep):
     got = _where(batch, "indices_0", 4, keep)
     mask = (col == 4) if keep else (col != 4)
     assert got.column(1).to_numpy().tolist() == np.flatnonzero(mask).astype(np.float64).tolist()
+
+
+@pytest.mark.parametrize("sizes", [[100, 100, 100, 100], [5, 300, 0, 40, 40], [1000, 1, 1]])
+@pytest.mark.parametrize("ranges", [1, 2, 4, 7])
+def test_edge_splitters_begin_ranges_where_parts_begin(rng, sizes, ranges):
+    """edge_splitters (add of sorted operands: splitters from the parts' edges, no sample) against
+    NumPy: two operands cut into parts of sorted random keys; every splitter is a part's first
+    key above the lowest, increasing, and each range's rows (NumPy's count of the keys in it) are
+    within two of the widest part's rows of an equal share (the parts straddling its two ends);
+    the pieces each range reads (_meeting) hold every key of the range."""
+    keyed, keys_all = [], []
+    for _ in range(2):
+        keys = np.sort(rng.choice(10**6, sum(sizes), replace=False).astype(np.uint64))
+        cuts = np.cumsum(sizes)[:-1]
+        parts = [(f"p{len(keys_all)}-{i}", k[0], k[-1], len(k)) for i, k in enumerate(np.split(keys, cuts)) if len(k)]
+        keyed.append(parts)
+        keys_all.append(keys)
+    both = np.sort(np.concatenate(keys_all))
+    got = edge_splitters(keyed, ranges)
+    begins = {a for operand in keyed for _, a, _, _ in operand}
+    assert set(got.tolist()) <= begins and np.all(np.diff(got.astype(np.int64)) > 0)
+    assert len(got) <= ranges - 1 and (not len(got) or got[0] > both[0])
+    bounds = [None, *got, None]
+    widest = max(n for operand in keyed for *_, n in operand)
+    for r in range(len(got) + 1):
+        lo, hi = bounds[r], bounds[r + 1]
+        held = np.count_nonzero((both >= (lo if lo is not None else 0)) & (both < hi if hi is not None else True))
+        assert abs(held - len(both) / (len(got) + 1)) <= 2 * widest
+        for operand, keys in zip(keyed, keys_all):
+            pieces = [Piece(path, None, n) for path, _, _, n in operand]
+            met = {p.path for p in _meeting(pieces, operand, lo, hi)}
+            inside = [path for path, a, z, _ in operand
+                      if np.any((keys >= (lo if lo is not None else 0)) & (keys < hi if hi is not None else True) &
+                                (keys >= a) & (keys <= z))]
+            assert set(inside) <= met
+
+
+@pytest.mark.parametrize("cuts", [[300, 301, 600], [0, 450, 450, 900], [100, 200, 300, 400, 500, 600, 700, 800]])
+def test_grouped_seam_tasks_read_every_row_once_in_order(tmp_path, rng, cuts):
+    """seamed.grouped (a reduce task per worker over several pieces) against NumPy: parts of a
+    tensor sorted on dimension 0, cut anywhere (inside a value's rows, empty parts); for any
+    number of tasks, the tasks' sources (SeamedPiece) read, one after another, every row once
+    in input order, and each value of dimension 0 whole in one task."""
+    from sptool.distributed.pieces import pieces_of
+    from sptool.distributed.seamed import SeamedPiece, grouped, piece_edges, seam_plan
+
+    idx = np.unique(np.stack([rng.integers(0, s // (8 if d == 0 else 1), 1000) for d, s in enumerate(SHAPE)],
+                             axis=1), axis=0)
+    val = rng.standard_normal(len(idx))
+    os.makedirs(tmp_path / "in")
+    for i, (pi, pv) in enumerate(zip(np.split(idx, cuts), np.split(val, cuts))):
+        sptool.write(sptool.SparseTensor(pi.reshape(-1, 3), pv, SHAPE), str(tmp_path / "in" / f"part-{i:06d}.parquet"))
+    path = str(tmp_path / "in") + "/"
+    pieces = pieces_of(path, 2)
+    src = sptool.open(path)
+    edges = piece_edges(src, pieces, 0)
+    plan = seam_plan(pieces, edges)
+    for tasks in range(1, len(plan) + 2):
+        joined, rows = grouped(plan, [1] * len(plan), tasks)
+        assert len(joined) <= tasks and sum(rows) == len(plan)
+        read = [np.concatenate([np.stack([b.column(d).to_numpy() for d in range(3)], axis=1)
+                                for b in SeamedPiece(spans, 0, src.meta).iter_batches()] or [np.empty((0, 3))])
+                for spans in joined]
+        assert np.array_equal(np.concatenate(read), idx), tasks
+        values = [set(r[:, 0].tolist()) for r in read]
+        assert all(not (a & b) for i, a in enumerate(values) for b in values[i + 1:]), tasks

@@ -15,6 +15,13 @@ import re
 from ..errors import UsageError
 
 ENV_VAR = "SPTOOL_SCHEDULER"
+# What a worker imports before its first task, given ``dask worker --preload sptool.distributed.cluster``
+# (and in the workers of local:N): sptool's task modules, and pandas, which pyarrow's to_numpy
+# imports on its first call whenever pandas is installed (0.25-0.3 CPU s in a worker's first
+# task, measured; the command line keeps it out of its own process, but a worker may run other
+# people's tasks, which may want it).
+PRELOAD = ["sptool.distributed.ranges", "sptool.distributed.seamed", "sptool.distributed.reduce",
+           "sptool.distributed.add", "sptool.distributed.reorder", "pandas"]
 INSTALL_HINT = 'install the optional Dask support with: pip install "sptool[dask]"'
 _LOCAL = re.compile(r"^local:(\d+)$")
 
@@ -58,10 +65,22 @@ def connect(spec: str):
         raise UsageError("--scheduler local:N needs N >= 1 worker processes")
     # One thread per worker: sptool's kernels use their own threads within a task's --memory.
     cluster = distributed.LocalCluster(n_workers=workers, threads_per_worker=1, processes=True,
-                                       dashboard_address=":0",
+                                       dashboard_address=":0", preload=[__name__],
                                        silence_logs=logging.ERROR)
     with cluster, distributed.Client(cluster) as client:
         yield client
+
+
+def dask_setup(worker=None) -> None:
+    """Dask's preload hook (``--preload sptool.distributed.cluster``): PRELOAD imported as the
+    worker starts, not in the first job's tasks."""
+    import importlib
+
+    for module in PRELOAD:
+        try:
+            importlib.import_module(module)
+        except ImportError:  # pandas is no dependency of sptool
+            pass
 
 
 def dashboard_link(client) -> str | None:

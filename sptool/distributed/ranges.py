@@ -54,6 +54,7 @@ from pyarrow import ipc
 from .._memory import Budget, budget_of, peak_rss
 from ..errors import ShapeMismatch
 from ..format import TensorMeta
+from ..format import dataset_claims as claims_of
 from ..io import TensorSource, check_inputs, open_sink, open_source, row_bytes, sibling_name
 from ..stream.bounds import checked
 from ..stream.sort import KeyCodec, merge_rows, merge_sorted, run_rows, sort_run
@@ -61,7 +62,7 @@ from .cluster import worker_count
 from .partdir import PartDirectory, check_output
 from .pieces import KeyRangeSource, Piece, PieceSource, ShuffledSource, pieces_of, refuse_stdin, shared_copy
 from .progress import Outcome, follow, settle
-from .seams import dataset_claims
+from .seams import edge_keys
 
 # Sampled keys per output range: enough that ranges come out within a few per cent of even
 # (256 left the largest of 8 ranges of 20M rows 8-12% above the mean).
@@ -384,6 +385,72 @@ def _listing(directory: str) -> list[str]:
 
 # -- the driver ------------------------------------------------------------------------------
 
+def part_edges(client, sources: list) -> list:
+    """The (first, last) coordinates of every part of each of ``sources`` (seams.edge_keys tasks,
+    one round for all operands), or None for a source whose parts' claims decide its whole
+    alone (one part, or no sort order common to its parts: format.dataset_claims)."""
+    asks = []
+    for src in sources:
+        metas = [p.meta for p in src.parts]
+        seamed = len(metas) > 1 and metas[0].sort_order and all(m.sort_order == metas[0].sort_order for m in metas)
+        asks.append([client.submit(edge_keys, p.path, metas[0].sparse_ndim, pure=False) for p in src.parts]
+                    if seamed else None)
+    done = iter(follow(client, [f for a in asks if a for f in a], Outcome()))
+    return [None if a is None else [(first, last) for first, last, _ in (next(done) for _ in a)] for a in asks]
+
+
+def part_keys(operands: list, edges: list, order) -> list | None:
+    """For operands sorted on the key ``order`` and the (first, last) coordinates of their parts
+    (``edges``: a dict part path -> edges per operand), each operand's parts as (path, first key,
+    last key, rows), empty parts left out; None when an operand's edges are unknown, an edge lies
+    outside the shape (left to the range tasks to refuse) or the keys do not pack into 64 bits."""
+    if not edges or any(e is None for e in edges):
+        return None
+    codec = _codec(operands[0][1], order)
+    if not codec.packed:
+        return None
+    keyed = []
+    for (pieces, meta), found in zip(operands, edges):
+        rows: dict[str, int] = {}
+        for p in pieces:
+            rows[p.path] = rows.get(p.path, 0) + p.rows
+        parts = []
+        for path, (first, last) in found.items():
+            if first is None:
+                continue
+            coords = np.array([first, last], dtype=np.int64).T
+            if np.any(coords < 0) or np.any(coords >= np.asarray(meta.shape[:meta.sparse_ndim])[:, None]):
+                return None
+            a, z = codec.encode(coords)
+            parts.append((path, a, z, rows.get(path, 0)))
+        keyed.append(parts)
+    return keyed
+
+
+def edge_splitters(keyed: list, ranges: int) -> np.ndarray:
+    """Splitters for operands sorted on the key, from their parts' first keys (part_keys), with no
+    sample read: up to ranges - 1 of the parts' beginnings, each the one nearest to an equal share
+    of the rows below it (a part straddling a beginning counted half below it).  A range then
+    begins where a part does, so that part's task reads it from its first row group, not a
+    neighbour's too."""
+    parts = [p for operand in keyed for p in operand]
+    begins = np.unique(np.array([a for _, a, _, _ in parts], dtype=np.uint64))[1:]  # above the lowest key
+    total = sum(n for *_, n in parts)
+    if ranges <= 1 or not len(begins) or not total:
+        return begins[:0]
+    below = np.zeros(len(begins))
+    for _, a, z, n in parts:
+        below += np.where(z < begins, n, np.where(a < begins, n / 2, 0))
+    shares = np.arange(1, ranges) * total / ranges
+    return np.unique(begins[np.abs(below[None, :] - shares[:, None]).argmin(axis=1)])
+
+
+def _meeting(pieces: list[Piece], parts: list, lo, hi) -> list[Piece]:
+    """The pieces whose part's keys (part_keys) meet [lo, hi) (None: unbounded)."""
+    held = {path for path, a, z, _ in parts if (hi is None or a < hi) and (lo is None or z >= lo)}
+    return [p for p in pieces if p.path in held]
+
+
 def splitters_of(samples: list[np.ndarray], ranges: int) -> np.ndarray:
     """Up to ranges - 1 increasing, distinct splitters at the quantiles of the pooled sample."""
     pooled = np.sort(np.concatenate(samples)) if samples else np.empty(0, dtype=np.uint64)
@@ -394,14 +461,18 @@ def splitters_of(samples: list[np.ndarray], ranges: int) -> np.ndarray:
 
 
 def range_map(client, operands: list[tuple[list[Piece], TensorMeta]], order, fn, out: PartDirectory, *,
-              ranges: int, budget: Budget, progress=None, task=range_task, sort: bool = False) -> Outcome:
+              ranges: int, budget: Budget, progress=None, task=range_task, sort: bool = False,
+              edges: list | None = None) -> Outcome:
     """Shuffle the rows of every operand (its pieces, in order, and its metadata, whose
     sort_order and unique claims must hold for the pieces concatenated) into key ranges of the
     dimensions ``order``, and write part i of ``out`` as ``fn(*range i of each operand, path)``
     (run by ``task``, which returns range_task's triple); empty ranges make no part, and an
     empty input one part of empty operands.  ``sort``: ``order`` is a full dimension order and
     ``fn`` wants its ranges sorted in it (stably): the pieces are sorted as they are partitioned
-    and each range merged from their runs (partition_sorted, SortedRange)."""
+    and each range merged from their runs (partition_sorted, SortedRange).  ``edges``: each
+    operand's parts' (first, last) coordinates where known (part_edges, a dict by part path); for
+    operands sorted on the key they give the splitters (edge_splitters) and each range task only
+    the pieces that meet its range."""
     order = tuple(order)
     # The key's extents must agree (the other dimensions are the op's business: concat's differ).
     shape = [operands[0][1].shape[d] for d in order]
@@ -417,8 +488,11 @@ def range_map(client, operands: list[tuple[list[Piece], TensorMeta]], order, fn,
     # The whole graph at once (see the module docstring): nothing comes back to the client
     # between rounds.
     sort = sort and not direct
+    keyed = part_keys(operands, edges, order) if direct else None
     counts = []
-    if sort:  # the partition tasks sort each piece and sample it; the splitters come after them
+    if keyed is not None:  # the splitters from the parts' edges, here: no sample round
+        samples, splitters = [], edge_splitters(keyed, ranges)
+    elif sort:  # the partition tasks sort each piece and sample it; the splitters come after them
         counts = [[client.submit(partition_sorted, p, i, order, root, count, budget, pure=False)
                    for i, p in enumerate(op_pieces)] for (op_pieces, _), root in zip(operands, roots)]
         samples = []
@@ -431,7 +505,12 @@ def range_map(client, operands: list[tuple[list[Piece], TensorMeta]], order, fn,
             counts.append([client.submit(partition, p, i, splitters, order, root, budget, pure=False)
                            for i, p in enumerate(op_pieces)])
     metas = [meta for _, meta in operands]
-    if direct:
+    if keyed is not None:
+        bounds = [None, *splitters, None]
+        slots = [client.submit(direct_slot, task, fn, r, metas,
+                               [_meeting(p, k, bounds[r], bounds[r + 1]) for (p, _), k in zip(operands, keyed)], order,
+                               splitters, out.part(r), pure=False) for r in range(len(splitters) + 1)]
+    elif direct:
         slots = [client.submit(direct_slot, task, fn, r, metas, [p for p, _ in operands], order, splitters,
                                out.part(r), pure=False) for r in range(max(ranges, 1))]
     elif sort:
@@ -440,7 +519,8 @@ def range_map(client, operands: list[tuple[list[Piece], TensorMeta]], order, fn,
     else:
         slots = [client.submit(range_slot, task, fn, r, metas, roots, counts, out.part(r), pure=False)
                  for r in range(max(ranges, 1))]
-    everything = [*samples, splitters, *(f for operand in counts for f in operand), *slots]
+    everything = [*samples, *([] if keyed is not None else [splitters]), *(f for operand in counts for f in operand),
+                  *slots]
     try:
         follow(client, samples, outcome)
         if progress:
@@ -502,15 +582,22 @@ def on_ranges(client, fn, paths: list[str], output: str, *, order, memory=None, 
     workers = worker_count(client)
     budget = budget_of(memory)
     with PartDirectory(output) as out:
-        operands = []
-        for j, path in enumerate(paths):
-            path = shared_copy(path, os.path.join(out.scratch("inputs"), f"operand-{j}.parquet"), budget)
+        paths = [shared_copy(path, os.path.join(out.scratch("inputs"), f"operand-{j}.parquet"), budget)
+                 for j, path in enumerate(paths)]
+        sources = []
+        for path in paths:
             with open_source(path) as src:
-                sort_order, unique = dataset_claims(client, src) if claims else ((), False)
-                if not unique:  # duplicates are combined in a path-dependent way (float sums): sort as one machine
-                    sort_order = ()
-                operands.append((pieces_of(path, workers), src.meta.with_(sort_order=sort_order, unique=unique)))
+                sources.append(src)  # its parts' paths and metadata, for after the files are closed
+        edges = part_edges(client, sources) if claims else [None] * len(sources)
+        operands = []
+        for path, src, found in zip(paths, sources, edges):
+            sort_order, unique = claims_of([p.meta for p in src.parts], found or []) if claims else ((), False)
+            if not unique:  # duplicates are combined in a path-dependent way (float sums): sort as one machine
+                sort_order = ()
+            operands.append((pieces_of(path, workers), src.meta.with_(sort_order=sort_order, unique=unique)))
+        edges = [None if found is None else dict(zip((p.path for p in src.parts), found))
+                 for src, found in zip(sources, edges)]
         count = ranges or max(max(len(p) for p, _ in operands), workers)
         outcome = range_map(client, operands, order, fn, out, ranges=count, budget=budget, progress=progress,
-                            sort=sort)
+                            sort=sort, edges=edges)
     return {**outcome.summary(), "output": output}

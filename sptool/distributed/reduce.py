@@ -112,13 +112,16 @@ def reduce_seamed(path: str, kept, output: str, *, client, fn, progress=None) ->
         if src.kind != "dir" or len(leading) != 1 or leading & set(kept) != leading:
             return None
         dim = leading.pop()
-        pieces = pieces_of(path, worker_count(client))
+        workers = worker_count(client)
+        pieces = pieces_of(path, workers)
         edges = piece_edges(src, pieces, dim)
         meta = src.meta
     if edges is None:
         return None
     with PartDirectory(output) as out:
-        outcome = by_seams(client, pieces, edges, dim, meta, fn, out, progress=progress)
+        # A task per worker (one streaming pass over its pieces each, on the task's own
+        # decoding threads): 8 tasks of a 20M-entry reduce on 2 workers cost ~0.1 CPU s more.
+        outcome = by_seams(client, pieces, edges, dim, meta, fn, out, progress=progress, tasks=workers)
     r = {**outcome.summary(), "output": output, "strategy": "seams"}
     del r["results"]
     return r

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import os
 
+import numpy as np
 import pyarrow as pa
 
 from .._memory import peak_rss
@@ -136,6 +137,36 @@ def seam_plan(pieces: list[Piece], edges: list) -> list[list[tuple[Piece, int | 
     return tasks
 
 
+def grouped(plan: list, rows: list[int], tasks: int) -> tuple[list, list[int]]:
+    """The consecutive tasks of ``plan`` (seam_plan's, ``rows`` each) joined into at most
+    ``tasks`` of about equal rows, and their rows: a task per worker holding several pieces
+    reads them with its own decoding threads, and pays a task's fixed costs (its output part,
+    the round trip) once, not per piece.  Where a task's last span (a piece's rows of a seam's
+    value) meets the next task's first (the same piece's other rows), the piece is read whole
+    instead: the value's rows are where it begins, so that is the same rows in the same order."""
+    total = sum(rows)
+    if tasks >= len(plan) or not total:
+        return plan, rows
+    mids = np.cumsum(rows) - np.asarray(rows) / 2
+    groups = np.minimum((mids * tasks / total).astype(int), tasks - 1)  # non-decreasing
+    joined, counts = [], []
+    for k, (spans, n) in enumerate(zip(plan, rows)):
+        if k and groups[k] == groups[k - 1]:
+            joined[-1] = _whole_where_they_meet(joined[-1], spans)
+            counts[-1] += n
+        else:
+            joined.append(list(spans))
+            counts.append(n)
+    return joined, counts
+
+
+def _whole_where_they_meet(spans: list, after: list) -> list:
+    (piece, value, keep), (other, other_value, other_keep) = spans[-1], after[0]
+    if other == piece and value is not None and other_value == value and keep and not other_keep:
+        return [*spans[:-1], (piece, None, True), *after[1:]]
+    return [*spans, *after]
+
+
 def seamed_task(fn, spans: list, dim: int, meta, output: str) -> tuple:
     """``fn`` on one task's spans, into ``output``: (what fn returned, the part's metadata, the
     worker's peak memory)."""
@@ -145,9 +176,10 @@ def seamed_task(fn, spans: list, dim: int, meta, output: str) -> tuple:
 
 
 def by_seams(client, pieces: list[Piece], edges: list, dim: int, meta, fn, out: PartDirectory, *,
-             progress=None) -> Outcome:
+             progress=None, tasks: int | None = None) -> Outcome:
     """``fn(source, part path)`` over ``pieces`` (``edges`` from piece_edges) as the module
-    docstring says, into ``out``: the Outcome.  Every source ``fn`` gets claims what the
+    docstring says, into ``out``, in at most ``tasks`` tasks of consecutive pieces (grouped;
+    None: a task per piece): the Outcome.  Every source ``fn`` gets claims what the
     directory does as one machine opens it (``meta``, no order across parts), so the op takes
     the path it takes on one machine: a reduction, for one, sums each coordinate's rows one
     after another in that path, wherever its batches begin."""
@@ -155,10 +187,12 @@ def by_seams(client, pieces: list[Piece], edges: list, dim: int, meta, fn, out: 
     if progress:
         progress.set_total(outcome.rows_in)
     plan = seam_plan(pieces, edges) or [[(pieces[0], None, True)]]  # an empty input: one empty part
-    futures = [client.submit(seamed_task, fn, spans, dim, meta, out.part(k), pure=False)
-               for k, spans in enumerate(plan)]
     own = {id(spans[0][0]) for spans in plan}  # progress: a piece's rows to the task that reads its first row
     rows = [sum(p.rows for k, (p, _, _) in enumerate(spans) if not k or id(p) not in own) for spans in plan]
+    if tasks is not None:
+        plan, rows = grouped(plan, rows, tasks)
+    futures = [client.submit(seamed_task, fn, spans, dim, meta, out.part(k), pure=False)
+               for k, spans in enumerate(plan)]
     done = follow(client, futures, outcome, progress=progress, rows=rows)
     # Parts without rows (a piece whose rows all went to an earlier task) are left out, the rest
     # renumbered in order.
