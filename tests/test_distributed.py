@@ -6,7 +6,6 @@ entry and in order; the metadata compared is what the formats define for a direc
 from __future__ import annotations
 
 import json
-import logging
 import os
 import re
 import signal
@@ -35,12 +34,10 @@ TINY = {"SPTOOL_BATCH_ROWS": "97", "SPTOOL_RUN_ROWS": "211", "SPTOOL_MERGE_ROWS"
         "SPTOOL_KEEP_BYTES": "0", "SPTOOL_FAN_IN": "3"}
 
 
-@pytest.fixture(scope="module")
-def client():
-    cluster = distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=":0",
-                                       silence_logs=logging.ERROR)
-    with cluster, distributed.Client(cluster) as c:
-        yield c
+@pytest.fixture
+def client(cluster_client):
+    """The session's cluster (conftest.py), shared by every cluster test module."""
+    return cluster_client
 
 
 @pytest.fixture
@@ -836,12 +833,14 @@ def test_reduce_over_the_sorted_dimension_is_not_seamed(client, tiny, tmp_path, 
     assert np.array_equal(di, want_keys) and np.allclose(dv, want, rtol=1e-9, atol=1e-9)
 
 
-def test_cli_validate_and_info_on_a_local_cluster_in_a_terminal(tmp_path, rng):
-    """validate and info with --scheduler local:2 under a pseudo-terminal: the dashboard link, the
-    report and the summary, the cursor restored, no traceback; the same verdict as one machine."""
+def test_cli_validate_and_info_on_the_scheduler_in_a_terminal(client, tmp_path, rng):
+    """validate and info with --scheduler (the session's cluster) under a pseudo-terminal: the
+    dashboard link, the report and the summary, the cursor restored, no traceback; the same verdict
+    as one machine."""
     src, idx, _ = _dataset(tmp_path, rng)
     for command in (["validate", src], ["info", src]):
-        code, output = run_in_terminal(["sptool", "--scheduler", "local:2", *command], cwd=ROOT, timeout=120)
+        code, output = run_in_terminal(["sptool", "--scheduler", client.scheduler.address, *command], cwd=ROOT,
+                                       timeout=120)
         text = output.decode("utf-8", "replace")
         assert code == 0, text
         assert cursor_restored(output), text

@@ -22,7 +22,7 @@ from test_distributed import (
     _rows,
     _shuffled_copy,
     _write_parts,
-    client,  # noqa: F401 - the module's cluster fixture
+    client,  # noqa: F401 - fixture: the session's cluster
     tiny,  # noqa: F401 - fixture
 )
 
