@@ -124,3 +124,20 @@ def _temp_files_under_pytest(tmp_path_factory):
         os.environ.pop("TMPDIR", None)
     else:
         os.environ["TMPDIR"] = old_env
+
+
+@pytest.fixture(scope="session")
+def cluster_client():
+    """One Dask cluster for every cluster test of the session (tests/test_distributed*.py and any
+    other module that asks for it): a 2-worker LocalCluster of single-threaded processes, as
+    ``--scheduler local:2`` starts, made when the first test asks for it (a run without cluster
+    tests never starts one) and stopped at the end.  Starting one costs seconds of the load of
+    two worker processes; a test that needs a fresh cluster (``local:N`` itself) starts its own.
+    Command-line tests reach it with ``--scheduler`` and its ``scheduler.address``."""
+    import logging
+
+    distributed = pytest.importorskip("distributed")
+    cluster = distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=":0",
+                                       silence_logs=logging.ERROR)
+    with cluster, distributed.Client(cluster) as client:
+        yield client

@@ -6,9 +6,9 @@ entry and in order; the metadata compared is what the formats define for a direc
 from __future__ import annotations
 
 import json
-import logging
 import os
 import re
+import shlex
 import signal
 import subprocess
 import sys
@@ -35,12 +35,10 @@ TINY = {"SPTOOL_BATCH_ROWS": "97", "SPTOOL_RUN_ROWS": "211", "SPTOOL_MERGE_ROWS"
         "SPTOOL_KEEP_BYTES": "0", "SPTOOL_FAN_IN": "3"}
 
 
-@pytest.fixture(scope="module")
-def client():
-    cluster = distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=":0",
-                                       silence_logs=logging.ERROR)
-    with cluster, distributed.Client(cluster) as c:
-        yield c
+@pytest.fixture
+def client(cluster_client):
+    """The session's cluster (conftest.py), shared by every cluster test module."""
+    return cluster_client
 
 
 @pytest.fixture
@@ -395,33 +393,22 @@ def test_cli_refusals(client, tmp_path):
     assert "Cluster: given --scheduler" in CliRunner().invoke(cli, ["reorder", "--help"]).output
 
 
-def test_cli_local_cluster_in_a_terminal(tmp_path):
-    """--scheduler local:2 starts and stops its own cluster; under a pseudo-terminal the bar is
-    drawn and taken down, the dashboard link and the summary line are printed."""
-    out = str(tmp_path / "out") + "/"
-    code, output = run_in_terminal(["sptool", "--scheduler", "local:2", "reorder", f"{SAMPLES}/unsorted.parquet",
-                                    "--duplicates", "sum", "-o", out], cwd=ROOT, timeout=120)
+def test_readme_cluster_example_on_a_local_cluster_in_a_terminal(tmp_path):
+    """The README's two commands: the first starts a scheduler and workers; the second, run as
+    written but with --scheduler local:2 (a cluster it starts and stops itself, the one CLI test
+    that does) under a pseudo-terminal: the bar drawn and taken down, the dashboard link and the
+    summary line printed, and the rows NumPy's sums."""
+    block = re.search(r"## Beyond one machine.*?```bash\n(.*?)```", (ROOT / "README.md").read_text(), re.S).group(1)
+    start, job = block.strip().splitlines()
+    assert start.startswith("dask scheduler --port 8786 & dask worker tcp://127.0.0.1:8786")
+    assert "--scheduler tcp://127.0.0.1:8786 " in job
+    argv = shlex.split(in_workdir(job, tmp_path).replace("tcp://127.0.0.1:8786", "local:2"))
+    code, output = run_in_terminal(argv, cwd=tmp_path, timeout=120)
     text = output.decode("utf-8", "replace")
     assert code == 0, text
     assert cursor_restored(output), text
     assert "Dask dashboard: http" in text and "2 workers" in text and "peak worker memory" in text, text
     assert "Traceback" not in text and "Error" not in text and "Warning" not in text, text
-    table = sptool.read(f"{SAMPLES}/unsorted.parquet")
-    keys, sums = _oracle_summed(table.indices, table.values)
-    got = sptool.read(out)
-    assert np.array_equal(got.indices, keys) and np.allclose(got.values, sums, rtol=1e-12, atol=0)
-
-
-def test_readme_cluster_example(client, tmp_path):
-    """The README's two commands: the first starts a scheduler and workers (the module's cluster
-    stands in for them here), the second runs on its address."""
-    block = re.search(r"## Beyond one machine.*?```bash\n(.*?)```", (ROOT / "README.md").read_text(), re.S).group(1)
-    start, job = block.strip().splitlines()
-    assert start.startswith("dask scheduler --port 8786 & dask worker tcp://127.0.0.1:8786")
-    line = in_workdir(job, tmp_path).replace("tcp://127.0.0.1:8786", client.scheduler.address)
-    p = subprocess.run(["bash", "-c", line], cwd=tmp_path, env=env_with_sptool(), capture_output=True, text=True,
-                       timeout=120)
-    assert p.returncode == 0, p.stderr
     table = sptool.read(f"{SAMPLES}/unsorted.parquet")
     keys, sums = _oracle_summed(table.indices, table.values)
     got = sptool.read(str(tmp_path / "sorted"))
@@ -879,15 +866,25 @@ def test_reduce_over_the_sorted_dimension_is_not_seamed(client, tiny, tmp_path, 
     assert np.array_equal(di, want_keys) and np.allclose(dv, want, rtol=1e-9, atol=1e-9)
 
 
-def test_cli_validate_and_info_on_a_local_cluster_in_a_terminal(tmp_path, rng):
-    """validate and info with --scheduler local:2 under a pseudo-terminal: the dashboard link, the
+def test_cli_validate_and_info_on_the_scheduler_in_a_terminal(client, tiny, tmp_path, rng):
+    """validate (of a directory, and of one file whose runs of row groups are checked by tasks) and
+    info with --scheduler (the session's cluster) under a pseudo-terminal: the dashboard link, the
     report and the summary, the cursor restored, no traceback; the same verdict as one machine."""
-    src, idx, _ = _dataset(tmp_path, rng)
-    for command in (["validate", src], ["info", src]):
-        code, output = run_in_terminal(["sptool", "--scheduler", "local:2", *command], cwd=ROOT, timeout=120)
+    src, idx, val = _dataset(tmp_path, rng)
+    one = str(tmp_path / "one.parquet")
+    sptool.write(sptool.SparseTensor(idx, val, SHAPE), one, batch_rows=100)
+    for command in (["validate", src, one], ["info", src]):
+        with distributed.get_task_stream(client) as stream:  # the scheduler's record, whichever client
+            code, output = run_in_terminal(["sptool", "--scheduler", client.scheduler.address, *command], cwd=ROOT,
+                                           timeout=120)
+        runs = [t for t in stream.data if str(t["key"]).startswith("scanned_run")]
+        assert len(runs) == (4 if command[0] == "validate" else 0), runs
         text = output.decode("utf-8", "replace")
         assert code == 0, text
         assert cursor_restored(output), text
         assert "Dask dashboard: http" in text and "Traceback" not in text, text
         plain = re.sub(r"\x1b\[[0-9;?]*[A-Za-z]", "", text)  # rich styles digits apart
-        assert (f"{len(idx):,} entries" if command[0] == "validate" else f"{len(idx):,}") in plain, plain
+        if command[0] == "validate":  # the directory's report and the file's, each with its entries
+            assert plain.count(f"{len(idx):,} entries") == 2, plain
+        else:
+            assert f"{len(idx):,}" in plain, plain

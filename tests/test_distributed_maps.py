@@ -23,7 +23,7 @@ from test_distributed import (
     _part_metas,
     _read_all_k,
     _unique_parts,
-    client,  # noqa: F401 - the module's cluster fixture
+    client,  # noqa: F401 - fixture: the session's cluster
     tiny,  # noqa: F401 - fixture
 )
 
@@ -453,16 +453,17 @@ def test_cli_matmul_sparse_sparse_on_the_scheduler(client, tiny, tmp_path, rng):
     assert np.array_equal(got, a @ b) and np.array_equal(np.lexsort(idx.T[::-1]), np.arange(len(idx)))
 
 
-def test_cli_map_and_todense_in_a_terminal(tmp_path):
-    """Under a pseudo-terminal, a per-piece map and a .npy written by the tasks (--scheduler
-    local:2, its own cluster): the bar is drawn and taken down, the summary names the workers."""
+def test_cli_map_and_todense_in_a_terminal(client, tmp_path):  # noqa: F811
+    """Under a pseudo-terminal, a per-piece map and a .npy written by the tasks (--scheduler: the
+    session's cluster): the bar is drawn and taken down, the summary names the workers."""
     out, dense = str(tmp_path / "m") + "/", str(tmp_path / "d.npy")
-    code, output = run_in_terminal(["sptool", "--scheduler", "local:2", "map", "sample_data/tensor3d.parquet",
+    address = client.scheduler.address
+    code, output = run_in_terminal(["sptool", "--scheduler", address, "map", "sample_data/tensor3d.parquet",
                                     "--fn", "square", "-o", out], cwd=ROOT, timeout=120)
     text = output.decode("utf-8", "replace")
     assert code == 0 and cursor_restored(output), text
     assert "2 workers" in text and "float64, fill value" in text and "Traceback" not in text, text
-    code, output = run_in_terminal(["sptool", "--scheduler", "local:2", "todense", out, "-o", dense], cwd=ROOT,
+    code, output = run_in_terminal(["sptool", "--scheduler", address, "todense", out, "-o", dense], cwd=ROOT,
                                    timeout=120)
     text = output.decode("utf-8", "replace")
     assert code == 0 and cursor_restored(output) and "2 workers" in text and "Traceback" not in text, text

@@ -22,7 +22,7 @@ from test_distributed import (
     _rows,
     _shuffled_copy,
     _write_parts,
-    client,  # noqa: F401 - the module's cluster fixture
+    client,  # noqa: F401 - fixture: the session's cluster
     tiny,  # noqa: F401 - fixture
 )
 
@@ -121,6 +121,18 @@ def _break_index(path, row, value, *, row_group_size=150):
                    row_group_size=row_group_size)
 
 
+def _data_error(call) -> sptool.DataError:
+    """The DataError ``call()`` raises, without its traceback: held by the test, the frames of the
+    op it names would keep the op's reading threads (sptool-read, io._rowgroups) alive until the
+    garbage collector finds the cycle, and a later test counts those threads."""
+    try:
+        call()
+    except sptool.DataError as e:
+        e.__traceback__ = None
+        return e
+    raise AssertionError(f"{call} raised no DataError")
+
+
 @pytest.mark.parametrize("name", sorted(PER_PIECE) + ["todense"])
 @pytest.mark.parametrize("layout", ["directory", "file"])
 def test_an_error_names_the_row_from_the_start_of_the_input(client, tiny, tmp_path, rng, name, layout):  # noqa: F811
@@ -139,13 +151,12 @@ def test_an_error_names_the_row_from_the_start_of_the_input(client, tiny, tmp_pa
     _break_index(bad_file, bad_row, SHAPE[1] + 4)
     kw = PER_PIECE[name][0] if name != "todense" else {}
     ext = ".npy" if name == "todense" else ""
-    with pytest.raises(sptool.DataError) as on_cluster:
-        getattr(sptool.distributed, name)(*_operands(name, src), str(tmp_path / "out") + ("/" if not ext else ext),
-                                          client=client, memory=tiny, **kw)
-    with pytest.raises(sptool.DataError) as on_one:
-        getattr(sptool, name)(*_operands(name, src), str(tmp_path / "local") + (ext or ".parquet"), memory=tiny, **kw)
-    assert str(on_cluster.value) == str(on_one.value)
-    assert f"indices[{before + bad_row}] = " in str(on_cluster.value) and on_cluster.value.path == src
+    on_cluster = _data_error(lambda: getattr(sptool.distributed, name)(
+        *_operands(name, src), str(tmp_path / "out") + ("/" if not ext else ext), client=client, memory=tiny, **kw))
+    on_one = _data_error(lambda: getattr(sptool, name)(
+        *_operands(name, src), str(tmp_path / "local") + (ext or ".parquet"), memory=tiny, **kw))
+    assert str(on_cluster) == str(on_one)
+    assert f"indices[{before + bad_row}] = " in str(on_cluster) and on_cluster.path == src
     _no_leftovers(tmp_path, ["in" if layout == "directory" else "one.parquet"])
 
 
@@ -317,3 +328,133 @@ def test_stdin_on_a_cluster_is_copied_once_and_cut_into_pieces(client, tiny, tmp
     else:
         assert np.array_equal(dv, val) and len(_tasks(tasks, "mapped_piece")) > 1
     _no_leftovers(tmp_path, ["out", "local.parquet"])  # the driver's copy of stdin is gone
+
+
+# -- validate of one file: its rows checked by tasks, a run of row groups each ---------------------
+
+RUN_ROWS = 1000  # 40 row groups of 100 rows, a chunk each at the tiny batch size: 4 runs (2 workers)
+
+
+def _file_to_validate(tmp_path, rng, change=None, *, iso=False, null_values=()):
+    """A canonical file of 4,000 rows (NumPy's unique coordinates) in 40 row groups of 100, written
+    by pyarrow with page checksums and its sptool metadata kept; ``change(columns)`` first edits its
+    columns (NumPy arrays by name), and the rows ``null_values`` get a null value: (path, columns)."""
+    idx = np.unique(_rows(rng, 6000), axis=0)[:4000]
+    val = np.full(len(idx), 7, np.int64) if iso else rng.integers(-50, 50, len(idx)).astype(np.int64)
+    good = str(tmp_path / "good.parquet")
+    sptool.write(sptool.SparseTensor(idx, val, SHAPE, iso=iso), good)
+    file = pq.ParquetFile(good)
+    kept = {k: v for k, v in file.metadata.metadata.items() if k != b"ARROW:schema"}
+    columns = {name: file.read().column(name).to_numpy().copy() for name in file.schema_arrow.names}
+    if change:
+        change(columns)
+    mask = np.zeros(len(idx), bool)
+    mask[list(null_values)] = True
+    table = pa.table({name: pa.array(col, mask=mask if name == "values" else None) for name, col in columns.items()})
+    src = str(tmp_path / "one.parquet")
+    pq.write_table(table.replace_schema_metadata(kept), src, row_group_size=100, write_page_checksum=True)
+    os.remove(good)
+    assert pq.ParquetFile(src).metadata.num_row_groups == 40
+    return src, columns
+
+
+def _swap(columns, a, b):
+    for col in columns.values():
+        col[[a, b]] = col[[b, a]]
+
+
+def _repeat(columns, row):
+    for k in range(3):
+        columns[f"indices_{k}"][row] = columns[f"indices_{k}"][row - 1]
+
+
+def _damage_page(path, group, column="values"):
+    """A byte near the end of a column chunk of row group ``group`` flipped: in its last page's
+    data, whose checksum then no longer matches."""
+    file = pq.ParquetFile(path)
+    chunk = file.metadata.row_group(group).column(file.schema_arrow.names.index(column))
+    at = (chunk.dictionary_page_offset or chunk.data_page_offset) + chunk.total_compressed_size - 2
+    with open(path, "r+b") as f:
+        f.seek(at)
+        byte = f.read(1)
+        f.seek(at)
+        f.write(bytes([byte[0] ^ 0xFF]))
+
+
+def _indices(columns):
+    return np.stack([columns[f"indices_{k}"] for k in range(3)], axis=1)
+
+
+# case -> (change, file keywords, the code and row NumPy expects: None for a valid file)
+VALIDATE_CASES = {
+    "valid": (None, {}, None),
+    "out of bounds in the third run": (lambda c: c["indices_1"].__setitem__(2 * RUN_ROWS + 345, SHAPE[1] + 4), {},
+                                       ("E_INDEX_OUT_OF_BOUNDS", 2 * RUN_ROWS + 345)),
+    "out of order at the seam of runs 2 and 3": (lambda c: _swap(c, 2 * RUN_ROWS - 1, 2 * RUN_ROWS), {},
+                                                 ("E_NOT_SORTED", "numpy")),
+    "a repeat at the seam of runs 3 and 4": (lambda c: _repeat(c, 3 * RUN_ROWS), {},
+                                            ("E_DUPLICATE_COORDINATE", 3 * RUN_ROWS)),
+    "values equal to the fill": (lambda c: c["values"].__setitem__(slice(None, None, 7), 0), {},
+                                 ("I_EXPLICIT_FILL", None)),
+    # The third run's first row differs: compared with the file's first value, not with itself.
+    "iso broken where the third run starts": (lambda c: c["values"].__setitem__(2 * RUN_ROWS, 8), {"iso": True},
+                                              ("E_ISO_VALUES_DIFFER", 2 * RUN_ROWS)),
+    # A null value in the first batch: its rows (the first 50 differ from the rest) are not the
+    # reference, the first batch without nulls is, and every later row equals it.
+    "iso after a null in the first batch": (lambda c: c["values"].__setitem__(slice(0, 50), 9),
+                                            {"iso": True, "null_values": [5]}, ("E_NULL_VALUE", 5)),
+    "a damaged page in the second run": (None, {}, ("E_PAGE_CHECKSUM", 15 * 100)),
+}
+
+
+@pytest.mark.parametrize("case", list(VALIDATE_CASES))
+def test_validate_of_one_file_checks_runs_of_row_groups_in_tasks(client, tiny, tmp_path, rng, case):  # noqa: F811
+    """The footer on the driver, the rows by a task per run of row groups (Dask's task stream counts
+    them), each run starting from the row before it: the report is the single machine's, problem
+    for problem, and the rows it names are NumPy's (pyarrow's, for the damaged page)."""
+    change, kw, want = VALIDATE_CASES[case]
+    src, columns = _file_to_validate(tmp_path, rng, change, **kw)
+    if case.startswith("a damaged page"):
+        _damage_page(src, 15)
+    with distributed.get_task_stream(client) as stream:
+        dist = sptool.distributed.validate(src, memory=tiny, client=client).as_dict()
+    local = sptool.validate(src, memory=tiny).as_dict()
+    assert len(_tasks(stream, "scanned_run")) == 4
+    assert dist == local
+    checks = {c["code"]: c for c in dist["checks"]}
+    assert dist["nnz"] == pq.ParquetFile(src).metadata.num_rows
+    if want is None:
+        assert dist["valid"] and not [c for c in dist["checks"] if c["severity"] in ("error", "fatal")]
+        return
+    code, row = want
+    if row == "numpy":
+        row = _first_out_of_order(_indices(columns))
+    assert code in checks, list(checks)
+    if code == "I_EXPLICIT_FILL":
+        assert checks[code]["message"].startswith(f"{int(np.count_nonzero(columns['values'] == 0))} stored entries")
+    elif code == "E_PAGE_CHECKSUM":  # the rows of the row groups before the damaged one, by pyarrow
+        md = pq.ParquetFile(src).metadata
+        assert checks[code]["location"]["row"] == sum(md.row_group(g).num_rows for g in range(15)) == row
+    else:
+        assert checks[code]["location"]["row"] == row
+    if case == "iso after a null in the first batch":
+        assert np.all(columns["values"][50:] == 7) and "E_ISO_VALUES_DIFFER" not in checks
+
+
+def test_cli_validate_of_one_file_names_the_row_as_one_machine(client, tiny, tmp_path, rng):  # noqa: F811
+    """A row outside the shape in the third run of row groups: the command on the cluster prints
+    the single machine's message, its row counted from the start of the file, and exits 1."""
+    from click.testing import CliRunner
+
+    from sptool.cli import cli
+
+    bad = 2 * RUN_ROWS + 345
+    src, columns = _file_to_validate(tmp_path, rng, lambda c: c["indices_1"].__setitem__(bad, SHAPE[1] + 4))
+    assert np.flatnonzero(_indices(columns)[:, 1] >= SHAPE[1]).tolist() == [bad]  # NumPy: the one bad row
+    with distributed.get_task_stream(client) as stream:
+        dist = CliRunner().invoke(cli, ["--scheduler", client.scheduler.address, "validate", src, "-m", tiny])
+    local = CliRunner().invoke(cli, ["validate", src, "-m", tiny])
+    assert len(_tasks(stream, "scanned_run")) == 4
+    assert dist.exit_code == local.exit_code == 1, dist.output
+    line = next(x for x in local.output.splitlines() if "E_INDEX_OUT_OF_BOUNDS" in x)
+    assert f"indices[{bad}] = " in line and line in dist.output and "Traceback" not in dist.output

@@ -75,7 +75,8 @@ def convert(ctx, src, dst, from_format, to_format, shape, value_type, fill_value
     to both triangles; a .mtx pattern becomes bool. Floats are written in their shortest
     round-trip form. Bad lines are errors naming the file and line; nothing is written.
     On a cluster (--scheduler) SRC may be a glob pattern ('data/*.tns'): each file is
-    converted by its own task into a part of the output directory (-o DIR/).
+    converted by its own task into a part of the output directory (-o DIR/); one text
+    file is not split, one task converts it (on its threads).
 
     svmlight reads as scikit-learn's load_svmlight_file: a [lines, features] matrix
     sorted row-major (explicit zeros kept, empty lines giving empty rows); ids unsorted

@@ -33,7 +33,8 @@ def validate(ctx, tensors, as_json, metadata_only, deep, strict):
 
     Memory: one streaming pass in batches within --memory (--deep holds the index
     columns in memory). On a cluster each part of a directory is checked by its own
-    task, the checks across parts here: the same report.
+    task, the checks across parts here; a single Parquet file's rows by a task per run
+    of its row groups, its footer here: the same report.
 
     \b
     Example:

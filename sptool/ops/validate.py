@@ -400,10 +400,142 @@ class ValidateParts(Partwise):
         return DatasetCheck(v.report, order, unique)
 
 
+def _group_ends(md) -> np.ndarray:
+    """The file's row after each of its row groups."""
+    return np.cumsum([md.row_group(r).num_rows for r in range(md.num_row_groups)], dtype=np.int64)
+
+
+def _row_group_batches(path: str, pf: pq.ParquetFile, chunks, rows: int, ends, start: int):
+    """(row group, batch) of the file's row-group ``chunks`` (None: the whole file, read a batch at
+    a time), batches cut at the row groups' ``ends`` so that each piece is checked against its own
+    group's statistics; ``start``: the file's row of the chunks' first.  A chunk is cut the same
+    way whichever other chunks are read with it, so a run of chunks is scanned as the whole file
+    scans it."""
+    if chunks is None:
+        decoded = prefetch(map(check_text, pf.iter_batches(batch_size=rows, use_threads=True)))
+    else:
+        decoded = read_chunks(path, pf, chunks, batch_rows=rows)
+    r = 0
+    for b in decoded:
+        while b.num_rows:
+            while r < len(ends) - 1 and start >= ends[r]:
+                r += 1
+            take = min(b.num_rows, int(ends[r]) - start)
+            yield r, b.slice(0, take)
+            b = b.slice(take)
+            start += take
+
+
+def _feed(scanner: Scanner, batches, stats, add, progress=None) -> bool:
+    """``batches`` fed to ``scanner``; False (once reported) when the data cannot be decoded, which
+    ends the scan there."""
+    try:
+        for r, batch in batches:
+            scanner.feed(batch, row_group=r, stats=stats[r] if stats else None)
+            if progress:
+                progress.advance(batch.num_rows)
+    except READ_ERRORS as e:
+        add(Problem(read_failure_code(e), f"the data cannot be decoded after row {scanner.row}: {_short(e)}",
+                    {"row": scanner.row}))
+        return False
+    return True
+
+
+def _silent(meta: TensorMeta) -> Scanner:
+    """A scanner that reports nothing: for the state a scan has reached at some row."""
+    return Scanner(meta, lambda problem: None, {}, deep=False, budget=0, count_fill=False)
+
+
+def _iso_reference(path: str, pf: pq.ParquetFile, meta: TensorMeta, chunks, rows: int, ends) -> tuple | None:
+    """(row, values) the iso check of the whole file compares every row with: the first row of the
+    first batch whose values pass their checks (None: no batch does, or the data cannot be read)."""
+    scanner = _silent(meta)
+    try:
+        for _, batch in _row_group_batches(path, pf, chunks, rows, ends, 0):
+            at = scanner.row
+            scanner.feed(batch)
+            if scanner.iso_first is not None:
+                return at, scanner.iso_first
+    except READ_ERRORS:
+        pass
+    return None
+
+
+@dataclass
+class RunScan:
+    """What the data rules (C) found in a run of a file's row-group chunks: the problems in the
+    order found (each code once), the entries equal to the fill value, the rows scanned, and the
+    read failure that ended the run (no row after it is read)."""
+
+    problems: list
+    explicit_fill: int
+    rows: int
+    failure: Problem | None
+
+
+def scan_run(path: str, chunks: list, before: list | None, *, meta: TensorMeta, stats, rows: int, location: dict,
+             count_fill: bool, iso_first: tuple | None) -> RunScan:
+    """The data rules on the row-group ``chunks`` (consecutive, of plan_chunks) of the Parquet file
+    ``path``, found as the whole file's scan finds them there (a cluster's task): rows counted from
+    the file's start, the order checked from the last row of the chunk ``before`` them (None: the
+    run starts the file), the iso check against ``iso_first`` (_iso_reference) once past its row."""
+    pf = parquet_file(path)
+    ends = _group_ends(pf.metadata)
+
+    def first_row(chunk):
+        return int(ends[chunk[0] - 1]) if chunk[0] else 0
+
+    problems: list = []
+    failure: list = []
+    scanner = Scanner(meta, problems.append, location, deep=False, budget=0, count_fill=count_fill)
+    scanner.row = first_row(chunks[0])
+    if before is not None:
+        seed = _silent(meta)
+        last = None
+        try:
+            for _, batch in _row_group_batches(path, pf, [before], rows, ends, first_row(before)):
+                last = batch
+        except READ_ERRORS:
+            last = None  # the whole scan stops there: what this run finds is not reported
+        if last is not None:
+            seed.feed(last)  # the previous row, as the whole scan leaves it after that batch
+        scanner.prev = seed.prev
+    if iso_first is not None and iso_first[0] < scanner.row:
+        scanner.iso_first = iso_first[1]
+
+    def fail(problem: Problem):
+        problem.location = {**location, **problem.location}
+        failure.append(problem)
+
+    start = scanner.row
+    _feed(scanner, _row_group_batches(path, pf, chunks, rows, ends, start), stats, fail)
+    return RunScan(problems, scanner.explicit_fill, scanner.row - start, failure[0] if failure else None)
+
+
+def _merged(runs: list, scanner: Scanner, add):
+    """The findings of the runs of a file's chunks, in row order (RunScan, scan_run), added as the
+    whole file's scan adds them: each code the first time it is found, nothing after a read
+    failure, then the entries equal to the fill value (``scanner``: the file's, which reports them)."""
+    seen: set[str] = set()
+    for run in runs:
+        for problem in run.problems:
+            if problem.code not in seen:
+                seen.add(problem.code)
+                add(problem)
+        if run.failure is not None:
+            add(run.failure)
+            return
+        scanner.explicit_fill += run.explicit_fill
+    scanner.finish()
+
+
 class _Validator:
     def __init__(self, target: str, *, metadata_only: bool, deep: bool, budget: Budget, progress,
-                 strict: bool = False):
+                 strict: bool = False, scan_runs=None):
         mode = "metadata-only" if metadata_only else ("deep" if deep else "full")
+        # scan_runs(path, chunks, their rows, scan_run's keywords): a file's runs of row-group
+        # chunks scanned by scan_run elsewhere (a cluster), their RunScans in row order.
+        self.scan_runs = scan_runs
         self.report = Report(target=target, mode=mode)
         self.metadata_only = metadata_only
         self.deep = deep
@@ -544,39 +676,22 @@ class _Validator:
         rows = self.budget.rows(row_bytes(meta))
         if self.progress:
             self.progress.set_total(pf.metadata.num_rows)
-
         md = pf.metadata
-        ends = np.cumsum([md.row_group(r).num_rows for r in range(md.num_row_groups)])
-
-        def batches():
-            chunks = plan_chunks(md, range(md.num_row_groups), rows)
-            if chunks is None:
-                decoded = prefetch(map(check_text, pf.iter_batches(batch_size=rows, use_threads=True)))
-            else:
-                decoded = read_chunks(path, pf, chunks, batch_rows=rows)
-            # Batches are cut at row-group boundaries so that each piece is checked against its
-            # own statistics.
-            r, start = 0, 0
-            for b in decoded:
-                while b.num_rows:
-                    while r < len(ends) - 1 and start >= ends[r]:
-                        r += 1
-                    take = min(b.num_rows, int(ends[r]) - start)
-                    yield r, b.slice(0, take)
-                    b = b.slice(take)
-                    start += take
-
-        try:
-            for r, batch in batches():
-                scanner.feed(batch, row_group=r, stats=stats[r] if stats else None)
-                if self.progress:
-                    self.progress.advance(batch.num_rows)
-        except READ_ERRORS as e:
-            add(Problem(read_failure_code(e), f"the data cannot be decoded after row {scanner.row}: {_short(e)}",
-                        {"row": scanner.row}))
+        chunks = plan_chunks(md, range(md.num_row_groups), rows)
+        if self.scan_runs is not None and chunks is not None and len(chunks) > 1 and not scanner.deep:
+            # The runs of chunks scanned elsewhere (a cluster's tasks), each as this scan would
+            # find its rows; their findings merged in row order.
+            ends = _group_ends(md)
+            iso = _iso_reference(path, pf, meta, chunks, rows, ends) if meta.iso else None
+            runs = self.scan_runs(path, chunks, [int(sum(md.row_group(g).num_rows for g in c)) for c in chunks],
+                                  dict(meta=meta, stats=stats, rows=rows, location=location, count_fill=count_fill,
+                                       iso_first=iso))
+            _merged(runs, scanner, self.add)
             return
-        self._deep_guard(scanner, add)
-        scanner.finish()
+        batches = _row_group_batches(path, pf, chunks, rows, _group_ends(md), 0)
+        if _feed(scanner, batches, stats, add, self.progress):
+            self._deep_guard(scanner, add)
+            scanner.finish()
 
     def _deep_guard(self, scanner: Scanner, add):
         if scanner.deep_over:
@@ -759,14 +874,15 @@ def validate(path: str, *, metadata_only: bool = False, deep: bool = False, stri
 
 
 def checked_report(path: str, *, metadata_only: bool, deep: bool, strict: bool, memory, progress,
-           check_parts=None) -> Report:
-    """validate's Report; ``check_parts(path, names)``, when given, checks a directory's parts
-    (sptool.distributed.validate's checks them on a cluster)."""
+           check_parts=None, scan_runs=None) -> Report:
+    """validate's Report; ``check_parts(path, names)``, when given, checks a directory's parts, and
+    ``scan_runs`` (_Validator) scans a single file's runs of row groups (sptool.distributed's
+    validate does both on a cluster)."""
     from ..errors import InputError
 
     target = path  # "-" for stdin, as the spec's report says
     v = _Validator(target, metadata_only=metadata_only, deep=deep, budget=budget_of(memory), progress=progress,
-                   strict=strict)
+                   strict=strict, scan_runs=scan_runs)
     kind = locate(path)
     if kind == "stdin":
         import sys
