@@ -17,6 +17,9 @@ import sys
 import tempfile
 import uuid
 
+from ..errors import UsageError
+from ._url import is_remote, join_path, local_path, split
+
 
 def _start_ticks(pid: int) -> str | None:
     """The start time of process ``pid`` in hex clock ticks, or None if there is no such
@@ -64,8 +67,8 @@ def _alive(pid: int, start: str) -> bool:
 
 def sibling_name(path: str, tag: str, suffix: str = "") -> str:
     """A hidden temporary next to ``path``: .NAME.TAG-PID-START-RAND[suffix]."""
-    head, tail = os.path.split(os.path.abspath(path))
-    return os.path.join(head, f".{tail}.{tag}-{owner()}-{uuid.uuid4().hex[:8]}{suffix}")
+    head, tail = split(path) if is_remote(path) else os.path.split(os.path.abspath(path))
+    return join_path(head, f".{tail}.{tag}-{owner()}-{uuid.uuid4().hex[:8]}{suffix}")
 
 
 # Scratch directories made by this process and perhaps not removed yet.  A directory's owner
@@ -94,9 +97,19 @@ def before_removal(path: str, stop) -> None:
         _LIVE[path].append(stop)
 
 
+def local_tmp_dir(tmp_dir: str | None) -> str | None:
+    """--tmp-dir as a local path: spilled runs are read back through memory maps and plain reads,
+    so they live on the local filesystem (a file:// URL names it)."""
+    if is_remote(tmp_dir):
+        raise UsageError("--tmp-dir (tmp_dir=) must be a local directory: sorted runs are spilled to local disk",
+                         path=tmp_dir)
+    return local_path(tmp_dir)
+
+
 def scratch_dir(kind: str, tmp_dir: str | None = None) -> tempfile.TemporaryDirectory:
     """A TemporaryDirectory sptool-KIND-PID-START-RAND in ``tmp_dir`` (default: the system's),
     made after sweeping that directory of a dead process's scratch directories."""
+    tmp_dir = local_tmp_dir(tmp_dir)
     _PARENTS.add(os.path.abspath(tmp_dir or tempfile.gettempdir()))
     sweep(tmp_dir or tempfile.gettempdir())
     made = tempfile.TemporaryDirectory(prefix=f"sptool-{kind}-{owner()}-", dir=tmp_dir)
@@ -106,6 +119,7 @@ def scratch_dir(kind: str, tmp_dir: str | None = None) -> tempfile.TemporaryDire
 
 def make_scratch_dir(kind: str, tmp_dir: str | None = None) -> str:
     """As scratch_dir, for a caller that removes the directory itself."""
+    tmp_dir = local_tmp_dir(tmp_dir)
     _PARENTS.add(os.path.abspath(tmp_dir or tempfile.gettempdir()))
     sweep(tmp_dir or tempfile.gettempdir())
     return _registered(tempfile.mkdtemp(prefix=f"sptool-{kind}-{owner()}-", dir=tmp_dir))
@@ -151,6 +165,10 @@ def sweep(folder: str) -> list[str]:
     """Remove the temporaries in ``folder`` left by processes that are gone (SIGKILLed); say so
     on stderr, one line each.  Returns the names removed.  Never fails the command: a
     leftover that cannot be removed (another user's, a race with a second sweeper) stays."""
+    if is_remote(folder):
+        # Whether the owner of a temporary on remote storage is alive cannot be told from here
+        # (its PID may be another machine's): those are left, hidden, for the user to remove.
+        return []
     try:
         names = os.listdir(folder)
     except OSError:

@@ -45,6 +45,7 @@ from ..io import (
     digest_problem,
     edge_keys,
     list_parts,
+    local_only,
     locate,
     pages_without_crc,
     parquet_file,
@@ -764,6 +765,7 @@ def checked_report(path: str, *, metadata_only: bool, deep: bool, strict: bool, 
     (sptool.distributed.validate's checks them on a cluster)."""
     from ..errors import InputError
 
+    path = local_only(path, "validate")
     target = path  # "-" for stdin, as the spec's report says
     v = _Validator(target, metadata_only=metadata_only, deep=deep, budget=budget_of(memory), progress=progress,
                    strict=strict)
