@@ -174,6 +174,28 @@ def test_part_directory_read_and_replaced_through_a_filesystem(store, tmp_path, 
     assert leftovers(store) == []
 
 
+def test_stitched_writer_through_a_filesystem_writes_pyarrows_bytes(store):
+    """Row groups encoded side by side (io/_stitch.py) and appended to a filesystem's output
+    stream make the file pyarrow's own writer makes."""
+    import pyarrow as pa
+
+    from sptool.io._stitch import StitchedWriter
+
+    schema = pa.schema([("indices_0", pa.int64()), ("values", pa.float64())])
+    options = {"compression": "zstd", "write_page_index": True, "write_page_checksum": True}
+    tables = [pa.table({"indices_0": np.arange(i, i + 10), "values": np.linspace(0, 1, 10)}, schema=schema)
+              for i in range(0, 50, 10)]
+    plain = pa.BufferOutputStream()
+    with pq.ParquetWriter(plain, schema, **options) as w:
+        for tb in tables:
+            w.write_table(tb, row_group_size=tb.num_rows)
+    s = StitchedWriter("sub://s.parquet", schema, options, workers=2, inflight=2)
+    for tb in tables:
+        s.write_table(tb)
+    s.close()
+    assert (store / "s.parquet").read_bytes() == plain.getvalue().to_pybytes()
+
+
 def test_a_failure_leaves_nothing_on_the_filesystem(store):
     shutil.copy(SAMPLES / "unsorted.parquet", store / "in.parquet")
     before = sorted(os.listdir(store))
