@@ -320,3 +320,24 @@ def test_cluster_refuses_an_output_on_another_filesystem(client, store):
               code=2)
     assert "shared filesystem" in res.output and res.output.count("\n") == 1
     assert os.listdir(store) == []
+
+
+@pytest.mark.parametrize("command", [["reorder", "--duplicates", "sum"], ["add"],
+                                     ["reduce", "--op", "sum", "--axis", "0"]])
+def test_cluster_workers_resolve_input_urls(client, store, tmp_path, rng, monkeypatch, command):
+    """A URL goes to the workers as a string and each resolves it: the scheme is registered on
+    every worker here (a pyarrow filesystem pickles), as s3:// resolves on every worker by itself."""
+    monkeypatch.setenv("SPTOOL_ROW_GROUP_ROWS", "150")
+    monkeypatch.setenv("SPTOOL_BATCH_ROWS", "97")
+    client.run(register_filesystem, "sub", pafs.SubTreeFileSystem(str(store), pafs.LocalFileSystem()))
+    try:
+        _parts(store, "a", rng), _parts(store, "b", rng)
+        name, *opts = command
+        inputs = ["a", "b"] if name == "add" else ["a"]
+        run(name, *[str(store / p) for p in inputs], *opts, "-o", str(tmp_path / "plain.parquet"))
+        run("--scheduler", client.scheduler.address, name, *[f"sub://{p}/" for p in inputs], *opts,
+            "-o", str(tmp_path / "dist") + "/")
+    finally:
+        client.run(register_filesystem, "sub", None)
+    assert table(tmp_path / "dist").equals(table(tmp_path / "plain.parquet"))
+    assert leftovers(tmp_path) == []
