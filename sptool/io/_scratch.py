@@ -17,8 +17,7 @@ import sys
 import tempfile
 import uuid
 
-from ..errors import UsageError
-from ._url import is_remote, join_path, local_path, split
+from ._url import is_remote, join_path, local_only, split
 
 
 def _start_ticks(pid: int) -> str | None:
@@ -97,19 +96,10 @@ def before_removal(path: str, stop) -> None:
         _LIVE[path].append(stop)
 
 
-def local_tmp_dir(tmp_dir: str | None) -> str | None:
-    """--tmp-dir as a local path: spilled runs are read back through memory maps and plain reads,
-    so they live on the local filesystem (a file:// URL names it)."""
-    if is_remote(tmp_dir):
-        raise UsageError("--tmp-dir (tmp_dir=) must be a local directory: sorted runs are spilled to local disk",
-                         path=tmp_dir)
-    return local_path(tmp_dir)
-
-
 def scratch_dir(kind: str, tmp_dir: str | None = None) -> tempfile.TemporaryDirectory:
     """A TemporaryDirectory sptool-KIND-PID-START-RAND in ``tmp_dir`` (default: the system's),
     made after sweeping that directory of a dead process's scratch directories."""
-    tmp_dir = local_tmp_dir(tmp_dir)
+    tmp_dir = local_only(tmp_dir, "--tmp-dir")  # spilled runs are read back by memory maps
     _PARENTS.add(os.path.abspath(tmp_dir or tempfile.gettempdir()))
     sweep(tmp_dir or tempfile.gettempdir())
     made = tempfile.TemporaryDirectory(prefix=f"sptool-{kind}-{owner()}-", dir=tmp_dir)
@@ -119,7 +109,7 @@ def scratch_dir(kind: str, tmp_dir: str | None = None) -> tempfile.TemporaryDire
 
 def make_scratch_dir(kind: str, tmp_dir: str | None = None) -> str:
     """As scratch_dir, for a caller that removes the directory itself."""
-    tmp_dir = local_tmp_dir(tmp_dir)
+    tmp_dir = local_only(tmp_dir, "--tmp-dir")  # spilled runs are read back by memory maps
     _PARENTS.add(os.path.abspath(tmp_dir or tempfile.gettempdir()))
     sweep(tmp_dir or tempfile.gettempdir())
     return _registered(tempfile.mkdtemp(prefix=f"sptool-{kind}-{owner()}-", dir=tmp_dir))

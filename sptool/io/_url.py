@@ -27,6 +27,10 @@ from ..errors import InputError, UsageError
 
 _SCHEME = re.compile(r"^([A-Za-z][A-Za-z0-9+.-]*)://")
 
+_REGISTERED: dict[str, pafs.FileSystem] = {}
+_MADE: dict[tuple, tuple[pafs.FileSystem, str]] = {}
+_LOCK = threading.Lock()  # decoding threads and a sink's writer thread resolve names too
+
 # The schemes pyarrow.fs.FileSystem.from_uri resolves, by the filesystem class a pyarrow build has
 # when it was built with that support (S3, GCS, HDFS and Azure are optional); for the message that
 # refuses another scheme.  HDFS also needs libhdfs and a JVM at run time.
@@ -39,9 +43,6 @@ def supported_schemes() -> list[str]:
     built = [s for name, schemes in _SCHEMES_BY_CLASS.items() if hasattr(pafs, name) for s in schemes]
     return ["file", *built, *sorted(_REGISTERED)]
 
-_REGISTERED: dict[str, pafs.FileSystem] = {}
-_MADE: dict[tuple, tuple[pafs.FileSystem, str]] = {}
-_LOCK = threading.Lock()  # decoding threads and a sink's writer thread resolve names too
 
 
 def scheme_of(name) -> str | None:
