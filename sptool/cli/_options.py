@@ -43,7 +43,8 @@ def output_option(required: bool = False, help_text: str | None = None):
     return click.option(
         "-o", "--output", metavar="PATH", required=required, default=None if required else "-",
         help=help_text or "Output: a .parquet file, a directory (ending in /), a .arrows stream, or - for "
-        "stdout (the default; an Arrow IPC stream).",
+        "stdout (the default; an Arrow IPC stream). A URL names one on a pyarrow filesystem: file://, s3://, "
+        "gs://, hdfs://...",
     )
 
 
@@ -75,9 +76,18 @@ class IntList(click.ParamType):
 INT_LIST = IntList()
 
 
+def _local_dir(ctx, param, value):
+    # Refused before any work, even when the input turns out sorted and nothing is spilled.
+    from ..io import local_only
+
+    return None if value is None else local_only(value, "--tmp-dir")
+
+
 def tmp_dir_option(fn):
     return click.option("--tmp-dir", metavar="DIR", default=None, type=click.Path(file_okay=False),
-                        help="Where sorted runs are spilled [default: the system temp dir]; removed afterwards.")(fn)
+                        callback=_local_dir,
+                        help="Where sorted runs are spilled [default: the system temp dir]; removed afterwards. "
+                        "A local directory (or a file:// URL).")(fn)
 
 
 def parse_scalar(text):

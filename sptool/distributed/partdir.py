@@ -10,7 +10,7 @@ import os
 import shutil
 
 from ..errors import UsageError
-from ..io import AtomicTarget, ClosesOrAborts, commit_all, output_kind, part_name
+from ..io import AtomicTarget, ClosesOrAborts, commit_all, is_remote, local_path, output_kind, part_name
 
 SCRATCH = ".sptool-scratch"  # hidden: never listed as a part, and allowed in a directory sptool replaces
 
@@ -20,7 +20,13 @@ def check_output(output) -> str:
     if output is None or output_kind(output) != "dir":
         raise UsageError("on a cluster the output is a directory of parts on storage every worker sees: give "
                          "-o DIR/ (output='DIR/' in Python)", path=output if isinstance(output, str) else None)
-    return output
+    if is_remote(output):
+        # The shuffle's scratch lives in the staging directory beside the parts, written and
+        # renamed by the workers as local files: a shared filesystem path, not an object store.
+        raise UsageError("on a cluster the output directory is a path on a shared filesystem (or a file:// URL); "
+                         "inputs may be URLs, outputs to other filesystems are written by the commands run "
+                         "without --scheduler", path=output)
+    return local_path(output)
 
 
 class PartDirectory(ClosesOrAborts):

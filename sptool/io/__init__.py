@@ -11,6 +11,7 @@ from ._footer import FooterError, pages_without_crc
 from ._prefetch import prefetch
 from ._rowgroups import check_text, parquet_file, plan_chunks, read_chunks, read_failure_code
 from ._scratch import before_removal, make_scratch_dir, remove_live_scratch, scratch_dir, sibling_name, sweep
+from ._url import file_size, is_remote, join_path, local_only, local_path, make_dir, register_filesystem, remove_path
 from .background import Background
 from .sink import OrderTracker, TensorSink, check_shape, open_sink, output_kind, parquet_writer_options, schema_of
 from .source import (
@@ -55,4 +56,5 @@ __all__ = [
     "DigestReader", "digest_problem", "Part", "open_dataset", "open_parquet", "read_part",
     "edge_keys",
     "FooterError", "pages_without_crc",
+    "file_size", "is_remote", "join_path", "local_only", "local_path", "make_dir", "register_filesystem", "remove_path",
 ]

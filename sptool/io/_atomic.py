@@ -7,12 +7,14 @@ import shutil
 
 from ..errors import UsageError
 from ._scratch import sibling_name, sweep
+from ._url import is_remote, kind_of, listing, local_only, local_path, make_dir, move, move_dir, remove_path, split
 from .source import is_part_name
 
 
 def check_replaceable_dir(path: str):
     """Refuse to replace a directory that is not an sptool dataset: it may be anything."""
-    for name in os.listdir(path):
+    names = [n for n, _ in listing(path)] if is_remote(path) else os.listdir(path)
+    for name in names:
         if not (is_part_name(name) or name.startswith((".", "_"))):
             raise UsageError(
                 f"refusing to replace directory: it holds {name!r}, which is not a tensor part",
@@ -58,12 +60,21 @@ class AtomicTarget:
     """A temporary path to write; ``commit`` moves it over the final path, ``abort`` removes it.
 
     Missing parent directories are made, as ``-o dir/`` makes its directory, and removed again by
-    ``abort``: a failed command leaves nothing behind."""
+    ``abort``: a failed command leaves nothing behind.
 
-    def __init__(self, final: str, *, is_dir: bool):
+    A URL of another filesystem (s3://...) is written there when the caller writes through the
+    filesystem (``remote=True``: it opens ``tmp`` with io/_url.py's open_output); the temporary is
+    a hidden sibling object (or a prefix, for a directory), moved into place by the filesystem.
+    Other callers write ``tmp`` as a local file (memory maps, np.save) and are refused a URL."""
+
+    def __init__(self, final: str, *, is_dir: bool, remote: bool = False):
+        final = local_path(final) if remote else local_only(final, "this output")
         self.final = final
         self.is_dir = is_dir
         self.made: list[str] = []  # parent directories this target created, deepest last
+        if is_remote(final):
+            self._open_remote()
+            return
         parent = os.path.dirname(os.path.abspath(final))
         missing = []
         while parent and not os.path.exists(parent):
@@ -91,9 +102,28 @@ class AtomicTarget:
         if is_dir:
             os.mkdir(self.tmp)
 
+    def _open_remote(self):
+        found = kind_of(self.final)
+        if found == "dir" and not self.is_dir:
+            raise UsageError("is a directory; give a file name ending in .parquet", path=self.final)
+        if found == "dir":
+            check_replaceable_dir(self.final)
+        parent = split(self.final)[0]
+        while not parent.endswith("://") and kind_of(parent) is None:
+            self.made.insert(0, parent)
+            parent = split(parent)[0]
+        if self.made:
+            make_dir(self.made[-1])
+        self.tmp = sibling_name(self.final, "tmp")
+        _LIVE[id(self)] = self
+        if self.is_dir:
+            make_dir(self.tmp)
+
     def commit(self):
         _LIVE.pop(id(self), None)
-        if self.is_dir and os.path.exists(self.final):
+        if is_remote(self.final):
+            _commit_remote(self.tmp, self.final, self.is_dir)
+        elif self.is_dir and os.path.exists(self.final):
             old = sibling_name(self.final, "old")
             os.rename(self.final, old)
             os.rename(self.tmp, self.final)
@@ -102,7 +132,9 @@ class AtomicTarget:
             os.replace(self.tmp, self.final)
 
     def abort(self):
-        if os.path.isdir(self.tmp):
+        if is_remote(self.tmp):
+            remove_path(self.tmp)
+        elif os.path.isdir(self.tmp):
             shutil.rmtree(self.tmp, ignore_errors=True)
         elif os.path.exists(self.tmp):
             os.remove(self.tmp)
@@ -110,12 +142,36 @@ class AtomicTarget:
         _LIVE.pop(id(self), None)  # last: an abort cut short by a second signal is done again
 
     def _remove_made(self):
+        if is_remote(self.final):
+            for d in reversed(self.made):
+                if listing(d):
+                    break  # something else has written there meanwhile
+                remove_path(d)
+            self.made = []
+            return
         for d in reversed(self.made):
             try:
                 os.rmdir(d)  # only if still empty: something else may have written there meanwhile
             except OSError:
                 break
         self.made = []
+
+
+def _commit_remote(tmp: str, final: str, is_dir: bool) -> None:
+    """A temporary moved into place on a remote filesystem.  A file: one move (on an object store
+    a copy, the object appearing whole).  A directory: renamed where the filesystem has directories
+    (HDFS); on an object store its parts are moved one by one, so a reader listing the prefix while
+    the moves run sees some of them (formats/SPEC.md, URLs)."""
+    if not is_dir:
+        move(tmp, final)
+        return
+    if kind_of(final) == "dir":
+        old = sibling_name(final, "old")
+        move_dir(final, old)
+        move_dir(tmp, final)
+        remove_path(old)
+    else:
+        move_dir(tmp, final)
 
 
 def commit_all(targets: list[AtomicTarget]) -> None:
@@ -125,6 +181,11 @@ def commit_all(targets: list[AtomicTarget]) -> None:
     the previous outputs removed.  A process killed between the renames leaves some outputs new
     and the others' previous contents in hidden ``.NAME.old-*`` siblings (swept later as a dead
     process's temporaries)."""
+    if any(is_remote(t.final) for t in targets):
+        # No rename to undo on an object store: moved one by one, as far as they go.
+        for t in targets:
+            t.commit()
+        return
     done: list[tuple[str, str]] = []  # (from, to) renames made, in order
     try:
         for t in targets:

@@ -15,6 +15,7 @@ import struct
 import numpy as np
 
 from .._checks import ABSENT, footer_chunks
+from ._url import open_read
 
 _BOOL_TRUE, _BOOL_FALSE, _BYTE, _I16, _I32, _I64, _DOUBLE, _BINARY, _LIST, _SET, _MAP, _STRUCT = range(1, 13)
 
@@ -108,7 +109,7 @@ def _skip(buf: bytes, pos: int, kind: int, depth: int = 0) -> int:
 
 
 def read_footer(path: str) -> bytes:
-    with open(path, "rb") as f:
+    with open_read(path) as f:
         f.seek(0, os.SEEK_END)
         size = f.tell()
         if size < 12:

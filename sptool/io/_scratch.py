@@ -17,6 +17,8 @@ import sys
 import tempfile
 import uuid
 
+from ._url import is_remote, join_path, local_only, split
+
 
 def _start_ticks(pid: int) -> str | None:
     """The start time of process ``pid`` in hex clock ticks, or None if there is no such
@@ -64,8 +66,8 @@ def _alive(pid: int, start: str) -> bool:
 
 def sibling_name(path: str, tag: str, suffix: str = "") -> str:
     """A hidden temporary next to ``path``: .NAME.TAG-PID-START-RAND[suffix]."""
-    head, tail = os.path.split(os.path.abspath(path))
-    return os.path.join(head, f".{tail}.{tag}-{owner()}-{uuid.uuid4().hex[:8]}{suffix}")
+    head, tail = split(path) if is_remote(path) else os.path.split(os.path.abspath(path))
+    return join_path(head, f".{tail}.{tag}-{owner()}-{uuid.uuid4().hex[:8]}{suffix}")
 
 
 # Scratch directories made by this process and perhaps not removed yet.  A directory's owner
@@ -97,6 +99,7 @@ def before_removal(path: str, stop) -> None:
 def scratch_dir(kind: str, tmp_dir: str | None = None) -> tempfile.TemporaryDirectory:
     """A TemporaryDirectory sptool-KIND-PID-START-RAND in ``tmp_dir`` (default: the system's),
     made after sweeping that directory of a dead process's scratch directories."""
+    tmp_dir = local_only(tmp_dir, "--tmp-dir")  # spilled runs are read back by memory maps
     _PARENTS.add(os.path.abspath(tmp_dir or tempfile.gettempdir()))
     sweep(tmp_dir or tempfile.gettempdir())
     made = tempfile.TemporaryDirectory(prefix=f"sptool-{kind}-{owner()}-", dir=tmp_dir)
@@ -106,6 +109,7 @@ def scratch_dir(kind: str, tmp_dir: str | None = None) -> tempfile.TemporaryDire
 
 def make_scratch_dir(kind: str, tmp_dir: str | None = None) -> str:
     """As scratch_dir, for a caller that removes the directory itself."""
+    tmp_dir = local_only(tmp_dir, "--tmp-dir")  # spilled runs are read back by memory maps
     _PARENTS.add(os.path.abspath(tmp_dir or tempfile.gettempdir()))
     sweep(tmp_dir or tempfile.gettempdir())
     return _registered(tempfile.mkdtemp(prefix=f"sptool-{kind}-{owner()}-", dir=tmp_dir))
@@ -151,6 +155,10 @@ def sweep(folder: str) -> list[str]:
     """Remove the temporaries in ``folder`` left by processes that are gone (SIGKILLed); say so
     on stderr, one line each.  Returns the names removed.  Never fails the command: a
     leftover that cannot be removed (another user's, a race with a second sweeper) stays."""
+    if is_remote(folder):
+        # Whether the owner of a temporary on remote storage is alive cannot be told from here
+        # (its PID may be another machine's): those are left, hidden, for the user to remove.
+        return []
     try:
         names = os.listdir(folder)
     except OSError:

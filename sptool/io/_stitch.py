@@ -29,6 +29,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from . import _thrift as t
+from ._url import open_output
 
 _MAGIC = b"PAR1"
 
@@ -115,7 +116,7 @@ class StitchedWriter:
         self._inflight_max = max(1, inflight)
         self._pool = ThreadPoolExecutor(workers, thread_name_prefix="sptool-encode")
         self._pending: deque = deque()
-        self._file = open(path, "wb")  # noqa: SIM115 (closed by close or abort)
+        self._file = open_output(path)  # closed by close or abort; a URL: its filesystem's stream
         self._file.write(_MAGIC)
         self._pos = len(_MAGIC)
         self._groups: list[list] = []

@@ -33,6 +33,7 @@ from ._arrays import batch_values, make_batch
 from ._atomic import AtomicTarget, ClosesOrAborts
 from ._digest import DigestWriter
 from ._stitch import StitchedWriter
+from ._url import is_remote, join_path, kind_of, local_path, located, open_output, total_size
 from .source import part_name, row_bytes
 
 # Rows per part file when writing a directory; parts of this size (about 8.4M rows) stay
@@ -144,7 +145,8 @@ def output_kind(dst: str | None) -> str:
         return "memory"
     if dst == "-":
         return "stream"
-    if dst.endswith(("/", os.sep)) or os.path.isdir(dst):
+    dst = local_path(dst)
+    if dst.endswith(("/", os.sep)) or kind_of(dst) == "dir":
         return "dir"
     if dst.endswith(".parquet"):
         return "file"
@@ -238,7 +240,7 @@ class TensorSink(ClosesOrAborts):
 
     def __init__(self, dst: str | None, meta: TensorMeta, *, unique_claim=True, part_rows: int = PART_ROWS,
                  budget: Budget | None = None, detect_order: bool = False, light_producer: bool = False):
-        self.dst = dst
+        self.dst = local_path(dst)
         self.light_producer = light_producer
         self.kind = output_kind(dst)
         check_shape(meta.shape)
@@ -297,11 +299,11 @@ class TensorSink(ClosesOrAborts):
                                  "give an output file (-o FILE; output=PATH in Python) or a pipe")
             self._stream_open(out)
         elif self.kind == "stream-file":
-            self._target = AtomicTarget(self.dst, is_dir=False)
-            self._file = open(self._target.tmp, "wb")  # noqa: SIM115
+            self._target = AtomicTarget(self.dst, is_dir=False, remote=True)
+            self._file = open_output(self._target.tmp)
             self._stream_open(self._file)
         else:
-            self._target = AtomicTarget(self.dst, is_dir=self.kind == "dir")
+            self._target = AtomicTarget(self.dst, is_dir=self.kind == "dir", remote=True)
 
     def _stream_open(self, out):
         header = self.meta.with_(nnz=None) if self.meta.nnz is None else self.meta
@@ -339,7 +341,8 @@ class TensorSink(ClosesOrAborts):
         inflight = min(encoders + 1, budget.usable // (8 * group_bytes))
         if many and encoders >= 2 and inflight >= 2:
             return StitchedWriter(path, self.schema, options, workers=encoders, inflight=inflight)
-        return pq.ParquetWriter(path, self.schema, **options)
+        filesystem, inner = located(path)
+        return pq.ParquetWriter(inner, self.schema, filesystem=filesystem, **options)
 
     # -- writing ------------------------------------------------------------------------------
     def write(self, keys: np.ndarray, values, maxes: np.ndarray | None = None) -> None:
@@ -441,7 +444,7 @@ class TensorSink(ClosesOrAborts):
     def _write_rows(self, table: pa.Table, many: bool):
         if self._writer is None:
             if self.kind == "dir":
-                path = os.path.join(self._target.tmp, part_name(self._part_index))
+                path = join_path(self._target.tmp, part_name(self._part_index))
                 self._part_paths.append(path)
                 # Per-part uniqueness: a part is unique if the whole output is, so the part
                 # claims follow the dataset's, checked by the same tracker.
@@ -571,7 +574,7 @@ class TensorSink(ClosesOrAborts):
     def _write_empty(self):
         path = self._target.tmp
         if self.kind == "dir":
-            path = os.path.join(self._target.tmp, "part-000000.parquet")
+            path = join_path(self._target.tmp, "part-000000.parquet")
             self._part_paths.append(path)
         self._writer = self._parquet_writer(path)
         self._writer.write_table(self.schema.empty_table())
@@ -627,6 +630,8 @@ def _copied(table: pa.Table) -> pa.RecordBatch:
 
 
 def _size(path: str) -> int:
+    if is_remote(path):
+        return total_size(path)
     if os.path.isdir(path):
         return sum(os.path.getsize(os.path.join(path, n)) for n in os.listdir(path))
     return os.path.getsize(path)

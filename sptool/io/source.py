@@ -31,6 +31,7 @@ from ._digest import DigestReader, digest_problem
 from ._prefetch import prefetch
 from ._rowgroups import check_text, parquet_file, plan_chunks, read_chunks, read_failure_code
 from ._scratch import scratch_dir
+from ._url import is_remote, join_path, kind_of, listing, local_path, open_read
 
 # What pyarrow raises on a corrupt or foreign file: any Arrow error, and the Python errors its
 # footer and statistics accessors let through on garbled metadata.
@@ -54,12 +55,15 @@ def is_part_name(name: str) -> bool:
 
 
 def list_parts(path: str) -> list[str]:
+    path = local_path(path)
+    if is_remote(path):
+        return sorted(n for n, is_file in listing(path) if is_part_name(n) and is_file)
     return sorted(n for n in os.listdir(path) if is_part_name(n) and os.path.isfile(os.path.join(path, n)))
 
 
 def sniff(path: str) -> str:
     """'parquet', 'stream' or 'unknown' from a file's first bytes."""
-    with open(path, "rb") as f:
+    with open_read(path) as f:
         head = f.read(4)
     if head == PARQUET_MAGIC:
         return "parquet"
@@ -73,9 +77,11 @@ def locate(path: str) -> str:
     ('parquet', 'stream', 'unknown'); a missing or unreadable path is an InputError."""
     if path == "-":
         return "stdin"
-    if not os.path.exists(path):
+    path = local_path(path)
+    found = kind_of(path)
+    if found is None:
         raise InputError("no such file or directory", path=path)
-    if os.path.isdir(path):
+    if found == "dir":
         return "dir"
     try:
         return sniff(path)
@@ -257,10 +263,11 @@ def dataset_meta(parts: list[Part], path: str) -> TensorMeta:
 def open_dataset(path: str, read_parts=None) -> ParquetSource:
     """A part directory as one source; ``read_parts(paths)`` gives its Parts in order (a cluster
     reads the footers in parallel), by default read here one after another."""
+    path = local_path(path)
     names = list_parts(path)
     if not names:
         raise FormatError("the directory holds no part-*.parquet files [E_NO_PARTS]", path=path)
-    paths = [os.path.join(path, n) for n in names]
+    paths = [join_path(path, n) for n in names]
     parts = read_parts(paths) if read_parts else [read_part(p) for p in paths]
     return ParquetSource(path, parts, dataset_meta(parts, path), "dir")
 
@@ -388,7 +395,7 @@ def _parse_trailer(raw: bytes, path: str) -> dict:
 
 def open_stream(path: str) -> StreamSource:
     try:
-        f = sys.stdin.buffer if path == "-" else open(path, "rb")  # noqa: SIM115 (owned by the reader)
+        f = sys.stdin.buffer if path == "-" else open_read(path)  # owned by the reader
     except OSError as e:
         raise InputError(f"cannot open: {e.strerror}", path=path) from None
     name = "<stdin>" if path == "-" else path
@@ -412,7 +419,9 @@ def open_stream(path: str) -> StreamSource:
 
 
 def open_source(path: str) -> TensorSource:
-    """Open a tensor for streaming: a .parquet file, a directory of parts, or '-' (stdin)."""
+    """Open a tensor for streaming: a .parquet file, a directory of parts, or '-' (stdin); a
+    file:// URL names a local path, another URL (s3://...) a file or directory on that filesystem."""
+    path = local_path(path)
     kind = locate(path)
     if kind == "dir":
         return open_dataset(path)

@@ -43,7 +43,7 @@ from ..converters.table import table_options
 from ..converters.tfrecord import tfrecord_options
 from ..errors import DataError, UsageError
 from ..format import INT64_MAX
-from ..io import ClosesOrAborts, open_source, sibling_name
+from ..io import ClosesOrAborts, local_only, open_source, sibling_name
 from ..stream.dense import write_dense
 from ..stream.engine import Plan, StreamOp, run
 
@@ -235,6 +235,7 @@ def convert(src: str | None, dst: str, *, from_format: str | None = None, to_for
     >>> convert("sample_data/tensor3d.tns", out)["to"]
     'sptool'
     """
+    src, dst = local_only(src, "convert"), local_only(dst, "convert")
     row_sparse = _row_sparse_input(src, rows, values, height)
     if row_sparse is not None:
         src, from_format, values = row_sparse.values, "rows", None

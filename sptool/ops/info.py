@@ -7,7 +7,6 @@ counted.  head reads the first n rows and stops: a short read, not a pass."""
 from __future__ import annotations
 
 import math
-import os
 
 import numpy as np
 
@@ -15,7 +14,7 @@ from .. import _kernels
 from .._memory import Budget, budget_of, format_size
 from ..errors import DataError, UsageError
 from ..format import encode_fill, index_column
-from ..io import ClosesOrAborts, ParquetSource, open_input
+from ..io import ClosesOrAborts, ParquetSource, file_size, open_input
 from ..stream.axes import normalize_axes
 from ..stream.engine import Plan, StreamOp, run
 
@@ -92,7 +91,7 @@ def summary(path, opened, *, scan: bool, histogram: int | None, memory, progress
                         maxs[k] = int(st.max) if maxs[k] is None else max(maxs[k], int(st.max))
             out["parts"] = len(src.parts)
             out["row_groups"] = src.num_row_groups
-            out["bytes"] = sum(os.path.getsize(p.path) for p in src.parts)
+            out["bytes"] = sum(file_size(p.path) for p in src.parts)
         counts = None
         if histogram is not None:
             (axis,) = normalize_axes([histogram], K, "--histogram axis")

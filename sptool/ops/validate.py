@@ -45,6 +45,7 @@ from ..io import (
     digest_problem,
     edge_keys,
     list_parts,
+    local_only,
     locate,
     pages_without_crc,
     parquet_file,
@@ -880,6 +881,7 @@ def checked_report(path: str, *, metadata_only: bool, deep: bool, strict: bool, 
     validate does both on a cluster)."""
     from ..errors import InputError
 
+    path = local_only(path, "validate")
     target = path  # "-" for stdin, as the spec's report says
     v = _Validator(target, metadata_only=metadata_only, deep=deep, budget=budget_of(memory), progress=progress,
                    strict=strict, scan_runs=scan_runs)

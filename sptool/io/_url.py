@@ -1,0 +1,252 @@
+"""Inputs and outputs named by URL (``s3://bucket/t/``, ``gs://...``, ``hdfs://...``), resolved by
+pyarrow's filesystems; the rest of io asks this module, and only this one, what a name means.
+
+A plain path is local, and so is a ``file://`` URL: ``local_path`` turns it into the path, and the
+local code paths (rename, the local sweep of a dead process's temporaries) take it from there.  Any
+other URL is *remote*: a pyarrow ``FileSystem`` and a path inside it, read through the filesystem's
+input files and written through its output streams, moved into place by ``FileSystem.move``.
+
+A URL stays a string all the way (a cluster hands it to its workers as one, and each worker resolves
+it here); a filesystem is made once per scheme, host and query in a process, not once per part file
+(making an S3 filesystem may ask the network for the bucket's region).
+"""
+
+from __future__ import annotations
+
+import os
+import posixpath
+import re
+import shutil
+import threading
+from urllib.parse import unquote, urlsplit
+
+import pyarrow as pa
+import pyarrow.fs as pafs
+
+from ..errors import InputError, UsageError
+
+_SCHEME = re.compile(r"^([A-Za-z][A-Za-z0-9+.-]*)://")
+
+_REGISTERED: dict[str, pafs.FileSystem] = {}
+_MADE: dict[tuple, tuple[pafs.FileSystem, str]] = {}
+_LOCK = threading.Lock()  # decoding threads and a sink's writer thread resolve names too
+
+# The schemes pyarrow.fs.FileSystem.from_uri resolves, by the filesystem class a pyarrow build has
+# when it was built with that support (S3, GCS, HDFS and Azure are optional); for the message that
+# refuses another scheme.  HDFS also needs libhdfs and a JVM at run time.
+_SCHEMES_BY_CLASS = {"S3FileSystem": ("s3",), "GcsFileSystem": ("gs", "gcs"), "HadoopFileSystem": ("hdfs", "viewfs"),
+                     "AzureFileSystem": ("abfs", "abfss")}
+
+
+def supported_schemes() -> list[str]:
+    """The URL schemes this process resolves: file, those of this pyarrow build, the registered."""
+    built = [s for name, schemes in _SCHEMES_BY_CLASS.items() if hasattr(pafs, name) for s in schemes]
+    return ["file", *built, *sorted(_REGISTERED)]
+
+
+
+def scheme_of(name) -> str | None:
+    """The URL scheme of ``name`` (lower case), or None for a plain path."""
+    m = _SCHEME.match(name) if isinstance(name, str) else None
+    return m.group(1).lower() if m else None
+
+
+def register_filesystem(scheme: str, filesystem: pafs.FileSystem | None) -> None:
+    """Resolve ``scheme://PATH`` as PATH inside ``filesystem`` (any pyarrow FileSystem: a
+    ``PyFileSystem`` over an fsspec filesystem, a ``SubTreeFileSystem``...) in this process; None
+    forgets it.  Only this process knows it: on a cluster, name storage by a scheme pyarrow
+    resolves on every worker."""
+    scheme = scheme.lower()
+    if scheme == "file":
+        raise UsageError("file:// always names the local filesystem")
+    with _LOCK:
+        if filesystem is None:
+            _REGISTERED.pop(scheme, None)
+        else:
+            _REGISTERED[scheme] = filesystem
+
+
+def local_path(name):
+    """``name`` with a ``file://`` URL turned into its local path (``file:///abs/x`` -> ``/abs/x``);
+    anything else unchanged."""
+    if scheme_of(name) != "file":
+        return name
+    parts = urlsplit(name)
+    if parts.netloc not in ("", "localhost"):
+        raise UsageError("a file:// URL names the local filesystem: write file:///ABSOLUTE/PATH", path=name)
+    return unquote(parts.path) or "/"
+
+
+def local_only(name, what: str):
+    """``name`` as a local path (a file:// URL resolved) for ``what``, which reads or writes
+    through local files; another filesystem's URL is refused, naming what does take one."""
+    if is_remote(name):
+        raise UsageError(f"{what} takes local paths (or file:// URLs) only; URLs of other filesystems are "
+                         "taken where tensors are read and written (.parquet files, part directories, .arrows "
+                         "streams): copy it locally first", path=name)
+    return local_path(name)
+
+
+def file_size(name: str) -> int:
+    """Bytes of a file, local or remote."""
+    return total_size(name) if is_remote(name) else os.path.getsize(local_path(name))
+
+
+def is_remote(name) -> bool:
+    """Whether ``name`` is a URL of a filesystem other than the local one."""
+    scheme = scheme_of(name)
+    return scheme is not None and scheme != "file"
+
+
+def located(name: str) -> tuple[pafs.FileSystem | None, str]:
+    """(filesystem, path inside it) for a remote URL; (None, the path) for a local name."""
+    scheme = scheme_of(name)
+    if scheme is None or scheme == "file":
+        return None, local_path(name)
+    parts = urlsplit(name)
+    with _LOCK:
+        registered = _REGISTERED.get(scheme)
+    if registered is not None:
+        return registered, unquote(parts.netloc + parts.path)
+    key = (scheme, parts.netloc, parts.query)
+    with _LOCK:
+        made = _MADE.get(key)
+    if made is None:
+        root = f"{scheme}://{parts.netloc}/" + (f"?{parts.query}" if parts.query else "")
+        try:
+            made = pafs.FileSystem.from_uri(root)
+        except (pa.ArrowInvalid, pa.ArrowNotImplementedError, ValueError) as e:
+            supported = ", ".join(f"{s}://" for s in supported_schemes())
+            raise UsageError(f"pyarrow's filesystems cannot open this URL ({_first_line(e)}); URLs that work "
+                             f"here: {supported}, or a local path", path=name) from None
+        except OSError as e:  # a known scheme that cannot be reached (an S3 bucket's region, no libhdfs)
+            raise InputError(f"cannot reach the filesystem ({_first_line(e)})", path=name) from None
+        with _LOCK:
+            made = _MADE.setdefault(key, made)
+    fs, root_path = made
+    inner = unquote(parts.path).lstrip("/")
+    return fs, posixpath.join(root_path, inner) if inner else root_path
+
+
+def _first_line(e: Exception) -> str:
+    text = str(e).strip()
+    return text.splitlines()[0] if text else type(e).__name__
+
+
+# -- what io needs of a remote name: each takes the URL ------------------------------------------
+
+
+def _info(name: str) -> pafs.FileInfo:
+    fs, path = located(name)
+    try:
+        return fs.get_file_info(path)
+    except OSError as e:
+        raise InputError(f"cannot reach: {_first_line(e)}", path=name) from None
+
+
+def kind_of(name: str) -> str | None:
+    """'dir', 'file' (or another entry that is no directory), or None when nothing is there."""
+    if not is_remote(name):
+        path = local_path(name)
+        if not os.path.exists(path):
+            return None
+        return "dir" if os.path.isdir(path) else "file"
+    t = _info(name).type
+    return {pafs.FileType.Directory: "dir", pafs.FileType.File: "file"}.get(t)
+
+
+def total_size(name: str) -> int:
+    """Bytes of a remote file, or of the files of a remote directory."""
+    info = _info(name)
+    if info.type != pafs.FileType.Directory:
+        return info.size or 0
+    return sum(_info(join_path(name, entry)).size or 0 for entry, is_file in listing(name) if is_file)
+
+
+def listing(name: str) -> list[tuple[str, bool]]:
+    """(entry name, is a file) for each entry of the directory ``name``."""
+    fs, path = located(name)
+    selector = pafs.FileSelector(path, allow_not_found=True, recursive=False)
+    return [(posixpath.basename(i.path.rstrip("/")), i.type == pafs.FileType.File) for i in fs.get_file_info(selector)]
+
+
+def open_read(name: str):
+    """A file to read, with seek: a local file object, or the remote filesystem's random-access
+    input file."""
+    fs, path = located(name)
+    if fs is None:
+        return open(path, "rb")  # noqa: SIM115 (the caller closes it)
+    return fs.open_input_file(path)
+
+
+def open_output(name: str):
+    """A file to write: a local file object, or the remote filesystem's output stream (on an object
+    store, the object appears, whole, only when the stream is closed)."""
+    fs, path = located(name)
+    if fs is None:
+        return open(path, "wb")  # noqa: SIM115 (the caller closes it)
+    return fs.open_output_stream(path)
+
+
+def make_dir(name: str) -> None:
+    """``name`` and its missing parents made; an existing directory is no error."""
+    fs, path = located(name)
+    if fs is None:
+        os.makedirs(path, exist_ok=True)
+    else:
+        fs.create_dir(path, recursive=True)
+
+
+def move(src: str, dst: str) -> None:
+    """``src`` renamed to ``dst`` (a file replaces ``dst``).  On the local filesystem and HDFS a
+    rename; on object stores a copy and a delete, the destination object appearing whole."""
+    fs, a = located(src)
+    _, b = located(dst)
+    fs.move(a, b)
+
+
+def move_dir(src: str, dst: str) -> None:
+    """The directory ``src`` moved to ``dst`` (which must not exist): one rename where the
+    filesystem has directories; file by file where it cannot move one (object stores)."""
+    fs, a = located(src)
+    _, b = located(dst)
+    try:
+        fs.move(a, b)
+        return
+    except NotImplementedError:  # S3, GCS: no directories, only keys under a prefix
+        pass
+    fs.create_dir(b, recursive=True)
+    for entry, is_file in listing(src):
+        if is_file:
+            fs.move(posixpath.join(a, entry), posixpath.join(b, entry))
+    remove_path(src)
+
+
+def remove_path(name: str) -> None:
+    """Delete a file or a whole directory; nothing there is no error."""
+    fs, path = located(name)
+    if fs is None:
+        if os.path.isdir(path) and not os.path.islink(path):
+            shutil.rmtree(path, ignore_errors=True)
+        elif os.path.lexists(path):
+            os.remove(path)
+        return
+    info = fs.get_file_info(path)
+    if info.type == pafs.FileType.Directory:
+        fs.delete_dir(path)
+    elif info.type != pafs.FileType.NotFound:
+        fs.delete_file(path)
+
+
+def join_path(name: str, *names: str) -> str:
+    """A name inside the directory ``name``: URLs join with '/', paths with the local separator."""
+    return posixpath.join(name, *names) if is_remote(name) else os.path.join(name, *names)
+
+
+def split(name: str) -> tuple[str, str]:
+    """(parent, last component) of a URL; the parent keeps its scheme and host."""
+    trimmed = name.rstrip("/")
+    head, _, tail = trimmed.rpartition("/")
+    if head.endswith(":/"):  # the root of a bucket or host: scheme://host/NAME
+        head += "/"
+    return head, tail
