@@ -722,23 +722,32 @@ def test_add_of_sorted_parts_on_a_cluster(client, tiny, tmp_path, rng):
     assert all(m.canonical for m in _part_metas(out))
 
 
+def _sorted_add_checked(client, tiny, tmp_path, a, b, rows, values, *, exact: bool = True) -> set:
+    """add of two sorted part directories on the cluster, checked against NumPy's sums of
+    ``rows``/``values`` (both operands' rows) and the single machine's output, into several
+    canonical non-empty parts: the names of the tasks that ran."""
+    out = str(tmp_path / "out") + "/"
+    with distributed.get_task_stream(client) as stream:
+        r = sptool.distributed.add(a, b, out, memory=tiny, client=client)
+    keys, sums = _oracle_summed(rows, values)
+    gi, gv = _read_all_k(out, 3)
+    assert np.array_equal(gi, keys)
+    assert np.array_equal(gv, sums) if exact else np.allclose(gv, sums, rtol=1e-12, atol=0)
+    local = str(tmp_path / "local.parquet")
+    sptool.add(a, b, local, memory=tiny)
+    assert all(np.array_equal(x, y) for x, y in zip(_read_all_k(out, 3), _read_all_k(local, 3)))
+    assert r["parts"] > 1 and all(m.canonical and m.nnz for m in _part_metas(out))
+    return {t["key"].split("-")[0] for t in stream.data}
+
+
 def test_add_of_sorted_parts_reads_ranges_where_they_stand(client, tiny, tmp_path, rng):
     """Operands sorted on the key are not shuffled: no partition task runs, each range task
     reads its keys from the parts (row groups pruned by statistics), and the sum is NumPy's."""
     a, ai, av = _unique_parts(tmp_path / "a", rng, n=6000, values="float")
     b, bi, bv = _unique_parts(tmp_path / "b", rng, n=300, parts=3, values="float")
-    out = str(tmp_path / "out") + "/"
-    with distributed.get_task_stream(client) as stream:
-        r = sptool.distributed.add(a, b, out, memory=tiny, client=client)
-    names = {t["key"].split("-")[0] for t in stream.data}
+    names = _sorted_add_checked(client, tiny, tmp_path, a, b, np.concatenate([ai, bi]), np.concatenate([av, bv]),
+                                exact=False)
     assert "direct_slot" in names and "partition" not in names, names
-    keys, sums = _oracle_summed(np.concatenate([ai, bi]), np.concatenate([av, bv]))
-    gi, gv = _read_all_k(out, 3)
-    assert np.array_equal(gi, keys) and np.allclose(gv, sums, rtol=1e-12, atol=0)
-    local = str(tmp_path / "local.parquet")
-    sptool.add(a, b, local, memory=tiny)
-    assert all(np.array_equal(x, y) for x, y in zip(_read_all_k(out, 3), _read_all_k(local, 3)))
-    assert r["parts"] > 1 and all(m.canonical and m.nnz for m in _part_metas(out))
 
 
 def test_add_of_sorted_parts_takes_its_splitters_from_the_parts_edges(client, tiny, tmp_path, rng):
@@ -751,18 +760,8 @@ def test_add_of_sorted_parts_takes_its_splitters_from_the_parts_edges(client, ti
     val = rng.standard_normal(len(idx))
     cuts = [len(idx) // 10, len(idx) // 10, len(idx) // 5]  # parts of 10%, 0%, 10% and 80% of the rows
     b = _write_parts(tmp_path / "b", np.split(idx, cuts), np.split(val, cuts))
-    out = str(tmp_path / "out") + "/"
-    with distributed.get_task_stream(client) as stream:
-        r = sptool.distributed.add(a, b, out, memory=tiny, client=client)
-    names = {t["key"].split("-")[0] for t in stream.data}
+    names = _sorted_add_checked(client, tiny, tmp_path, a, b, np.concatenate([ai, idx]), np.concatenate([av, val]))
     assert "direct_slot" in names and not names & {"sample", "partition", "pooled_splitters"}, names
-    keys, sums = _oracle_summed(np.concatenate([ai, idx]), np.concatenate([av, val]))
-    gi, gv = _read_all_k(out, 3)
-    assert np.array_equal(gi, keys) and np.array_equal(gv, sums)
-    local = str(tmp_path / "local.parquet")
-    sptool.add(a, b, local, memory=tiny)
-    assert all(np.array_equal(x, y) for x, y in zip(_read_all_k(out, 3), _read_all_k(local, 3)))
-    assert r["parts"] > 1 and all(m.canonical and m.nnz for m in _part_metas(out))
 
 
 def test_add_of_empty_sorted_operands_on_a_cluster(client, tiny, tmp_path, rng):
