@@ -62,7 +62,7 @@ from .cluster import worker_count
 from .partdir import PartDirectory, check_output
 from .pieces import KeyRangeSource, Piece, PieceSource, ShuffledSource, pieces_of, refuse_stdin, shared_copy
 from .progress import Outcome, follow, settle
-from .seams import edge_keys
+from .seams import part_edges
 
 # Sampled keys per output range: enough that ranges come out within a few per cent of even
 # (256 left the largest of 8 ranges of 20M rows 8-12% above the mean).
@@ -384,20 +384,6 @@ def _listing(directory: str) -> list[str]:
 
 
 # -- the driver ------------------------------------------------------------------------------
-
-def part_edges(client, sources: list) -> list:
-    """The (first, last) coordinates of every part of each of ``sources`` (seams.edge_keys tasks,
-    one round for all operands), or None for a source whose parts' claims decide its whole
-    alone (one part, or no sort order common to its parts: format.dataset_claims)."""
-    asks = []
-    for src in sources:
-        metas = [p.meta for p in src.parts]
-        seamed = len(metas) > 1 and metas[0].sort_order and all(m.sort_order == metas[0].sort_order for m in metas)
-        asks.append([client.submit(edge_keys, p.path, metas[0].sparse_ndim, pure=False) for p in src.parts]
-                    if seamed else None)
-    done = iter(follow(client, [f for a in asks if a for f in a], Outcome()))
-    return [None if a is None else [(first, last) for first, last, _ in (next(done) for _ in a)] for a in asks]
-
 
 def part_keys(operands: list, edges: list, order) -> list | None:
     """For operands sorted on the key ``order`` and the (first, last) coordinates of their parts

@@ -22,12 +22,21 @@ def edge_keys(path: str, K: int) -> tuple:
     return (*edges_of(path, K), peak_rss())
 
 
+def part_edges(client, sources: list) -> list:
+    """The (first, last) coordinates of every part of each of ``sources`` (edge_keys tasks, one
+    round for all of them), or None for a source whose parts' claims decide its whole alone (one
+    part, or no sort order common to its parts: format.dataset_claims)."""
+    asks = []
+    for src in sources:
+        metas = [p.meta for p in src.parts]
+        seamed = len(metas) > 1 and metas[0].sort_order and all(m.sort_order == metas[0].sort_order for m in metas)
+        asks.append([client.submit(edge_keys, p.path, metas[0].sparse_ndim, pure=False) for p in src.parts]
+                    if seamed else None)
+    done = iter(follow(client, [f for a in asks if a for f in a], Outcome()))
+    return [None if a is None else [(first, last) for first, last, _ in (next(done) for _ in a)] for a in asks]
+
+
 def dataset_claims(client, src: ParquetSource) -> tuple[tuple, bool]:
     """(sort_order, unique) that the whole of ``src`` (a file or part directory) holds, from its
     parts' claims and, for several parts, their seams (read on the cluster of ``client``)."""
-    metas = [p.meta for p in src.parts]
-    if len(metas) == 1 or not metas[0].sort_order or any(m.sort_order != metas[0].sort_order for m in metas):
-        return claims_of(metas, [])  # decided by the claims alone: no seam to read
-    K = metas[0].sparse_ndim
-    edges = follow(client, [client.submit(edge_keys, p.path, K, pure=False) for p in src.parts], Outcome())
-    return claims_of(metas, [(first, last) for first, last, _ in edges])
+    return claims_of([p.meta for p in src.parts], part_edges(client, [src])[0] or [])

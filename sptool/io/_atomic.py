@@ -13,8 +13,7 @@ from .source import is_part_name
 
 def check_replaceable_dir(path: str):
     """Refuse to replace a directory that is not an sptool dataset: it may be anything."""
-    names = [n for n, _ in listing(path)] if is_remote(path) else os.listdir(path)
-    for name in names:
+    for name, _ in listing(path):
         if not (is_part_name(name) or name.startswith((".", "_"))):
             raise UsageError(
                 f"refusing to replace directory: it holds {name!r}, which is not a tensor part",
@@ -132,12 +131,7 @@ class AtomicTarget:
             os.replace(self.tmp, self.final)
 
     def abort(self):
-        if is_remote(self.tmp):
-            remove_path(self.tmp)
-        elif os.path.isdir(self.tmp):
-            shutil.rmtree(self.tmp, ignore_errors=True)
-        elif os.path.exists(self.tmp):
-            os.remove(self.tmp)
+        remove_path(self.tmp)
         self._remove_made()
         _LIVE.pop(id(self), None)  # last: an abort cut short by a second signal is done again
 

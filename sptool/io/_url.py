@@ -164,8 +164,10 @@ def total_size(name: str) -> int:
 
 
 def listing(name: str) -> list[tuple[str, bool]]:
-    """(entry name, is a file) for each entry of the directory ``name``."""
+    """(entry name, is a file) for each entry of the directory ``name``, local or remote."""
     fs, path = located(name)
+    if fs is None:
+        return [(n, os.path.isfile(os.path.join(path, n))) for n in os.listdir(path)]
     selector = pafs.FileSelector(path, allow_not_found=True, recursive=False)
     return [(posixpath.basename(i.path.rstrip("/")), i.type == pafs.FileType.File) for i in fs.get_file_info(selector)]
 

@@ -31,7 +31,7 @@ from ._digest import DigestReader, digest_problem
 from ._prefetch import prefetch
 from ._rowgroups import check_text, parquet_file, plan_chunks, read_chunks, read_failure_code
 from ._scratch import scratch_dir
-from ._url import is_remote, join_path, kind_of, listing, local_path, open_read
+from ._url import join_path, kind_of, listing, local_path, open_read
 
 # What pyarrow raises on a corrupt or foreign file: any Arrow error, and the Python errors its
 # footer and statistics accessors let through on garbled metadata.
@@ -55,10 +55,7 @@ def is_part_name(name: str) -> bool:
 
 
 def list_parts(path: str) -> list[str]:
-    path = local_path(path)
-    if is_remote(path):
-        return sorted(n for n, is_file in listing(path) if is_part_name(n) and is_file)
-    return sorted(n for n in os.listdir(path) if is_part_name(n) and os.path.isfile(os.path.join(path, n)))
+    return sorted(n for n, is_file in listing(path) if is_part_name(n) and is_file)
 
 
 def sniff(path: str) -> str:

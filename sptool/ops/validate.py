@@ -494,7 +494,8 @@ def scan_run(path: str, chunks: list, before: list | None, *, meta: TensorMeta, 
         seed = _silent(meta)
         last = None
         try:
-            for _, batch in _row_group_batches(path, pf, [before], rows, ends, first_row(before)):
+            # The chunk's last row group holds the row before this run: read that group alone.
+            for _, batch in _row_group_batches(path, pf, [before[-1:]], rows, ends, first_row(before[-1:])):
                 last = batch
         except READ_ERRORS:
             last = None  # the whole scan stops there: what this run finds is not reported
