@@ -225,8 +225,10 @@ def test_missing_input_on_a_filesystem(store):
 
 def test_local_only_commands_refuse_other_filesystems(store, tmp_path):
     shutil.copy(SAMPLES / "tensor3d.parquet", store / "t.parquet")
-    for args in (["validate", "sub://t.parquet"], ["todense", str(SAMPLES / "tensor3d.parquet"), "-o", "sub://t.npy"],
-                 ["convert", "sub://t.parquet", "-o", str(tmp_path / "t.tns")],
+    for args in (["todense", str(SAMPLES / "tensor3d.parquet"), "-o", "sub://t.npy"],
+                 ["convert", "sub://t.parquet", "-o", "sub://t.npy"],
+                 ["convert", "sub://d.npy", "-o", str(tmp_path / "d.parquet")],
+                 ["convert", "sub://t.parquet", "-o", "sub://t.h5"],
                  ["reorder", "sub://t.parquet", "-o", str(tmp_path / "o.parquet"), "--tmp-dir", "sub://spill"]):
         res = run(*args, code=2)
         assert res.output.count("\n") == 1 and "local" in res.output, res.output

@@ -78,6 +78,11 @@ def convert(ctx, src, dst, from_format, to_format, shape, value_type, fill_value
     converted by its own task into a part of the output directory (-o DIR/); one text
     file is not split, one task converts it (on its threads).
 
+    URLs (s3://..., as pyarrow's filesystems resolve them; a pattern's wildcards in its
+    last part only) are read and written for sptool tensors, the text formats (compressed
+    too) and TFRecord files; .npy, .npz, binsparse, Arrow IPC and plain-table outputs go
+    through local files and refuse them, naming what does take one.
+
     svmlight reads as scikit-learn's load_svmlight_file: a [lines, features] matrix
     sorted row-major (explicit zeros kept, empty lines giving empty rows); ids unsorted
     or repeated within a line are sorted and summed (--strict refuses them); the summary

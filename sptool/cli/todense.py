@@ -27,9 +27,11 @@ def todense(ctx, tensor, output, default_value, validate):
 
     Memory: the .npy is written through a memory map, so it may be larger than
     --memory; a size that overflows int64 or exceeds the free disk is refused before
-    anything is written. On a cluster (--scheduler) the .npy goes on storage every worker
-    sees: the rows are shuffled into runs of consecutive cells and each task writes its own
-    run's cells into the preallocated file; the fill value must then be 0. An order the
+    anything is written. So the output is a local path (or a file:// URL; the input may be
+    any URL): an s3:// or other filesystem's URL is refused. On a cluster (--scheduler)
+    the .npy goes on storage every worker sees: the rows are shuffled into runs of
+    consecutive cells and each task writes its own run's cells into the preallocated
+    file; the fill value must then be 0. An order the
     input claims is checked first (a task per piece), as one machine checks it.
 
     \b

@@ -34,7 +34,9 @@ def validate(ctx, tensors, as_json, metadata_only, deep, strict):
     Memory: one streaming pass in batches within --memory (--deep holds the index
     columns in memory). On a cluster each part of a directory is checked by its own
     task, the checks across parts here; a single Parquet file's rows by a task per run
-    of its row groups, its footer here: the same report.
+    of its row groups, its footer here: the same report. A TENSOR may be a URL (s3://...,
+    as pyarrow's filesystems resolve them): every check is made, and the report is the
+    same as for the local copy of the file.
 
     \b
     Example:

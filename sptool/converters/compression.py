@@ -12,6 +12,7 @@ import os
 import sys
 
 from ..errors import InputError
+from ..io import open_sequential
 
 CODECS = {".gz": "gzip", ".bz2": "bz2", ".xz": "xz", ".zst": "zstd"}
 MAGIC = ((b"\x1f\x8b", "gzip"), (b"BZh", "bz2"), (b"\xfd7zXZ\x00", "xz"), (b"\x28\xb5\x2f\xfd", "zstd"))
@@ -28,7 +29,7 @@ def open_binary(path: str, what: str):
             raise InputError(f"stdin is a terminal; pipe {what} into sptool or name a file", path="<stdin>")
         return sys.stdin.buffer, False, "<stdin>"
     try:
-        return open(path, "rb"), True, path  # noqa: SIM115 (closed by the caller)
+        return open_sequential(path), True, path  # a URL: its filesystem's stream, read ahead
     except OSError as e:
         raise InputError(f"cannot open: {e.strerror}", path=path) from None
 

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from functools import partial
 
 from ..errors import InputError, UsageError
-from ..io import PARQUET_MAGIC, STREAM_MAGIC
+from ..io import PARQUET_MAGIC, STREAM_MAGIC, kind_of, open_read
 from .binsparse import HDF5_MAGIC, BinsparseReader, BinsparseWriter
 from .common import Options, Reader
 from .compression import codec_of_name, without_codec
@@ -98,7 +98,7 @@ def _check_format(fmt: str, option: str) -> str:
 def _by_name(path: str) -> str | None:
     """The format a path names: '-' and directories are sptool, else its extension (or None)."""
     ext = os.path.splitext(without_codec(path))[1].lower()
-    if path == "-" or path.endswith(("/", os.sep)) or (os.path.isdir(path) and ext != ".zarr"):
+    if path == "-" or path.endswith(("/", os.sep)) or (ext != ".zarr" and kind_of(path) == "dir"):
         return "sptool"  # a directory is a dataset of parts, unless it is a .zarr container
     return EXTENSIONS.get(ext)
 
@@ -118,10 +118,10 @@ def input_format(src: str, given: str | None = None) -> str:
     named = _by_name(src)
     if named:
         return _compressible(named, src)
-    if not os.path.exists(src):
+    if kind_of(src) is None:
         raise InputError("no such file or directory", path=src)
     try:
-        with open(src, "rb") as f:
+        with open_read(src) as f:
             head = f.read(_HEAD)
     except OSError as e:
         raise InputError(f"cannot read: {e.strerror}", path=src) from None

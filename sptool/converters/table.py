@@ -24,7 +24,7 @@ import pyarrow.parquet as pq
 from .. import _kernels
 from ..errors import DataError, InputError, UsageError
 from ..format import INT64_MAX, TensorMeta, index_column, value_type_of_dtype
-from ..io import READ_ERRORS, AtomicTarget, list_parts, locate, make_batch, parquet_file
+from ..io import READ_ERRORS, AtomicTarget, join_path, list_parts, locate, make_batch, parquet_file
 from .common import Options, Reader, cast_or_fail, coerce_fill
 from .compression import _Prefixed, open_binary, reading
 from .text import chunk_bytes
@@ -72,7 +72,7 @@ def table_options(index_columns=None, values_column=None, plain: bool = False, d
 def _parquet_files(path: str) -> list[str]:
     kind = locate(path)
     if kind == "dir":
-        files = [os.path.join(path, n) for n in list_parts(path)]
+        files = [join_path(path, n) for n in list_parts(path)]
         if not files:
             raise InputError("the directory holds no *.parquet files", path=path)
         return files

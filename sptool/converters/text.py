@@ -26,7 +26,7 @@ from .. import _textparse as tp
 from .._memory import Budget
 from ..errors import DataError, InputError, UsageError
 from ..format import VALUE_TYPES, TensorMeta
-from ..io import AtomicTarget, arrow_of
+from ..io import AtomicTarget, arrow_of, open_output
 from .common import Options, Reader, cast_or_fail, coerce_fill
 from .compression import open_binary, reading, writing
 
@@ -342,8 +342,8 @@ class TextWriter:
             # temporary file over it would replace the device node.
             self._raw = open(dst, "wb")  # noqa: SIM115 (closed in close/abort)
         else:
-            self._target = AtomicTarget(dst, is_dir=False)
-            self._raw = open(self._target.tmp, "wb")  # noqa: SIM115 (closed in close/abort)
+            self._target = AtomicTarget(dst, is_dir=False, remote=True)
+            self._raw = open_output(self._target.tmp)  # a URL: its filesystem's stream
         self.f = writing(self._raw, dst)
         self._writer = None
         self._options = pacsv.WriteOptions(include_header=False, delimiter=delimiter, quoting_style="none",

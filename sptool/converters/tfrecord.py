@@ -36,7 +36,7 @@ import pyarrow as pa
 from .. import _tfrecord as tfr
 from ..errors import DataError, InputError, UsageError
 from ..format import TensorMeta, default_fill
-from ..io import AtomicTarget, SideOutputs
+from ..io import AtomicTarget, SideOutputs, open_output
 from ..stream.dense import GrowingNpy, open_npy
 from . import text
 from .common import Options, Reader, cast_or_fail, check_not_hybrid, check_zero_fill
@@ -590,8 +590,8 @@ class TFRecordWriter:
                                  "give an output file (-o FILE; output=PATH in Python) or a pipe")
             self._raw = sys.stdout.buffer
         else:
-            self._target = AtomicTarget(dst, is_dir=False)
-            self._raw = open(self._target.tmp, "wb")  # noqa: SIM115 (closed by close/abort)
+            self._target = AtomicTarget(dst, is_dir=False, remote=True)
+            self._raw = open_output(self._target.tmp)  # a URL: its filesystem's stream
         if self.codec == "gzip":
             # Level 6, zlib's default, as TensorFlow's GZIP option uses.
             self._out = gzip.GzipFile(fileobj=self._raw, mode="wb", compresslevel=6, mtime=0)

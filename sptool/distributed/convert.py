@@ -1,5 +1,6 @@
 """convert of many input files on a cluster: one task per file (a glob pattern names them, in
-sorted order), each converted by the single-machine convert into part i of the output directory.
+sorted order, or a list of names), each converted by the single-machine convert into part i of
+the output directory.  A name may be a URL: each worker resolves it and reads the file from there.
 The parts must agree on shape and value type (a text format infers its shape from the largest
 index of each file: give --shape); options that write a second file per input are refused."""
 
@@ -10,6 +11,7 @@ import inspect
 
 from .._memory import budget_of, peak_rss
 from ..errors import DataError, InputError, UsageError
+from ..io import matching
 from ..ops.convert import convert as convert_one
 from .partdir import PartDirectory, check_output
 from .pieces import refuse_stdin
@@ -23,10 +25,11 @@ def convert_file(src: str, part: str, options: dict) -> tuple:
     return convert_one(src, part, **options), peak_rss()
 
 
-def convert(src: str, dst: str, *, client, memory=None, progress=None, **options) -> dict:
-    """``sptool.convert`` of the files ``src`` (a path or a glob pattern such as ``data/*.tns``)
-    on the cluster of ``client``, into the part directory ``dst``, one part per file in sorted
-    name order; the same options as ``sptool.convert``."""
+def convert(src, dst: str, *, client, memory=None, progress=None, **options) -> dict:
+    """``sptool.convert`` of the files ``src`` (a path, a URL, a glob pattern such as
+    ``data/*.tns`` or ``s3://bucket/raw/*.tns``, or a list of them) on the cluster of
+    ``client``, into the part directory ``dst``, one part per file (a pattern's in sorted name
+    order, a list's in its order); the same options as ``sptool.convert``."""
     for name in PER_FILE_OUTPUTS:
         if options.get(name):
             raise UsageError(f"on a cluster convert writes one part per input file; --{name.replace('_', '-')} "
@@ -36,12 +39,16 @@ def convert(src: str, dst: str, *, client, memory=None, progress=None, **options
                          f"{options['to_format']}")
     if src is None or options.get("rows") is not None:
         raise UsageError("on a cluster convert reads input files (SRC, or a glob pattern of them), not --rows")
-    if src == "-":
-        refuse_stdin(src)  # its message: workers cannot read the driver's pipe
+    names = [src] if isinstance(src, str) else list(src)
+    if "-" in names:
+        refuse_stdin("-")  # its message: workers cannot read the driver's pipe
     check_output(dst)
-    files = sorted(glob.glob(src)) if glob.has_magic(src) else [src]
-    if not files:
-        raise InputError("no file matches this pattern", path=src)
+    files = []
+    for name in names:
+        found = matching(name) if glob.has_magic(name) else [name]
+        if not found:
+            raise InputError("no file matches this pattern", path=name)
+        files += found
     options = {**options, "memory": budget_of(memory)}
     with PartDirectory(dst) as out:
         outcome = Outcome()
@@ -52,7 +59,8 @@ def convert(src: str, dst: str, *, client, memory=None, progress=None, **options
                 if r[key] != done[0][key]:
                     raise DataError(f"converts to {key} {r[key]}, but {files[0]} to {done[0][key]}: the parts of a "
                                     "directory must agree" + (" (give --shape)" if key == "shape" else ""), path=f)
-    return {"input": src, "output": dst, "from": done[0]["from"], "to": done[0]["to"], "inputs": len(files),
+    given = src if isinstance(src, str) else ", ".join(names)
+    return {"input": given, "output": dst, "from": done[0]["from"], "to": done[0]["to"], "inputs": len(files),
             "rows_in": sum(r["rows_in"] for r in done), "rows": sum(r["rows"] for r in done),
             "shape": done[0]["shape"], "value_type": done[0]["value_type"],
             "notes": sorted({n for r in done for n in r.get("notes", [])}), "parts": len(files),

@@ -20,6 +20,7 @@ from functools import partial
 from .._memory import Budget, budget_of
 from ..errors import UsageError
 from ..io import batch_keys, batch_values
+from ..ops.todense import local_npy
 from ..stream.dense import CLAIMS_NOTE, BlockScatter, check_dense_size, dense_dtype, is_zero, sorts_first
 from ..stream.order import ClaimCheck, sorted_batches
 from .claims import verify_claim
@@ -55,6 +56,7 @@ def todense(path: str, output: str, *, client, default_value=None, validate: boo
     (see the module docstring); ``validate`` checks bounds and the uniqueness claim."""
     if not isinstance(output, str) or not output.endswith(".npy"):
         raise UsageError("todense writes a .npy file; name the output *.npy", path=output)
+    output = local_npy(output)  # on a shared filesystem, which every worker's pwrite reaches
     meta = operand_meta(path)
     if meta.value_type in ("string", "binary"):
         raise UsageError(f"on a cluster todense writes numbers, not {meta.value_type} values (run it without "

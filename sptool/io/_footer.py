@@ -192,7 +192,7 @@ def pages_without_crc(path: str, md) -> tuple[int, int, str | None]:
     that checksums were written cannot prove."""
     missing = checked = 0
     first = None
-    with open(path, "rb") as f:
+    with open_read(path) as f:
         for r in range(md.num_row_groups):
             rg = md.row_group(r)
             for c in range(rg.num_columns):

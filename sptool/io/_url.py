@@ -13,6 +13,9 @@ it here); a filesystem is made once per scheme, host and query in a process, not
 
 from __future__ import annotations
 
+import fnmatch
+import glob
+import io
 import os
 import posixpath
 import re
@@ -179,6 +182,39 @@ def open_read(name: str):
     if fs is None:
         return open(path, "rb")  # noqa: SIM115 (the caller closes it)
     return fs.open_input_file(path)
+
+
+# A remote input read front to back is read in requests of this many bytes: a reader's small reads
+# (an Arrow stream's message headers, a TFRecord's 12-byte frames) would otherwise each be a request
+# to the store.
+READ_AHEAD = 4 << 20
+
+
+def open_sequential(name: str):
+    """A file to read front to back (text, a TFRecord file, an Arrow stream): a local file object,
+    or the remote filesystem's input stream behind a read-ahead buffer (``peek`` works on both)."""
+    fs, path = located(name)
+    if fs is None:
+        return open(path, "rb")  # noqa: SIM115 (the caller closes it)
+    try:
+        return io.BufferedReader(fs.open_input_stream(path, compression=None), READ_AHEAD)
+    except OSError as e:
+        raise InputError(f"cannot open: {_first_line(e)}", path=name) from None
+
+
+def matching(pattern: str) -> list[str]:
+    """The files a glob pattern names, in sorted order: the local filesystem's glob, or on another
+    filesystem the files of the pattern's directory whose names match its last component (only
+    that one may hold wildcards: an object store lists one prefix at a time)."""
+    if not is_remote(pattern):
+        return sorted(glob.glob(local_path(pattern)))
+    folder, tail = split(pattern)
+    if glob.has_magic(folder):
+        raise UsageError("on this filesystem only the last part of a pattern may hold wildcards", path=pattern)
+    if kind_of(folder) != "dir":
+        return []
+    return sorted(join_path(folder, n) for n, is_file in listing(folder)
+                  if is_file and fnmatch.fnmatchcase(n, tail) and not n.startswith("."))
 
 
 def open_output(name: str):

@@ -43,11 +43,26 @@ from ..converters.table import table_options
 from ..converters.tfrecord import tfrecord_options
 from ..errors import DataError, UsageError
 from ..format import INT64_MAX
-from ..io import ClosesOrAborts, local_only, open_source, sibling_name
+from ..io import ClosesOrAborts, is_remote, local_path, open_source, sibling_name
 from ..stream.dense import write_dense
 from ..stream.engine import Plan, StreamOp, run
 
 _TEXT_EXTENSIONS = ", ".join(ext for ext, fmt in EXTENSIONS.items() if fmt in TEXT_FORMATS)
+
+# Formats read or written through local files (a memory map, a zip archive's random access, HDF5 or
+# Zarr, an Arrow IPC file's footer, a plain table's writer): a URL of another filesystem is refused
+# for them.  sptool's own, the text formats and TFRecord stream through io, URLs included.
+_LOCAL_FORMATS = ("npz", "npy", "rows", "torch", "binsparse", "arrow")
+_URL_FORMATS = "sptool tensors (.parquet, part directories, .arrows), text formats (" + _TEXT_EXTENSIONS + \
+    ") and .tfrecord files"
+
+
+def _check_url(name: str, fmt: str, what: str, plain: bool = False) -> None:
+    """A URL of another filesystem refused for a format that goes through local files."""
+    if is_remote(name) and (fmt in _LOCAL_FORMATS or plain):
+        kind = "a plain table" if plain else f"{fmt} files"
+        raise UsageError(f"convert {what} {kind} through local files only (a local path or a file:// URL); URLs of "
+                         f"other filesystems are taken for {_URL_FORMATS}", path=name)
 
 
 class _Pump(StreamOp):
@@ -125,7 +140,10 @@ def _pump(reader: Reader, writer, progress, budget: Budget) -> _Pump:
 
 
 def _spool_path(near: str) -> str:
-    return sibling_name(os.path.join(tempfile.gettempdir(), "stdout") if near == "-" else near, "spool", ".parquet")
+    """Beside the output; in the temporary directory for stdout and for another filesystem's URL
+    (the spool is read back, and a round trip through the store would cost twice)."""
+    away = near == "-" or is_remote(near)
+    return sibling_name(os.path.join(tempfile.gettempdir(), "convert") if away else near, "spool", ".parquet")
 
 
 def _spool(reader: Reader, near: str, progress, budget: Budget) -> tuple[str, _Pump]:
@@ -235,12 +253,14 @@ def convert(src: str | None, dst: str, *, from_format: str | None = None, to_for
     >>> convert("sample_data/tensor3d.tns", out)["to"]
     'sptool'
     """
-    src, dst = local_only(src, "convert"), local_only(dst, "convert")
+    src, dst = local_path(src), local_path(dst)
     row_sparse = _row_sparse_input(src, rows, values, height)
     if row_sparse is not None:
         src, from_format, values = row_sparse.values, "rows", None
     src_fmt = input_format(src, from_format)
     dst_fmt = output_format(dst, to_format)
+    _check_url(src, src_fmt, "reads")
+    _check_url(dst, dst_fmt, "writes", plain=plain)
     if index_base is not None:
         if index_base not in (0, 1):
             raise UsageError(f"--index-base must be 0 or 1, not {index_base!r}")

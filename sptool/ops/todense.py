@@ -3,8 +3,20 @@
 from __future__ import annotations
 
 from .._memory import budget_of
-from ..io import open_input
+from ..errors import UsageError
+from ..io import is_remote, local_path, open_input
 from ..stream.dense import write_dense
+
+
+def local_npy(output: str) -> str:
+    """``output`` as a local path (a file:// URL resolved); another filesystem's URL is refused
+    before any row is read: the cells are written in place, through a memory map (on a cluster,
+    by each task's pwrite), which an object store cannot do."""
+    if is_remote(output):
+        raise UsageError("todense writes the .npy in place through a memory map, so -o takes a local path (or a "
+                         "file:// URL) only; the input may be a URL (copy the .npy to the store afterwards)",
+                         path=output)
+    return local_path(output)
 
 
 def todense(path: str, output: str, *, default_value=None, validate: bool = True, memory=None,
@@ -13,8 +25,9 @@ def todense(path: str, output: str, *, default_value=None, validate: bool = True
     duplicate coordinates summed as the format says.
 
     Memory: the output is a memory map, so it may be larger than ``memory``; the rows stream
-    through in batches.  ``validate`` also checks the file's sort and uniqueness claims (bounds
-    are always checked; an out-of-range index is an error naming the entry).
+    through in batches; so ``output`` is a local path (or a file:// URL), while the input may
+    be a URL.  ``validate`` also checks the file's sort and uniqueness claims (bounds are
+    always checked; an out-of-range index is an error naming the entry).
 
     Examples
     --------
@@ -24,6 +37,7 @@ def todense(path: str, output: str, *, default_value=None, validate: bool = True
     >>> np.load(out).shape
     (40, 30, 20)
     """
+    output = local_npy(output)
     budget = budget_of(memory)
     with open_input(path) as src:
         return write_dense(src, output, default_value=default_value, validate=validate, budget=budget,

@@ -6,7 +6,6 @@ since a TensorSource would refuse the broken files it has to describe."""
 from __future__ import annotations
 
 import math
-import os
 from contextlib import nullcontext
 from dataclasses import dataclass
 
@@ -44,9 +43,12 @@ from ..io import (
     check_text,
     digest_problem,
     edge_keys,
+    join_path,
     list_parts,
-    local_only,
+    listing,
+    local_path,
     locate,
+    open_sequential,
     pages_without_crc,
     parquet_file,
     plan_chunks,
@@ -55,6 +57,7 @@ from ..io import (
     read_failure_code,
     read_stream_batch,
     row_bytes,
+    split,
 )
 from ..report import ERROR, FATAL, Problem, Report
 from ..stream.engine import Partwise
@@ -384,7 +387,7 @@ class ValidateParts(Partwise):
 
     def map_part(self, src, output, *, budget: Budget, tmp_dir=None, operand: int = 0) -> tuple:
         """(the part's name, its PartCheck, its (first, last) coordinates when it checked clean)."""
-        path, name = os.path.split(src)
+        path, name = split(src)
         part = check_part(path, name, metadata_only=self.metadata_only, deep=self.deep, strict=self.strict,
                           memory=budget)
         clean = part.meta is not None and not any(p.severity in (FATAL, ERROR) for p in part.problems)
@@ -705,7 +708,7 @@ class _Validator:
     def directory(self, path: str, check_parts=None):
         """``check_parts(path, names)``, when given, yields each part's ``PartCheck`` in order
         (a cluster checks them in parallel); else they are checked here, one after another."""
-        names = sorted(os.listdir(path))
+        names = sorted(n for n, _ in listing(path))
         parts = list_parts(path)
         for n in names:
             if n.startswith((".", "_")) or n in parts:
@@ -748,7 +751,7 @@ class _Validator:
                          progress=self.progress, strict=self.strict)
         if not CANONICAL_PART_NAME.match(name):
             one.add(Problem("W_PART_NAME", f"{name} does not match part-NNNNNN.parquet", {"part": name}))
-        meta, schema = one.parquet(os.path.join(path, name), {"part": name})
+        meta, schema = one.parquet(join_path(path, name), {"part": name})
         return PartCheck(one.report.problems, one.report.nnz, meta, schema)
 
     # -- stream ------------------------------------------------------------------------------
@@ -882,7 +885,7 @@ def checked_report(path: str, *, metadata_only: bool, deep: bool, strict: bool, 
     validate does both on a cluster)."""
     from ..errors import InputError
 
-    path = local_only(path, "validate")
+    path = local_path(path)  # another filesystem's URL is read through it, by io
     target = path  # "-" for stdin, as the spec's report says
     v = _Validator(target, metadata_only=metadata_only, deep=deep, budget=budget_of(memory), progress=progress,
                    strict=strict, scan_runs=scan_runs)
@@ -896,7 +899,7 @@ def checked_report(path: str, *, metadata_only: bool, deep: bool, strict: bool, 
     elif kind == "dir":
         v.directory(path, check_parts)
     elif kind == "stream":
-        with open(path, "rb") as f:
+        with open_sequential(path) as f:
             v.stream(f, target)
     elif kind == "unknown" and path.endswith(".arrows"):
         v.add(Problem("E_STREAM_NOT_ARROW", "not an Arrow IPC stream (no continuation marker at the start)"))
