@@ -367,6 +367,70 @@ register(Benchmark(
 ))
 
 
+# -- the same commands on a URL -----------------------------------------------------------------
+# validate and convert of the files above named by a URL of another filesystem, against the plain
+# path: the cost of reading (and writing) through a pyarrow filesystem's files instead of the local
+# code.  The filesystem is pyarrow's SubTreeFileSystem over the data directory (sub://NAME), so the
+# bytes come from the same page cache and only the route differs (an object store adds its latency
+# on top).  Both runs go through the same launcher, which registers sub:// first.
+
+URL_LAUNCHER = """
+    import sys
+    import pyarrow.fs as pafs
+    from sptool.io import register_filesystem
+    register_filesystem("sub", pafs.SubTreeFileSystem(sys.argv[1], pafs.LocalFileSystem()))
+    from sptool.cli import main
+    sys.argv = ["sptool", *sys.argv[2:]]
+    main()
+"""
+
+
+def _plain_and_url(data: str, command: list[str], outputs=()) -> list[Tool]:
+    """The command with its files as plain paths, then as sub:// URLs (``{}`` marks a file's name
+    relative to ``data``)."""
+    plain = [a.format(os.path.join(data, "")) for a in command]
+    url = [a.format("sub://") for a in command]
+    return [python_tool("sptool, plain path", URL_LAUNCHER, data, *plain, "-q", outputs=[os.path.join(data, o)
+                                                                                       for o in outputs]),
+            python_tool("sptool, sub:// URL", URL_LAUNCHER, data, *url, "-q", outputs=[os.path.join(data, o)
+                                                                                     for o in outputs])]
+
+
+def _prepare_validate_stream(data: str, params: dict) -> dict:
+    paths = _prepare_validate(data, params)
+    stream = paths["big"][: -len(".parquet")] + ".arrows"
+    if not os.path.exists(stream):
+        subprocess.run(sptool_tool("convert", paths["big"], "-o", stream).argv, check=True)
+    return {**paths, "stream": stream}
+
+
+register(Benchmark(
+    "validate-url", "full validation of the validate tensor named by a sub:// URL, against its plain path",
+    "ratio (URL time / plain time) <= 1.1", _prepare_validate,
+    lambda paths, out: _plain_and_url(os.path.dirname(paths["big"]),
+                                      ["validate", "{}" + os.path.basename(paths["big"])]),
+))
+register(Benchmark(
+    "validate-url-stream", "full validation of the validate tensor as an .arrows stream, sub:// URL against plain",
+    "ratio (URL time / plain time) <= 1.1", _prepare_validate_stream,
+    lambda paths, out: _plain_and_url(os.path.dirname(paths["stream"]),
+                                      ["validate", "{}" + os.path.basename(paths["stream"])]),
+))
+
+
+def _tools_tns_url(paths: dict, out: str) -> list[Tool]:
+    data = os.path.dirname(paths["tns"])
+    target = os.path.relpath(os.path.join(out, "convert-url.parquet"), data)
+    return _plain_and_url(data, ["convert", "{}" + os.path.basename(paths["tns"]), "-o", "{}" + target],
+                          outputs=[target])
+
+
+register(Benchmark(
+    "convert-tns-url", "the .tns text of convert-tns read from and its Parquet written to sub:// URLs, against "
+    "plain paths", "ratio (URL time / plain time) <= 1.1", _prepare_tns, _tools_tns_url, skip=_convert_missing,
+))
+
+
 # -- svmlight -----------------------------------------------------------------------------------
 # The issue's benchmark: a generated ~200 MB svmlight file (at --size medium) to a Parquet file,
 # against the loaders a user would otherwise run (which only load into memory), in two shapes:

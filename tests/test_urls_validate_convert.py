@@ -72,6 +72,18 @@ def _raw_cases(folder) -> list[str]:
                           schema=_schema(2)))
     cols = {"indices_0": [0, 1], "indices_1": [0, 0], "values": [1.0, 2.0]}
     made.append(write_raw(folder / "nnz.parquet", cols, _meta(nnz=5), schema=_schema(2)))
+    # The footer records page checksums that its many small pages lack (or have): --strict reads
+    # every page header (tests/test_validate.py's case).
+    n = 5000
+    idx = np.stack(np.unravel_index(np.arange(0, 3 * n, 3), (100, 150)), axis=1)
+    ours = folder / "ours.parquet"
+    sptool.write(sptool.SparseTensor(idx, np.arange(n, dtype=np.float64), (100, 150)), str(ours))
+    for crc in (False, True):
+        claimed = folder / f"claimed-crc{int(crc)}.parquet"
+        pq.write_table(pq.read_table(ours).replace_schema_metadata(pq.read_metadata(ours).metadata), claimed,
+                       write_page_checksum=crc, sorting_columns=[pq.SortingColumn(0), pq.SortingColumn(1)],
+                       data_page_size=4096, row_group_size=2000)
+        made.append(str(claimed))
     return made
 
 

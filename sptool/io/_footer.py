@@ -15,7 +15,7 @@ import struct
 import numpy as np
 
 from .._checks import ABSENT, footer_chunks
-from ._url import open_read
+from ._url import READ_AHEAD, is_remote, open_read
 
 _BOOL_TRUE, _BOOL_FALSE, _BYTE, _I16, _I32, _I64, _DOUBLE, _BINARY, _LIST, _SET, _MAP, _STRUCT = range(1, 13)
 
@@ -185,6 +185,29 @@ def _page_header(buf: bytes) -> tuple[int, int, bool, int]:
     return found[1], found[3], 4 in found, pos
 
 
+class _Blocks:
+    """Reads at byte positions of a file, served from blocks of ``block`` bytes read whole (0: each
+    read goes to the file).  On another filesystem each read is a request: a column chunk's page
+    headers, a few bytes each between the pages' bodies, took one each (496 requests, 2.5 s at 5 ms
+    a request, for a 20 MB file whose whole scan took 68)."""
+
+    def __init__(self, f, block: int):
+        self.f, self.block = f, block
+        self.start, self.data = 0, b""
+
+    def read(self, pos: int, n: int, end: int) -> bytes:
+        """``n`` bytes at ``pos`` (fewer at the end of the file); a block read reaches no further
+        than ``end``."""
+        at = pos - self.start
+        if 0 <= at and at + n <= len(self.data):
+            return self.data[at : at + n]
+        self.f.seek(pos)
+        if not self.block:
+            return self.f.read(n)
+        self.start, self.data = pos, self.f.read(max(n, min(self.block, end - pos)))
+        return self.data[:n]
+
+
 def pages_without_crc(path: str, md) -> tuple[int, int, str | None]:
     """(pages without a CRC-32, pages checked, where the first is) over every column chunk of
     ``md`` (pyarrow's FileMetaData of ``path``): the page headers alone are read, each chunk's
@@ -193,6 +216,7 @@ def pages_without_crc(path: str, md) -> tuple[int, int, str | None]:
     missing = checked = 0
     first = None
     with open_read(path) as f:
+        blocks = _Blocks(f, READ_AHEAD if is_remote(path) else 0)
         for r in range(md.num_row_groups):
             rg = md.row_group(r)
             for c in range(rg.num_columns):
@@ -202,8 +226,7 @@ def pages_without_crc(path: str, md) -> tuple[int, int, str | None]:
                 while pos < end:
                     want = _HEADER_READ
                     while True:
-                        f.seek(pos)
-                        buf = f.read(min(want, end - pos))
+                        buf = blocks.read(pos, min(want, end - pos), end)
                         try:
                             kind, size, has_crc, length = _page_header(buf)
                             break
