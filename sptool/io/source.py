@@ -31,7 +31,7 @@ from ._digest import DigestReader, digest_problem
 from ._prefetch import prefetch
 from ._rowgroups import check_text, parquet_file, plan_chunks, read_chunks, read_failure_code
 from ._scratch import scratch_dir
-from ._url import join_path, kind_of, listing, local_path, open_read
+from ._url import join_path, kind_of, listing, local_path, open_read, open_sequential
 
 # What pyarrow raises on a corrupt or foreign file: any Arrow error, and the Python errors its
 # footer and statistics accessors let through on garbled metadata.
@@ -392,7 +392,7 @@ def _parse_trailer(raw: bytes, path: str) -> dict:
 
 def open_stream(path: str) -> StreamSource:
     try:
-        f = sys.stdin.buffer if path == "-" else open_read(path)  # owned by the reader
+        f = sys.stdin.buffer if path == "-" else open_sequential(path)  # owned by the reader; read ahead
     except OSError as e:
         raise InputError(f"cannot open: {e.strerror}", path=path) from None
     name = "<stdin>" if path == "-" else path
