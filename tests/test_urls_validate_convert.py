@@ -157,9 +157,13 @@ def test_validate_a_part_directory_on_an_object_store(objstore, tmp_path):
     assert doc["valid"] and doc["nnz"] == table(good).num_rows
 
 
-def test_validate_of_a_missing_url_is_unreadable(store):
+def test_a_missing_url_is_unreadable(store):
     res = run("validate", "sub://absent.parquet", code=2)
     assert res.stdout.strip() == "sub://absent.parquet: UNREADABLE (no such file or directory)"
+    for args in (["sub://absent.tns"], ["sub://absent.tfrecord", "--ids", "ids", "--vocab-size", "3"]):
+        res = run("convert", *args, "-o", "sub://x.parquet", code=2)
+        assert res.output == f"Error: {args[0]}: no such file or directory\n"
+    assert os.listdir(store) == []
 
 
 # -- convert ------------------------------------------------------------------------------------------

@@ -198,6 +198,8 @@ def open_sequential(name: str):
         return open(path, "rb")  # noqa: SIM115 (the caller closes it)
     try:
         return io.BufferedReader(fs.open_input_stream(path, compression=None), READ_AHEAD)
+    except FileNotFoundError:
+        raise InputError("no such file or directory", path=name) from None
     except OSError as e:
         raise InputError(f"cannot open: {_first_line(e)}", path=name) from None
 
