@@ -320,3 +320,52 @@ def test_cluster_convert_of_url_files_gives_the_single_machine_tensors(cluster_c
     res = run("--scheduler", address, "convert", "sub://raw/*.mtx", "-o", str(tmp_path / "none") + "/", code=2)
     assert "no file matches" in res.output and not (tmp_path / "none").exists()
     assert leftovers(tmp_path) == []
+
+
+# -- in a terminal ------------------------------------------------------------------------------------
+
+WITH_SUB = """
+import sys
+import pyarrow.fs as pafs
+from sptool.io import register_filesystem
+register_filesystem("sub", pafs.SubTreeFileSystem(sys.argv[1], pafs.LocalFileSystem()))
+from sptool.cli import main
+sys.argv = ["sptool", *sys.argv[2:]]
+main()
+"""
+
+
+def test_validate_and_convert_of_urls_in_a_terminal(store, tmp_path):
+    """Under a pseudo-terminal, as a person runs them: the bar drawn and the cursor given back, and
+    the lines the local path gives (its name aside)."""
+    import sys
+
+    from pty_terminal import BAR_GLYPH, cursor_restored, run_in_terminal
+
+    shutil.copy(SAMPLES / "tensor3d.tns", store / "t.tns")
+    shutil.copy(SAMPLES / "invalid.parquet", store / "invalid.parquet")
+
+    def terminal(*args):
+        code, output = run_in_terminal([sys.executable, "-c", WITH_SUB, str(store), *args], cwd=tmp_path)
+        text = output.decode("utf-8", "replace")
+        assert cursor_restored(output) and "Traceback" not in text, text
+        return code, output, text
+
+    code, output, text = terminal("convert", "sub://t.tns", "-o", "sub://t.parquet")
+    assert code == 0 and "sub://t.parquet" in text, text
+    same_tensor(store / "t.parquet", _local_convert(tmp_path))
+    code, output, text = terminal("validate", "sub://t.parquet")
+    assert code == 0 and BAR_GLYPH in output and "sub://t.parquet" in text, text
+    code, _, text = terminal("validate", "sub://invalid.parquet")
+    local_code, _, local_text = terminal("validate", str(store / "invalid.parquet"))
+    assert code == local_code == 1
+    words = [line.split() for line in text.replace("sub://invalid.parquet", "NAME").splitlines() if "E_" in line]
+    local_words = [line.split() for line in local_text.replace(str(store / "invalid.parquet"), "NAME").splitlines()
+                   if "E_" in line]
+    assert words and words == local_words
+
+
+def _local_convert(tmp_path) -> str:
+    out = str(tmp_path / "local.parquet")
+    run("convert", str(SAMPLES / "tensor3d.tns"), "-o", out)
+    return out
