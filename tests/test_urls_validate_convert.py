@@ -310,6 +310,9 @@ def test_cluster_convert_of_url_files_gives_the_single_machine_tensors(cluster_c
         run("convert", str(store / "raw" / f"f{i}.tns"), "--shape", "40,30,20", "-o", str(tmp_path / f"one{i}.parquet"))
     one = pa.concat_tables([pq.read_table(tmp_path / f"one{i}.parquet") for i in range(3)])
     assert table(tmp_path / "dist").equals(one)
+    # The directory of the files, named by its URL: each file of it, in name order.
+    run("--scheduler", address, "convert", "sub://raw/", "--shape", "40,30,20", "-o", str(tmp_path / "whole") + "/")
+    assert table(tmp_path / "whole").equals(one)
     # A list of URLs through the Python API, in its order.
     from sptool.distributed import OPERATIONS
 

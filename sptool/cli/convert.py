@@ -74,9 +74,9 @@ def convert(ctx, src, dst, from_format, to_format, shape, value_type, fill_value
     inputs claim no order; symmetric, skew-symmetric and hermitian .mtx files are expanded
     to both triangles; a .mtx pattern becomes bool. Floats are written in their shortest
     round-trip form. Bad lines are errors naming the file and line; nothing is written.
-    On a cluster (--scheduler) SRC may be a glob pattern ('data/*.tns'): each file is
-    converted by its own task into a part of the output directory (-o DIR/); one text
-    file is not split, one task converts it (on its threads).
+    On a cluster (--scheduler) SRC may be a glob pattern ('data/*.tns') or a directory of
+    such files: each file is converted by its own task into a part of the output
+    directory (-o DIR/); one text file is not split, one task converts it (on its threads).
 
     URLs (s3://..., as pyarrow's filesystems resolve them; a pattern's wildcards in its
     last part only) are read and written for sptool tensors, the text formats (compressed

@@ -1,6 +1,7 @@
 """convert of many input files on a cluster: one task per file (a glob pattern names them, in
-sorted order, or a list of names), each converted by the single-machine convert into part i of
-the output directory.  A name may be a URL: each worker resolves it and reads the file from there.
+sorted order, or a directory of them that holds no tensor parts, or a list of names), each
+converted by the single-machine convert into part i of the output directory.  A name may be a
+URL: each worker resolves it and reads the file from there.
 The parts must agree on shape and value type (a text format infers its shape from the largest
 index of each file: give --shape); options that write a second file per input are refused."""
 
@@ -11,7 +12,7 @@ import inspect
 
 from .._memory import budget_of, peak_rss
 from ..errors import DataError, InputError, UsageError
-from ..io import matching
+from ..io import join_path, kind_of, list_parts, matching
 from ..ops.convert import convert as convert_one
 from .partdir import PartDirectory, check_output
 from .pieces import refuse_stdin
@@ -27,7 +28,8 @@ def convert_file(src: str, part: str, options: dict) -> tuple:
 
 def convert(src, dst: str, *, client, memory=None, progress=None, **options) -> dict:
     """``sptool.convert`` of the files ``src`` (a path, a URL, a glob pattern such as
-    ``data/*.tns`` or ``s3://bucket/raw/*.tns``, or a list of them) on the cluster of
+    ``data/*.tns`` or ``s3://bucket/raw/*.tns``, a directory of such files (not of a tensor's
+    parts, which is one input), or a list of them) on the cluster of
     ``client``, into the part directory ``dst``, one part per file (a pattern's in sorted name
     order, a list's in its order); the same options as ``sptool.convert``."""
     for name in PER_FILE_OUTPUTS:
@@ -45,9 +47,15 @@ def convert(src, dst: str, *, client, memory=None, progress=None, **options) -> 
     check_output(dst)
     files = []
     for name in names:
-        found = matching(name) if glob.has_magic(name) else [name]
+        if glob.has_magic(name):
+            found = matching(name)
+        elif kind_of(name) == "dir" and not list_parts(name):
+            found = matching(join_path(name, "*"))  # a directory of input files, not a tensor's parts
+        else:
+            found = [name]
         if not found:
-            raise InputError("no file matches this pattern", path=name)
+            raise InputError("no file matches this pattern" if glob.has_magic(name) else "the directory holds no files",
+                             path=name)
         files += found
     options = {**options, "memory": budget_of(memory)}
     with PartDirectory(dst) as out:
