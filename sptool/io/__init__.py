@@ -11,7 +11,21 @@ from ._footer import FooterError, pages_without_crc
 from ._prefetch import prefetch
 from ._rowgroups import check_text, parquet_file, plan_chunks, read_chunks, read_failure_code
 from ._scratch import before_removal, make_scratch_dir, remove_live_scratch, scratch_dir, sibling_name, sweep
-from ._url import file_size, is_remote, join_path, local_only, local_path, make_dir, register_filesystem, remove_path
+from ._url import (
+    absolute,
+    file_size,
+    files_in,
+    is_remote,
+    join_path,
+    kind_of,
+    local_only,
+    local_path,
+    make_dir,
+    move,
+    register_filesystem,
+    remove_hidden,
+    remove_path,
+)
 from .background import Background
 from .sink import OrderTracker, TensorSink, check_shape, open_sink, output_kind, parquet_writer_options, schema_of
 from .source import (
@@ -57,4 +71,5 @@ __all__ = [
     "edge_keys",
     "FooterError", "pages_without_crc",
     "file_size", "is_remote", "join_path", "local_only", "local_path", "make_dir", "register_filesystem", "remove_path",
+    "absolute", "files_in", "kind_of", "move", "remove_hidden",
 ]

@@ -190,21 +190,52 @@ def open_output(name: str):
     return fs.open_output_stream(path)
 
 
-def make_dir(name: str) -> None:
-    """``name`` and its missing parents made; an existing directory is no error."""
+def make_dir(name: str, *, parents: bool = True) -> None:
+    """``name`` made, and its missing parents unless ``parents`` is False (then a missing parent
+    is an error: a job's task must not make again the staging directory a failed job removed);
+    an existing directory is no error."""
     fs, path = located(name)
     if fs is None:
-        os.makedirs(path, exist_ok=True)
-    else:
+        if parents:
+            os.makedirs(path, exist_ok=True)
+        elif not os.path.isdir(path):
+            try:
+                os.mkdir(path)
+            except FileExistsError:  # made meanwhile by another task
+                pass
+    elif parents:
         fs.create_dir(path, recursive=True)
+    elif fs.get_file_info(path).type != pafs.FileType.Directory:
+        parent = posixpath.dirname(path.rstrip("/"))
+        if parent and fs.get_file_info(parent).type != pafs.FileType.Directory:
+            raise FileNotFoundError(f"{split(name)[0]}: no such directory")
+        fs.create_dir(path, recursive=False)
 
 
 def move(src: str, dst: str) -> None:
-    """``src`` renamed to ``dst`` (a file replaces ``dst``).  On the local filesystem and HDFS a
-    rename; on object stores a copy and a delete, the destination object appearing whole."""
+    """``src`` renamed to ``dst`` (a file replaces ``dst``), local or remote.  On the local
+    filesystem and HDFS a rename; on object stores a copy and a delete, the destination object
+    appearing whole."""
     fs, a = located(src)
     _, b = located(dst)
-    fs.move(a, b)
+    if fs is None:
+        os.replace(a, b)
+    else:
+        fs.move(a, b)
+
+
+def absolute(name: str) -> str:
+    """A name that means the same in another process (a cluster's worker): a local path made
+    absolute, a URL as it is."""
+    return name if is_remote(name) else os.path.abspath(local_path(name))
+
+
+def files_in(name: str, suffix: str = "") -> list[str]:
+    """The files of the directory ``name`` whose names end in ``suffix``, joined to it, in name
+    order; none when there is no such directory."""
+    if kind_of(name) != "dir":
+        return []
+    return [join_path(name, n) for n, is_file in sorted(listing(name)) if is_file and n.endswith(suffix)]
 
 
 def move_dir(src: str, dst: str) -> None:
@@ -238,6 +269,15 @@ def remove_path(name: str) -> None:
         fs.delete_dir(path)
     elif info.type != pafs.FileType.NotFound:
         fs.delete_file(path)
+
+
+def remove_hidden(name: str) -> None:
+    """Delete the hidden entries (names starting with '.') of the directory ``name``: what a
+    staged directory holds besides its parts (its scratch, the temporaries of tasks killed while
+    writing), before it is committed."""
+    for entry, _ in listing(name):
+        if entry.startswith("."):
+            remove_path(join_path(name, entry))
 
 
 def join_path(name: str, *names: str) -> str:
