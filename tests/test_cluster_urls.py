@@ -292,3 +292,51 @@ def test_an_output_scheme_the_workers_do_not_know_fails_in_one_line(client, stor
     assert res.output.count("\n") == 1 and re.search(r"sub://\S*: pyarrow's filesystems cannot open", res.output)
     assert os.listdir(store) == []
 
+
+
+def test_a_failed_commit_puts_back_the_outputs_it_replaced(client, tiny, objstore, inputs, tmp_path):
+    """split's directories are committed together: when moving a part into the last of them fails
+    (once, on the driver, which commits), the parts already moved go back, every output is the
+    previous job's, and nothing else is left on the store."""
+    root = tmp_path / "store"
+    root.mkdir()
+    client.run(register_filesystem, "obj", pafs.PyFileSystem(objstore))
+    try:
+        on(client, "split", inputs["a"], "--axis", "0", "--num", "3", "-o", f"obj://{root}/out-{{i}}/")
+        before = [table(root / f"out-{i}") for i in range(3)]
+
+        class FailsOnce(type(objstore)):
+            failed = []
+
+            def move(self, src, dest):
+                if "/out-2/" in dest and not self.failed:
+                    self.failed.append(dest)
+                    raise OSError("the store failed a copy")
+                super().move(src, dest)
+
+        failing = FailsOnce(objstore.fs)
+        register_filesystem("obj", pafs.PyFileSystem(failing))  # the driver's filesystem only
+        res = on(client, "split", inputs["f"], "--axis", "1", "--num", "3", "-o", f"obj://{root}/out-{{i}}/", code=3)
+    finally:
+        client.run(register_filesystem, "obj", None)
+    assert failing.failed and "failed a copy" in res.output and res.output.count("\n") == 1
+    assert [table(root / f"out-{i}") for i in range(3)] == before
+    assert sorted(os.listdir(root)) == ["out-0", "out-1", "out-2"] and leftovers(root) == []
+
+
+def test_a_killed_tasks_temporary_is_not_committed(remote, rng):
+    """A worker killed while writing a part leaves its hidden temporary in the staging directory
+    (the task runs again elsewhere): the commit leaves it behind, with the scratch."""
+    from sptool.distributed.partdir import PartDirectory
+
+    t = sptool.SparseTensor(np.stack([rng.integers(0, d, 50) for d in SHAPE], axis=1), rng.standard_normal(50), SHAPE)
+    with PartDirectory(remote.url("out/")) as out:
+        sptool.write(t, out.part(0))
+        staged = out.root.replace("obj://", "") if remote.scheme == "obj" else remote.path(out.root[len("sub://"):])
+        with open(os.path.join(staged, ".part-000001.parquet.tmp-1-0-00000000"), "wb") as f:
+            f.write(b"PAR1 half a part")
+        out.scratch("partials")
+    assert os.listdir(remote.root) == ["out"] and os.listdir(remote.path("out")) == ["part-000000.parquet"]
+    got = table(remote.path("out"))
+    assert np.array_equal(np.stack([got.column(f"indices_{d}").to_numpy() for d in range(3)], axis=1), t.indices)
+    assert np.array_equal(got.column("values").to_numpy(), t.values)
