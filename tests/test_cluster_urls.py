@@ -169,6 +169,24 @@ def test_cluster_inputs_and_output_on_another_filesystem(client, tiny, remote, i
     assert sorted(os.listdir(remote.root)) == ["a", "b", "out"] and leftovers(remote.root) == []
 
 
+def test_cluster_output_url_with_a_query(client, tiny, store, inputs, tmp_path):
+    """A URL's ?query configures its filesystem (s3://b/t/?endpoint_override=...): the names of
+    the parts, the staging directory and the scratch go before it."""
+    fs = pafs.SubTreeFileSystem(str(store), pafs.LocalFileSystem())
+    client.run(register_filesystem, "sub", fs)
+    try:
+        run("reorder", inputs["a"], "--duplicates", "sum", "-o", str(tmp_path / "plain.parquet"))
+        on(client, "reorder", inputs["a"], "--duplicates", "sum", "-o", "sub://out/?region=here")
+        run("split", inputs["a"], "--axis", "2", "--num", "2", "-o", str(tmp_path / "plain-{i}.parquet"))
+        on(client, "split", inputs["a"], "--axis", "2", "--num", "2", "-o", "sub://sp-{i}/?region=here")
+    finally:
+        client.run(register_filesystem, "sub", None)
+    same_tensor(store / "out", tmp_path / "plain.parquet")
+    for i in range(2):
+        same_tensor(store / f"sp-{i}", tmp_path / f"plain-{i}.parquet")
+    assert sorted(os.listdir(store)) == ["out", "sp-0", "sp-1"] and leftovers(store) == []
+
+
 def test_cluster_replaces_an_output_on_another_filesystem(client, tiny, remote, inputs, tmp_path):
     on(client, "reorder", inputs["a"], "--duplicates", "sum", "-o", remote.url("out/"))
     before = set(os.listdir(remote.path("out")))

@@ -243,16 +243,28 @@ def move_dir(src: str, dst: str) -> None:
     filesystem has directories; file by file where it cannot move one (object stores)."""
     fs, a = located(src)
     _, b = located(dst)
-    try:
-        fs.move(a, b)
-        return
-    except NotImplementedError:  # S3, GCS: no directories, only keys under a prefix
-        pass
+    if _renames_directories(fs):
+        try:
+            fs.move(a, b)
+            return
+        except NotImplementedError:  # a filesystem that says so (fsspec's over an object store)
+            pass
     fs.create_dir(b, recursive=True)
     for entry, is_file in listing(src):
         if is_file:
             fs.move(posixpath.join(a, entry), posixpath.join(b, entry))
     remove_path(src)
+
+
+# pyarrow's filesystems over object stores, which have keys under a prefix and no directory to
+# rename: S3's move of a "directory" copies the one key of that name (a marker, or none: an error).
+_OBJECT_STORES = ("s3", "gcs")
+
+
+def _renames_directories(fs: pafs.FileSystem) -> bool:
+    while isinstance(fs, pafs.SubTreeFileSystem):
+        fs = fs.base_fs
+    return fs.type_name not in _OBJECT_STORES
 
 
 def remove_path(name: str) -> None:
@@ -281,14 +293,26 @@ def remove_hidden(name: str) -> None:
 
 
 def join_path(name: str, *names: str) -> str:
-    """A name inside the directory ``name``: URLs join with '/', paths with the local separator."""
-    return posixpath.join(name, *names) if is_remote(name) else os.path.join(name, *names)
+    """A name inside the directory ``name``: URLs join with '/' (before a ``?query``, which the
+    name keeps: it configures the filesystem, as ``?endpoint_override=...`` does S3's), paths
+    with the local separator."""
+    if not is_remote(name):
+        return os.path.join(name, *names)
+    base, mark, query = name.partition("?")
+    return posixpath.join(base, *names) + mark + query
 
 
 def split(name: str) -> tuple[str, str]:
-    """(parent, last component) of a URL; the parent keeps its scheme and host."""
-    trimmed = name.rstrip("/")
-    head, _, tail = trimmed.rpartition("/")
+    """(parent, last component) of a URL; the parent keeps its scheme, host and query (none
+    for the bare root ``scheme://``)."""
+    base, mark, query = name.partition("?")
+    head, _, tail = base.rstrip("/").rpartition("/")
     if head.endswith(":/"):  # the root of a bucket or host: scheme://host/NAME
         head += "/"
-    return head, tail
+    return (head if head.endswith("://") else head + mark + query), tail
+
+
+def bare(name: str) -> str:
+    """``name`` without a URL's ``?query`` (a file:// URL as its local path): what its name says
+    of the kind of output (a trailing '/', a suffix)."""
+    return name.partition("?")[0] if is_remote(name) else local_path(name)
