@@ -209,7 +209,11 @@ def make_dir(name: str, *, parents: bool = True) -> None:
         parent = posixpath.dirname(path.rstrip("/"))
         if parent and fs.get_file_info(parent).type != pafs.FileType.Directory:
             raise FileNotFoundError(f"{split(name)[0]}: no such directory")
-        fs.create_dir(path, recursive=False)
+        try:
+            fs.create_dir(path, recursive=False)
+        except OSError:
+            if fs.get_file_info(path).type != pafs.FileType.Directory:  # else made meanwhile by another task
+                raise
 
 
 def move(src: str, dst: str) -> None:
