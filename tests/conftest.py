@@ -2,11 +2,15 @@
 
 from __future__ import annotations
 
+import os
+
 import numpy as np
+import pyarrow.fs as pafs
 import pytest
 
 import sptool
 from sptool import SparseTensor
+from sptool.io import register_filesystem
 
 DTYPES = ["float64", "float32", "int64", "int32", "int8", "uint64", "uint8", "bool", "complex128", "complex64",
           "float16"]
@@ -141,3 +145,34 @@ def cluster_client():
                                        silence_logs=logging.ERROR)
     with cluster, distributed.Client(cluster) as client:
         yield client
+
+
+@pytest.fixture
+def store(tmp_path):
+    """The scheme sub:// names paths inside tmp_path/store through pyarrow's SubTreeFileSystem."""
+    root = tmp_path / "store"
+    root.mkdir()
+    register_filesystem("sub", pafs.SubTreeFileSystem(str(root), pafs.LocalFileSystem()))
+    yield root
+    register_filesystem("sub", None)
+
+
+@pytest.fixture
+def objstore(tmp_path):
+    """obj:///ABS names local paths through a PyFileSystem over fsspec's local filesystem that
+    refuses to move a directory (S3 and GCS have only objects under a prefix); its moves are noted."""
+    fsspec_local = pytest.importorskip("fsspec.implementations.local")
+
+    class ObjectStoreLike(pafs.FSSpecHandler):
+        moves: list = []
+
+        def move(self, src, dest):
+            if self.fs.isdir(src):
+                raise NotImplementedError("an object store cannot move a directory")
+            self.moves.append((os.path.basename(src), os.path.relpath(dest, tmp_path)))
+            super().move(src, dest)
+
+    handler = ObjectStoreLike(fsspec_local.LocalFileSystem())
+    register_filesystem("obj", pafs.PyFileSystem(handler))
+    yield handler
+    register_filesystem("obj", None)

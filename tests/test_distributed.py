@@ -228,34 +228,40 @@ def test_bad_part_fails_and_leaves_nothing(client, tiny, tmp_path, rng):
     assert str(failed.value) == str(local.value)
 
 
-def test_worker_killed_during_reorder(client, tiny, tmp_path, rng):
-    src, idx, val = _dataset(tmp_path, rng, n=40_000, parts=8, dup_pool=5000)
-    out = str(tmp_path / "out") + "/"
+def reorder_killing_a_worker(client, src, out, **kw) -> None:
+    """``sptool.distributed.reorder(src, out, **kw)`` with one worker SIGKILLed while the job
+    shuffles (its partitioned pieces are lost with it and must be made again); its error, if
+    any, raised here, once the nanny has restarted the worker for later tests."""
     pids = list(client.run(os.getpid).values())
-    result, error = {}, []
+    error = []
 
     def job():
         try:
-            result.update(sptool.distributed.reorder(src, out, duplicates="sum", memory=tiny, client=client))
-        except BaseException as e:  # noqa: BLE001 - reported by the assertion below
+            sptool.distributed.reorder(src, out, client=client, **kw)
+        except BaseException as e:  # noqa: BLE001 - raised below
             error.append(e)
 
     thread = threading.Thread(target=job)
     thread.start()
     deadline = time.monotonic() + 60
-    # Killed while it shuffles: its partitioned pieces are lost with it and must be made again.
     while not any("partition" in str(k) for keys in client.processing().values() for k in keys) \
             and time.monotonic() < deadline:
         time.sleep(0.005)
     assert thread.is_alive(), "the job ended before the worker could be killed"
     os.kill(pids[0], signal.SIGKILL)
     thread.join(180)
+    client.wait_for_workers(2, timeout=60)
     assert not error, error
+
+
+def test_worker_killed_during_reorder(client, tiny, tmp_path, rng):
+    src, idx, val = _dataset(tmp_path, rng, n=40_000, parts=8, dup_pool=5000)
+    out = str(tmp_path / "out") + "/"
+    reorder_killing_a_worker(client, src, out, duplicates="sum", memory=tiny)
     keys, sums = _oracle_summed(idx, val)
     gi, gv = _read_all(out)
     assert np.array_equal(gi, keys) and np.array_equal(gv, sums)
     _no_leftovers(tmp_path, ["in", "out"])
-    client.wait_for_workers(2, timeout=60)  # the nanny restarts the killed worker for later tests
 
 
 def _oracle_reduced(idx, val, axes, keepdims, fn):

@@ -131,16 +131,6 @@ def test_unsupported_scheme_is_a_one_line_usage_error(tmp_path, where):
 
 # -- the non-local branch: a SubTreeFileSystem over a temporary directory ------------------------------
 
-@pytest.fixture
-def store(tmp_path):
-    """The scheme sub:// names paths inside tmp_path/store through pyarrow's SubTreeFileSystem."""
-    root = tmp_path / "store"
-    root.mkdir()
-    register_filesystem("sub", pafs.SubTreeFileSystem(str(root), pafs.LocalFileSystem()))
-    yield root
-    register_filesystem("sub", None)
-
-
 @pytest.mark.parametrize("output", ["out.parquet", "nested/deeper/out.parquet", "out/", "out.arrows"])
 def test_reorder_through_a_filesystem(store, tmp_path, output):
     shutil.copy(SAMPLES / "unsorted.parquet", store / "in.parquet")
@@ -237,27 +227,6 @@ def test_local_only_commands_refuse_other_filesystems(store, tmp_path):
 
 # -- an object store's behaviour: no directory moves ---------------------------------------------------
 
-@pytest.fixture
-def objstore(tmp_path):
-    """obj:///ABS names local paths through a PyFileSystem over fsspec's local filesystem that
-    refuses to move a directory (S3 and GCS have only objects under a prefix); its moves are noted."""
-    fsspec_local = pytest.importorskip("fsspec.implementations.local")
-
-    class ObjectStoreLike(pafs.FSSpecHandler):
-        moves: list = []
-
-        def move(self, src, dest):
-            if self.fs.isdir(src):
-                raise NotImplementedError("an object store cannot move a directory")
-            self.moves.append((os.path.basename(src), os.path.relpath(dest, tmp_path)))
-            super().move(src, dest)
-
-    handler = ObjectStoreLike(fsspec_local.LocalFileSystem())
-    register_filesystem("obj", pafs.PyFileSystem(handler))
-    yield handler
-    register_filesystem("obj", None)
-
-
 def test_directory_committed_part_by_part_on_an_object_store(objstore, tmp_path):
     src = tmp_path / "in"
     src.mkdir()
@@ -275,17 +244,13 @@ def test_directory_committed_part_by_part_on_an_object_store(objstore, tmp_path)
     assert leftovers(tmp_path) == []
 
 
-# -- on a cluster: file:// URLs for the inputs and the output directory ---------------------------------
+# -- on a cluster: file:// URLs for the inputs and the output directory (other filesystems: -------------
+# -- tests/test_cluster_urls.py) -------------------------------------------------------------------------
 
-@pytest.fixture(scope="module")
-def client():
-    distributed = pytest.importorskip("distributed")
-    import logging
-
-    cluster = distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=":0",
-                                       silence_logs=logging.ERROR)
-    with cluster, distributed.Client(cluster) as c:
-        yield c
+@pytest.fixture
+def client(cluster_client):
+    """The session's cluster (conftest.py)."""
+    return cluster_client
 
 
 def _parts(tmp_path, name, rng, n=2000, parts=4):
@@ -315,13 +280,6 @@ def test_cluster_with_file_urls_matches_one_machine(client, tmp_path, rng, monke
     for key in ("shape", "value_type", "fill_value", "nnz"):
         assert getattr(dist, key) == getattr(plain, key), key
     assert leftovers(tmp_path) == []
-
-
-def test_cluster_refuses_an_output_on_another_filesystem(client, store):
-    res = run("--scheduler", client.scheduler.address, "reorder", str(SAMPLES / "tensor3d.parquet"), "-o", "sub://o/",
-              code=2)
-    assert "shared filesystem" in res.output and res.output.count("\n") == 1
-    assert os.listdir(store) == []
 
 
 @pytest.mark.parametrize("command", [["reorder", "--duplicates", "sum"], ["add"],

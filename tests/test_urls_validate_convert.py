@@ -24,8 +24,6 @@ import pytest
 from byteflip import flip, regions
 from click.testing import CliRunner
 from test_urls import SAMPLES, leftovers, run, same_tensor, table
-from test_urls import objstore as objstore  # noqa: F401 (the fixtures, shared)
-from test_urls import store as store  # noqa: F401
 from test_validate import _meta, _schema, write_raw
 
 import sptool

@@ -43,8 +43,9 @@ def matmul(ctx, a, b, output, adjoint_a, adjoint_b, tmp_dir):
     sparse operand's entries go by ranges of output rows (of output columns for dense x sparse),
     and each task computes whole output rows as one machine does, so the result is identical,
     float sums included: a dense product's tasks write their rows into the .npy on shared
-    storage (the dense operand is read there by every worker); sparse x sparse writes a part
-    directory (-o DIR/), each task multiplying its rows of A by all of B (read by every task, in
+    storage (the dense operand is read there by every worker; both are paths, never URLs of
+    other filesystems); sparse x sparse writes a part directory (-o DIR/, or a URL such as
+    s3://bucket/p/), each task multiplying its rows of A by all of B (read by every task, in
     slabs when B does not fit in half of --memory).
 
     \b

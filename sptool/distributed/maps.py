@@ -12,10 +12,8 @@ the single-machine op, so the sort and the sums come out as on one machine."""
 
 from __future__ import annotations
 
-import os
-
 from .._memory import Budget, budget_of, peak_rss
-from ..io import open_source
+from ..io import join_path, open_source
 from .cluster import worker_count
 from .partdir import PartDirectory, check_output
 from .pieces import Piece, PieceSource, pieces_of, refuse_stdin, shared_copy
@@ -37,7 +35,7 @@ def each_piece(client, fn, path: str, out: PartDirectory, target, *, budget: Bud
     target(i))``: (the tasks' results in piece order, the Outcome so far).  ``pieces(path,
     workers)`` cuts the operand (default ``pieces_of``; an op that skips what it cannot need
     gives its own)."""
-    path = shared_copy(path, os.path.join(out.scratch("inputs"), "operand-0.parquet"), budget)
+    path = shared_copy(path, join_path(out.scratch("inputs"), "operand-0.parquet"), budget)
     cut = (pieces or pieces_of)(path, worker_count(client))
     outcome = Outcome(rows_in=sum(p.rows for p in cut))
     if progress:

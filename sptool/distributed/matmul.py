@@ -31,7 +31,7 @@ import numpy as np
 from .. import _linalg
 from .._memory import Budget, budget_of
 from ..errors import UsageError
-from ..io import batch_keys, batch_values
+from ..io import absolute, batch_keys, batch_values
 from ..ops.matmul import _check_sparse, _DenseProduct, _inner_mismatch, compute_dtype
 from ..ops.matmul import matmul as matmul_one
 from ..stream.binary import is_dense_path, open_dense
@@ -100,7 +100,7 @@ def _dense_product(sparse: str, dense_path: str, output, *, client, sparse_left:
     kernel = dict(swap=op.swap, conj=op.conj, dense_t=op.dense_t, dense_c=op.dense_c)
     budget = budget_of(memory)
     with shared_npy(output, (m, n), out_dtype, fortran=not sparse_left) as (npy, offset, scratch):
-        fn = partial(product_range, dense_path=os.path.abspath(dense_path), npy=npy, offset=offset,
+        fn = partial(product_range, dense_path=absolute(dense_path), npy=npy, offset=offset,
                      out_dtype=out_dtype, budget=budget, tmp_dir=tmp_dir, **kernel)
         outcome = by_regions(client, sparse, meta, (1 if kernel["swap"] else 0,), fn, scratch, budget=budget,
                              progress=progress)
@@ -124,7 +124,7 @@ def _sparse_product(a: str, b: str, output, *, client, adjoint_a: bool, adjoint_
     if ka != kb:
         raise _inner_mismatch(ka, kb, ma.shape, mb.shape)
     budget = budget_of(memory)
-    fn = partial(product_rows, b=os.path.abspath(b), adjoint_a=adjoint_a, adjoint_b=adjoint_b, budget=budget,
+    fn = partial(product_rows, b=absolute(b), adjoint_a=adjoint_a, adjoint_b=adjoint_b, budget=budget,
                  tmp_dir=tmp_dir)
     # One range per worker: every range reads all of B, so fewer ranges read it fewer times.
     r = on_ranges(client, fn, [a], output, order=(1 if adjoint_a else 0,), memory=budget, progress=progress,

@@ -7,7 +7,6 @@ same way; errors name the stream, and count rows from the start of the whole inp
 from __future__ import annotations
 
 import contextlib
-import os
 from dataclasses import dataclass
 
 import numpy as np
@@ -15,7 +14,16 @@ import numpy as np
 from .._memory import Budget
 from ..errors import UsageError
 from ..format import TensorMeta
-from ..io import ParquetSource, TensorSource, batch_keys, locate, open_sink, open_source, sibling_name
+from ..io import (
+    ParquetSource,
+    TensorSource,
+    batch_keys,
+    locate,
+    open_sink,
+    open_source,
+    remove_path,
+    sibling_name,
+)
 
 # A single file is cut into at least this many pieces per worker (when it has the row groups),
 # so a worker that finishes early takes more.
@@ -124,8 +132,7 @@ def stdin_copied(args: tuple, near: str, budget: Budget):
         yield tuple(swapped(a) for a in args)
     finally:
         _COPIED.pop(spool, None)
-        if os.path.exists(spool):
-            os.remove(spool)
+        remove_path(spool)
 
 
 class PieceSource(ParquetSource):

@@ -55,7 +55,21 @@ from .._memory import Budget, budget_of, peak_rss
 from ..errors import ShapeMismatch
 from ..format import TensorMeta
 from ..format import dataset_claims as claims_of
-from ..io import TensorSource, check_inputs, open_sink, open_source, row_bytes, sibling_name
+from ..io import (
+    TensorSource,
+    check_inputs,
+    files_in,
+    is_remote,
+    join_path,
+    kind_of,
+    make_dir,
+    move,
+    open_sink,
+    open_source,
+    remove_path,
+    row_bytes,
+    sibling_name,
+)
 from ..stream.bounds import checked
 from ..stream.sort import KeyCodec, merge_rows, merge_sorted, run_rows, sort_run
 from .cluster import worker_count
@@ -130,8 +144,8 @@ def partition(piece: Piece, index: int, splitters: np.ndarray, order, root: str,
             for a, b in zip(np.r_[0, edges], np.r_[edges, len(ranges)]):
                 r = int(ranges[a])
                 if r not in sinks:
-                    _make_dir(os.path.join(root, range_dir(r)))
-                    sinks[r] = open_sink(os.path.join(root, range_dir(r), shuffled_name(index)), shuffled,
+                    make_dir(join_path(root, range_dir(r)), parents=False)
+                    sinks[r] = open_sink(join_path(root, range_dir(r), shuffled_name(index)), shuffled,
                                          unique_claim=False, budget=budget)
                 sinks[r].write_batch(batch.slice(a, b - a))
                 counts[r] += b - a
@@ -151,7 +165,8 @@ def partition_sorted(piece: Piece, index: int, order, root: str, count: int, bud
     range's task merges its slices of the runs (SortedRange) instead of sorting its rows again.
     The sample comes from the sorted runs (``count`` keys evenly spaced in each run's order,
     exact quantiles of the piece), so no task reads the piece for it first.  (The sample, the
-    runs, the rows, peak memory.)"""
+    runs, the rows, peak memory.)  Local storage only (the runs are memory-mapped): range_map
+    shuffles unsorted on other filesystems."""
     src = PieceSource(piece)
     meta = src.meta
     K = meta.sparse_ndim
@@ -270,7 +285,7 @@ def range_slot(task, fn, r: int, metas: list, roots: list[str], counts: list, ou
         return None
     # An operand's order and uniqueness claims (for its whole, see seams.py) hold for a range of
     # it: its pieces' rows, concatenated in input order.
-    sources = [ShuffledSource(_listing(os.path.join(root, range_dir(r))), meta.with_(nnz=n))
+    sources = [ShuffledSource(files_in(join_path(root, range_dir(r)), ".arrows"), meta.with_(nnz=n))
                for meta, root, n in zip(metas, roots, held)]
     return task(fn, sources, output)
 
@@ -359,15 +374,6 @@ class SortedKeyRange(KeyRangeSource):
         return self.codec.encode(np.stack([c if rows is None else c[rows] for c in cols]).astype(np.int64, copy=False))
 
 
-def _make_dir(path: str) -> None:
-    """``path``, which other pieces' tasks may make too; not its parents: once a failed job has
-    removed its staging directory, a task still running fails instead of making it again."""
-    try:
-        os.mkdir(path)
-    except FileExistsError:
-        pass
-
-
 def range_dir(r: int) -> str:
     return f"range-{r:06d}"
 
@@ -375,12 +381,6 @@ def range_dir(r: int) -> str:
 def shuffled_name(piece: int) -> str:
     # Arrow IPC, not Parquet: written once and read once, nearby; encoding would be wasted.
     return f"piece-{piece:06d}.arrows"
-
-
-def _listing(directory: str) -> list[str]:
-    if not os.path.isdir(directory):  # no piece of this operand had rows in the range
-        return []
-    return [os.path.join(directory, n) for n in sorted(os.listdir(directory)) if n.endswith(".arrows")]
 
 
 # -- the driver ------------------------------------------------------------------------------
@@ -473,7 +473,9 @@ def range_map(client, operands: list[tuple[list[Piece], TensorMeta]], order, fn,
     roots = [out.scratch(f"operand-{j}") for j in range(len(operands))]
     # The whole graph at once (see the module docstring): nothing comes back to the client
     # between rounds.
-    sort = sort and not direct
+    # The sorted runs are memory-mapped by the range tasks; on other storage each task would read
+    # every run whole: there the ranges are shuffled unsorted and each sorted by ``fn``, stably.
+    sort = sort and not direct and not is_remote(out.root)
     keyed = part_keys(operands, edges, order) if direct else None
     counts = []
     if keyed is not None:  # the splitters from the parts' edges, here: no sample round
@@ -523,14 +525,13 @@ def range_map(client, operands: list[tuple[list[Piece], TensorMeta]], order, fn,
     if direct:  # a range found empty only once read: its part is dropped, unless every range is (part 0 stays)
         empty = [r for r, d in enumerate(done) if d is not None and not d[1].nnz]
         for r in empty[1:] if len(empty) == sum(d is not None for d in done) else empty:
-            if os.path.exists(out.part(r)):
-                os.remove(out.part(r))
+            remove_path(out.part(r))
             done[r] = None
     written = []
     for r, d in enumerate(done):  # parts renumbered in range order, skipping ranges that wrote none
         if d is not None:
-            if r != len(written) and os.path.exists(out.part(r)):
-                os.replace(out.part(r), out.part(len(written)))
+            if r != len(written) and kind_of(out.part(r)):
+                move(out.part(r), out.part(len(written)))
             written.append(d)
     outcome.results = [r for r, _, _ in written]
     outcome.part_metas = [m for _, m, _ in written]
@@ -568,7 +569,7 @@ def on_ranges(client, fn, paths: list[str], output: str, *, order, memory=None, 
     workers = worker_count(client)
     budget = budget_of(memory)
     with PartDirectory(output) as out:
-        paths = [shared_copy(path, os.path.join(out.scratch("inputs"), f"operand-{j}.parquet"), budget)
+        paths = [shared_copy(path, join_path(out.scratch("inputs"), f"operand-{j}.parquet"), budget)
                  for j, path in enumerate(paths)]
         sources = []
         for path in paths:

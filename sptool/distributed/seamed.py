@@ -18,13 +18,11 @@ the caller takes another path.
 
 from __future__ import annotations
 
-import os
-
 import numpy as np
 import pyarrow as pa
 
 from .._memory import peak_rss
-from ..io import ParquetSource, open_source
+from ..io import ParquetSource, move, open_source, remove_path
 from .partdir import PartDirectory
 from .pieces import Piece
 from .progress import Outcome, follow
@@ -198,10 +196,10 @@ def by_seams(client, pieces: list[Piece], edges: list, dim: int, meta, fn, out: 
     # renumbered in order.
     kept = [k for k, d in enumerate(done) if d[1].nnz] or [0]
     for k in set(range(len(done))) - set(kept):
-        os.remove(out.part(k))
+        remove_path(out.part(k))
     for n, k in enumerate(kept):
         if n != k:
-            os.replace(out.part(k), out.part(n))
+            move(out.part(k), out.part(n))
     written = [done[k] for k in kept]
     outcome.results = [r for r, _, _ in written]
     outcome.part_metas = [m for _, m, _ in written]

@@ -7,11 +7,10 @@ failed job leaves every output as it was."""
 
 from __future__ import annotations
 
-import os
 from functools import partial
 
 from .._memory import budget_of, peak_rss
-from ..io import part_name
+from ..io import join_path, move, part_name
 from ..ops.split import Split, piece_paths
 from ..ops.split import split as split_one
 from .maps import each_piece
@@ -44,13 +43,13 @@ def split(path: str, pattern: str, *, client, axis: int, num: int, memory=None, 
         scratch = dirs[0].scratch("split")
 
         def shares(j: int) -> str:  # piece j's pattern
-            return os.path.join(scratch, part_name(j), SHARE)
+            return join_path(scratch, part_name(j), SHARE)
 
         done, outcome = each_piece(client, one, path, dirs[0], shares, budget=budget, progress=progress,
                                    task=split_piece)
         for j in range(len(done)):
             for i, d in enumerate(dirs):
-                os.replace(piece_paths(shares(j), len(dirs))[i], d.part(j))
+                move(piece_paths(shares(j), len(dirs))[i], d.part(j))
         commit_together(dirs)
     except BaseException:
         for d in dirs:

@@ -12,7 +12,9 @@ from ._prefetch import prefetch
 from ._rowgroups import check_text, parquet_file, plan_chunks, read_chunks, read_failure_code
 from ._scratch import before_removal, make_scratch_dir, remove_live_scratch, scratch_dir, sibling_name, sweep
 from ._url import (
+    absolute,
     file_size,
+    files_in,
     is_remote,
     join_path,
     kind_of,
@@ -21,10 +23,12 @@ from ._url import (
     local_path,
     make_dir,
     matching,
+    move,
     open_output,
     open_read,
     open_sequential,
     register_filesystem,
+    remove_hidden,
     remove_path,
     split,
 )
@@ -73,5 +77,6 @@ __all__ = [
     "edge_keys",
     "FooterError", "pages_without_crc",
     "file_size", "is_remote", "join_path", "local_only", "local_path", "make_dir", "register_filesystem", "remove_path",
+    "absolute", "files_in", "kind_of", "move", "remove_hidden",
+    "listing", "matching", "open_output", "open_read", "open_sequential", "split",
 ]
-__all__ += ["kind_of", "listing", "matching", "open_output", "open_read", "open_sequential", "split"]

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import os
-import shutil
 
 from ..errors import UsageError
 from ._scratch import sibling_name, sweep
@@ -119,16 +118,11 @@ class AtomicTarget:
             make_dir(self.tmp)
 
     def commit(self):
+        if self.is_dir:
+            commit_all([self])
+            return
         _LIVE.pop(id(self), None)
-        if is_remote(self.final):
-            _commit_remote(self.tmp, self.final, self.is_dir)
-        elif self.is_dir and os.path.exists(self.final):
-            old = sibling_name(self.final, "old")
-            os.rename(self.final, old)
-            os.rename(self.tmp, self.final)
-            shutil.rmtree(old, ignore_errors=True)
-        else:
-            os.replace(self.tmp, self.final)
+        move(self.tmp, self.final)  # a rename (a copy on an object store) that replaces the file
 
     def abort(self):
         remove_path(self.tmp)
@@ -151,58 +145,52 @@ class AtomicTarget:
         self.made = []
 
 
-def _commit_remote(tmp: str, final: str, is_dir: bool) -> None:
-    """A temporary moved into place on a remote filesystem.  A file: one move (on an object store
-    a copy, the object appearing whole).  A directory: renamed where the filesystem has directories
-    (HDFS); on an object store its parts are moved one by one, so a reader listing the prefix while
-    the moves run sees some of them (formats/SPEC.md, URLs)."""
-    if not is_dir:
-        move(tmp, final)
-        return
-    if kind_of(final) == "dir":
-        old = sibling_name(final, "old")
-        move_dir(final, old)
-        move_dir(tmp, final)
-        remove_path(old)
-    else:
-        move_dir(tmp, final)
-
-
 def commit_all(targets: list[AtomicTarget]) -> None:
-    """Commit several targets all or none, as far as renames allow: every existing final moved
-    aside first, then every temporary renamed into place; a failure on the way renames back what
-    was done (the targets stay uncommitted, for ``abort``), and only once all are in place are
-    the previous outputs removed.  A process killed between the renames leaves some outputs new
-    and the others' previous contents in hidden ``.NAME.old-*`` siblings (swept later as a dead
-    process's temporaries)."""
-    if any(is_remote(t.final) for t in targets):
-        # No rename to undo on an object store: moved one by one, as far as they go.
-        for t in targets:
-            t.commit()
-        return
-    done: list[tuple[str, str]] = []  # (from, to) renames made, in order
+    """Commit several targets all or none, as far as moves allow: every existing final moved
+    aside first, then every temporary moved into place; a failure on the way moves back what was
+    done (the targets stay uncommitted, for ``abort``), and only once all are in place are the
+    previous outputs removed.  Locally (and on HDFS) each move is a rename; on an object store a
+    directory moves part by part (io/_url.py move_dir), so a reader listing it during the moves
+    sees some of its parts (formats/SPEC.md §2.5), and a failure among them moves the parts
+    already moved back.  A process killed between the moves leaves some outputs new and the
+    others' previous contents in hidden ``.NAME.old-*`` siblings (swept later as a dead
+    process's temporaries, where their owner can be told: on local storage)."""
+    done: list[tuple[str, str, bool]] = []  # (from, to, is a directory) moves begun, in order
     try:
         for t in targets:
-            if os.path.lexists(t.final):
+            if _exists(t.final):
                 old = sibling_name(t.final, "old")
-                os.rename(t.final, old)
-                done.append((t.final, old))
+                done.append((t.final, old, t.is_dir))
+                _move(t.final, old, t.is_dir)
         for t in targets:
-            os.rename(t.tmp, t.final)
-            done.append((t.tmp, t.final))
+            done.append((t.tmp, t.final, t.is_dir))
+            _move(t.tmp, t.final, t.is_dir)
     except BaseException:
-        for src, dst in reversed(done):
-            os.rename(dst, src)
+        for src, dst, is_dir in reversed(done):
+            if _exists(dst):  # a move begun: what it took (all, or on an object store some parts) goes back
+                _move(dst, src, is_dir)
         raise
     for t in targets:
         _LIVE.pop(id(t), None)
     moved_aside = {t.final for t in targets}
-    for src, old in done:
+    for src, old, _ in done:
         if src in moved_aside:
-            if os.path.isdir(old):
-                shutil.rmtree(old, ignore_errors=True)
-            else:
-                os.remove(old)
+            remove_path(old)
+
+
+def _exists(name: str) -> bool:
+    return os.path.lexists(name) if not is_remote(name) else kind_of(name) is not None
+
+
+def _move(src: str, dst: str, is_dir: bool) -> None:
+    """A rename locally; on another filesystem a file moved, or a directory (move_dir: one rename
+    where the filesystem has directories, else its files one by one)."""
+    if not is_remote(src):
+        os.rename(src, dst)
+    elif is_dir:
+        move_dir(src, dst)
+    else:
+        move(src, dst)
 
 
 class SideOutputs:

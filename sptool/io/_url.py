@@ -228,21 +228,56 @@ def open_output(name: str):
     return fs.open_output_stream(path)
 
 
-def make_dir(name: str) -> None:
-    """``name`` and its missing parents made; an existing directory is no error."""
+def make_dir(name: str, *, parents: bool = True) -> None:
+    """``name`` made, and its missing parents unless ``parents`` is False (then a missing parent
+    is an error: a job's task must not make again the staging directory a failed job removed);
+    an existing directory is no error."""
     fs, path = located(name)
     if fs is None:
-        os.makedirs(path, exist_ok=True)
-    else:
+        if parents:
+            os.makedirs(path, exist_ok=True)
+        elif not os.path.isdir(path):
+            try:
+                os.mkdir(path)
+            except FileExistsError:  # made meanwhile by another task
+                pass
+    elif parents:
         fs.create_dir(path, recursive=True)
+    elif fs.get_file_info(path).type != pafs.FileType.Directory:
+        parent = posixpath.dirname(path.rstrip("/"))
+        if parent and fs.get_file_info(parent).type != pafs.FileType.Directory:
+            raise FileNotFoundError(f"{split(name)[0]}: no such directory")
+        try:
+            fs.create_dir(path, recursive=False)
+        except OSError:
+            if fs.get_file_info(path).type != pafs.FileType.Directory:  # else made meanwhile by another task
+                raise
 
 
 def move(src: str, dst: str) -> None:
-    """``src`` renamed to ``dst`` (a file replaces ``dst``).  On the local filesystem and HDFS a
-    rename; on object stores a copy and a delete, the destination object appearing whole."""
+    """``src`` renamed to ``dst`` (a file replaces ``dst``), local or remote.  On the local
+    filesystem and HDFS a rename; on object stores a copy and a delete, the destination object
+    appearing whole."""
     fs, a = located(src)
     _, b = located(dst)
-    fs.move(a, b)
+    if fs is None:
+        os.replace(a, b)
+    else:
+        fs.move(a, b)
+
+
+def absolute(name: str) -> str:
+    """A name that means the same in another process (a cluster's worker): a local path made
+    absolute, a URL as it is."""
+    return name if is_remote(name) else os.path.abspath(local_path(name))
+
+
+def files_in(name: str, suffix: str = "") -> list[str]:
+    """The files of the directory ``name`` whose names end in ``suffix``, joined to it, in name
+    order; none when there is no such directory."""
+    if kind_of(name) != "dir":
+        return []
+    return [join_path(name, n) for n, is_file in sorted(listing(name)) if is_file and n.endswith(suffix)]
 
 
 def move_dir(src: str, dst: str) -> None:
@@ -250,16 +285,28 @@ def move_dir(src: str, dst: str) -> None:
     filesystem has directories; file by file where it cannot move one (object stores)."""
     fs, a = located(src)
     _, b = located(dst)
-    try:
-        fs.move(a, b)
-        return
-    except NotImplementedError:  # S3, GCS: no directories, only keys under a prefix
-        pass
+    if _renames_directories(fs):
+        try:
+            fs.move(a, b)
+            return
+        except NotImplementedError:  # a filesystem that says so (fsspec's over an object store)
+            pass
     fs.create_dir(b, recursive=True)
     for entry, is_file in listing(src):
         if is_file:
             fs.move(posixpath.join(a, entry), posixpath.join(b, entry))
     remove_path(src)
+
+
+# pyarrow's filesystems over object stores, which have keys under a prefix and no directory to
+# rename: S3's move of a "directory" copies the one key of that name (a marker, or none: an error).
+_OBJECT_STORES = ("s3", "gcs")
+
+
+def _renames_directories(fs: pafs.FileSystem) -> bool:
+    while isinstance(fs, pafs.SubTreeFileSystem):
+        fs = fs.base_fs
+    return fs.type_name not in _OBJECT_STORES
 
 
 def remove_path(name: str) -> None:
@@ -278,15 +325,36 @@ def remove_path(name: str) -> None:
         fs.delete_file(path)
 
 
+def remove_hidden(name: str) -> None:
+    """Delete the hidden entries (names starting with '.') of the directory ``name``: what a
+    staged directory holds besides its parts (its scratch, the temporaries of tasks killed while
+    writing), before it is committed."""
+    for entry, _ in listing(name):
+        if entry.startswith("."):
+            remove_path(join_path(name, entry))
+
+
 def join_path(name: str, *names: str) -> str:
-    """A name inside the directory ``name``: URLs join with '/', paths with the local separator."""
-    return posixpath.join(name, *names) if is_remote(name) else os.path.join(name, *names)
+    """A name inside the directory ``name``: URLs join with '/' (before a ``?query``, which the
+    name keeps: it configures the filesystem, as ``?endpoint_override=...`` does S3's), paths
+    with the local separator."""
+    if not is_remote(name):
+        return os.path.join(name, *names)
+    base, mark, query = name.partition("?")
+    return posixpath.join(base, *names) + mark + query
 
 
 def split(name: str) -> tuple[str, str]:
-    """(parent, last component) of a URL; the parent keeps its scheme and host."""
-    trimmed = name.rstrip("/")
-    head, _, tail = trimmed.rpartition("/")
+    """(parent, last component) of a URL; the parent keeps its scheme, host and query (none
+    for the bare root ``scheme://``)."""
+    base, mark, query = name.partition("?")
+    head, _, tail = base.rstrip("/").rpartition("/")
     if head.endswith(":/"):  # the root of a bucket or host: scheme://host/NAME
         head += "/"
-    return head, tail
+    return (head if head.endswith("://") else head + mark + query), tail
+
+
+def bare(name: str) -> str:
+    """``name`` without a URL's ``?query`` (a file:// URL as its local path): what its name says
+    of the kind of output (a trailing '/', a suffix)."""
+    return name.partition("?")[0] if is_remote(name) else local_path(name)

@@ -33,7 +33,7 @@ from ._arrays import batch_values, make_batch
 from ._atomic import AtomicTarget, ClosesOrAborts
 from ._digest import DigestWriter
 from ._stitch import StitchedWriter
-from ._url import is_remote, join_path, kind_of, local_path, located, open_output, total_size
+from ._url import bare, is_remote, join_path, kind_of, local_path, located, open_output, total_size
 from .source import part_name, row_bytes
 
 # Rows per part file when writing a directory; parts of this size (about 8.4M rows) stay
@@ -146,11 +146,11 @@ def output_kind(dst: str | None) -> str:
     if dst == "-":
         return "stream"
     dst = local_path(dst)
-    if dst.endswith(("/", os.sep)) or kind_of(dst) == "dir":
+    if bare(dst).endswith(("/", os.sep)) or kind_of(dst) == "dir":
         return "dir"
-    if dst.endswith(".parquet"):
+    if bare(dst).endswith(".parquet"):
         return "file"
-    if dst.endswith(".arrows"):
+    if bare(dst).endswith(".arrows"):
         return "stream-file"
     raise UsageError(
         "cannot tell the output format: name a .parquet file, a directory (ending in /), "
