@@ -160,15 +160,19 @@ def store(tmp_path):
 @pytest.fixture
 def objstore(tmp_path):
     """obj:///ABS names local paths through a PyFileSystem over fsspec's local filesystem that
-    refuses to move a directory (S3 and GCS have only objects under a prefix); its moves are noted."""
+    behaves as S3 and GCS do (only objects under a prefix): its type name is S3's, so sptool
+    moves a directory key by key, and a directory move fails; its moves are noted."""
     fsspec_local = pytest.importorskip("fsspec.implementations.local")
 
     class ObjectStoreLike(pafs.FSSpecHandler):
         moves: list = []
 
+        def get_type_name(self):
+            return "s3"
+
         def move(self, src, dest):
             if self.fs.isdir(src):
-                raise NotImplementedError("an object store cannot move a directory")
+                raise OSError("an object store cannot move a directory")
             self.moves.append((os.path.basename(src), os.path.relpath(dest, tmp_path)))
             super().move(src, dest)
 

@@ -19,13 +19,11 @@ import pyarrow as pa
 import pyarrow.fs as pafs
 import pyarrow.parquet as pq
 import pytest
-from click.testing import CliRunner
 from test_distributed import reorder_killing_a_worker
 from test_urls import leftovers, run, table
 
 import sptool
 import sptool.distributed
-from sptool.cli import cli
 from sptool.io import register_filesystem
 
 distributed = pytest.importorskip("distributed")
@@ -179,12 +177,22 @@ def test_cluster_output_url_with_a_query(client, tiny, store, inputs, tmp_path):
         on(client, "reorder", inputs["a"], "--duplicates", "sum", "-o", "sub://out/?region=here")
         run("split", inputs["a"], "--axis", "2", "--num", "2", "-o", str(tmp_path / "plain-{i}.parquet"))
         on(client, "split", inputs["a"], "--axis", "2", "--num", "2", "-o", "sub://sp-{i}/?region=here")
+        # convert of a pattern and to a directory, each named with the query: the formats are
+        # told from the names before it, and the query is no wildcard.
+        (store / "raw").mkdir()
+        for i in range(2):
+            (store / "raw" / f"t{i}.tns").write_text("".join(f"{i + 1} {j + 1} {j + 2} {j}.5\n" for j in range(3)))
+            run("convert", str(store / "raw" / f"t{i}.tns"), "--shape", "4,5,6", "-o", str(tmp_path / f"t{i}.parquet"))
+        on(client, "convert", "sub://raw/t*.tns?region=here", "--shape", "4,5,6", "-o", "sub://cv/?region=here")
+        on(client, "convert", "sub://raw/t1.tns?region=here", "--shape", "4,5,6", "-o", "sub://cv1/?region=here")
     finally:
         client.run(register_filesystem, "sub", None)
     same_tensor(store / "out", tmp_path / "plain.parquet")
     for i in range(2):
         same_tensor(store / f"sp-{i}", tmp_path / f"plain-{i}.parquet")
-    assert sorted(os.listdir(store)) == ["out", "sp-0", "sp-1"] and leftovers(store) == []
+    assert table(store / "cv").equals(pa.concat_tables([pq.read_table(tmp_path / f"t{i}.parquet") for i in range(2)]))
+    assert table(store / "cv1").equals(pq.read_table(tmp_path / "t1.parquet"))
+    assert sorted(os.listdir(store)) == ["cv", "cv1", "out", "raw", "sp-0", "sp-1"] and leftovers(store) == []
 
 
 def test_cluster_replaces_an_output_on_another_filesystem(client, tiny, remote, inputs, tmp_path):
@@ -287,19 +295,14 @@ def test_a_dense_product_on_another_filesystem_is_refused(client, remote, inputs
 
 
 def test_cluster_convert_of_several_files_to_another_filesystem(client, remote, tmp_path):
-    """convert on a cluster writes its parts into the staged directory (partdir.py) like every
-    other op; whether it takes a URL is the single-machine convert's business."""
+    """convert on a cluster writes a part per input file into the staged directory (partdir.py):
+    part i is the single machine's convert of the i-th file in name order."""
     for i in range(3):
         (tmp_path / f"t{i}.tns").write_text("".join(f"{i + 1} {j + 1} {j + 2} {i * 10 + j}.5\n" for j in range(4)))
-    plain = CliRunner().invoke(cli, ["--quiet", "convert", str(tmp_path / "t0.tns"), "-o", remote.url("probe.parquet"),
-                                     "--shape", "4,5,6"])
-    if plain.exit_code:
-        pytest.skip(f"convert does not write URLs here: {plain.output.strip()}")
-    os.remove(remote.path("probe.parquet"))
-    pattern = str(tmp_path / "t*.tns")
-    on(client, "convert", pattern, "-o", remote.url("out/"), "--shape", "4,5,6")
-    on(client, "convert", pattern, "-o", str(tmp_path / "local") + "/", "--shape", "4,5,6")
-    same_tensor(remote.path("out"), tmp_path / "local")
+        run("convert", str(tmp_path / f"t{i}.tns"), "--shape", "4,5,6", "-o", str(tmp_path / f"one{i}.parquet"))
+    on(client, "convert", str(tmp_path / "t*.tns"), "-o", remote.url("out/"), "--shape", "4,5,6")
+    one = pa.concat_tables([pq.read_table(tmp_path / f"one{i}.parquet") for i in range(3)])
+    assert table(remote.path("out")).equals(one)
     assert os.listdir(remote.root) == ["out"] and leftovers(remote.root) == []
 
 

@@ -301,3 +301,21 @@ def test_cluster_workers_resolve_input_urls(client, store, tmp_path, rng, monkey
         client.run(register_filesystem, "sub", None)
     assert table(tmp_path / "dist").equals(table(tmp_path / "plain.parquet"))
     assert leftovers(tmp_path) == []
+
+
+def test_a_pattern_names_the_same_files_by_path_and_by_url(store):
+    """io.matching: files only (no directories, no hidden entries), in name order, whether the
+    pattern is a path or a URL (with a ?query, which is no wildcard and stays on every name)."""
+    from sptool.io import matching
+
+    (store / "d").mkdir()
+    for name in ("b.tns", "a.tns", ".hidden.tns", "c.mtx"):
+        (store / "d" / name).write_text("1 1 1 1.0\n")
+    (store / "d" / "sub.tns").mkdir()
+    expected = sorted(n for n in os.listdir(store / "d")
+                      if n.endswith(".tns") and not n.startswith(".") and os.path.isfile(store / "d" / n))
+    assert expected == ["a.tns", "b.tns"]
+    assert matching(str(store / "d" / "*.tns")) == [str(store / "d" / n) for n in expected]
+    assert matching("sub://d/*.tns") == [f"sub://d/{n}" for n in expected]
+    assert matching("sub://d/*.tns?region=x") == [f"sub://d/{n}?region=x" for n in expected]
+    assert matching("sub://d/a.tns?region=x") == ["sub://d/a.tns?region=x"]

@@ -12,7 +12,7 @@ import os
 import sys
 
 from ..errors import InputError
-from ..io import open_sequential
+from ..io import bare, open_sequential
 
 CODECS = {".gz": "gzip", ".bz2": "bz2", ".xz": "xz", ".zst": "zstd"}
 MAGIC = ((b"\x1f\x8b", "gzip"), (b"BZh", "bz2"), (b"\xfd7zXZ\x00", "xz"), (b"\x28\xb5\x2f\xfd", "zstd"))
@@ -35,12 +35,13 @@ def open_binary(path: str, what: str):
 
 
 def codec_of_name(path: str) -> str | None:
-    return CODECS.get(os.path.splitext(path)[1].lower()) if path != "-" else None
+    return CODECS.get(os.path.splitext(bare(path))[1].lower()) if path != "-" else None
 
 
 def without_codec(path: str) -> str:
-    """The name with its compression suffix removed ("t.tns.gz" -> "t.tns"), for telling the format."""
-    return os.path.splitext(path)[0] if codec_of_name(path) else path
+    """The name with its compression suffix (and a URL's query) removed ("t.tns.gz" -> "t.tns"), for
+    telling the format."""
+    return os.path.splitext(bare(path))[0] if codec_of_name(path) else bare(path)
 
 
 def codec_of_bytes(head: bytes) -> str | None:

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from functools import partial
 
 from ..errors import InputError, UsageError
-from ..io import PARQUET_MAGIC, STREAM_MAGIC, kind_of, open_read
+from ..io import PARQUET_MAGIC, STREAM_MAGIC, bare, kind_of, open_read
 from .binsparse import HDF5_MAGIC, BinsparseReader, BinsparseWriter
 from .common import Options, Reader
 from .compression import codec_of_name, without_codec
@@ -98,7 +98,7 @@ def _check_format(fmt: str, option: str) -> str:
 def _by_name(path: str) -> str | None:
     """The format a path names: '-' and directories are sptool, else its extension (or None)."""
     ext = os.path.splitext(without_codec(path))[1].lower()
-    if path == "-" or path.endswith(("/", os.sep)) or (ext != ".zarr" and kind_of(path) == "dir"):
+    if path == "-" or bare(path).endswith(("/", os.sep)) or (ext != ".zarr" and kind_of(path) == "dir"):
         return "sptool"  # a directory is a dataset of parts, unless it is a .zarr container
     return EXTENSIONS.get(ext)
 

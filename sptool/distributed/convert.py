@@ -12,7 +12,7 @@ import inspect
 
 from .._memory import budget_of, peak_rss
 from ..errors import DataError, InputError, UsageError
-from ..io import join_path, kind_of, list_parts, matching
+from ..io import bare, join_path, kind_of, list_parts, matching
 from ..ops.convert import convert as convert_one
 from .partdir import PartDirectory, check_output
 from .pieces import refuse_stdin
@@ -47,15 +47,15 @@ def convert(src, dst: str, *, client, memory=None, progress=None, **options) -> 
     check_output(dst)
     files = []
     for name in names:
-        if glob.has_magic(name):
+        pattern = glob.has_magic(bare(name))  # a URL's ?query is no wildcard
+        if pattern:
             found = matching(name)
         elif kind_of(name) == "dir" and not list_parts(name):
             found = matching(join_path(name, "*"))  # a directory of input files, not a tensor's parts
         else:
             found = [name]
         if not found:
-            raise InputError("no file matches this pattern" if glob.has_magic(name) else "the directory holds no files",
-                             path=name)
+            raise InputError("no file matches this pattern" if pattern else "the directory holds no files", path=name)
         files += found
     options = {**options, "memory": budget_of(memory)}
     with PartDirectory(dst) as out:

@@ -13,6 +13,7 @@ from ._rowgroups import check_text, parquet_file, plan_chunks, read_chunks, read
 from ._scratch import before_removal, make_scratch_dir, remove_live_scratch, scratch_dir, sibling_name, sweep
 from ._url import (
     absolute,
+    bare,
     file_size,
     files_in,
     is_remote,
@@ -77,6 +78,6 @@ __all__ = [
     "edge_keys",
     "FooterError", "pages_without_crc",
     "file_size", "is_remote", "join_path", "local_only", "local_path", "make_dir", "register_filesystem", "remove_path",
-    "absolute", "files_in", "kind_of", "move", "remove_hidden",
+    "absolute", "bare", "files_in", "kind_of", "move", "remove_hidden",
     "listing", "matching", "open_output", "open_read", "open_sequential", "split",
 ]

@@ -185,12 +185,7 @@ def _exists(name: str) -> bool:
 def _move(src: str, dst: str, is_dir: bool) -> None:
     """A rename locally; on another filesystem a file moved, or a directory (move_dir: one rename
     where the filesystem has directories, else its files one by one)."""
-    if not is_remote(src):
-        os.rename(src, dst)
-    elif is_dir:
-        move_dir(src, dst)
-    else:
-        move(src, dst)
+    (move_dir if is_dir else move)(src, dst)
 
 
 class SideOutputs:

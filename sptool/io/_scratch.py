@@ -66,7 +66,7 @@ def _alive(pid: int, start: str) -> bool:
 
 def sibling_name(path: str, tag: str, suffix: str = "") -> str:
     """A hidden temporary next to ``path``: .NAME.TAG-PID-START-RAND[suffix]."""
-    head, tail = split(path) if is_remote(path) else os.path.split(os.path.abspath(path))
+    head, tail = split(path if is_remote(path) else os.path.abspath(path))
     return join_path(head, f".{tail}.{tag}-{owner()}-{uuid.uuid4().hex[:8]}{suffix}")
 
 

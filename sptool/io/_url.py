@@ -80,13 +80,14 @@ def local_path(name):
     return unquote(parts.path) or "/"
 
 
-def local_only(name, what: str):
+def local_only(name, what: str, why: str = ""):
     """``name`` as a local path (a file:// URL resolved) for ``what``, which reads or writes
-    through local files; another filesystem's URL is refused, naming what does take one."""
+    through local files (``why``, said in the message); another filesystem's URL is refused,
+    naming what does take one."""
     if is_remote(name):
-        raise UsageError(f"{what} takes local paths (or file:// URLs) only; URLs of other filesystems are "
-                         "taken where tensors are read and written (.parquet files, part directories, .arrows "
-                         "streams): copy it locally first", path=name)
+        raise UsageError(f"{what} takes local paths (or file:// URLs) only{f': {why}' if why else ''}; URLs of other "
+                         "filesystems are taken where tensors (.parquet files, part directories, .arrows streams), "
+                         "text formats and TFRecord files are read and written: copy it locally first", path=name)
     return local_path(name)
 
 
@@ -205,14 +206,16 @@ def open_sequential(name: str):
 
 
 def matching(pattern: str) -> list[str]:
-    """The files a glob pattern names, in sorted order: the local filesystem's glob, or on another
-    filesystem the files of the pattern's directory whose names match its last component (only
-    that one may hold wildcards: an object store lists one prefix at a time)."""
+    """The files (not directories, not hidden) a glob pattern names, in sorted order: the local
+    filesystem's glob, or on another filesystem the files of the pattern's directory whose names
+    match its last component (only that one may hold wildcards: an object store lists one prefix
+    at a time); a URL's ``?query`` is no wildcard, and each name found keeps it."""
     if not is_remote(pattern):
-        return sorted(glob.glob(local_path(pattern)))
-    folder, tail = split(pattern)
+        return sorted(p for p in glob.glob(local_path(pattern)) if os.path.isfile(p))
+    folder, tail = split(bare(pattern))
     if glob.has_magic(folder):
         raise UsageError("on this filesystem only the last part of a pattern may hold wildcards", path=pattern)
+    folder += pattern[len(bare(pattern)):]  # the query, which configures the filesystem
     if kind_of(folder) != "dir":
         return []
     return sorted(join_path(folder, n) for n, is_file in listing(folder)
@@ -285,6 +288,9 @@ def move_dir(src: str, dst: str) -> None:
     filesystem has directories; file by file where it cannot move one (object stores)."""
     fs, a = located(src)
     _, b = located(dst)
+    if fs is None:
+        os.rename(a, b)
+        return
     if _renames_directories(fs):
         try:
             fs.move(a, b)
@@ -306,7 +312,7 @@ _OBJECT_STORES = ("s3", "gcs")
 def _renames_directories(fs: pafs.FileSystem) -> bool:
     while isinstance(fs, pafs.SubTreeFileSystem):
         fs = fs.base_fs
-    return fs.type_name not in _OBJECT_STORES
+    return fs.type_name.removeprefix("py::") not in _OBJECT_STORES  # a PyFileSystem: its handler's name
 
 
 def remove_path(name: str) -> None:
@@ -345,8 +351,10 @@ def join_path(name: str, *names: str) -> str:
 
 
 def split(name: str) -> tuple[str, str]:
-    """(parent, last component) of a URL; the parent keeps its scheme, host and query (none
-    for the bare root ``scheme://``)."""
+    """(parent, last component) of a URL, whose parent keeps its scheme, host and query (none
+    for the bare root ``scheme://``); of a local path, ``os.path.split``'s."""
+    if not is_remote(name):
+        return os.path.split(local_path(name).rstrip(os.sep) or os.sep)
     base, mark, query = name.partition("?")
     head, _, tail = base.rstrip("/").rpartition("/")
     if head.endswith(":/"):  # the root of a bucket or host: scheme://host/NAME

@@ -3,20 +3,15 @@
 from __future__ import annotations
 
 from .._memory import budget_of
-from ..errors import UsageError
-from ..io import is_remote, local_path, open_input
+from ..io import local_only, open_input
 from ..stream.dense import write_dense
 
 
 def local_npy(output: str) -> str:
     """``output`` as a local path (a file:// URL resolved); another filesystem's URL is refused
-    before any row is read: the cells are written in place, through a memory map (on a cluster,
-    by each task's pwrite), which an object store cannot do."""
-    if is_remote(output):
-        raise UsageError("todense writes the .npy in place through a memory map, so -o takes a local path (or a "
-                         "file:// URL) only; the input may be a URL (copy the .npy to the store afterwards)",
-                         path=output)
-    return local_path(output)
+    before any row is read: the cells are written in place (on a cluster, by each task's
+    pwrite), which an object store cannot do."""
+    return local_only(output, "todense's -o", "the .npy is written in place through a memory map")
 
 
 def todense(path: str, output: str, *, default_value=None, validate: bool = True, memory=None,
