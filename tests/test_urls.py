@@ -219,6 +219,7 @@ def test_local_only_commands_refuse_other_filesystems(store, tmp_path):
                  ["convert", "sub://t.parquet", "-o", "sub://t.npy"],
                  ["convert", "sub://d.npy", "-o", str(tmp_path / "d.parquet")],
                  ["convert", "sub://t.parquet", "-o", "sub://t.h5"],
+                 ["matmul", "sub://t.parquet", "sub://d.npy", "-o", str(tmp_path / "p.npy")],
                  ["reorder", "sub://t.parquet", "-o", str(tmp_path / "o.parquet"), "--tmp-dir", "sub://spill"]):
         res = run(*args, code=2)
         assert res.output.count("\n") == 1 and "local" in res.output, res.output

@@ -15,7 +15,7 @@ from .._memory import Budget, format_size
 from .._messages import out_of_bounds
 from ..errors import DataError, InputError, ResourceError, UsageError
 from ..format import INT64_MAX, TensorMeta
-from ..io import AtomicTarget, batch_keys, batch_values, known_shape
+from ..io import AtomicTarget, batch_keys, batch_values, known_shape, local_only
 from .engine import Plan, StreamOp, run
 from .order import ClaimCheck
 
@@ -220,6 +220,7 @@ def open_npy(path: str) -> np.ndarray:
     """A .npy file as a read-only memory map (never loaded whole); a missing file, or one that
     is not a .npy array (no NumPy header, an object array, an .npz archive), is an InputError
     in sptool's words."""
+    path = local_only(path, "a .npy operand", "it is read through a memory map")
     if not os.path.exists(path):
         raise InputError("no such file or directory", path=path)
     try:
