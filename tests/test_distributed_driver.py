@@ -120,3 +120,25 @@ def test_add_reads_each_footer_at_most_twice(client, tmp_path, rng, footer_reads
     assert np.array_equal(got_keys, both) and np.array_equal(got, dense[tuple(both.T)])
     inputs = {os.path.realpath(os.path.join(d, n)) for d in (a, b) for n in os.listdir(d)}
     assert inputs <= set(footer_reads) and max(footer_reads[p] for p in inputs) <= 2, footer_reads
+
+
+def test_part_edges_read_by_a_task_per_worker(client, tmp_path, rng):
+    """The seams of two operands (8 parts) are read in one round of at most one task per
+    worker, and each part's first and last coordinates are what pyarrow reads there."""
+    from distributed import get_task_stream
+
+    from sptool.distributed.seams import part_edges
+
+    a, _, _ = _sorted_parts(tmp_path / "a", rng)
+    b, _, _ = _sorted_parts(tmp_path / "b", rng, parts=3)
+    sources = [sptool.open(a), sptool.open(b)]
+    with get_task_stream(client) as stream:
+        found = part_edges(client, sources)
+    tasks = [t for t in stream.data if str(t["key"]).startswith("edge_keys")]
+    assert 1 <= len(tasks) <= len(client.scheduler_info(n_workers=-1)["workers"])
+    for src, edges in zip(sources, found):
+        assert len(edges) == len(src.parts)
+        for part, (first, last) in zip(src.parts, edges):
+            table = pq.read_table(part.path)
+            rows = np.stack([table.column(f"indices_{k}").to_numpy() for k in range(3)], axis=1)
+            assert first == tuple(rows[0]) and last == tuple(rows[-1])

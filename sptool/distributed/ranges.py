@@ -575,7 +575,7 @@ def on_ranges(client, fn, paths: list[str], output: str, *, order=None, memory=N
         for path in paths:
             with open_source(path) as src:
                 sources.append(src)  # its parts' paths and metadata, for after the files are closed
-        edges = part_edges(client, sources) if claims else [None] * len(sources)
+        edges = part_edges(client, sources, workers) if claims else [None] * len(sources)
         operands = []
         for path, src, found in zip(paths, sources, edges):
             sort_order, unique = claims_of([p.meta for p in src.parts], found or []) if claims else ((), False)
