@@ -56,8 +56,8 @@ def cluster(obj: dict, quiet: bool):
     from ._console import err
 
     with connect(scheduler_of(spec)) as client:
-        link = dashboard_link(client)
-        if link and not quiet:
+        link = None if quiet else dashboard_link(client)  # a round trip to the scheduler: only to print it
+        if link:
             err.print(f"Dask dashboard: {link}", highlight=False, markup=False)
         yield client
 

@@ -9,7 +9,7 @@ from .._memory import budget_of
 from ..errors import UsageError
 from ..ops.add import add as add_one
 from ..stream.binary import is_dense_path
-from .ranges import on_ranges, operand_meta
+from .ranges import on_ranges
 
 
 def add(a: str, b: str | None = None, output: str | None = None, *, client, scalar=None, thresh=0,
@@ -19,7 +19,8 @@ def add(a: str, b: str | None = None, output: str | None = None, *, client, scal
     budget = budget_of(memory)
     if scalar is not None or b is None or is_dense_path(a) or is_dense_path(b):
         raise UsageError("on a cluster, add sums two sparse tensors (no --scalar or dense operand)")
-    order = range(operand_meta(a).sparse_ndim)
+    # The key: every sparse dimension, in order (on_ranges's default, from the footers it opens
+    # anyway: no reading of a's footers of its own first).
     r = on_ranges(client, partial(add_one, thresh=thresh, prune=prune, memory=budget, tmp_dir=tmp_dir), [a, b],
-                  output, order=order, memory=budget, progress=progress)
+                  output, memory=budget, progress=progress)
     return {**r, "dropped": sum(part["dropped"] for part in r.pop("results"))}

@@ -73,9 +73,15 @@ def connect(spec: str):
 
 def dask_setup(worker=None) -> None:
     """Dask's preload hook (``--preload sptool.distributed.cluster``): PRELOAD imported as the
-    worker starts, not in the first job's tasks."""
+    worker starts, not in the first job's tasks, and glibc's malloc set up as the ``sptool``
+    script sets it up (``lean_allocators``): the workers' CPU for a 20M-entry reduce 0.78 -> 0.55
+    s, for a 2 x 10M add 2.50 -> 2.02 s (medians of 4-5 interleaved runs, benchmarks/README.md,
+    session 9)."""
     import importlib
 
+    from .._memory import lean_allocators
+
+    lean_allocators()
     for module in PRELOAD:
         try:
             importlib.import_module(module)

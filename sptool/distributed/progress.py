@@ -15,6 +15,8 @@ def follow(client, futures: list, outcome, *, progress=None, rows=None) -> list:
     (an sptool error keeps its exit code) after the others are cancelled.  ``rows``: each task's
     rows for the progress, a list or a function of the task's result (rows known only once it
     ran)."""
+    if not futures:  # nothing to wait for, nor to ask the scheduler about
+        return []
     from distributed import as_completed
 
     index = {f.key: i for i, f in enumerate(futures)}

@@ -554,16 +554,17 @@ def operand_meta(path: str) -> TensorMeta:
         return src.meta
 
 
-def on_ranges(client, fn, paths: list[str], output: str, *, order, memory=None, progress=None,
+def on_ranges(client, fn, paths: list[str], output: str, *, order=None, memory=None, progress=None,
               ranges: int | None = None, claims: bool = True, sort: bool = False) -> dict:
     """An op's whole job on the cluster of ``client``: the operands at ``paths`` shuffled into key
-    ranges of the dimensions ``order`` and written, range by range, by ``fn(*sources, path)``
-    into the part directory ``output``; the summary (rows, shape, parts, workers, peak worker
-    memory).  ``ranges`` defaults to one per input piece, at least one per worker.  ``claims``:
-    each range of an operand whose whole is unique keeps its order and uniqueness (seams.py), so
-    ``fn`` need not sort it again (with no duplicates to combine, the result is the same); False
-    for an op whose float results depend on the path it takes (reduce), which then sorts every
-    range as the single machine sorts a directory.  ``sort``: see range_map."""
+    ranges of the dimensions ``order`` (None: every sparse dimension of the first operand, in
+    order) and written, range by range, by ``fn(*sources, path)`` into the part directory
+    ``output``; the summary (rows, shape, parts, workers, peak worker memory).  ``ranges``
+    defaults to one per input piece, at least one per worker.  ``claims``: each range of an
+    operand whose whole is unique keeps its order and uniqueness (seams.py), so ``fn`` need not
+    sort it again (with no duplicates to combine, the result is the same); False for an op whose
+    float results depend on the path it takes (reduce), which then sorts every range as the
+    single machine sorts a directory.  ``sort``: see range_map."""
     check_output(output)
     check_inputs(paths)
     workers = worker_count(client)
@@ -575,7 +576,7 @@ def on_ranges(client, fn, paths: list[str], output: str, *, order, memory=None, 
         for path in paths:
             with open_source(path) as src:
                 sources.append(src)  # its parts' paths and metadata, for after the files are closed
-        edges = part_edges(client, sources) if claims else [None] * len(sources)
+        edges = part_edges(client, sources, workers) if claims else [None] * len(sources)
         operands = []
         for path, src, found in zip(paths, sources, edges):
             sort_order, unique = claims_of([p.meta for p in src.parts], found or []) if claims else ((), False)
@@ -585,6 +586,8 @@ def on_ranges(client, fn, paths: list[str], output: str, *, order, memory=None, 
         edges = [None if found is None else dict(zip((p.path for p in src.parts), found))
                  for src, found in zip(sources, edges)]
         count = ranges or max(max(len(p) for p, _ in operands), workers)
+        if order is None:
+            order = range(operands[0][1].sparse_ndim)
         outcome = range_map(client, operands, order, fn, out, ranges=count, budget=budget, progress=progress,
                             sort=sort, edges=edges)
     return {**outcome.summary(), "output": output}

@@ -35,12 +35,13 @@ from ..ops.reduce import Axes, Reduce, check_op, result_dtype
 from ..ops.reduce import reduce as reduce_one
 from ..stream.engine import run
 from .cluster import worker_count
-from .maps import each_piece
 from .partdir import PartDirectory, check_output
 from .pieces import pieces_of, refuse_stdin
-from .ranges import on_ranges, operand_meta, range_map
 from .seamed import by_seams, piece_edges
-from .seams import dataset_claims
+
+# The partials' and the ranges' modules (maps.py, ranges.py, seams.py) are imported by the
+# strategies that use them: a float reduce of a sorted directory (seamed.py) never does, and
+# its driver's start is what bounds it against one machine (benchmarks/README.md, session 9).
 
 ORDER_FREE = {"sum": "iu", "prod": "iu", "max": "iu", "min": "iu", "count": None}  # op -> value kinds
 
@@ -77,6 +78,10 @@ def reduce_partials(path: str, meta, output: str, *, client, step, result_dtype,
     op = step.op
     if not splits(meta, op, result_dtype):
         return None
+    from .maps import each_piece
+    from .ranges import range_map
+    from .seams import dataset_claims
+
     if op != "sum" and not meta.unique:
         refuse_stdin(path)
         with open_source(path) as src:
@@ -101,21 +106,22 @@ def reduce_partials(path: str, meta, output: str, *, client, step, result_dtype,
     return r
 
 
-def reduce_seamed(path: str, kept, output: str, *, client, fn, progress=None) -> dict | None:
-    """``fn`` (the single-machine reduce of a source into a part) over the tensor at ``path`` by
-    seamed.py, when it is a directory whose parts are sorted on a kept dimension first, in
-    order across their seams (their row-group statistics say so); None otherwise.  (One
-    machine reduces a single file by the order it claims, in sums that depend on its batches.)"""
-    refuse_stdin(path)
-    with open_source(path) as src:
-        leading = {p.meta.sort_order[0] if p.meta.sort_order else None for p in src.parts if p.meta.nnz}
-        if src.kind != "dir" or len(leading) != 1 or leading & set(kept) != leading:
-            return None
-        dim = leading.pop()
-        workers = worker_count(client)
-        pieces = pieces_of(path, workers)
-        edges = piece_edges(src, pieces, dim)
-        meta = src.meta
+def reduce_seamed(path: str, src, kept, output: str, *, client, fn, progress=None) -> dict | None:
+    """``fn`` (the single-machine reduce of a source into a part) over the tensor at ``path``
+    (``src``, opened by the caller) by seamed.py, when it is a directory whose parts are sorted
+    on a kept dimension first, in order across their seams (their row-group statistics say so);
+    None otherwise.  (One machine reduces a single file by the order it claims, in sums that
+    depend on its batches.)"""
+    if src.kind != "dir":
+        return None
+    leading = {p.meta.sort_order[0] if p.meta.sort_order else None for p in src.parts if p.meta.nnz}
+    if len(leading) != 1 or leading & set(kept) != leading:
+        return None
+    dim = leading.pop()
+    workers = worker_count(client)
+    pieces = pieces_of(path, workers)
+    edges = piece_edges(src, pieces, dim)
+    meta = src.meta
     if edges is None:
         return None
     with PartDirectory(output) as out:
@@ -133,23 +139,28 @@ def reduce(path: str, output: str, *, client, op: str, axis=None, keepdims: bool
     where the combination does not depend on the order of operations, otherwise the rows shuffled
     into ranges of the kept dimensions and each range reduced by the single-machine reduce.  Either
     way every op gives the single-machine result (float sums included)."""
-    meta = operand_meta(path)
-    check_op(op, meta)
-    plan = Axes(meta, op, axis, keepdims)
-    kept = [d for d in range(meta.sparse_ndim) if d not in plan.axes]
-    if plan.scalar or plan.K_out == 0:
-        raise UsageError("on a cluster, reduce writes a sparse part directory: keep a sparse dimension or pass "
-                         "--keepdims")
-    # Only sum adds up across pieces whatever the duplicates; the others are split only when
-    # the driver has found the rows unique.
-    step = Reduce(op, axis, keepdims, empty_value, unique=op != "sum")
-    r = reduce_partials(path, meta, output, client=client, step=step, result_dtype=result_dtype(meta, op),
-                        memory=memory, tmp_dir=tmp_dir, progress=progress)
-    fn = partial(reduce_one, op=op, axis=axis, keepdims=keepdims, empty_value=empty_value, memory=memory,
-                 tmp_dir=tmp_dir)
+    refuse_stdin(path)  # the workers read the input again
+    # Opened once: its footers give the plan, and the seamed path's edges, where there is one.
+    with open_source(path) as src:
+        meta = src.meta
+        check_op(op, meta)
+        plan = Axes(meta, op, axis, keepdims)
+        kept = [d for d in range(meta.sparse_ndim) if d not in plan.axes]
+        if plan.scalar or plan.K_out == 0:
+            raise UsageError("on a cluster, reduce writes a sparse part directory: keep a sparse dimension or pass "
+                             "--keepdims")
+        # Only sum adds up across pieces whatever the duplicates; the others are split only when
+        # the driver has found the rows unique.
+        step = Reduce(op, axis, keepdims, empty_value, unique=op != "sum")
+        r = reduce_partials(path, meta, output, client=client, step=step, result_dtype=result_dtype(meta, op),
+                            memory=memory, tmp_dir=tmp_dir, progress=progress)
+        fn = partial(reduce_one, op=op, axis=axis, keepdims=keepdims, empty_value=empty_value, memory=memory,
+                     tmp_dir=tmp_dir)
+        if r is None:
+            r = reduce_seamed(path, src, kept, output, client=client, fn=fn, progress=progress)
     if r is None:
-        r = reduce_seamed(path, kept, output, client=client, fn=fn, progress=progress)
-    if r is None:
+        from .ranges import on_ranges
+
         r = {**on_ranges(client, fn, [path], output, order=kept, memory=memory, progress=progress,
                          claims=False), "strategy": "ranges"}
         del r["results"]

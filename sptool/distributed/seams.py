@@ -1,7 +1,7 @@
 """The dataset view of formats/SPEC.md (section 7) for a part directory: its parts' order claims
 hold for the whole only if, at every seam, the last key of a part is not above the first key of
-the next (below it, for uniqueness).  A task per part reads those two keys (the index columns of
-its first and last non-empty row groups); the driver compares them.
+the next (below it, for uniqueness).  A task per worker reads those two keys of its share of the
+parts (the index columns of their first and last non-empty row groups); the driver compares them.
 
 Knowing the whole is sorted lets each key range keep the claim (its pieces, concatenated in
 input order, are then in order), so the op inside a range need not sort again; knowing it is
@@ -13,27 +13,37 @@ from .._memory import peak_rss
 from ..format import dataset_claims as claims_of
 from ..io import ParquetSource
 from ..io import edge_keys as edges_of
+from .cluster import worker_count
 from .progress import Outcome, follow
 
 
-def edge_keys(path: str, K: int) -> tuple:
-    """A part's first and last coordinates (None, None when it is empty), and the worker's peak
-    memory (a task)."""
-    return (*edges_of(path, K), peak_rss())
+def edge_keys(parts: list[tuple[str, int]]) -> tuple:
+    """The first and last coordinates of each (path, K) of ``parts`` (None, None for an empty
+    part), and the worker's peak memory (a task)."""
+    return [edges_of(path, K) for path, K in parts], peak_rss()
 
 
-def part_edges(client, sources: list) -> list:
-    """The (first, last) coordinates of every part of each of ``sources`` (edge_keys tasks, one
-    round for all of them), or None for a source whose parts' claims decide its whole alone (one
-    part, or no sort order common to its parts: format.dataset_claims)."""
+def part_edges(client, sources: list, tasks: int | None = None) -> list:
+    """The (first, last) coordinates of every part of each of ``sources`` (read by ``tasks``
+    edge_keys tasks of consecutive parts, default one per worker, in one round for all of them),
+    or None for a source whose parts' claims decide its whole alone (one part, or no sort order
+    common to its parts: format.dataset_claims).  A task per part made the round a scheduler
+    round trip per part (the scheduler hands a worker one task per thread): 16 parts of a
+    2-worker add took 0.2 s under load before the first range task, each read taking 5-15 ms."""
     asks = []
     for src in sources:
         metas = [p.meta for p in src.parts]
         seamed = len(metas) > 1 and metas[0].sort_order and all(m.sort_order == metas[0].sort_order for m in metas)
-        asks.append([client.submit(edge_keys, p.path, metas[0].sparse_ndim, pure=False) for p in src.parts]
-                    if seamed else None)
-    done = iter(follow(client, [f for a in asks if a for f in a], Outcome()))
-    return [None if a is None else [(first, last) for first, last, _ in (next(done) for _ in a)] for a in asks]
+        asks.append([(p.path, metas[0].sparse_ndim) for p in src.parts] if seamed else None)
+    wanted = [part for a in asks if a for part in a]
+    if not wanted:
+        return [None] * len(sources)
+    count = min(len(wanted), tasks or worker_count(client))
+    cuts = [len(wanted) * i // count for i in range(count + 1)]
+    # client.map: the tasks reach the scheduler in one message (seamed.by_seams says why).
+    done = follow(client, client.map(edge_keys, [wanted[a:z] for a, z in zip(cuts, cuts[1:])], pure=False), Outcome())
+    found = iter([edges for chunk, _ in done for edges in chunk])
+    return [None if a is None else [next(found) for _ in a] for a in asks]
 
 
 def dataset_claims(client, src: ParquetSource) -> tuple[tuple, bool]:
