@@ -23,14 +23,13 @@ are shuffled into key ranges of the kept dimensions (ranges.py).
 
 from __future__ import annotations
 
-import os
 from functools import partial
 
 import numpy as np
 
 from .._memory import Budget, budget_of
 from ..errors import UsageError
-from ..io import open_source, part_name
+from ..io import join_path, open_source, part_name
 from ..ops.reduce import Axes, Reduce, check_op, result_dtype
 from ..ops.reduce import reduce as reduce_one
 from ..stream.engine import run
@@ -92,7 +91,7 @@ def reduce_partials(path: str, meta, output: str, *, client, step, result_dtype,
     with PartDirectory(output) as out:
         partials = out.scratch("partials")
         fn = partial(reduce_piece, step, budget=budget, tmp_dir=tmp_dir)
-        _, outcome = each_piece(client, fn, path, out, lambda i: os.path.join(partials, part_name(i)), budget=budget,
+        _, outcome = each_piece(client, fn, path, out, lambda i: join_path(partials, part_name(i)), budget=budget,
                                 progress=progress)
         with open_source(partials) as done:
             partial_meta = done.meta
