@@ -181,6 +181,8 @@ def _settle(quiet: float = 0.1, window: float = 0.1, limit: float = 3.0) -> None
     while before is not None and time.perf_counter() - start < limit:
         time.sleep(window)
         after = _cpu_ticks()
+        if after is None:
+            return
         busy, total = after[0] - before[0], after[1] - before[1]
         if total > 0 and busy / total < quiet:
             return

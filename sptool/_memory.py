@@ -173,7 +173,10 @@ def lean_allocators() -> None:
     Two arenas instead of one per thread.  Batch-sized blocks kept for reuse (MMAP_THRESHOLD,
     TRIM_THRESHOLD): up to 16% less CPU (reorder, reduce, transpose, todense, add: the page
     faults of fresh NumPy arrays), peaks within 10% at every budget of benchmarks/memory.py
-    (benchmarks/README.md, session 8); a value the user set in $GLIBC_TUNABLES is left as given.
+    (benchmarks/README.md, session 8).  A value set in $GLIBC_TUNABLES or in glibc's own variables
+    ($MALLOC_ARENA_MAX, $MALLOC_MMAP_THRESHOLD_, $MALLOC_TRIM_THRESHOLD_) is left as given: a Dask
+    nanny sets $MALLOC_TRIM_THRESHOLD_ for its workers, so that freed memory goes back to the system
+    and counts no more against the worker's memory limit (the worker preload calls this too).
 
     pyarrow's pool is left as pyarrow chooses (mimalloc).  Its system pool gives freed memory
     back sooner: peaks 13-22% lower (reorder 435 -> 380 MiB, add 373 -> 289, reduce 266 -> 220
@@ -190,9 +193,11 @@ def lean_allocators() -> None:
     except (OSError, AttributeError):  # not glibc (musl has no arenas to cap)
         return
     tunables = os.environ.get("GLIBC_TUNABLES", "")
-    for param, value, tunable in ((_M_ARENA_MAX, 2, "arena_max"), (_M_MMAP_THRESHOLD, MMAP_THRESHOLD, "mmap_threshold"),
-                                  (_M_TRIM_THRESHOLD, TRIM_THRESHOLD, "trim_threshold")):
-        if f"glibc.malloc.{tunable}=" not in tunables:
+    settings = ((_M_ARENA_MAX, 2, "arena_max", "MALLOC_ARENA_MAX"),
+                (_M_MMAP_THRESHOLD, MMAP_THRESHOLD, "mmap_threshold", "MALLOC_MMAP_THRESHOLD_"),
+                (_M_TRIM_THRESHOLD, TRIM_THRESHOLD, "trim_threshold", "MALLOC_TRIM_THRESHOLD_"))
+    for param, value, tunable, variable in settings:
+        if f"glibc.malloc.{tunable}=" not in tunables and variable not in os.environ:
             mallopt(param, value)
 
 

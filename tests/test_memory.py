@@ -129,3 +129,41 @@ def test_the_script_reuses_a_freed_batch_sized_block(tmp_path):
     assert first > 100  # the first block is new memory either way
     assert second < first // 10 and third < first // 10, (first, second, third)
     assert plain[1] > plain[0] // 2, plain  # glibc's default maps the second block afresh
+
+
+TRIM_SCRIPT = """
+import sys
+if sys.argv[1] == "script":
+    from sptool._memory import lean_allocators
+    lean_allocators()
+import numpy as np
+
+def rss_mib():
+    with open("/proc/self/statm") as f:
+        return int(f.read().split()[1]) * 4096 >> 20
+
+blocks = [np.ones(1 << 17) for _ in range(200)]  # 200 x 1 MiB, from the heap
+peak = rss_mib()
+del blocks
+print(peak, rss_mib())
+"""
+
+
+@pytest.mark.skipif(platform.libc_ver()[0] != "glibc", reason="glibc's malloc")
+def test_a_trim_threshold_set_in_the_environment_is_left_as_given(tmp_path):
+    """A Dask nanny starts its workers with $MALLOC_TRIM_THRESHOLD_ (freed memory back to the
+    system, so it counts no more against the worker's limit), and the worker preload calls
+    lean_allocators: freed heap memory still goes back.  The oracle is the kernel's count of
+    resident pages; the control, lean_allocators without the variable, keeps the 200 MiB."""
+    base = {k: v for k, v in os.environ.items() if k != "GLIBC_TUNABLES" and not k.startswith("MALLOC_")}
+
+    def rss(mode, env):
+        p = subprocess.run([sys.executable, "-c", TRIM_SCRIPT, mode], capture_output=True, text=True, env=env,
+                           cwd=tmp_path, timeout=120)
+        assert p.returncode == 0, p.stderr
+        return [int(x) for x in p.stdout.split()]
+
+    peak, after = rss("script", {**base, "MALLOC_TRIM_THRESHOLD_": "65536"})
+    assert peak - after > 150, (peak, after)  # given back
+    peak, after = rss("script", base)
+    assert peak - after < 50, (peak, after)  # lean_allocators' own threshold keeps it

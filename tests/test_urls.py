@@ -320,3 +320,21 @@ def test_a_pattern_names_the_same_files_by_path_and_by_url(store):
     assert matching("sub://d/*.tns") == [f"sub://d/{n}" for n in expected]
     assert matching("sub://d/*.tns?region=x") == [f"sub://d/{n}?region=x" for n in expected]
     assert matching("sub://d/a.tns?region=x") == ["sub://d/a.tns?region=x"]
+
+
+def test_a_hidden_sibling_of_a_file_url_is_beside_its_path(tmp_path):
+    """io.sibling_name (the temporaries of outputs and of a copied stdin) of a file:// URL lies in
+    the URL's directory, as for the plain path, not in a directory named 'file:' here."""
+    from sptool.io import sibling_name
+
+    for name in (url(tmp_path / "o") + "/", str(tmp_path / "o") + "/", url(tmp_path / "t.parquet")):
+        head, tail = os.path.split(sibling_name(name, "stdin", ".parquet"))
+        assert head == str(tmp_path) and tail.startswith((".o.stdin-", ".t.parquet.stdin-")), (name, head, tail)
+
+
+def test_a_npy_named_by_a_url_with_a_query_is_refused_as_a_npy(store, tmp_path):
+    """A .npy operand is told by its name before the URL's ?query: refused as a .npy (read
+    through a memory map), not read as a Parquet file."""
+    shutil.copy(SAMPLES / "tensor3d.parquet", store / "t.parquet")
+    res = run("matmul", "sub://t.parquet", "sub://d.npy?region=x", "-o", str(tmp_path / "p.npy"), code=2)
+    assert res.output.count("\n") == 1 and ".npy operand takes local paths" in res.output, res.output

@@ -16,6 +16,7 @@ from ._url import (
     bare,
     file_size,
     files_in,
+    is_npy,
     is_remote,
     join_path,
     kind_of,
@@ -78,6 +79,6 @@ __all__ = [
     "edge_keys",
     "FooterError", "pages_without_crc",
     "file_size", "is_remote", "join_path", "local_only", "local_path", "make_dir", "register_filesystem", "remove_path",
-    "absolute", "bare", "files_in", "kind_of", "move", "remove_hidden",
+    "absolute", "bare", "files_in", "is_npy", "kind_of", "move", "remove_hidden",
     "listing", "matching", "open_output", "open_read", "open_sequential", "split",
 ]

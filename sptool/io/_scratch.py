@@ -17,7 +17,7 @@ import sys
 import tempfile
 import uuid
 
-from ._url import is_remote, join_path, local_only, split
+from ._url import absolute, is_remote, join_path, local_only, split
 
 
 def _start_ticks(pid: int) -> str | None:
@@ -66,7 +66,7 @@ def _alive(pid: int, start: str) -> bool:
 
 def sibling_name(path: str, tag: str, suffix: str = "") -> str:
     """A hidden temporary next to ``path``: .NAME.TAG-PID-START-RAND[suffix]."""
-    head, tail = split(path if is_remote(path) else os.path.abspath(path))
+    head, tail = split(absolute(path))
     return join_path(head, f".{tail}.{tag}-{owner()}-{uuid.uuid4().hex[:8]}{suffix}")
 
 

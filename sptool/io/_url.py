@@ -292,11 +292,8 @@ def move_dir(src: str, dst: str) -> None:
         os.rename(a, b)
         return
     if _renames_directories(fs):
-        try:
-            fs.move(a, b)
-            return
-        except NotImplementedError:  # a filesystem that says so (fsspec's over an object store)
-            pass
+        fs.move(a, b)
+        return
     fs.create_dir(b, recursive=True)
     for entry, is_file in listing(src):
         if is_file:
@@ -360,6 +357,11 @@ def split(name: str) -> tuple[str, str]:
     if head.endswith(":/"):  # the root of a bucket or host: scheme://host/NAME
         head += "/"
     return (head if head.endswith("://") else head + mark + query), tail
+
+
+def is_npy(name) -> bool:
+    """Whether ``name`` (a path or a URL, its ``?query`` aside) names a .npy file; '-' does not."""
+    return isinstance(name, str) and name != "-" and bare(name).lower().endswith(".npy")
 
 
 def bare(name: str) -> str:

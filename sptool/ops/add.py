@@ -18,6 +18,7 @@ from ..io import (
     batch_keys,
     batch_values,
     check_inputs,
+    is_npy,
     known_shape,
     make_batch,
     open_input,
@@ -84,7 +85,7 @@ class Sum(JoinOp):
 def add_dense(sparse_path: str, dense_path: str, output, *, memory=None, progress=None) -> dict:
     """sparse + dense (either order) → dense .npy: the dense operand copied into the output's
     memory map in slabs, then the sparse rows added in place (duplicates accumulate)."""
-    if not output or output == "-" or not str(output).lower().endswith(".npy"):
+    if not is_npy(output):
         raise UsageError("sparse + dense gives a dense array: name the output *.npy with -o", path=output)
     budget = budget_of(memory)
     dense = open_dense(dense_path)

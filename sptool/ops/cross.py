@@ -12,7 +12,7 @@ from .. import _cross
 from .._memory import Budget, budget_of
 from ..errors import DataError, ShapeMismatch, UsageError
 from ..format import TensorMeta
-from ..io import batch_values, check_inputs, known_shape, open_input
+from ..io import batch_values, check_inputs, is_npy, known_shape, open_input
 from ..stream.dense import open_npy
 from ..stream.engine import Plan, StreamOp, run
 from ..stream.rows import aligned_rows, feature_rows
@@ -251,7 +251,7 @@ class _Dense:
 
 
 def _is_dense(item) -> bool:
-    return isinstance(item, np.ndarray) or (isinstance(item, str) and item.lower().endswith(".npy"))
+    return isinstance(item, np.ndarray) or is_npy(item)
 
 
 def _run(inputs, output, crosser, memory, tmp_dir, progress):

@@ -49,6 +49,7 @@ from ..io import (
     batch_keys,
     batch_values,
     check_inputs,
+    is_npy,
     open_operands,
     open_sink,
     open_source,
@@ -298,7 +299,7 @@ def _dense_product(sparse_path: str, dense_path, output, *, sparse_left: bool, a
     in_memory = isinstance(dense_path, np.ndarray)
     if in_memory and output is None:
         pass  # an array operand and no output: the product is returned as an array
-    elif not output or output == "-" or not str(output).lower().endswith(".npy"):
+    elif not is_npy(output):
         raise UsageError("a product with a dense operand is dense: name the output *.npy with -o", path=output)
     dense = dense_path if in_memory else open_dense(dense_path)
     if in_memory:

@@ -7,7 +7,7 @@ import numpy as np
 
 from .._memory import budget_of
 from ..errors import UsageError
-from ..io import check_inputs, open_operands
+from ..io import check_inputs, is_npy, open_operands
 from ..stream.binary import JoinOp, promote, run_join, scalar
 from ..tensor import SparseTensor
 
@@ -35,7 +35,7 @@ class Extreme(JoinOp):
 def _extreme(ufunc, what, a, b, output, memory, tmp_dir, progress):
     check_inputs([a, b])
     for p in (a, b):
-        if isinstance(p, str) and p.lower().endswith(".npy"):
+        if is_npy(p):
             raise UsageError(f"{what} takes two sparse tensors; a dense .npy operand is not supported", path=p)
     with open_operands([a, b], tmp_dir) as (sa, sb):
         r = run_join(Extreme(ufunc, what), sa, sb, output, budget=budget_of(memory), tmp_dir=tmp_dir,

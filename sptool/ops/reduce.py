@@ -22,7 +22,7 @@ from .._memory import Budget, budget_of
 from .._messages import out_of_bounds
 from ..errors import DataError, UsageError
 from ..format import value_type_of_dtype
-from ..io import ClosesOrAborts, batch_keys, known_shape, open_input, open_sink, output_kind
+from ..io import ClosesOrAborts, batch_keys, is_npy, known_shape, open_input, open_sink, output_kind
 from ..stream.axes import normalize_axes
 from ..stream.dense import DenseSink
 from ..stream.duplicates import sum_duplicates
@@ -165,7 +165,7 @@ def reduce(path: str, output: str | None = None, *, op: str, axis=None, keepdims
 
     ``sptool.distributed.reduce`` runs it on a Dask cluster, to a sparse part directory.
     """
-    dense_out = output is not None and output.endswith(".npy")
+    dense_out = is_npy(output)
     if output == "-" and (axis is None and not keepdims):
         output = None  # a scalar result goes to stdout as text
     if output is not None and not dense_out and output != "-":

@@ -7,7 +7,7 @@ import numpy as np
 from .._memory import Budget, budget_of
 from .._messages import row_text, tuple_text
 from ..errors import DataError, UsageError
-from ..io import batch_values, known_shape, make_batch, open_input
+from ..io import batch_values, is_npy, known_shape, make_batch, open_input
 from ..stream.dense import DenseSink
 from ..stream.duplicates import deduplicated, sum_duplicates
 from ..stream.engine import Plan, StreamOp, run
@@ -46,7 +46,7 @@ def to_indicator(path: str, output: str | None = None, *, vocab_size: int, memor
         raise UsageError(f"--vocab-size must be an integer, not {vocab_size!r}") from None
     if V < 0:
         raise UsageError(f"--vocab-size must be >= 0, not {V}")
-    dense_out = output is not None and output.endswith(".npy")
+    dense_out = is_npy(output)
     with open_input(path) as opened, known_shape(opened, tmp_dir) as src:
         op = ToIndicator(V, dense_out)
         sink = run(op, src, output, budget=budget, tmp_dir=tmp_dir, progress=progress)

@@ -11,7 +11,7 @@ from .. import _linalg
 from .._memory import MMAP_THRESHOLD, Budget
 from ..errors import ShapeMismatch, UsageError
 from ..format import TensorMeta, value_type_of_dtype
-from ..io import batch_keys, batch_values, open_sink
+from ..io import batch_keys, batch_values, is_npy, open_sink
 from .dense import is_zero, open_npy
 from .order import sorted_batches
 from .sort import KeyCodec
@@ -19,7 +19,7 @@ from .sort import KeyCodec
 
 def is_dense_path(path) -> bool:
     """A .npy file is a dense operand; anything else (a tensor, a directory, '-') is sparse."""
-    return isinstance(path, str) and path != "-" and path.lower().endswith(".npy")
+    return is_npy(path)
 
 
 def open_dense(path: str) -> np.ndarray:
