@@ -36,8 +36,13 @@ def scheduler(name: str, workers: int = WORKERS) -> str:
 
         import distributed
 
+        environ = dict(os.environ)
         cluster = distributed.LocalCluster(n_workers=workers, threads_per_worker=1, memory_limit="2GiB",
                                            processes=True, dashboard_address=":0", silence_logs=logging.ERROR)
+        # The nannies set their workers' variables ($MALLOC_TRIM_THRESHOLD_, $OMP_NUM_THREADS...)
+        # in this process's environment too; the tools timed after this must not inherit them.
+        os.environ.clear()
+        os.environ.update(environ)
         _clusters[name] = cluster
         atexit.register(cluster.close)
         with distributed.Client(cluster) as client:
