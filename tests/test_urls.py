@@ -338,3 +338,17 @@ def test_a_npy_named_by_a_url_with_a_query_is_refused_as_a_npy(store, tmp_path):
     shutil.copy(SAMPLES / "tensor3d.parquet", store / "t.parquet")
     res = run("matmul", "sub://t.parquet", "sub://d.npy?region=x", "-o", str(tmp_path / "p.npy"), code=2)
     assert res.output.count("\n") == 1 and ".npy operand takes local paths" in res.output, res.output
+
+
+def test_a_dense_output_named_by_a_pathlib_path(tmp_path):
+    """The Python API's dense outputs take os.PathLike names, as str ones: the sum equals NumPy's
+    dense sum of the two operands."""
+    import pathlib
+
+    dense = np.arange(40 * 30 * 20, dtype=np.float64).reshape(40, 30, 20)
+    np.save(tmp_path / "d.npy", dense)
+    sptool.add(str(SAMPLES / "tensor3d.parquet"), str(tmp_path / "d.npy"), pathlib.Path(tmp_path / "s.npy"))
+    t = pq.read_table(SAMPLES / "tensor3d.parquet")
+    expected = dense.copy()
+    np.add.at(expected, tuple(t.column(f"indices_{k}").to_numpy() for k in range(3)), t.column("values").to_numpy())
+    assert np.array_equal(np.load(tmp_path / "s.npy"), expected)

@@ -360,7 +360,10 @@ def split(name: str) -> tuple[str, str]:
 
 
 def is_npy(name) -> bool:
-    """Whether ``name`` (a path or a URL, its ``?query`` aside) names a .npy file; '-' does not."""
+    """Whether ``name`` (a path, os.PathLike too, or a URL, its ``?query`` aside) names a .npy
+    file; '-' does not."""
+    if isinstance(name, os.PathLike):
+        name = os.fspath(name)
     return isinstance(name, str) and name != "-" and bare(name).lower().endswith(".npy")
 
 
