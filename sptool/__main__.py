@@ -17,10 +17,13 @@ def run():
     # Before anything imports numpy (importing sptool.cli does): cli.main sets the same, too late
     # for this script, whose OpenBLAS pool then took 20-26 ms of CPU a run (perf, reduce and add).
     os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
+    from ._collector import paused_for_imports, script_process
     from ._memory import lean_allocators
 
     lean_allocators()
-    from .cli import main
+    script_process()
+    with paused_for_imports():
+        from .cli import main
 
     main()
 

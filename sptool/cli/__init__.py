@@ -14,6 +14,7 @@ import traceback
 
 import click
 
+from .._collector import paused_for_imports
 from .._version import FORMAT_VERSION, __version__
 from ..errors import SptoolError
 from ._cluster import note_help, refuse_unless_distributed
@@ -270,7 +271,8 @@ def load_command(name: str):
     """The click command ``name`` from its module (None if that module does not provide it)."""
     import importlib
 
-    module = importlib.import_module(f".{COMMANDS[name]}", __name__)
+    with paused_for_imports():
+        module = importlib.import_module(f".{COMMANDS[name]}", __name__)
     found = click.Group()
     module.register(found)
     return found.commands.get(name)

@@ -12,6 +12,7 @@ import logging
 import os
 import re
 
+from .._collector import paused_for_imports
 from ..errors import UsageError
 
 ENV_VAR = "SPTOOL_SCHEDULER"
@@ -39,7 +40,8 @@ def scheduler_of(given: str | None) -> str | None:
 def require_distributed():
     """The ``distributed`` module, or a UsageError saying how to install it."""
     try:
-        import distributed
+        with paused_for_imports():
+            import distributed
     except ImportError:
         raise UsageError(f"running on a cluster needs Dask's 'distributed' package; {INSTALL_HINT}") from None
     return distributed
