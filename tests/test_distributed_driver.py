@@ -142,3 +142,47 @@ def test_part_edges_read_by_a_task_per_worker(client, tmp_path, rng):
             table = pq.read_table(part.path)
             rows = np.stack([table.column(f"indices_{k}").to_numpy() for k in range(3)], axis=1)
             assert first == tuple(rows[0]) and last == tuple(rows[-1])
+
+
+
+def test_a_job_on_a_client_that_is_not_the_default(client, tmp_path, rng, monkeypatch):
+    """A caller holding two clients runs a job on the older one, no longer Dask's default: the
+    job follows its tasks on its own client's event loop.  dask's as_completed takes the default
+    client's loop unless given one; with the other client's loop, the futures' events were set
+    from one thread and awaited on another's loop, and a benchmark script with two clusters
+    waited for ever on tasks long finished (a race: no test reproduces it on demand).  So the
+    loop handed to as_completed is checked, and the job's result against NumPy."""
+    import threading
+
+    import distributed
+
+    loops = []
+    real = distributed.as_completed
+
+    def watched(*args, **kw):
+        loops.append(kw.get("loop"))
+        return real(*args, **kw)
+
+    monkeypatch.setattr(distributed, "as_completed", watched)
+    src, idx, val = _sorted_parts(tmp_path / "in", rng)
+    out = str(tmp_path / "out") + "/"
+    other = distributed.Client(client.scheduler.address, set_as_default=True)
+    try:
+        done, default = [], []
+
+        def run():  # a thread of its own: its default is the newest client, not the fixture's current one
+            default.append(distributed.default_client())
+            done.append(sptool.distributed.reduce(src, out, op="sum", axis=[1], client=client))
+
+        job = threading.Thread(target=run, daemon=True)
+        job.start()
+        job.join(timeout=120)
+        assert default == [other] and other.loop is not client.loop
+        assert done, "the job did not finish within 120 s"
+    finally:
+        other.close()
+    assert loops and all(loop is client.loop for loop in loops)
+    keys, sums = _read(out, 2)
+    want_keys, want = _summed_over_axis_1(idx, val)
+    assert np.array_equal(keys, want_keys) and np.allclose(sums, want, rtol=1e-12, atol=1e-12)
+    assert done[0]["rows_out"] == len(want_keys)
