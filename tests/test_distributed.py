@@ -374,7 +374,28 @@ def test_cli_reorder_on_the_scheduler(client, tiny, tmp_path, rng):
     keys, sums = _oracle_summed(idx, val)
     gi, gv = _read_all(out)
     assert np.array_equal(gi, keys) and np.array_equal(gv, sums)
+    # The summary counts the rows read, as one machine's does, not the (fewer) rows written.
+    assert len(keys) < len(idx) and f"{len(idx):,} rows in, {len(keys):,} out" in res.output, res.output
 
+
+def test_cli_summaries_on_the_scheduler_count_the_rows_read(client, tiny, tmp_path, rng):
+    """The summary's rows in and out on a cluster are one machine's: the rows of the inputs
+    (pyarrow's count of them) and of the output, whether ranges are shuffled (reorder of
+    unsorted parts, duplicates summed) or read where they stand (add of sorted operands)."""
+    src, _, _ = _dataset(tmp_path / "u", rng)
+    (a, _, _), (b, _, _) = _unique_parts(tmp_path / "a", rng), _unique_parts(tmp_path / "b", rng)
+    for args, inputs in ((["reorder", src, "--duplicates", "sum"], [src]), (["add", a, b], [a, b])):
+        summaries = []
+        for where, extra in (("cluster", ["--scheduler", client.scheduler.address]), ("local", [])):
+            out = str(tmp_path / f"{args[0]}-{where}") + ("/" if where == "cluster" else ".parquet")
+            doc = tmp_path / f"{args[0]}-{where}.json"
+            res = CliRunner().invoke(cli, [*extra, "--json-summary", str(doc), *args, "-o", out, "--memory", tiny])
+            assert res.exit_code == 0, res.output
+            summaries.append(json.loads(doc.read_text()))
+        read = sum(pq.ParquetDataset(p).read().num_rows for p in inputs)
+        on_cluster, local = summaries
+        assert on_cluster["rows_in"] == local["rows_in"] == read, (args[0], summaries)
+        assert on_cluster["rows_out"] == local["rows_out"] < read
 
 def test_cli_scheduler_from_the_environment(client, tiny, tmp_path, rng, monkeypatch):
     src, idx, val = _dataset(tmp_path, rng)
@@ -398,6 +419,23 @@ def test_cli_refusals(client, tmp_path):
     assert "Cluster: runs on one machine only" in CliRunner().invoke(cli, ["softmax", "--help"]).output
     assert "Cluster: given --scheduler" in CliRunner().invoke(cli, ["reorder", "--help"]).output
 
+
+
+@pytest.mark.parametrize("args,message", [
+    (["reorder", f"{SAMPLES}/unsorted.parquet", "-o", "OUT"], "cannot tell the output format"),
+    (["reduce", "MISSING", "--op", "sum", "--axis", "1", "-o", "OUT/"], "no such file or directory"),
+    (["add", f"{SAMPLES}/tensor3d.parquet", f"{SAMPLES}/tensor3d.parquet", "-o", "OUT.parquet"], "directory of parts"),
+])
+def test_cli_checks_its_arguments_before_connecting(tmp_path, args, message):
+    """A bad output name or a missing input is reported before the command connects: the
+    scheduler named here refuses connections (port 1), so a command that connected first
+    reported that instead (after Dask's 20 s connect timeout)."""
+    args = [a.replace("OUT", str(tmp_path / "out")).replace("MISSING", str(tmp_path / "missing.parquet"))
+            for a in args]
+    res = CliRunner().invoke(cli, ["--scheduler", "tcp://127.0.0.1:1", *args])
+    assert res.exit_code == 2, res.output
+    assert message in res.output and "scheduler" not in res.output
+    assert os.listdir(tmp_path) == []
 
 def test_readme_cluster_example_on_a_local_cluster_in_a_terminal(tmp_path):
     """The README's two commands: the first starts a scheduler and workers; the second, run as

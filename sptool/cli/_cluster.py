@@ -47,19 +47,40 @@ def refuse_unless_distributed(name: str, obj: dict):
 
 @contextlib.contextmanager
 def cluster(obj: dict, quiet: bool):
-    """The dask Client to run under (None without a scheduler), for the length of the command."""
+    """The dask Client to run under (None without a scheduler), for the length of the command:
+    connected when the command first uses it, so that what the driver checks before its first
+    task (the output's name, the inputs, their footers) is reported at once, not after Dask's
+    import and the connection (up to its 20 s timeout when the scheduler is unreachable)."""
     spec = asked(obj)
     if not spec:
         yield None
         return
-    from ..distributed import connect, dashboard_link, scheduler_of
-    from ._console import err
+    from ..distributed import check_installed, scheduler_of
 
-    with connect(scheduler_of(spec)) as client:
-        link = None if quiet else dashboard_link(client)  # a round trip to the scheduler: only to print it
-        if link:
-            err.print(f"Dask dashboard: {link}", highlight=False, markup=False)
-        yield client
+    spec = scheduler_of(spec)
+    check_installed()
+    with contextlib.ExitStack() as stack:
+        yield _ConnectedOnUse(spec, quiet, stack)
+
+
+class _ConnectedOnUse:
+    """Stands for the command's client: the first attribute asked of it connects (and prints the
+    dashboard's link), and the connection lasts as long as ``stack``."""
+
+    def __init__(self, spec: str, quiet: bool, stack: contextlib.ExitStack):
+        self._spec, self._quiet, self._stack, self._client = spec, quiet, stack, None
+
+    def __getattr__(self, name):
+        if self._client is None:
+            from ..distributed import connect, dashboard_link
+            from ._console import err
+
+            client = self._stack.enter_context(connect(self._spec))
+            link = None if self._quiet else dashboard_link(client)  # a round trip: only to print it
+            if link:
+                err.print(f"Dask dashboard: {link}", highlight=False, markup=False)
+            self._client = client
+        return getattr(self._client, name)
 
 
 # Commands that read stdin themselves on a cluster (on the driver), or refuse it (convert's inputs

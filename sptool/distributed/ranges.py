@@ -517,7 +517,20 @@ def range_map(client, operands: list[tuple[list[Piece], TensorMeta]], order, fn,
                rows=[p.rows for p in pieces])
         if progress and counts:
             progress.restart()
-        done = follow(client, slots, outcome, progress=progress, rows=lambda d: 0 if d is None else d[1].nnz)
+        # Each range counts its written rows as it finishes, up to the input's, and what they
+        # leave out (duplicates summed, coordinates met in both operands) is counted at the end:
+        # the job reports the rows it read, as one machine does.
+        counted = 0
+
+        def written(d) -> int:
+            nonlocal counted
+            rows = min(0 if d is None else d[1].nnz, outcome.rows_in - counted)
+            counted += rows
+            return rows
+
+        done = follow(client, slots, outcome, progress=progress, rows=written)
+        if progress and counted < outcome.rows_in:
+            progress.advance(outcome.rows_in - counted)
     except BaseException:
         client.cancel(everything)
         settle(client, everything)
