@@ -39,6 +39,11 @@ class UsageError(SptoolError):
     exit_code = 2
 
 
+class SchedulerUnreachable(UsageError):
+    """--scheduler named a Dask scheduler that did not answer: the job's failure, not any one
+    input's (validate of several tensors stops at it)."""
+
+
 class InputError(SptoolError):
     """An input cannot be opened or read (missing, unreadable, not a recognised container)."""
 

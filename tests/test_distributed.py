@@ -425,6 +425,8 @@ def test_cli_refusals(client, tmp_path):
     (["reorder", f"{SAMPLES}/unsorted.parquet", "-o", "OUT"], "cannot tell the output format"),
     (["reduce", "MISSING", "--op", "sum", "--axis", "1", "-o", "OUT/"], "no such file or directory"),
     (["add", f"{SAMPLES}/tensor3d.parquet", f"{SAMPLES}/tensor3d.parquet", "-o", "OUT.parquet"], "directory of parts"),
+    (["add", "MISSING", f"{SAMPLES}/tensor3d.parquet", "-o", "OUT/"], "no such file or directory"),
+    (["add", f"{SAMPLES}/tensor3d.parquet", f"{SAMPLES}/matrix_a.parquet", "-o", "OUT/"], "shapes differ"),
 ])
 def test_cli_checks_its_arguments_before_connecting(tmp_path, args, message):
     """A bad output name or a missing input is reported before the command connects: the
@@ -436,6 +438,28 @@ def test_cli_checks_its_arguments_before_connecting(tmp_path, args, message):
     assert res.exit_code == 2, res.output
     assert message in res.output and "scheduler" not in res.output
     assert os.listdir(tmp_path) == []
+
+
+def test_cli_validate_stops_at_an_unreachable_scheduler(tmp_path, rng, monkeypatch):
+    """A scheduler that does not answer fails the job once, in one line, instead of marking
+    every tensor of a validate UNREADABLE and trying to connect again for each.  (The connect is
+    made to fail at once, as a dead scheduler does after Dask's 20 s timeout.)"""
+    import sptool.distributed.cluster as reaching
+
+    tried = []
+
+    def unreachable(spec):
+        tried.append(spec)
+        raise sptool.errors.SchedulerUnreachable(f"cannot reach the scheduler {spec}: timed out")
+
+    monkeypatch.setattr(reaching, "connect", unreachable)
+    monkeypatch.setattr(sptool.distributed, "connect", unreachable)
+    a, _, _ = _dataset(tmp_path / "a", rng)
+    b, _, _ = _dataset(tmp_path / "b", rng)
+    res = CliRunner().invoke(cli, ["--scheduler", "tcp://127.0.0.1:1", "validate", a, b])
+    assert res.exit_code == 2, res.output
+    assert tried == ["tcp://127.0.0.1:1"]
+    assert "cannot reach the scheduler" in res.output and "UNREADABLE" not in res.output, res.output
 
 def test_readme_cluster_example_on_a_local_cluster_in_a_terminal(tmp_path):
     """The README's two commands: the first starts a scheduler and workers; the second, run as

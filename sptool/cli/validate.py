@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import click
 
-from ..errors import SptoolError
+from ..errors import SchedulerUnreachable, SptoolError
 from ..ops.validate import validate as validate_op
 from ._cluster import cluster, operation
 from ._console import Job, out
@@ -60,6 +60,8 @@ def _validate_all(tensors, as_json, metadata_only, deep, strict, opts, client):
             report = operation("validate", validate_op, client)(path, metadata_only=metadata_only, deep=deep,
                                                                 strict=strict, memory=opts["memory"], progress=job)
         except SptoolError as e:
+            if isinstance(e, SchedulerUnreachable):  # the job's failure, not this tensor's
+                raise
             # One unreadable tensor does not stop the others; its line says why, and the exit
             # code is the worst of all.
             # The path leads the line already; a path inside the message is another file's.

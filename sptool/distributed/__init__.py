@@ -17,7 +17,7 @@ import sys
 import types
 from collections.abc import Mapping
 
-from .cluster import check_installed, connect, dashboard_link, require_distributed, scheduler_of
+from .cluster import connect, dashboard_link, require_distributed, scheduler_of
 
 # The operations, each imported on first use: a job needs one, and importing them all (convert
 # brings the converters) cost the command line's driver 0.09 CPU s a job (Python's import of
@@ -74,6 +74,6 @@ class _Operations(Mapping):
 # The operations a command runs on a cluster when given --scheduler (cli/_cluster.py).
 OPERATIONS = _Operations()
 
-__all__ = ["check_installed", "connect", "dashboard_link", "require_distributed", "scheduler_of", "OPERATIONS",
+__all__ = ["connect", "dashboard_link", "require_distributed", "scheduler_of", "OPERATIONS",
            "reorder", "add", "reduce", "concat", "validate", "info", "transpose", "reshape", "expand_dims", "retain",
            "map_values", "mul", "div", "slice_", "split", "todense", "convert", "matmul"]

@@ -13,7 +13,7 @@ import os
 import re
 
 from .._collector import paused_for_imports
-from ..errors import UsageError
+from ..errors import SchedulerUnreachable, UsageError
 
 ENV_VAR = "SPTOOL_SCHEDULER"
 # What a worker imports before its first task, given ``dask worker --preload sptool.distributed.cluster``
@@ -43,25 +43,8 @@ def require_distributed():
         with paused_for_imports():
             import distributed
     except ImportError:
-        raise _not_installed() from None
+        raise UsageError(f"running on a cluster needs Dask's 'distributed' package; {INSTALL_HINT}") from None
     return distributed
-
-
-def check_installed() -> None:
-    """A UsageError saying how to install ``distributed`` when it is missing, found without
-    importing it (that takes 0.3 s, and a command connects only once its arguments are checked)."""
-    import importlib.util
-
-    try:
-        found = importlib.util.find_spec("distributed") is not None
-    except (ImportError, ValueError):  # ValueError: a module entry of None (imports of it blocked)
-        found = False
-    if not found:
-        raise _not_installed()
-
-
-def _not_installed() -> UsageError:
-    return UsageError(f"running on a cluster needs Dask's 'distributed' package; {INSTALL_HINT}")
 
 
 @contextlib.contextmanager
@@ -75,7 +58,7 @@ def connect(spec: str):
         try:
             client = distributed.Client(spec, timeout="20s")
         except (OSError, TimeoutError) as e:
-            raise UsageError(f"cannot reach the scheduler {spec}: {e}") from None
+            raise SchedulerUnreachable(f"cannot reach the scheduler {spec}: {e}") from None
         with client:
             yield client
         return

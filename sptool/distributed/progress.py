@@ -24,9 +24,10 @@ def follow(client, futures: list, outcome, *, progress=None, rows=None) -> list:
     try:
         # Results fetched by the client's event loop as tasks finish, not one round trip each
         # after the loop hands over a future (8 of them cost a reduce's driver 0.15 s, profiled).
-        # That loop is named: as_completed takes the default client's otherwise, and with another
-        # client the default (a caller's two clients) it waited for ever on tasks long done.
-        for future, result in as_completed(futures, with_results=True, loop=client.loop):
+        # That loop is named, the futures' own: as_completed takes the default client's otherwise,
+        # and with another client the default (a caller's two clients) it waited for ever on
+        # tasks long done.
+        for future, result in as_completed(futures, with_results=True, loop=futures[0].client.loop):
             i = index[future.key]
             results[i] = result
             if result is not None:

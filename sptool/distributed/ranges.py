@@ -460,11 +460,7 @@ def range_map(client, operands: list[tuple[list[Piece], TensorMeta]], order, fn,
     operands sorted on the key they give the splitters (edge_splitters) and each range task only
     the pieces that meet its range."""
     order = tuple(order)
-    # The key's extents must agree (the other dimensions are the op's business: concat's differ).
-    shape = [operands[0][1].shape[d] for d in order]
-    for _, meta in operands[1:]:
-        if meta.sparse_ndim != operands[0][1].sparse_ndim or [meta.shape[d] for d in order] != shape:
-            raise ShapeMismatch(f"operand shapes differ: {list(operands[0][1].shape)} and {list(meta.shape)}")
+    check_key_extents([meta for _, meta in operands], order)
     pieces = [p for op_pieces, _ in operands for p in op_pieces]
     outcome = Outcome(rows_in=sum(p.rows for p in pieces))
     count = -(-SAMPLE_PER_RANGE * ranges // max(len(pieces), 1))
@@ -522,13 +518,13 @@ def range_map(client, operands: list[tuple[list[Piece], TensorMeta]], order, fn,
         # the job reports the rows it read, as one machine does.
         counted = 0
 
-        def written(d) -> int:
+        def rows_of(d) -> int:
             nonlocal counted
             rows = min(0 if d is None else d[1].nnz, outcome.rows_in - counted)
             counted += rows
             return rows
 
-        done = follow(client, slots, outcome, progress=progress, rows=written)
+        done = follow(client, slots, outcome, progress=progress, rows=rows_of)
         if progress and counted < outcome.rows_in:
             progress.advance(outcome.rows_in - counted)
     except BaseException:
@@ -551,6 +547,15 @@ def range_map(client, operands: list[tuple[list[Piece], TensorMeta]], order, fn,
     outcome.rows_out = sum(m.nnz for m in outcome.part_metas)
     outcome.parts = len(written)
     return outcome
+
+
+def check_key_extents(metas: list[TensorMeta], order) -> None:
+    """The operands' extents on the key's dimensions must agree (the other dimensions are the
+    op's business: concat's differ)."""
+    shape = [metas[0].shape[d] for d in order]
+    for meta in metas[1:]:
+        if meta.sparse_ndim != metas[0].sparse_ndim or [meta.shape[d] for d in order] != shape:
+            raise ShapeMismatch(f"operand shapes differ: {list(metas[0].shape)} and {list(meta.shape)}")
 
 
 def pooled_splitters(samples: list, ranges: int) -> np.ndarray:
@@ -580,7 +585,6 @@ def on_ranges(client, fn, paths: list[str], output: str, *, order=None, memory=N
     single machine sorts a directory.  ``sort``: see range_map."""
     check_output(output)
     check_inputs(paths)
-    workers = worker_count(client)
     budget = budget_of(memory)
     with PartDirectory(output) as out:
         paths = [shared_copy(path, join_path(out.scratch("inputs"), f"operand-{j}.parquet"), budget)
@@ -589,6 +593,12 @@ def on_ranges(client, fn, paths: list[str], output: str, *, order=None, memory=N
         for path in paths:
             with open_source(path) as src:
                 sources.append(src)  # its parts' paths and metadata, for after the files are closed
+        if order is None:
+            order = range(sources[0].meta.sparse_ndim)
+        # The operands are checked before the cluster is first asked anything (the command line
+        # connects then).
+        check_key_extents([src.meta for src in sources], tuple(order))
+        workers = worker_count(client)
         edges = part_edges(client, sources, workers) if claims else [None] * len(sources)
         operands = []
         for path, src, found in zip(paths, sources, edges):
@@ -599,8 +609,6 @@ def on_ranges(client, fn, paths: list[str], output: str, *, order=None, memory=N
         edges = [None if found is None else dict(zip((p.path for p in src.parts), found))
                  for src, found in zip(sources, edges)]
         count = ranges or max(max(len(p) for p, _ in operands), workers)
-        if order is None:
-            order = range(operands[0][1].sparse_ndim)
         outcome = range_map(client, operands, order, fn, out, ranges=count, budget=budget, progress=progress,
                             sort=sort, edges=edges)
     return {**outcome.summary(), "output": output}
