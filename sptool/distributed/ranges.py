@@ -458,9 +458,9 @@ def range_map(client, operands: list[tuple[list[Piece], TensorMeta]], order, fn,
     and each range merged from their runs (partition_sorted, SortedRange).  ``edges``: each
     operand's parts' (first, last) coordinates where known (part_edges, a dict by part path); for
     operands sorted on the key they give the splitters (edge_splitters) and each range task only
-    the pieces that meet its range."""
+    the pieces that meet its range.  Operands whose extents on the key differ are the caller's to
+    refuse first (check_key_extents, as on_ranges does before the cluster is asked anything)."""
     order = tuple(order)
-    check_key_extents([meta for _, meta in operands], order)
     pieces = [p for op_pieces, _ in operands for p in op_pieces]
     outcome = Outcome(rows_in=sum(p.rows for p in pieces))
     count = -(-SAMPLE_PER_RANGE * ranges // max(len(pieces), 1))
