@@ -202,7 +202,18 @@ def lean_allocators() -> None:
 
 
 def peak_rss() -> int:
-    """Peak resident set size of this process, in bytes."""
+    """Peak resident set size of this process, in bytes.
+
+    On Linux, the kernel's high-water mark of this process's own memory (VmHWM): getrusage's
+    ru_maxrss survives fork and exec, so a command started by a process holding 1.5 GB (a
+    notebook, a benchmark, a Dask nanny started by one) reported 1.5 GB as its own peak."""
+    try:
+        with open("/proc/self/status", "rb") as f:
+            for line in f:
+                if line.startswith(b"VmHWM:"):
+                    return int(line.split()[1]) * 1024
+    except (OSError, ValueError, IndexError):
+        pass
     ru = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
     return ru if sys.platform == "darwin" else ru * 1024
 

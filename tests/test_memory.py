@@ -169,3 +169,20 @@ def test_a_trim_threshold_set_in_the_environment_is_left_as_given(tmp_path):
     assert peak - after > 150, (peak, after)  # given back
     peak, after = rss("script", base)
     assert peak - after < 50, (peak, after)  # lean_allocators' own threshold keeps it
+
+
+def test_summary_peak_is_the_commands_own_when_its_parent_is_large(big, tmp_path):
+    """The summary's peak memory is the command's, not its parent's: Linux carries ru_maxrss
+    across fork and exec, so a command started by a process holding 800 MB reported 800 MB.  The
+    oracle is the same command's peak as the launcher measures it (wait4 from a small process)."""
+    held = np.ones(100_000_000)  # 800 MB, touched: the parent's RSS when it starts the command
+    exe = os.path.join(os.path.dirname(sys.executable), "sptool")
+    args = ["reduce", big, "--op", "sum", "--axis", "1", "-o", "r.parquet", "--json-summary"]
+    p = subprocess.run([exe, "-q", *args, "big-parent.json"], capture_output=True, text=True, cwd=tmp_path,
+                       timeout=300)
+    assert p.returncode == 0, p.stderr
+    reported = json.loads((tmp_path / "big-parent.json").read_text().splitlines()[-1])["peak_memory_bytes"]
+    own = peak_rss([*args, "small-parent.json"], tmp_path)
+    assert held.sum() == 100_000_000
+    assert reported < held.nbytes // 2
+    assert abs(reported - own) < 64 << 20, (reported, own)
