@@ -365,16 +365,29 @@ def dataset_claims(metas: list, edges: list) -> tuple[tuple, bool]:
     its parts' metadata and their (first, last) coordinates, in part order ((None, None) for an
     empty part): sorted when every part has the same non-empty sort_order and no seam goes
     down, unique when also every part is and every seam goes up."""
+    order = shared_order(metas)
+    bounds = [(first, last) for first, last in edges if first is not None]
+    keys = [(tuple(a[d] for d in order), tuple(b[d] for d in order)) for (_, a), (b, _) in zip(bounds, bounds[1:])]
+    return seamed_claims(metas, [(a > b) - (a < b) for a, b in keys])
+
+
+def shared_order(metas: list) -> tuple:
+    """The sort_order every part of a directory claims, or () when they do not all claim the same
+    non-empty one (then the whole claims no order, whatever its seams)."""
+    order = tuple(metas[0].sort_order)
+    return () if any(tuple(m.sort_order) != order for m in metas) else order
+
+
+def seamed_claims(metas: list, seams: list) -> tuple[tuple, bool]:
+    """(sort_order, unique) of a directory whose parts share ``shared_order(metas)``, given how the
+    last key of each non-empty part compares with the first key of the next (-1 below, 0 equal,
+    1 above; in that order)."""
     if len(metas) == 1:
         return tuple(metas[0].sort_order), metas[0].unique
-    order = tuple(metas[0].sort_order)
-    if not order or any(tuple(m.sort_order) != order for m in metas):
+    order = shared_order(metas)
+    if not order or any(s > 0 for s in seams):
         return (), False
-    bounds = [(first, last) for first, last in edges if first is not None]
-    seams = [(tuple(a[d] for d in order), tuple(b[d] for d in order)) for (_, a), (b, _) in zip(bounds, bounds[1:])]
-    if not all(a <= b for a, b in seams):
-        return (), False
-    return order, all(m.unique for m in metas) and all(a < b for a, b in seams)
+    return order, all(m.unique for m in metas) and all(s < 0 for s in seams)
 
 
 def _no_constants(name):

@@ -721,24 +721,29 @@ def _unique_parts(tmp_path, rng, n=4000, parts=6, *, seam_repeat=False, values="
 @pytest.mark.parametrize("op,ufunc", [("sum", np.add), ("prod", np.multiply), ("max", np.maximum),
                                       ("min", np.minimum), ("count", None)])
 @pytest.mark.parametrize("seam_repeat", [False, True])
-def test_reduce_by_partials_matches_numpy_and_one_machine(client, tiny, tmp_path, rng, op, ufunc, seam_repeat):
+@pytest.mark.parametrize("axis", [0, 1])
+def test_reduce_by_partials_matches_numpy_and_one_machine(client, tiny, tmp_path, rng, op, ufunc, seam_repeat,
+                                                         axis):
     src, idx, val = _unique_parts(tmp_path, rng, seam_repeat=seam_repeat)
     assert all(m.unique for m in _part_metas(src))
     out = str(tmp_path / "out") + "/"
-    r = sptool.distributed.reduce(src, out, op=op, axis=1, memory=tiny, client=client)
-    # sum splits always; the others only when the seams show no coordinate on two parts, and
-    # otherwise run where the rows stand (the directory is sorted on dimension 0, which is kept).
-    assert r["strategy"] == ("seams" if seam_repeat and op != "sum" else "partials")
+    r = sptool.distributed.reduce(src, out, op=op, axis=axis, memory=tiny, client=client)
+    # The directory is sorted on dimension 0: kept (axis 1), its pieces are reduced where they
+    # stand, whatever the op.  Reduced (axis 0): sum splits into partials always, the others
+    # only when the seams show no coordinate on two parts, and otherwise the rows are shuffled.
+    partials = "partials" if op == "sum" or not seam_repeat else "ranges"
+    assert r["strategy"] == ("seams" if axis == 1 else partials)
     local = str(tmp_path / "local.parquet")
-    sptool.reduce(src, local, op=op, axis=1, memory=tiny)
+    sptool.reduce(src, local, op=op, axis=axis, memory=tiny)
     di, dv = _read_all_k(out, 2)
     li, lv = _read_all_k(local, 2)
     assert np.array_equal(di, li) and np.array_equal(dv, lv)
     keys, summed = _oracle_summed(idx, val)  # the logical tensor: duplicates summed first
+    kept = [d for d in range(3) if d != axis]
     if op == "count":
-        want_keys, want = np.unique(keys[:, [0, 2]], axis=0, return_counts=True)
+        want_keys, want = np.unique(keys[:, kept], axis=0, return_counts=True)
     else:
-        want_keys, want = _oracle_reduced(keys, summed, [1], False, ufunc)
+        want_keys, want = _oracle_reduced(keys, summed, [axis], False, ufunc)
     assert np.array_equal(di, want_keys) and np.array_equal(dv, want)
     assert r["rows_in"] == len(idx) and r["rows_out"] == len(want_keys) and r["workers"] == 2
 

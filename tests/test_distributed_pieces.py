@@ -232,8 +232,9 @@ def test_todense_refuses_a_file_whose_rows_break_its_claim(client, tmp_path, rng
 
 
 def test_todense_of_a_directory_with_a_lying_part(client, tmp_path, rng):  # noqa: F811
-    """A directory claims no order as a whole unless its seams are read (formats/SPEC.md section
-    7), so neither machine trusts, or checks, a part's claim: both write the right sums."""
+    """A directory claims an order as a whole only where its seams keep it (formats/SPEC.md
+    section 7): here the lying part's first row group reaches below the first part's last row,
+    so neither machine trusts, or checks, a part's claim: both write the right sums."""
     d = tmp_path / "in"
     d.mkdir()
     first = _canonical_part(str(d / "part-000000.parquet"), rng, 500)

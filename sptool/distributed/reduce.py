@@ -1,8 +1,10 @@
-"""reduce on a cluster by partial reductions, where combining them does not depend on the order
-of operations: every input piece reduced on its own by a task (the engine's ``Partwise`` step,
-``Reduce.map_part``), and the partials, far fewer rows than the input when the reduction
-reduces, shuffled into key ranges of the output's dimensions and combined there (ranges.py), so
-the concatenated parts are the single-machine result.
+"""reduce on a cluster.  A directory sorted on a dimension the reduction keeps is reduced where
+its pieces stand, whatever the op (seamed.py: one round of tasks, no row shuffled).  Otherwise
+by partial reductions, where combining them does not depend on the order of operations: every
+input piece reduced on its own by a task (the engine's ``Partwise`` step, ``Reduce.map_part``),
+and the partials, far fewer rows than the input when the reduction reduces, shuffled into key
+ranges of the output's dimensions and combined there (ranges.py), so the concatenated parts are
+the single-machine result.
 
 Which reductions split:
 
@@ -15,10 +17,8 @@ Which reductions split:
 
 Float sums and products depend on the order of the additions, and max and min of floats on which
 of -0.0 and 0.0 comes first: those, and mean, hand each output coordinate's rows whole, in input
-order, to the single-machine reduce.  When the dataset is sorted on a dimension the reduction
-keeps (its parts' claims and seams say so), the pieces are reduced where they stand and only the
-rows at their seams get tasks of their own (seamed.py: no row is shuffled); otherwise the rows
-are shuffled into key ranges of the kept dimensions (ranges.py).
+order, to the single-machine reduce, the rows shuffled into key ranges of the kept dimensions
+(ranges.py) unless the seamed path applies.
 """
 
 from __future__ import annotations
@@ -150,13 +150,16 @@ def reduce(path: str, output: str, *, client, op: str, axis=None, keepdims: bool
                              "--keepdims")
         # Only sum adds up across pieces whatever the duplicates; the others are split only when
         # the driver has found the rows unique.
-        step = Reduce(op, axis, keepdims, empty_value, unique=op != "sum")
-        r = reduce_partials(path, meta, output, client=client, step=step, result_dtype=result_dtype(meta, op),
-                            memory=memory, tmp_dir=tmp_dir, progress=progress)
         fn = partial(reduce_one, op=op, axis=axis, keepdims=keepdims, empty_value=empty_value, memory=memory,
                      tmp_dir=tmp_dir)
+        # Seams first, whatever the op: one round of tasks, no row shuffled.  Partials take two
+        # more (splitters, then the combining shuffle): an int64 sum of a sorted 20M-entry
+        # directory took 0.89 s by partials, 1.5x one process's.
+        r = reduce_seamed(path, src, kept, output, client=client, fn=fn, progress=progress)
         if r is None:
-            r = reduce_seamed(path, src, kept, output, client=client, fn=fn, progress=progress)
+            step = Reduce(op, axis, keepdims, empty_value, unique=op != "sum")
+            r = reduce_partials(path, meta, output, client=client, step=step, result_dtype=result_dtype(meta, op),
+                                memory=memory, tmp_dir=tmp_dir, progress=progress)
     if r is None:
         from .ranges import on_ranges
 

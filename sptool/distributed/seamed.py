@@ -178,7 +178,8 @@ def by_seams(client, pieces: list[Piece], edges: list, dim: int, meta, fn, out: 
     """``fn(source, part path)`` over ``pieces`` (``edges`` from piece_edges) as the module
     docstring says, into ``out``, in at most ``tasks`` tasks of consecutive pieces (grouped;
     None: a task per piece): the Outcome.  Every source ``fn`` gets claims what the
-    directory does as one machine opens it (``meta``, no order across parts), so the op takes
+    directory does as one machine opens it (``meta``: order across parts where its seams keep it,
+    io.source.derived_claims), so the op takes
     the path it takes on one machine: a reduction, for one, sums each coordinate's rows one
     after another in that path, wherever its batches begin."""
     outcome = Outcome(rows_in=sum(p.rows for p in pieces))

@@ -24,6 +24,8 @@ from ..format import (
     invariants_differ,
     load_json,
     parse_metadata,
+    seamed_claims,
+    shared_order,
     trailer_problem,
 )
 from ._arrays import batch_keys, batch_values, make_batch, normalize_batch
@@ -207,16 +209,61 @@ def edge_keys(path: str, K: int) -> tuple:
     """A Parquet part's first and last coordinates as it stores them (None, None when it is
     empty): the index columns of its first and last non-empty row groups only."""
     pf = open_parquet(path)
-    md = pf.metadata
-    filled = [g for g in range(md.num_row_groups) if md.row_group(g).num_rows]
+    filled = _filled_groups(pf)
     if not filled:
         return None, None
+    return _row_key(pf, filled[0], K, 0), _row_key(pf, filled[-1], K, -1)
+
+
+def _filled_groups(pf) -> list[int]:
+    md = pf.metadata
+    return [g for g in range(md.num_row_groups) if md.row_group(g).num_rows]
+
+
+def _row_key(pf, group: int, K: int, row: int) -> tuple:
+    """The coordinates of row ``row`` (0 or -1) of row group ``group`` (its index columns read)."""
     columns = [index_column(k) for k in range(K)]
-    head = pf.read_row_group(filled[0], columns=columns)
-    tail = pf.read_row_group(filled[-1], columns=columns)
-    first = tuple(int(head.column(c)[0].as_py()) for c in columns)
-    last = tuple(int(tail.column(c)[tail.num_rows - 1].as_py()) for c in columns)
-    return first, last
+    table = pf.read_row_group(group, columns=columns)
+    return tuple(int(table.column(c)[row if row >= 0 else table.num_rows + row].as_py()) for c in columns)
+
+
+def _seam(p: Part, q: Part, order: tuple) -> int:
+    """How the last key of part ``p`` compares with the first key of ``q`` in ``order`` (each
+    sorted so by its claim): -1 below, 0 equal, 1 above.  The leading dimension's statistics
+    decide most seams (the last row of a sorted part holds the largest leading index of its last
+    row group, the first row the smallest of its first); the two rows are read only where those
+    are equal (a run of the leading index split between the parts)."""
+    K = p.meta.sparse_ndim
+    a, b = _filled_groups(p.file)[-1], _filled_groups(q.file)[0]
+    hi = p.file.metadata.row_group(a).column(order[0]).statistics
+    lo = q.file.metadata.row_group(b).column(order[0]).statistics
+    if hi is not None and lo is not None and hi.has_min_max and lo.has_min_max and hi.max != lo.min:
+        return 1 if hi.max > lo.min else -1
+    last, first = _row_key(p.file, a, K, -1), _row_key(q.file, b, K, 0)
+    x, y = tuple(last[d] for d in order), tuple(first[d] for d in order)
+    return (x > y) - (x < y)
+
+
+def derived_claims(parts: list[Part]) -> tuple[tuple, bool]:
+    """(sort_order, unique) of a part directory as a whole (SPEC section 7): its parts' common
+    order, when every seam keeps it.  The parts' own claims are taken as the files state them;
+    what an op then trusts of the whole it verifies as the rows pass (stream.order.ClaimCheck),
+    seams included.  A part whose edge rows cannot be read gives no claim: reading the rows
+    reports the damage."""
+    metas = [p.meta for p in parts]
+    order = shared_order(metas)
+    if len(parts) == 1 or not order:
+        return seamed_claims(metas, [])
+    filled = [p for p in parts if p.meta.nnz]
+    seams = []
+    try:
+        for p, q in zip(filled, filled[1:]):
+            seams.append(_seam(p, q, order))
+            if seams[-1] > 0:
+                break
+    except READ_ERRORS:
+        return (), False
+    return seamed_claims(metas, seams)
 
 
 def read_part(path: str) -> Part:
@@ -240,7 +287,7 @@ def read_part(path: str) -> Part:
 
 
 
-def dataset_meta(parts: list[Part], path: str) -> TensorMeta:
+def dataset_meta(parts: list[Part], path: str, claims: bool = True) -> TensorMeta:
     first = parts[0].meta
     for p in parts[1:]:
         key = invariants_differ(first, p.meta)
@@ -253,20 +300,22 @@ def dataset_meta(parts: list[Part], path: str) -> TensorMeta:
     nnz = sum(p.meta.nnz for p in parts)
     if len(parts) == 1:
         return first
-    # Claims across parts would need the boundary keys; promise nothing (ops sort if needed).
-    return first.with_(nnz=nnz, sort_order=(), unique=False, attributes=first.attributes)
+    order, unique = derived_claims(parts) if claims else ((), False)
+    return first.with_(nnz=nnz, sort_order=order, unique=unique, attributes=first.attributes)
 
 
-def open_dataset(path: str, read_parts=None) -> ParquetSource:
+def open_dataset(path: str, read_parts=None, claims: bool = True) -> ParquetSource:
     """A part directory as one source; ``read_parts(paths)`` gives its Parts in order (a cluster
-    reads the footers in parallel), by default read here one after another."""
+    reads the footers in parallel), by default read here one after another.  Its order and
+    uniqueness are those its parts and seams give the whole (derived_claims), or none without
+    ``claims`` (a cluster's driver, which reads the seams on its workers where an op needs them)."""
     path = local_path(path)
     names = list_parts(path)
     if not names:
         raise FormatError("the directory holds no part-*.parquet files [E_NO_PARTS]", path=path)
     paths = [join_path(path, n) for n in names]
     parts = read_parts(paths) if read_parts else [read_part(p) for p in paths]
-    return ParquetSource(path, parts, dataset_meta(parts, path), "dir")
+    return ParquetSource(path, parts, dataset_meta(parts, path, claims), "dir")
 
 
 class DamagedBatch(ValueError):

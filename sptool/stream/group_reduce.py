@@ -149,16 +149,24 @@ class GroupReducer:
         if code < -1:
             return None  # rows out of order on the leading column: the general path handles them
         middle = (keys[:, :g], sums[:g], counts[:g]) if g else None
-        return first, last, head, head_counts, middle, tail, tail_counts
+        return first, last, head, head_counts, middle, tail, tail_counts, (columns, vals)
 
-    def merge_block(self, first: int, last: int, head, head_counts, middle, tail, tail_counts):
+    def merge_block(self, first: int, last: int, head, head_counts, middle, tail, tail_counts, rows):
         """The second half: the carried group joins the block's first one when they share the
-        leading index; every group but the last is complete."""
+        leading index; every group but the last is complete.  ``rows``: the batch's (index
+        columns, values), whose first group's rows then go on into the carried sums one by one,
+        as feed() adds them: carry + (the block's sum) rounds differently, and a float sum would
+        depend on where the batches begin (on --memory, or on how a cluster cuts the input)."""
         out = []
         if self.carry is not None:
             if int(self.carry[0][0]) == first:
-                head += self.carry[1]
-                head_counts += self.carry[2]
+                columns, vals = rows
+                h = int(head_counts.sum())
+                cells = np.zeros(h, dtype=np.int64)
+                for j, stride in enumerate(self._strides(len(columns))[1:1 + len(self.rest_extents)], start=1):
+                    cells += columns[j][:h] * stride
+                _SCATTER[self.op](cells, 0, vals[:h], self.carry[1], self.carry[2])
+                head, head_counts = self.carry[1], self.carry[2]
                 self.carry = None
             else:
                 out.append(self._flush_carry())
