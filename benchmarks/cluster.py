@@ -27,9 +27,10 @@ _clusters: dict = {}
 WARM = {"sptool": ["sptool.distributed.cluster"], "dask": ["dask.dataframe", "pandas", "pyarrow.parquet"]}
 
 
-def scheduler(name: str, workers: int = WORKERS) -> str:
+def scheduler(name: str, workers: int = WORKERS, pinned: bool = False) -> str:
     """The address of the LocalCluster ``name`` of ``workers`` workers (started on first use,
-    stopped at exit)."""
+    stopped at exit); ``pinned``: worker i runs on core i (modulo the cores), as if each had a
+    machine of one core (sptool's task threads follow the worker's affinity, _threads.py)."""
     if name not in _clusters:
         import importlib
         import logging
@@ -46,6 +47,14 @@ def scheduler(name: str, workers: int = WORKERS) -> str:
         _clusters[name] = cluster
         atexit.register(cluster.close)
         with distributed.Client(cluster) as client:
+            if pinned:
+                def pin(core):  # nested: sent to the workers by value; every thread of the process
+                    for tid in os.listdir("/proc/self/task"):
+                        os.sched_setaffinity(int(tid), {core})
+
+                cores = sorted(os.sched_getaffinity(0))
+                for i, address in enumerate(sorted(client.scheduler_info()["workers"])):
+                    client.run(pin, cores[i % len(cores)], workers=[address])
             for module in WARM[name.split("-")[0]]:
                 client.run(importlib.import_module, module)
             if name.startswith("sptool"):  # as `dask worker --preload sptool.distributed.cluster` does
@@ -210,7 +219,7 @@ def add_to(run):
         tools = []
         for workers in (1, 2, 4):
             o = _out(out, "weak", f"{workers}w")
-            tool = run.sptool_tool("--scheduler", scheduler(f"sptool-{workers}w", workers), "reorder",
+            tool = run.sptool_tool("--scheduler", scheduler(f"sptool-{workers}w", workers, pinned=True), "reorder",
                                    paths[f"weak_{workers}"], "-o", o, outputs=[o])
             tools.append(_named(tool, f"{workers} worker{'s' if workers > 1 else ''}, "
                                       f"{paths['rows'] * workers // 2:,} entries"))
@@ -244,7 +253,7 @@ def add_to(run):
 
     run.register(run.Benchmark(
         "dask-weak-scaling", f"reorder on 1, 2 and 4 workers with {PARTS // 2} parts per worker (weak scaling; "
-        "2 cores, so 4 workers share them)",
+        "worker i pinned to core i, as on machines of one core each: 2 cores, so 4 workers share them)",
         "time per entry within 1.3x of 1 worker's (time ratio <= 1.3 at 2x and 4x the entries)", prepare_weak,
         tools_weak, skip=_missing, check=check_weak,
     ))

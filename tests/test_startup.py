@@ -92,3 +92,18 @@ sys.stderr.write(json.dumps({"frozen": gc.get_freeze_count(), "enabled": gc.isen
 def test_a_collector_turned_off_stays_off(tmp_path):
     _, r = _run(CALLER_OFF, tmp_path=tmp_path)
     assert r == {"frozen": 0, "enabled": False}
+
+
+@pytest.mark.skipif(not hasattr(os, "sched_setaffinity") or len(os.sched_getaffinity(0)) < 2,
+                    reason="needs CPU affinity and two cores")
+def test_threads_follow_the_cores_the_process_may_use():
+    """A process pinned to one core (taskset, a container's cpuset, a pinned Dask worker) runs
+    one thread per parallel step: the affinity the kernel reports, not the machine's cores."""
+    code = "import os; os.sched_setaffinity(0, {min(os.sched_getaffinity(0))}); " \
+           "from sptool._threads import THREADS; print(THREADS, len(os.sched_getaffinity(0)))"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.split()
+    assert out == ["1", "1"]
+    code = "from sptool._threads import THREADS; import os; print(THREADS, min(4, len(os.sched_getaffinity(0))))"
+    threads, want = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                                   check=True).stdout.split()
+    assert threads == want
