@@ -235,13 +235,22 @@ def _seam(p: Part, q: Part, order: tuple) -> int:
     are equal (a run of the leading index split between the parts)."""
     K = p.meta.sparse_ndim
     a, b = _filled_groups(p.file)[-1], _filled_groups(q.file)[0]
-    hi = p.file.metadata.row_group(a).column(order[0]).statistics
-    lo = q.file.metadata.row_group(b).column(order[0]).statistics
+    hi = _statistics(p.file.metadata.row_group(a), index_column(order[0]))
+    lo = _statistics(q.file.metadata.row_group(b), index_column(order[0]))
     if hi is not None and lo is not None and hi.has_min_max and lo.has_min_max and hi.max != lo.min:
         return 1 if hi.max > lo.min else -1
     last, first = _row_key(p.file, a, K, -1), _row_key(q.file, b, K, 0)
     x, y = tuple(last[d] for d in order), tuple(first[d] for d in order)
     return (x > y) - (x < y)
+
+
+def _statistics(group, name: str):
+    """The statistics of column ``name`` in a row group's metadata (None without them)."""
+    for i in range(group.num_columns):
+        column = group.column(i)
+        if column.path_in_schema == name:
+            return column.statistics
+    return None
 
 
 def derived_claims(parts: list[Part]) -> tuple[tuple, bool]:
@@ -287,7 +296,7 @@ def read_part(path: str) -> Part:
 
 
 
-def dataset_meta(parts: list[Part], path: str, claims: bool = True) -> TensorMeta:
+def dataset_meta(parts: list[Part], path: str) -> TensorMeta:
     first = parts[0].meta
     for p in parts[1:]:
         key = invariants_differ(first, p.meta)
@@ -300,22 +309,21 @@ def dataset_meta(parts: list[Part], path: str, claims: bool = True) -> TensorMet
     nnz = sum(p.meta.nnz for p in parts)
     if len(parts) == 1:
         return first
-    order, unique = derived_claims(parts) if claims else ((), False)
+    order, unique = derived_claims(parts)
     return first.with_(nnz=nnz, sort_order=order, unique=unique, attributes=first.attributes)
 
 
-def open_dataset(path: str, read_parts=None, claims: bool = True) -> ParquetSource:
+def open_dataset(path: str, read_parts=None) -> ParquetSource:
     """A part directory as one source; ``read_parts(paths)`` gives its Parts in order (a cluster
     reads the footers in parallel), by default read here one after another.  Its order and
-    uniqueness are those its parts and seams give the whole (derived_claims), or none without
-    ``claims`` (a cluster's driver, which reads the seams on its workers where an op needs them)."""
+    uniqueness are those its parts and seams give the whole (derived_claims)."""
     path = local_path(path)
     names = list_parts(path)
     if not names:
         raise FormatError("the directory holds no part-*.parquet files [E_NO_PARTS]", path=path)
     paths = [join_path(path, n) for n in names]
     parts = read_parts(paths) if read_parts else [read_part(p) for p in paths]
-    return ParquetSource(path, parts, dataset_meta(parts, path, claims), "dir")
+    return ParquetSource(path, parts, dataset_meta(parts, path), "dir")
 
 
 class DamagedBatch(ValueError):
