@@ -23,13 +23,20 @@ def _codes(idx):
     return (idx[:, 0] * SHAPE[1] + idx[:, 1]) * SHAPE[2] + idx[:, 2]
 
 
-def _part(path, idx, val):
+def _part(path, idx, val, statistics=True):
     """A part of small row groups (so that a seam lies between a last and a first row group of
-    many), claiming what its own rows hold (the sink detects it)."""
+    many), claiming what its own rows hold (the sink detects it); without ``statistics``, its
+    row groups are rewritten without them (so every seam is decided by reading its rows)."""
     meta = sptool.SparseTensor(np.empty((0, 3), np.int64), np.empty(0), SHAPE).meta
     with open_sink(str(path), meta.with_(nnz=None)) as sink:
         sink.row_group_rows = 16
         sink.write(np.ascontiguousarray(idx.T), val)
+    if not statistics:
+        f = pq.ParquetFile(path)
+        kept = {k: v for k, v in f.metadata.metadata.items() if k != b"ARROW:schema"}
+        table = f.read().replace_schema_metadata(kept)
+        pq.write_table(table, path, row_group_size=16, write_statistics=False)
+        assert pq.ParquetFile(path).metadata.row_group(0).column(0).statistics is None
 
 
 def _canonical(rng, n):
@@ -45,6 +52,7 @@ def _layout(rng, layout):
         cuts = [int(np.searchsorted(lead, v)) for v in (10, 20, 30)]
     else:  # cut inside runs of a leading index: the seams' rows are read
         cuts = [len(idx) // 4 + 3, len(idx) // 2 + 5, 3 * len(idx) // 4 + 1]
+        assert all(lead[c - 1] == lead[c] for c in cuts)  # each seam ties on the leading index
     pieces = list(zip(np.split(idx, cuts), np.split(val, cuts)))
     if layout == "repeat":  # part 2 begins with part 1's last row: sorted, not unique
         (a, av), (b, bv) = pieces[1], pieces[2]
@@ -66,13 +74,14 @@ def _layout(rng, layout):
     return pieces
 
 
+@pytest.mark.parametrize("statistics", [True, False], ids=["statistics", "no-statistics"])
 @pytest.mark.parametrize("layout", ["apart", "tied", "repeat", "down", "down_tied", "empty"])
-def test_claims_of_the_whole_are_numpys(tmp_path, rng, layout):
+def test_claims_of_the_whole_are_numpys(tmp_path, rng, layout, statistics):
     pieces = _layout(rng, layout)
     d = tmp_path / "in"
     d.mkdir()
     for i, (idx, val) in enumerate(pieces):
-        _part(d / f"part-{i:06d}.parquet", idx, val)
+        _part(d / f"part-{i:06d}.parquet", idx, val, statistics)
     assert all(sptool.open(str(d / p)).meta.canonical for p in os.listdir(d) if sptool.open(str(d / p)).meta.nnz)
     idx = np.concatenate([p[0] for p in pieces])
     steps = np.diff(_codes(idx))

@@ -767,17 +767,56 @@ def test_reduce_integer_sum_of_repeats_by_partials(client, tiny, tmp_path, rng):
 
 @pytest.mark.parametrize("layout", ["sorted", "seam_repeat", "overlap"])
 def test_dataset_claims_from_the_seams(client, tmp_path, rng, layout):
-    from sptool.distributed.seams import dataset_claims
+    """The whole's claims as the driver (and one machine) derive them, and as the parts' edges
+    read on the cluster give them, are NumPy's."""
+    from sptool.distributed.seams import part_edges
+    from sptool.format import dataset_claims
 
     src, idx, _ = _unique_parts(tmp_path, rng, seam_repeat=layout == "seam_repeat")
     if layout == "overlap":  # the first part written again as the last: out of order at that seam
         os.link(os.path.join(src, "part-000000.parquet"), os.path.join(src, "part-000009.parquet"))
         idx = np.concatenate([idx, _read_all_k(os.path.join(src, "part-000000.parquet"), 3)[0]])
     with sptool.open(src) as opened:
-        order, unique = dataset_claims(client, opened)
+        meta = opened.meta
+        on_cluster = dataset_claims([p.meta for p in opened.parts], part_edges(client, [opened])[0])
     diffs = np.diff(idx[:, 0] * SHAPE[1] * SHAPE[2] + idx[:, 1] * SHAPE[2] + idx[:, 2])  # row-major keys, NumPy
-    assert (order == (0, 1, 2)) == bool(np.all(diffs >= 0))
-    assert unique == bool(np.all(diffs > 0))
+    for order, unique in ((meta.sort_order, meta.unique), on_cluster):
+        assert (order == (0, 1, 2)) == bool(np.all(diffs >= 0))
+        assert unique == bool(np.all(diffs > 0))
+
+
+def test_float_reduce_of_a_directory_sorted_otherwise_by_ranges_is_one_machines(client, tmp_path, rng):
+    """A directory sorted (0, 2, 1) whose parts have no statistics (so no seamed path): its
+    ranges claim the order one machine derives for the whole, and each reduces in stored order
+    as one machine does, bitwise (sorting a range again in another order changed the sums)."""
+    from sptool.io import open_sink
+
+    shape = (200_000, 60, 60)
+    idx = np.unique(np.stack([rng.integers(0, 300, 40_000) * 600, rng.integers(0, 60, 40_000),
+                              rng.integers(0, 60, 40_000)], axis=1), axis=0)
+    idx = idx[np.lexsort((idx[:, 1], idx[:, 2], idx[:, 0]))]  # sorted (0, 2, 1)
+    val = rng.standard_normal(len(idx)) * 10.0 ** rng.integers(-8, 8, len(idx))
+    meta = sptool.SparseTensor(idx[:0], val[:0], shape).meta.with_(sort_order=(0, 2, 1), unique=True, nnz=None)
+    d = tmp_path / "in"
+    d.mkdir()
+    for i, rows in enumerate(np.array_split(np.arange(len(idx)), 3)):
+        with open_sink(str(tmp_path / "p.parquet"), meta) as sink:
+            sink.write(np.ascontiguousarray(idx[rows].T), val[rows])
+        f = pq.ParquetFile(tmp_path / "p.parquet")
+        kept = {k: v for k, v in f.metadata.metadata.items() if k != b"ARROW:schema"}
+        pq.write_table(f.read().replace_schema_metadata(kept), d / f"part-{i:06d}.parquet", write_statistics=False)
+    src = str(d) + "/"
+    assert sptool.open(src).meta.sort_order == (0, 2, 1)
+    out, local = str(tmp_path / "out") + "/", str(tmp_path / "local.parquet")
+    r = sptool.distributed.reduce(src, out, op="sum", axis=[1, 2], memory="16MiB", client=client)
+    assert r["strategy"] == "ranges"
+    sptool.reduce(src, local, op="sum", axis=[1, 2], memory="16MiB")
+    want = np.zeros(shape[0])
+    np.add.at(want, idx[:, 0], val)  # in stored order, one after another
+    keys = np.unique(idx[:, 0])
+    for got in (out, local):
+        gi, gv = _read_all_k(got, 1)
+        assert np.array_equal(gi[:, 0], keys) and np.array_equal(gv.view(np.int64), want[keys].view(np.int64))
 
 
 def test_add_of_sorted_parts_on_a_cluster(client, tiny, tmp_path, rng):

@@ -54,7 +54,6 @@ from pyarrow import ipc
 from .._memory import Budget, budget_of, peak_rss
 from ..errors import ShapeMismatch
 from ..format import TensorMeta
-from ..format import dataset_claims as claims_of
 from ..io import (
     TensorSource,
     check_inputs,
@@ -573,16 +572,16 @@ def operand_meta(path: str) -> TensorMeta:
 
 
 def on_ranges(client, fn, paths: list[str], output: str, *, order=None, memory=None, progress=None,
-              ranges: int | None = None, claims: bool = True, sort: bool = False) -> dict:
+              ranges: int | None = None, sort: bool = False) -> dict:
     """An op's whole job on the cluster of ``client``: the operands at ``paths`` shuffled into key
     ranges of the dimensions ``order`` (None: every sparse dimension of the first operand, in
     order) and written, range by range, by ``fn(*sources, path)`` into the part directory
     ``output``; the summary (rows, shape, parts, workers, peak worker memory).  ``ranges``
-    defaults to one per input piece, at least one per worker.  ``claims``: each range of an
-    operand whose whole is unique keeps its order and uniqueness (seams.py), so ``fn`` need not
-    sort it again (with no duplicates to combine, the result is the same); False for an op whose
-    float results depend on the path it takes (reduce), which then sorts every range as the
-    single machine sorts a directory.  ``sort``: see range_map."""
+    defaults to one per input piece, at least one per worker.  Each range of an operand claims
+    what the whole does as one machine opens it (a directory: its parts' claims and seams,
+    io.source.derived_claims): the range holds some of its rows in input order, so the claims
+    hold there too, and ``fn`` takes the path the single machine takes.  ``sort``: see
+    range_map."""
     check_output(output)
     check_inputs(paths)
     budget = budget_of(memory)
@@ -599,15 +598,12 @@ def on_ranges(client, fn, paths: list[str], output: str, *, order=None, memory=N
         # connects then).
         check_key_extents([src.meta for src in sources], tuple(order))
         workers = worker_count(client)
-        edges = part_edges(client, sources, workers) if claims else [None] * len(sources)
-        operands = []
-        for path, src, found in zip(paths, sources, edges):
-            sort_order, unique = claims_of([p.meta for p in src.parts], found or []) if claims else ((), False)
-            if not unique:  # duplicates are combined in a path-dependent way (float sums): sort as one machine
-                sort_order = ()
-            operands.append((pieces_of(path, workers), src.meta.with_(sort_order=sort_order, unique=unique)))
-        edges = [None if found is None else dict(zip((p.path for p in src.parts), found))
-                 for src, found in zip(sources, edges)]
+        # The parts' edges give the splitters of operands sorted on the key (no sample round).
+        keyed = [tuple(src.meta.sort_order[:len(order)]) == tuple(order) for src in sources]
+        found = iter(part_edges(client, [src for src, k in zip(sources, keyed) if k], workers) if any(keyed) else [])
+        edges = [next(found) if k else None for k in keyed]
+        operands = [(pieces_of(path, workers), src.meta) for path, src in zip(paths, sources)]
+        edges = [None if e is None else dict(zip((p.path for p in src.parts), e)) for src, e in zip(sources, edges)]
         count = ranges or max(max(len(p) for p, _ in operands), workers)
         outcome = range_map(client, operands, order, fn, out, ranges=count, budget=budget, progress=progress,
                             sort=sort, edges=edges)

@@ -77,15 +77,11 @@ def reduce_partials(path: str, meta, output: str, *, client, step, result_dtype,
     op = step.op
     if not splits(meta, op, result_dtype):
         return None
+    if op != "sum" and not meta.unique:  # the whole's claims as one machine opens it (io.source.derived_claims)
+        return None
     from .maps import each_piece
     from .ranges import range_map
-    from .seams import dataset_claims
 
-    if op != "sum" and not meta.unique:
-        refuse_stdin(path)
-        with open_source(path) as src:
-            if src.kind == "stream" or not dataset_claims(client, src)[1]:
-                return None
     step.check(meta)
     workers = worker_count(client)
     with PartDirectory(output) as out:
@@ -109,8 +105,8 @@ def reduce_seamed(path: str, src, kept, output: str, *, client, fn, progress=Non
     """``fn`` (the single-machine reduce of a source into a part) over the tensor at ``path``
     (``src``, opened by the caller) by seamed.py, when it is a directory whose parts are sorted
     on a kept dimension first, in order across their seams (their row-group statistics say so);
-    None otherwise.  (One machine reduces a single file by the order it claims, in sums that
-    depend on its batches.)"""
+    None otherwise.  (A single file is left to the other paths: its pieces are runs of row
+    groups whose statistics would have to be read here to find its seams.)"""
     if src.kind != "dir":
         return None
     leading = {p.meta.sort_order[0] if p.meta.sort_order else None for p in src.parts if p.meta.nnz}
@@ -134,9 +130,10 @@ def reduce_seamed(path: str, src, kept, output: str, *, client, fn, progress=Non
 
 def reduce(path: str, output: str, *, client, op: str, axis=None, keepdims: bool = False, empty_value=None,
            memory=None, tmp_dir: str | None = None, progress=None) -> dict:
-    """``sptool.reduce`` on the Dask cluster of ``client``, to a sparse part directory: by partials
-    where the combination does not depend on the order of operations, otherwise the rows shuffled
-    into ranges of the kept dimensions and each range reduced by the single-machine reduce.  Either
+    """``sptool.reduce`` on the Dask cluster of ``client``, to a sparse part directory: where the
+    pieces stand for a directory sorted on a kept dimension (seams), else by partials where the
+    combination does not depend on the order of operations, otherwise the rows shuffled into
+    ranges of the kept dimensions and each range reduced by the single-machine reduce.  Either
     way every op gives the single-machine result (float sums included)."""
     refuse_stdin(path)  # the workers read the input again
     # Opened once: its footers give the plan, and the seamed path's edges, where there is one.
@@ -163,7 +160,7 @@ def reduce(path: str, output: str, *, client, op: str, axis=None, keepdims: bool
     if r is None:
         from .ranges import on_ranges
 
-        r = {**on_ranges(client, fn, [path], output, order=kept, memory=memory, progress=progress,
-                         claims=False), "strategy": "ranges"}
+        r = {**on_ranges(client, fn, [path], output, order=kept, memory=memory, progress=progress),
+             "strategy": "ranges"}
         del r["results"]
     return {"op": op, "axes": plan.axes, **r}

@@ -102,7 +102,7 @@ def summed_first(client, fn, path: str, meta, output: str, *, memory, progress) 
     claimed = tuple(meta.sort_order) if len(meta.sort_order) == K else None
     fn = partial(in_claimed_order, fn=fn, order=claimed)
     return on_ranges(client, fn, [path], output, order=claimed or tuple(range(K)), memory=memory,
-                     progress=progress, claims=False)
+                     progress=progress)
 
 
 def map_values(path: str, output: str, *, client, fn: str, allow_fill_change: bool = False, memory=None,

@@ -1,17 +1,12 @@
-"""The dataset view of formats/SPEC.md (section 7) for a part directory: its parts' order claims
-hold for the whole only if, at every seam, the last key of a part is not above the first key of
-the next (below it, for uniqueness).  A task per worker reads those two keys of its share of the
-parts (the index columns of their first and last non-empty row groups); the driver compares them.
-
-Knowing the whole is sorted lets each key range keep the claim (its pieces, concatenated in
-input order, are then in order), so the op inside a range need not sort again; knowing it is
-unique lets order-free reductions run on partials (reduce.py)."""
+"""The parts' first and last keys for the driver of a part directory's shuffle: a task per
+worker reads those two keys of its share of the parts (the index columns of their first and last
+non-empty row groups).  For operands sorted on the key they give the splitters, with no sample
+round (ranges.py).  Whether the whole is sorted and unique is what one machine derives on
+opening it (io.source.derived_claims, formats/SPEC.md section 7), the same on the driver."""
 
 from __future__ import annotations
 
 from .._memory import peak_rss
-from ..format import dataset_claims as claims_of
-from ..io import ParquetSource
 from ..io import edge_keys as edges_of
 from .cluster import worker_count
 from .progress import Outcome, follow
@@ -44,9 +39,3 @@ def part_edges(client, sources: list, tasks: int | None = None) -> list:
     done = follow(client, client.map(edge_keys, [wanted[a:z] for a, z in zip(cuts, cuts[1:])], pure=False), Outcome())
     found = iter([edges for chunk, _ in done for edges in chunk])
     return [None if a is None else [next(found) for _ in a] for a in asks]
-
-
-def dataset_claims(client, src: ParquetSource) -> tuple[tuple, bool]:
-    """(sort_order, unique) that the whole of ``src`` (a file or part directory) holds, from its
-    parts' claims and, for several parts, their seams (read on the cluster of ``client``)."""
-    return claims_of([p.meta for p in src.parts], part_edges(client, [src])[0] or [])

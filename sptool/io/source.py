@@ -212,7 +212,7 @@ def edge_keys(path: str, K: int) -> tuple:
     filled = _filled_groups(pf)
     if not filled:
         return None, None
-    return _row_key(pf, filled[0], K, 0), _row_key(pf, filled[-1], K, -1)
+    return _row_key(pf, filled[0], range(K), 0), _row_key(pf, filled[-1], range(K), -1)
 
 
 def _filled_groups(pf) -> list[int]:
@@ -220,11 +220,16 @@ def _filled_groups(pf) -> list[int]:
     return [g for g in range(md.num_row_groups) if md.row_group(g).num_rows]
 
 
-def _row_key(pf, group: int, K: int, row: int) -> tuple:
-    """The coordinates of row ``row`` (0 or -1) of row group ``group`` (its index columns read)."""
-    columns = [index_column(k) for k in range(K)]
-    table = pf.read_row_group(group, columns=columns)
-    return tuple(int(table.column(c)[row if row >= 0 else table.num_rows + row].as_py()) for c in columns)
+def _row_key(pf, group: int, dims, row: int) -> tuple:
+    """The indices ``dims`` of the first (``row`` 0) or last (-1) row of row group ``group``: only
+    those columns read, and for the first row only its first batch decoded."""
+    columns = [index_column(d) for d in dims]
+    if row == 0:
+        table = next(pf.iter_batches(batch_size=1, row_groups=[group], columns=columns))
+    else:
+        table = pf.read_row_group(group, columns=columns)
+        row = table.num_rows - 1
+    return tuple(int(table.column(c)[row].as_py()) for c in columns)
 
 
 def _seam(p: Part, q: Part, order: tuple) -> int:
@@ -233,14 +238,12 @@ def _seam(p: Part, q: Part, order: tuple) -> int:
     decide most seams (the last row of a sorted part holds the largest leading index of its last
     row group, the first row the smallest of its first); the two rows are read only where those
     are equal (a run of the leading index split between the parts)."""
-    K = p.meta.sparse_ndim
     a, b = _filled_groups(p.file)[-1], _filled_groups(q.file)[0]
     hi = _statistics(p.file.metadata.row_group(a), index_column(order[0]))
     lo = _statistics(q.file.metadata.row_group(b), index_column(order[0]))
     if hi is not None and lo is not None and hi.has_min_max and lo.has_min_max and hi.max != lo.min:
         return 1 if hi.max > lo.min else -1
-    last, first = _row_key(p.file, a, K, -1), _row_key(q.file, b, K, 0)
-    x, y = tuple(last[d] for d in order), tuple(first[d] for d in order)
+    x, y = _row_key(p.file, a, order, -1), _row_key(q.file, b, order, 0)
     return (x > y) - (x < y)
 
 
@@ -255,10 +258,10 @@ def _statistics(group, name: str):
 
 def derived_claims(parts: list[Part]) -> tuple[tuple, bool]:
     """(sort_order, unique) of a part directory as a whole (SPEC section 7): its parts' common
-    order, when every seam keeps it.  The parts' own claims are taken as the files state them;
-    what an op then trusts of the whole it verifies as the rows pass (stream.order.ClaimCheck),
-    seams included.  A part whose edge rows cannot be read gives no claim: reading the rows
-    reports the damage."""
+    order, when every seam keeps it.  The parts' own claims are taken as the files state them,
+    and the whole's are then trusted as a single file's are: where an op verifies a file's
+    claim as the rows pass (stream.order.ClaimCheck), it verifies the whole's, seams included.
+    A part whose edge rows cannot be read gives no claim: reading the rows reports the damage."""
     metas = [p.meta for p in parts]
     order = shared_order(metas)
     if len(parts) == 1 or not order:
