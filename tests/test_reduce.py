@@ -258,3 +258,40 @@ def test_repeated_axis_is_a_usage_error():
         sample = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "sample_data",
                               "tensor3d.parquet")
         sptool.reduce(sample, op="sum", axis=[0, -3])
+
+
+@pytest.mark.parametrize("op", ["max", "min", "prod", "count", "mean", "sum"])
+def test_a_claim_of_unique_rows_that_lies_is_an_error_not_a_wrong_result(tmp_path, rng, op):
+    """max, min, prod, count and mean see each coordinate once: a file claiming canonical rows
+    that repeat one is refused at the first repeat (NumPy finds it), where it gave the reduction
+    of the repeats; sum needs no claim and adds them, as NumPy does."""
+
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    idx = np.unique(np.stack([rng.integers(0, 30, 400), rng.integers(0, 20, 400)], axis=1), axis=0)
+    at = len(idx) // 2
+    idx = np.insert(idx, at, idx[at - 1], axis=0)  # row ``at`` repeats the row before it
+    val = rng.integers(1, 9, len(idx)).astype(np.int64)
+    path = str(tmp_path / "lies.parquet")
+    sptool.write(sptool.SparseTensor(np.unique(idx, axis=0), val[:-1], (30, 20)), path)
+    f = pq.ParquetFile(path)
+    kept = {k: v for k, v in f.metadata.metadata.items() if k != b"ARROW:schema"}
+    meta = json.loads(kept[b"sptool"])
+    assert meta["sort_order"] == [0, 1] and meta["unique"]
+    meta["nnz"] = len(idx)
+    kept[b"sptool"] = json.dumps(meta).encode()
+    table = pa.table({"indices_0": idx[:, 0], "indices_1": idx[:, 1], "values": val}, schema=f.schema_arrow)
+    pq.write_table(table.replace_schema_metadata(kept), path)
+    codes = idx[:, 0] * 20 + idx[:, 1]
+    first_repeat = int(np.flatnonzero(np.diff(codes) == 0)[0]) + 1
+    out = tmp_path / "out.parquet"
+    if op == "sum":
+        sptool.reduce(path, str(out), op="sum", axis=1)
+        want = np.zeros(30, dtype=np.int64)
+        np.add.at(want, idx[:, 0], val)
+        assert np.array_equal(sptool.read(str(out)).to_dense(), want)
+        return
+    with pytest.raises(DataError, match=rf"indices\[{first_repeat}\] = .* is repeated, although the metadata says"):
+        sptool.reduce(path, str(out), op=op, axis=1)
+    assert not out.exists()

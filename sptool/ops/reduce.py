@@ -28,7 +28,7 @@ from ..stream.dense import DenseSink
 from ..stream.duplicates import sum_duplicates
 from ..stream.engine import Partwise, Plan, StreamOp, run
 from ..stream.group_reduce import GroupReducer
-from ..stream.order import checked_batches, ordered_batches, projected_batches
+from ..stream.order import ClaimCheck, checked_batches, ordered_batches, projected_batches
 from ..stream.reorder import Combine
 from ..stream.values import _UFUNC, as_kernel, from_kernel, kernel_dtype, values_of_array
 from ..tensor import SparseTensor
@@ -293,10 +293,15 @@ def _reduced(src, step: Reduction, budget: Budget, tmp_dir, progress):
         prefix.append(a)
     rest = kept[len(prefix):]
     E = math.prod(int(meta.shape[d]) for d in rest)
-    dedup = op != "sum" and not meta.unique
+    # The other ops see each coordinate once: a claim of unique rows is trusted only in one pass in
+    # a full claimed order, and checked there as the rows pass (a file claiming unique rows but
+    # holding a repeat gave the max of the repeats); otherwise duplicates are summed first.
+    dedup = op != "sum" and (not meta.unique or len(order) != K)
     single = E * (m * kdtype.itemsize + 16) <= budget.total // 8 and (not dedup or len(order) == K)
     if not single:
         prefix, rest = kept, []
+        dedup = op != "sum"
+    check = ClaimCheck(meta, order, True, path=path) if op != "sum" and not dedup else None
     dims = list(prefix) + list(rest)
     bounds = [int(meta.shape[d]) for d in dims]
     reducer = step.reducer = GroupReducer(op, len(prefix), [meta.shape[d] for d in rest], m, kdtype)
@@ -321,7 +326,8 @@ def _reduced(src, step: Reduction, budget: Budget, tmp_dir, progress):
                 return reducer.block_partial(columns_of(batch, range(len(dims))),
                                              values_of(batch, n, batch.num_columns - 1), dim_bounds)
 
-            projected = projected_batches(src, dims, budget=budget, prepare=prepare)
+            # A claim to check needs every index column: no projection then.
+            projected = projected_batches(src, dims, budget=budget, prepare=prepare) if check is None else None
             read = dims if projected is not None else dims + [d for d in range(K) if d not in dims]
             all_bounds = [int(meta.shape[d]) for d in read]
             where = list(range(len(dims))) if projected is not None else read
@@ -331,6 +337,8 @@ def _reduced(src, step: Reduction, budget: Budget, tmp_dir, progress):
                 n = batch.num_rows
                 if not n:
                     continue
+                if check is not None:
+                    check.check_batch(batch)
                 if isinstance(partial, tuple):
                     got = reducer.merge_block(*partial)
                 elif partial is not None:
