@@ -83,9 +83,12 @@ def sorted_batches(src, order, *, budget: Budget, tmp_dir=None, progress=None, k
     columns only, and come with keys None.
 
     ``verify`` checks what the caller trusts as the rows pass (ClaimCheck): "order", that a
-    passed-through source really is in the order its metadata promises; "unique", that as well
-    as no coordinate repeated (sorted or passed through: a sort keeps repeats adjacent)."""
+    passed-through source really is in the order its metadata promises (the default for one);
+    "unique", that as well as no coordinate repeated (sorted or passed through: a sort keeps
+    repeats adjacent)."""
     meta = src.meta
+    if verify is None and already_sorted(meta, order):
+        verify = "order"  # a claimed order passed through is checked whoever asks for it
     check = None if verify is None else ClaimCheck(meta, order, verify == "unique", path=src.path)
     if already_sorted(meta, order):
         stream = prepared_batches(src, order, keys=keys or duplicates != "keep", budget=budget, progress=progress)
