@@ -183,6 +183,5 @@ def test_summary_peak_is_the_commands_own_when_its_parent_is_large(big, tmp_path
     assert p.returncode == 0, p.stderr
     reported = json.loads((tmp_path / "big-parent.json").read_text().splitlines()[-1])["peak_memory_bytes"]
     own = peak_rss([*args, "small-parent.json"], tmp_path)
-    assert held.sum() == 100_000_000
     assert reported < held.nbytes // 2
     assert abs(reported - own) < 64 << 20, (reported, own)

@@ -70,6 +70,7 @@ from ..io import (
     sibling_name,
 )
 from ..stream.bounds import checked
+from ..stream.order import already_sorted
 from ..stream.sort import KeyCodec, merge_rows, merge_sorted, run_rows, sort_run
 from .cluster import worker_count
 from .partdir import PartDirectory, check_output
@@ -464,7 +465,7 @@ def range_map(client, operands: list[tuple[list[Piece], TensorMeta]], order, fn,
     outcome = Outcome(rows_in=sum(p.rows for p in pieces))
     count = -(-SAMPLE_PER_RANGE * ranges // max(len(pieces), 1))
     # Operands sorted on the key already hold each range as a run of rows: read where they stand.
-    direct = all(tuple(meta.sort_order[:len(order)]) == order for _, meta in operands) and len(order) > 0
+    direct = bool(order) and all(already_sorted(meta, order) for _, meta in operands)
     roots = [out.scratch(f"operand-{j}") for j in range(len(operands))]
     # The whole graph at once (see the module docstring): nothing comes back to the client
     # between rounds.
@@ -599,11 +600,11 @@ def on_ranges(client, fn, paths: list[str], output: str, *, order=None, memory=N
         check_key_extents([src.meta for src in sources], tuple(order))
         workers = worker_count(client)
         # The parts' edges give the splitters of operands sorted on the key (no sample round).
-        keyed = [tuple(src.meta.sort_order[:len(order)]) == tuple(order) for src in sources]
+        keyed = [bool(order) and already_sorted(src.meta, tuple(order)) for src in sources]
         found = iter(part_edges(client, [src for src, k in zip(sources, keyed) if k], workers) if any(keyed) else [])
         edges = [next(found) if k else None for k in keyed]
-        operands = [(pieces_of(path, workers), src.meta) for path, src in zip(paths, sources)]
         edges = [None if e is None else dict(zip((p.path for p in src.parts), e)) for src, e in zip(sources, edges)]
+        operands = [(pieces_of(path, workers), src.meta) for path, src in zip(paths, sources)]
         count = ranges or max(max(len(p) for p, _ in operands), workers)
         outcome = range_map(client, operands, order, fn, out, ranges=count, budget=budget, progress=progress,
                             sort=sort, edges=edges)

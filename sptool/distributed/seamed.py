@@ -22,7 +22,7 @@ import numpy as np
 import pyarrow as pa
 
 from .._memory import peak_rss
-from ..io import ParquetSource, move, open_source, remove_path
+from ..io import ParquetSource, filled_groups, index_bounds, move, open_source, remove_path
 from .partdir import PartDirectory
 from .pieces import Piece
 from .progress import Outcome, follow
@@ -97,14 +97,14 @@ def piece_edges(src: ParquetSource, pieces: list[Piece], dim: int) -> list | Non
     edges, last = [], None
     for piece in pieces:
         footer = footers[piece.path]
-        groups = [g for g in _groups(piece, footer) if footer.row_group(g).num_rows]
+        groups = filled_groups(footer, _groups(piece, footer))
         if not groups:
             edges.append(None)
             continue
-        stats = [footer.row_group(g).column(dim).statistics for g in (groups[0], groups[-1])]
-        if any(st is None or not st.has_min_max for st in stats):
+        head, tail = index_bounds(footer, groups[0], dim), index_bounds(footer, groups[-1], dim)
+        if head is None or tail is None:
             return None
-        first, end = int(stats[0].min), int(stats[1].max)
+        first, end = head[0], tail[1]
         if last is not None and first < last:
             return None
         edges.append((first, end))

@@ -7,6 +7,7 @@ opening it (io.source.derived_claims, formats/SPEC.md section 7), the same on th
 from __future__ import annotations
 
 from .._memory import peak_rss
+from ..format import shared_order
 from ..io import edge_keys as edges_of
 from .cluster import worker_count
 from .progress import Outcome, follow
@@ -28,7 +29,7 @@ def part_edges(client, sources: list, tasks: int | None = None) -> list:
     asks = []
     for src in sources:
         metas = [p.meta for p in src.parts]
-        seamed = len(metas) > 1 and metas[0].sort_order and all(m.sort_order == metas[0].sort_order for m in metas)
+        seamed = len(metas) > 1 and shared_order(metas)
         asks.append([(p.path, metas[0].sparse_ndim) for p in src.parts] if seamed else None)
     wanted = [part for a in asks if a for part in a]
     if not wanted:

@@ -209,15 +209,22 @@ def edge_keys(path: str, K: int) -> tuple:
     """A Parquet part's first and last coordinates as it stores them (None, None when it is
     empty): the index columns of its first and last non-empty row groups only."""
     pf = open_parquet(path)
-    filled = _filled_groups(pf)
+    filled = filled_groups(pf.metadata)
     if not filled:
         return None, None
     return _row_key(pf, filled[0], range(K), 0), _row_key(pf, filled[-1], range(K), -1)
 
 
-def _filled_groups(pf) -> list[int]:
-    md = pf.metadata
-    return [g for g in range(md.num_row_groups) if md.row_group(g).num_rows]
+def filled_groups(md, groups=None) -> list[int]:
+    """The row groups of ``groups`` (default all) of a Parquet footer ``md`` that hold rows."""
+    return [g for g in (range(md.num_row_groups) if groups is None else groups) if md.row_group(g).num_rows]
+
+
+def index_bounds(md, group: int, dim: int) -> tuple[int, int] | None:
+    """(min, max) of index column ``dim`` in row group ``group`` of footer ``md`` by its
+    statistics; None without them."""
+    st = md.row_group(group).column(dim).statistics
+    return (int(st.min), int(st.max)) if st is not None and st.has_min_max else None
 
 
 def _row_key(pf, group: int, dims, row: int) -> tuple:
@@ -238,22 +245,12 @@ def _seam(p: Part, q: Part, order: tuple) -> int:
     decide most seams (the last row of a sorted part holds the largest leading index of its last
     row group, the first row the smallest of its first); the two rows are read only where those
     are equal (a run of the leading index split between the parts)."""
-    a, b = _filled_groups(p.file)[-1], _filled_groups(q.file)[0]
-    hi = _statistics(p.file.metadata.row_group(a), index_column(order[0]))
-    lo = _statistics(q.file.metadata.row_group(b), index_column(order[0]))
-    if hi is not None and lo is not None and hi.has_min_max and lo.has_min_max and hi.max != lo.min:
-        return 1 if hi.max > lo.min else -1
+    a, b = filled_groups(p.file.metadata)[-1], filled_groups(q.file.metadata)[0]
+    hi, lo = index_bounds(p.file.metadata, a, order[0]), index_bounds(q.file.metadata, b, order[0])
+    if hi is not None and lo is not None and hi[1] != lo[0]:
+        return 1 if hi[1] > lo[0] else -1
     x, y = _row_key(p.file, a, order, -1), _row_key(q.file, b, order, 0)
     return (x > y) - (x < y)
-
-
-def _statistics(group, name: str):
-    """The statistics of column ``name`` in a row group's metadata (None without them)."""
-    for i in range(group.num_columns):
-        column = group.column(i)
-        if column.path_in_schema == name:
-            return column.statistics
-    return None
 
 
 def derived_claims(parts: list[Part]) -> tuple[tuple, bool]:

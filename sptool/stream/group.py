@@ -57,29 +57,20 @@ def group_tensor(tensor, dims, *, sort: bool = False):
     yield from group_arrays(keys, values, dims)
 
 
-def _checked_pairs(src, check, budget: Budget):
-    K = src.meta.sparse_ndim
-    for batch in src.iter_batches(budget=budget):
-        keys = batch_keys(batch, K)
-        check.check(keys)
-        yield keys, batch_values(batch, src.meta)
-
-
 def group_source(src, dims, *, sort: bool = False, budget: Budget, tmp_dir=None):
     """Groups of a streaming source, carrying a group that spans batches; bounded memory per
     group batch (a single group is held whole)."""
-    from .order import ClaimCheck, sorted_batches
+    from .order import sorted_batches
 
     meta = src.meta
     K = meta.sparse_ndim
     dims, ordered = group_order(dims, K, meta.sort_order)
-    if ordered:  # the claimed order, checked as the rows pass (a group met twice would be split)
-        pairs = _checked_pairs(src, ClaimCheck(meta, dims, False, path=src.path), budget)
-    elif sort:
-        order = _full_order(dims, K)
-        pairs = ((batch_keys(b, K), batch_values(b, meta))
-                 for b, _ in sorted_batches(src, order, budget=budget, tmp_dir=tmp_dir))
-    else:
+    if not ordered and not sort:
         raise _not_ordered(dims, meta.sort_order)
+    # A claimed order is passed through and checked as the rows pass (a group met twice would
+    # be split), else the rows are sorted.
+    pairs = ((batch_keys(b, K), batch_values(b, meta))
+             for b, _ in sorted_batches(src, dims if ordered else _full_order(dims, K), budget=budget,
+                                        tmp_dir=tmp_dir, keys=False))
     for keys, values in whole_runs(pairs, dims):
         yield from group_arrays(keys, values, dims)

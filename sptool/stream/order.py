@@ -87,10 +87,11 @@ def sorted_batches(src, order, *, budget: Budget, tmp_dir=None, progress=None, k
     "unique", that as well as no coordinate repeated (sorted or passed through: a sort keeps
     repeats adjacent)."""
     meta = src.meta
-    if verify is None and already_sorted(meta, order):
+    passed = already_sorted(meta, order)
+    if verify is None and passed:
         verify = "order"  # a claimed order passed through is checked whoever asks for it
     check = None if verify is None else ClaimCheck(meta, order, verify == "unique", path=src.path)
-    if already_sorted(meta, order):
+    if passed:
         stream = prepared_batches(src, order, keys=keys or duplicates != "keep", budget=budget, progress=progress)
     else:
         stream = sorted_stream(src.iter_prepared(key_preparer(meta, order), budget=budget), meta, order,
