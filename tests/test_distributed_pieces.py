@@ -459,3 +459,81 @@ def test_cli_validate_of_one_file_names_the_row_as_one_machine(client, tiny, tmp
     assert dist.exit_code == local.exit_code == 1, dist.output
     line = next(x for x in local.output.splitlines() if "E_INDEX_OUT_OF_BOUNDS" in x)
     assert f"indices[{bad}] = " in line and line in dist.output and "Traceback" not in dist.output
+
+
+# -- reduce checks the claims its plans trust ---------------------------------------------------
+
+def _reduce_both(client, tmp_path, src, op):  # noqa: F811 - the fixture's value
+    """reduce over axis 1 on the cluster and on one machine: each one's DataError, or None."""
+    got = []
+    for run in (lambda: sptool.distributed.reduce(src, str(tmp_path / "out") + "/", op=op, axis=1, client=client,
+                                                  memory="16MiB"),
+                lambda: sptool.reduce(src, str(tmp_path / "local.parquet"), op=op, axis=1, memory="16MiB")):
+        try:
+            run()
+            got.append(None)
+        except sptool.DataError as e:
+            got.append(e)
+    return got
+
+
+@pytest.mark.parametrize("op", ["max", "count"])
+@pytest.mark.parametrize("where", ["at a seam between pieces", "inside a piece"])
+def test_reduce_by_partials_checks_the_unique_rows_it_trusts(client, tmp_path, rng, op, where):  # noqa: F811
+    """max and count split into partials per piece only where no coordinate has rows on two
+    pieces, which the file's claim of unique rows says: a repeat, inside a piece or first in one,
+    is the single machine's error at the repeat (where the cluster gave the max of the repeats)."""
+    from sptool.distributed.pieces import pieces_of
+
+    swap = {"at a seam between pieces": (1500, 1500), "inside a piece": (2210, 2210)}[where]
+    src, stored = _lying_file(tmp_path, rng, swap)
+    starts = [p.start for p in pieces_of(src, 2)]
+    assert (swap[0] in starts) == (where == "at a seam between pieces")
+    assert np.array_equal(stored[swap[0]], stored[swap[0] - 1])  # NumPy: the row repeats the one before
+    with distributed.get_task_stream(client) as stream:
+        on_cluster, on_one = _reduce_both(client, tmp_path, src, op)
+    assert len(_tasks(stream, "claimed_task")) > 1
+    assert isinstance(on_cluster, sptool.DataError) and str(on_cluster) == str(on_one)
+    assert f"indices[{swap[0]}] = " in str(on_cluster) and "is repeated" in str(on_cluster)
+    _no_leftovers(tmp_path, ["lying.parquet"])
+
+
+def _rewritten(path, idx, val, claimed_from):
+    """A part file holding the rows ``idx``, ``val`` in that order, whose sptool metadata is the
+    one sptool writes for the rows ``claimed_from`` (canonical), row groups of 100."""
+    sptool.write(sptool.SparseTensor(*claimed_from, SHAPE), path)
+    file = pq.ParquetFile(path)
+    kept = {k: v for k, v in file.metadata.metadata.items() if k != b"ARROW:schema"}
+    table = pa.table({**{f"indices_{d}": idx[:, d] for d in range(3)}, "values": val}, schema=file.schema_arrow)
+    pq.write_table(table.replace_schema_metadata(kept), path, row_group_size=100)
+
+
+@pytest.mark.parametrize("op", ["sum", "max"])
+@pytest.mark.parametrize("lie", ["the seam's value again later", "a lower value later"])
+def test_reduce_where_the_pieces_stand_checks_the_order_it_cuts_by(client, tmp_path, rng, op, lie):  # noqa: F811
+    """A directory sorted on a kept dimension is reduced where its pieces stand, each part cut
+    where its first value ends, which an earlier piece's task reads (seamed.py).  A part whose
+    rows break its order there (the seam's value again after greater rows, or a lower value
+    after it) is the single machine's error at NumPy's first row out of order, counted from the
+    directory's first row; the cut had moved the row to another task and written a result."""
+    idx = np.unique(_rows(rng, 3000), axis=0)
+    val = rng.integers(-50, 50, len(idx)).astype(np.int64)
+    seam = np.flatnonzero(idx[:, 0] == 20)
+    cut = seam[len(seam) // 2]  # the seam between the parts falls among the rows of indices_0 = 20
+    d = tmp_path / "in"
+    d.mkdir()
+    _rewritten(str(d / "part-000000.parquet"), idx[:cut], val[:cut], (idx[:cut], val[:cut]))
+    rows, vals = idx[cut:].copy(), val[cut:]
+    if lie == "the seam's value again later":
+        order = np.r_[1:700, 0, 700:len(rows)]  # the part's first row (indices_0 = 20) moved to row 699
+        rows, vals = rows[order], vals[order]
+    else:
+        rows[700, 0] = 3
+    _rewritten(str(d / "part-000001.parquet"), rows, vals, (idx[cut:], val[cut:]))
+    stored = np.concatenate([idx[:cut], rows])
+    with distributed.get_task_stream(client) as stream:
+        on_cluster, on_one = _reduce_both(client, tmp_path, str(d) + "/", op)
+    assert _tasks(stream, "seamed_task")
+    assert isinstance(on_cluster, sptool.DataError) and str(on_cluster) == str(on_one)
+    assert f"indices[{_first_out_of_order(stored)}] = " in str(on_cluster) and "out of order" in str(on_cluster)
+    _no_leftovers(tmp_path, ["in"])

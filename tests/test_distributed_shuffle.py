@@ -123,7 +123,8 @@ def test_sorted_key_range_takes_the_rows_of_its_range(tmp_path, rng, monkeypatch
 @pytest.mark.parametrize("column", [[4, 4, 4], [5, 6, 7], [4, 4, 5, 6], [3, 4, 9, 4]])
 @pytest.mark.parametrize("keep", [True, False])
 def test_seam_filter_keeps_or_drops_the_rows_of_a_value(column, keep):
-    """seamed._where (the rows of a seam's value, or the others) against NumPy's mask."""
+    """seamed._where (the rows of a seam's value, or the others, and where the value's rows end)
+    against NumPy's mask."""
     import pyarrow as pa
 
     from sptool.distributed.seamed import _where
@@ -131,9 +132,12 @@ def test_seam_filter_keeps_or_drops_the_rows_of_a_value(column, keep):
     col = np.array(column, dtype=np.int64)
     batch = pa.RecordBatch.from_arrays([pa.array(col), pa.array(np.arange(len(col), dtype=np.float64))],
                                        names=["indices_0", "values"])
-    got = _where(batch, "indices_0", 4, keep)
+    (got, kept), other, last_hit = _where(batch, col, 4, keep)
     mask = (col == 4) if keep else (col != 4)
     assert got.column(1).to_numpy().tolist() == np.flatnonzero(mask).astype(np.float64).tolist()
+    assert kept.tolist() == col[mask].tolist()
+    assert other == (np.flatnonzero(col != 4)[0] if (col != 4).any() else len(col))
+    assert last_hit == (np.flatnonzero(col == 4)[-1] if (col == 4).any() else -1)
 
 
 @pytest.mark.parametrize("sizes", [[100, 100, 100, 100], [5, 300, 0, 40, 40], [1000, 1, 1]])
@@ -194,9 +198,12 @@ def test_grouped_seam_tasks_read_every_row_once_in_order(tmp_path, rng, cuts):
     for tasks in range(1, len(plan) + 2):
         joined, rows = grouped(plan, [1] * len(plan), tasks)
         assert len(joined) <= tasks and sum(rows) == len(plan)
+        sources = [SeamedPiece(spans, 0, src.meta, budget_of(None)) for spans in joined]
         read = [np.concatenate([np.stack([b.column(d).to_numpy() for d in range(3)], axis=1)
-                                for b in SeamedPiece(spans, 0, src.meta).iter_batches()] or [np.empty((0, 3))])
-                for spans in joined]
+                                for b in s.iter_batches()] or [np.empty((0, 3))]) for s in sources]
         assert np.array_equal(np.concatenate(read), idx), tasks
+        # Each task's rows follow the rows before it, which its errors count from.
+        assert [s.start for s, r in zip(sources, read) if len(r)] == \
+            [sum(map(len, read[:k])) for k, r in enumerate(read) if len(r)], tasks
         values = [set(r[:, 0].tolist()) for r in read]
         assert all(not (a & b) for i, a in enumerate(values) for b in values[i + 1:]), tasks

@@ -266,23 +266,11 @@ def test_a_claim_of_unique_rows_that_lies_is_an_error_not_a_wrong_result(tmp_pat
     that repeat one is refused at the first repeat (NumPy finds it), where it gave the reduction
     of the repeats; sum needs no claim and adds them, as NumPy does."""
 
-    import pyarrow as pa
-    import pyarrow.parquet as pq
-
     idx = np.unique(np.stack([rng.integers(0, 30, 400), rng.integers(0, 20, 400)], axis=1), axis=0)
     at = len(idx) // 2
     idx = np.insert(idx, at, idx[at - 1], axis=0)  # row ``at`` repeats the row before it
     val = rng.integers(1, 9, len(idx)).astype(np.int64)
-    path = str(tmp_path / "lies.parquet")
-    sptool.write(sptool.SparseTensor(np.unique(idx, axis=0), val[:-1], (30, 20)), path)
-    f = pq.ParquetFile(path)
-    kept = {k: v for k, v in f.metadata.metadata.items() if k != b"ARROW:schema"}
-    meta = json.loads(kept[b"sptool"])
-    assert meta["sort_order"] == [0, 1] and meta["unique"]
-    meta["nnz"] = len(idx)
-    kept[b"sptool"] = json.dumps(meta).encode()
-    table = pa.table({"indices_0": idx[:, 0], "indices_1": idx[:, 1], "values": val}, schema=f.schema_arrow)
-    pq.write_table(table.replace_schema_metadata(kept), path)
+    path = _claiming_canonical(tmp_path, idx, val, unique=True)
     codes = idx[:, 0] * 20 + idx[:, 1]
     first_repeat = int(np.flatnonzero(np.diff(codes) == 0)[0]) + 1
     out = tmp_path / "out.parquet"
@@ -294,4 +282,46 @@ def test_a_claim_of_unique_rows_that_lies_is_an_error_not_a_wrong_result(tmp_pat
         return
     with pytest.raises(DataError, match=rf"indices\[{first_repeat}\] = .* is repeated, although the metadata says"):
         sptool.reduce(path, str(out), op=op, axis=1)
+    assert not out.exists()
+
+
+def _claiming_canonical(tmp_path, idx, val, *, unique: bool) -> str:
+    """A (30, 20) file of the rows ``idx``, ``val`` in that order whose metadata claims them
+    sorted in (0, 1), and unique (canonical) if ``unique``, as sptool writes it for sorted rows."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    path = str(tmp_path / "lies.parquet")
+    good = np.unique(idx, axis=0)
+    sptool.write(sptool.SparseTensor(good, np.ones(len(good), dtype=val.dtype), (30, 20)), path)
+    f = pq.ParquetFile(path)
+    kept = {k: v for k, v in f.metadata.metadata.items() if k != b"ARROW:schema"}
+    meta = json.loads(kept[b"sptool"])
+    assert meta["sort_order"] == [0, 1] and meta["unique"]
+    meta.update(nnz=len(idx), unique=unique, canonical=unique)
+    kept[b"sptool"] = json.dumps(meta).encode()
+    table = pa.table({"indices_0": idx[:, 0], "indices_1": idx[:, 1], "values": val}, schema=f.schema_arrow)
+    pq.write_table(table.replace_schema_metadata(kept), path, row_group_size=64)
+    return path
+
+
+@pytest.mark.parametrize("op,axis,unique", [("sum", 1, True), ("sum", 1, False), ("max", 0, False),
+                                            ("max", 1, False), ("count", 0, False), ("mean", 0, False),
+                                            ("min", 1, True)])
+def test_a_claimed_order_that_lies_is_an_error_naming_the_row(tmp_path, rng, op, axis, unique):
+    """What a one-pass reduce relies on of a claimed order (groups of the leading kept dimension
+    ending where it changes, duplicates summed where they meet) is checked as the rows pass: a
+    file claiming sorted rows that are not is refused at NumPy's first row out of order, with the
+    whole row, where it gave an internal error (the output out of order) or, for max over axis 0,
+    the max of duplicates never summed."""
+    idx = np.unique(np.stack([rng.integers(0, 30, 600), rng.integers(0, 20, 600)], axis=1), axis=0)
+    idx = np.concatenate([idx, idx[:40]])  # the first 40 coordinates again at the end
+    val = rng.integers(1, 9, len(idx)).astype(np.int64)
+    path = _claiming_canonical(tmp_path, idx, val, unique=unique)
+    codes = idx[:, 0] * 20 + idx[:, 1]
+    row = int(np.flatnonzero(np.diff(codes) < 0)[0]) + 1
+    out = tmp_path / "out.parquet"
+    with pytest.raises(DataError, match=rf"indices\[{row}\] = \[{idx[row, 0]},{idx[row, 1]}\] is out of order, "
+                                        r"although the metadata says sort_order \[0, 1\]"):
+        sptool.reduce(path, str(out), op=op, axis=axis, memory="16MiB")
     assert not out.exists()

@@ -32,7 +32,7 @@ def each_piece(client, fn, path: str, out: PartDirectory, target, *, budget: Bud
                pieces=None, task=mapped_piece) -> tuple:
     """``fn(piece source, target(i))`` for every piece i of the operand at ``path`` (an Arrow
     stream file copied first to the job's shared scratch), in parallel, each by ``task(fn, piece,
-    target(i))``: (the tasks' results in piece order, the Outcome so far).  ``pieces(path,
+    target(i))``: (the tasks' results in piece order, the Outcome so far, the pieces).  ``pieces(path,
     workers)`` cuts the operand (default ``pieces_of``; an op that skips what it cannot need
     gives its own)."""
     path = shared_copy(path, join_path(out.scratch("inputs"), "operand-0.parquet"), budget)
@@ -41,7 +41,7 @@ def each_piece(client, fn, path: str, out: PartDirectory, target, *, budget: Bud
     if progress:
         progress.set_total(outcome.rows_in)
     futures = [client.submit(task, fn, p, target(i), pure=False) for i, p in enumerate(cut)]
-    return follow(client, futures, outcome, progress=progress, rows=[p.rows for p in cut]), outcome
+    return follow(client, futures, outcome, progress=progress, rows=[p.rows for p in cut]), outcome, cut
 
 
 def per_piece(client, fn, path: str, output: str, *, memory=None, progress=None, pieces=None) -> dict:
@@ -52,7 +52,8 @@ def per_piece(client, fn, path: str, output: str, *, memory=None, progress=None,
     refuse_stdin(path)
     budget = budget_of(memory)
     with PartDirectory(output) as out:
-        done, outcome = each_piece(client, fn, path, out, out.part, budget=budget, progress=progress, pieces=pieces)
+        done, outcome, _ = each_piece(client, fn, path, out, out.part, budget=budget, progress=progress,
+                                      pieces=pieces)
         outcome.results = [r for r, _, _ in done]
         outcome.part_metas = [m for _, m, _ in done]
         outcome.rows_out = sum(m.nnz for m in outcome.part_metas)

@@ -77,9 +77,13 @@ def reduce_partials(path: str, meta, output: str, *, client, step, result_dtype,
     op = step.op
     if not splits(meta, op, result_dtype):
         return None
-    if op != "sum" and not meta.unique:  # the whole's claims as one machine opens it (io.source.derived_claims)
+    # The whole's claims as one machine opens it (io.source.derived_claims); uniqueness checked
+    # only in a full order.
+    trusted = meta.unique and len(meta.sort_order) == meta.sparse_ndim
+    if op != "sum" and not trusted:
         return None
-    from .maps import each_piece
+    from .claims import claimed_task, raise_first_failure
+    from .maps import each_piece, mapped_piece
     from .ranges import range_map
 
     step.check(meta)
@@ -87,8 +91,15 @@ def reduce_partials(path: str, meta, output: str, *, client, step, result_dtype,
     with PartDirectory(output) as out:
         partials = out.scratch("partials")
         fn = partial(reduce_piece, step, budget=budget, tmp_dir=tmp_dir)
-        _, outcome = each_piece(client, fn, path, out, lambda i: join_path(partials, part_name(i)), budget=budget,
-                                progress=progress)
+        # The others trust that no coordinate has rows on two pieces: each piece's rows are
+        # checked against the claim on their way to its reduction, and the seams between the
+        # pieces here, as one machine checks the rows it trusts.
+        task = mapped_piece if op == "sum" else partial(claimed_task, meta=meta)
+        done, outcome, pieces = each_piece(client, fn, path, out, lambda i: join_path(partials, part_name(i)),
+                                           budget=budget, progress=progress, task=task)
+        if op != "sum":
+            raise_first_failure(pieces, [(edges, failure) for edges, failure, _, _ in done], meta, meta.sort_order,
+                                True, note="", name=pieces[0].operand or path)
         with open_source(partials) as done:
             partial_meta = done.meta
         fn = partial(combine_range, step=step, budget=budget, tmp_dir=tmp_dir)
@@ -101,7 +112,7 @@ def reduce_partials(path: str, meta, output: str, *, client, step, result_dtype,
     return r
 
 
-def reduce_seamed(path: str, src, kept, output: str, *, client, fn, progress=None) -> dict | None:
+def reduce_seamed(path: str, src, kept, output: str, *, client, fn, memory=None, progress=None) -> dict | None:
     """``fn`` (the single-machine reduce of a source into a part) over the tensor at ``path``
     (``src``, opened by the caller) by seamed.py, when it is a directory whose parts are sorted
     on a kept dimension first, in order across their seams (their row-group statistics say so);
@@ -122,7 +133,8 @@ def reduce_seamed(path: str, src, kept, output: str, *, client, fn, progress=Non
     with PartDirectory(output) as out:
         # A task per worker (one streaming pass over its pieces each, on the task's own
         # decoding threads): 8 tasks of a 20M-entry reduce on 2 workers cost ~0.1 CPU s more.
-        outcome = by_seams(client, pieces, edges, dim, meta, fn, out, progress=progress, tasks=workers)
+        outcome = by_seams(client, pieces, edges, dim, meta, fn, out, budget=budget_of(memory), progress=progress,
+                           tasks=workers)
     r = {**outcome.summary(), "output": output, "strategy": "seams"}
     del r["results"]
     return r
@@ -150,7 +162,7 @@ def reduce(path: str, output: str, *, client, op: str, axis=None, keepdims: bool
         # Seams first, whatever the op: one round of tasks, no row shuffled.  Partials take two
         # more (splitters, then the combining shuffle): an int64 sum of a sorted 20M-entry
         # directory took 0.89 s by partials, 1.5x one process's.
-        r = reduce_seamed(path, src, kept, output, client=client, fn=fn, progress=progress)
+        r = reduce_seamed(path, src, kept, output, client=client, fn=fn, memory=memory, progress=progress)
         if r is None:
             # Only sum adds up across pieces whatever the duplicates; the others are split only
             # when the whole is unique.

@@ -45,8 +45,8 @@ def split(path: str, pattern: str, *, client, axis: int, num: int, memory=None, 
         def shares(j: int) -> str:  # piece j's pattern
             return join_path(scratch, part_name(j), SHARE)
 
-        done, outcome = each_piece(client, one, path, dirs[0], shares, budget=budget, progress=progress,
-                                   task=split_piece)
+        done, outcome, _ = each_piece(client, one, path, dirs[0], shares, budget=budget, progress=progress,
+                                      task=split_piece)
         for j in range(len(done)):
             for i, d in enumerate(dirs):
                 move(piece_paths(shares(j), len(dirs))[i], d.part(j))

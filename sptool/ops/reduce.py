@@ -301,7 +301,19 @@ def _reduced(src, step: Reduction, budget: Budget, tmp_dir, progress):
     if not single:
         prefix, rest = kept, []
         dedup = op != "sum"
-    check = ClaimCheck(meta, order, True, path=path) if op != "sum" and not dedup else None
+    # What the one pass relies on is checked as the rows pass, counted from the input's first
+    # (a piece of a cluster's job counts from its start): the claimed order's leading kept
+    # dimensions (the groups end where they change), the whole claimed order before summing
+    # duplicates, and uniqueness where it is trusted.  A lying file gave an internal error, or
+    # the max of unsummed duplicates.
+    check = None
+    if single and (dedup or op != "sum"):
+        check = ClaimCheck(meta, order, not dedup, path=path)
+    elif single and prefix:
+        check = ClaimCheck(meta, range(len(prefix)), False, path=path,
+                           row_keys=lambda at: _row_keys(src, at - src.start))
+    if check is not None:
+        check.tracker.offset = src.start
     dims = list(prefix) + list(rest)
     bounds = [int(meta.shape[d]) for d in dims]
     reducer = step.reducer = GroupReducer(op, len(prefix), [meta.shape[d] for d in rest], m, kdtype)
@@ -326,8 +338,9 @@ def _reduced(src, step: Reduction, budget: Budget, tmp_dir, progress):
                 return reducer.block_partial(columns_of(batch, range(len(dims))),
                                              values_of(batch, n, batch.num_columns - 1), dim_bounds)
 
-            # A claim to check needs every index column: no projection then.
-            projected = projected_batches(src, dims, budget=budget, prepare=prepare) if check is None else None
+            # A claim of unique rows to check needs every index column: no projection then.
+            whole = check is not None and check.row_keys is None
+            projected = None if whole else projected_batches(src, dims, budget=budget, prepare=prepare)
             read = dims if projected is not None else dims + [d for d in range(K) if d not in dims]
             all_bounds = [int(meta.shape[d]) for d in read]
             where = list(range(len(dims))) if projected is not None else read
@@ -337,8 +350,10 @@ def _reduced(src, step: Reduction, budget: Budget, tmp_dir, progress):
                 n = batch.num_rows
                 if not n:
                     continue
-                if check is not None:
+                if whole:
                     check.check_batch(batch)
+                elif check is not None:
+                    check.check(columns_of(batch, where[:len(prefix)]))
                 if isinstance(partial, tuple):
                     got = reducer.merge_block(*partial)
                 elif partial is not None:
@@ -351,7 +366,7 @@ def _reduced(src, step: Reduction, budget: Budget, tmp_dir, progress):
                         keys, got, rows = _row_keys(src, rows + got), 0, rows + got
                     else:
                         keys = batch_keys(batch, K)
-                    raise DataError(out_of_bounds(rows + got, keys, got, meta.shape[:K]), path=path)
+                    raise DataError(out_of_bounds(src.start + rows + got, keys, got, meta.shape[:K]), path=path)
                 rows += n
                 if progress:
                     progress.advance(n)
@@ -362,6 +377,8 @@ def _reduced(src, step: Reduction, budget: Budget, tmp_dir, progress):
         else:
             batches = ordered_batches(src, tuple(kept) + tuple(plan.reduced), budget=budget, tmp_dir=tmp_dir,
                                       progress=progress, path=path)
+        if single and check is not None:
+            batches = ((check.check(keys) or keys, batch) for keys, batch in batches)
         pairs = ((keys, values_of(batch, keys.shape[1])) for keys, batch in batches)
         if dedup:
             pairs = sum_duplicates(pairs, is_bool=is_bool)

@@ -24,10 +24,13 @@ def already_sorted(meta, order) -> bool:
 class ClaimCheck:
     """The one check that a source's claimed order (strictly increasing when ``unique``) holds as
     its rows pass: the first row that breaks it is an error naming the row and what the metadata
-    says, then ``note`` (what the caller offers instead)."""
+    says, then ``note`` (what the caller offers instead).  ``row_keys(row)``: the (K, 1)
+    coordinates of a row counted as the tracker counts, for a caller that checks fewer columns
+    than the coordinates (the leading dimensions of the order it relies on), so the error shows
+    the whole row."""
 
-    def __init__(self, meta, order, unique: bool, *, path=None, note: str = ""):
-        self.meta, self.path, self.note = meta, path, note
+    def __init__(self, meta, order, unique: bool, *, path=None, note: str = "", row_keys=None):
+        self.meta, self.path, self.note, self.row_keys = meta, path, note, row_keys
         self.failed_at = -1
         self.tracker = OrderTracker(tuple(order), meta.sparse_ndim, check_repeats=unique)
 
@@ -59,6 +62,8 @@ class ClaimCheck:
 
     def _fail(self, at: int, kind: int, keys, i: int):
         self.failed_at = at  # for a caller that picks the first of several checks' failures
+        if self.row_keys is not None:
+            keys, i = self.row_keys(at), 0
         what = repeated if kind == _kernels.REPEATED else out_of_order
         meta = self.meta
         raise DataError(f"{what(at, keys, i)}, although the metadata says sort_order {list(meta.sort_order)}, "
