@@ -210,6 +210,24 @@ def test_merge_keys_on_threads_matches_a_stable_sort(rng, monkeypatch, parts_min
         np.testing.assert_array_equal(merged, keys[want])
 
 
+@pytest.mark.parametrize("radix", [False, True])
+def test_codec_argsort_is_a_stable_sort_whichever_algorithm_it_picks(rng, monkeypatch, radix):
+    """KeyCodec.argsort sorts runs by NumPy's sort of position-tagged keys or by the radix sort,
+    whichever _radix_is_faster finds faster here: both are NumPy's stable lexsort of the rows."""
+    from sptool.stream import sort as _sort
+
+    monkeypatch.setattr(_sort, "SORT_CHOICE_MIN_ROWS", 1)
+    monkeypatch.setattr(_sort, "_radix_is_faster", lambda: radix)
+    shape = (50, 7, 1 << 20)
+    codec = _sort.KeyCodec(shape, (2, 0, 1))
+    for n in (1, 2, 1000, 5000):
+        idx = np.stack([rng.integers(0, s if n < 5000 else 3, n) for s in shape])
+        perm, keys = codec.argsort(codec.encode(idx))
+        want = np.lexsort((idx[1], idx[0], idx[2]))  # the last key first: dimension 2, then 0, then 1
+        np.testing.assert_array_equal(perm, want)
+        np.testing.assert_array_equal(keys, codec.encode(idx[:, want]))
+
+
 @pytest.mark.parametrize("seed", range(8))
 def test_bucket_counts_and_scatter_rows_against_the_reference(seed):
     rng = np.random.default_rng(seed)
