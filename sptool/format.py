@@ -244,6 +244,15 @@ class TensorMeta:
     def with_(self, **changes) -> TensorMeta:
         return replace(self, **changes)
 
+    def trusted(self) -> TensorMeta:
+        """The claims a reader acts on: all but a claim of unique rows in no full sort order,
+        which no one pass can check (rows of strings and binaries are unique by this spec, and
+        fewer than two rows are unique whatever their order)."""
+        if not self.unique or len(self.sort_order) == self.sparse_ndim or self.value_type in ("string", "binary") \
+                or (self.nnz is not None and self.nnz <= 1):
+            return self
+        return replace(self, unique=False)
+
     # -- Arrow ------------------------------------------------------------------------------
     def values_type(self) -> pa.DataType:
         elem = arrow_element_type(self.value_type)

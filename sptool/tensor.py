@@ -45,6 +45,18 @@ def detect_order(keys: np.ndarray, claimed: tuple | None = None) -> tuple[tuple,
     return (), None
 
 
+def first_repeat(keys: np.ndarray, shape) -> int:
+    """The first of the (K, n) keys equal to an earlier one, or -1 (a stable sort of their codes,
+    then neighbours compared)."""
+    K, n = keys.shape
+    if n <= 1:
+        return -1
+    codes = KeyCodec(tuple(shape[:K]), tuple(range(K)), K).encode(np.ascontiguousarray(keys))
+    order = np.argsort(codes, kind="stable")
+    again = np.flatnonzero(codes[order][1:] == codes[order][:-1]) + 1
+    return int(order[again].min()) if len(again) else -1
+
+
 def unique_by_sorting(keys: np.ndarray, shape) -> bool:
     """Whether no two of the (K, n) keys are equal: their sort keys (the external sort's codec:
     packed integers, or byte strings when the shape is too wide) sorted, then neighbours compared."""

@@ -52,6 +52,16 @@ def random_tensor(rng, shape, nnz, *, dtype="float64", sparse_ndim=None, duplica
     return SparseTensor(idx, vals, shape, fill_value=fill_value, unique=unique)
 
 
+def column_major(t: SparseTensor) -> SparseTensor:
+    """``t`` (unique) with its rows in column-major order, claiming that order and unique rows:
+    out of row-major order, yet claims a reader trusts, since one pass checks them (a claim of
+    unique rows in no order is not acted on: TensorMeta.trusted)."""
+    order = np.lexsort(t.indices.T)  # the last dimension first
+    K = t.indices.shape[1]
+    return SparseTensor(t.indices[order], t.values[order], t.shape, fill_value=t.fill_value,
+                        sort_order=tuple(reversed(range(K))), unique=True)
+
+
 def dense_oracle(t: SparseTensor, fill=None) -> np.ndarray:
     """Independent dense form: a Python loop over rows (sum rule for duplicates)."""
     fill = t.fill_value if fill is None else fill

@@ -345,3 +345,36 @@ def test_a_repeat_does_not_hide_a_later_order_break_in_the_same_batch():
     ok.write(np.array([[0, 0, 0], [0, 0, 1]]), np.ones(3))
     ok.close()
     assert ok.final_meta.unique is False and ok.final_meta.sort_order == (0, 1)
+
+
+@pytest.mark.parametrize("suffix", ["t.parquet", "t.arrows"])
+@pytest.mark.parametrize("lies", [False, True])
+def test_a_claim_of_unique_rows_in_no_order_is_checked_where_it_is_acted_on(tmp_path, rng, suffix, lies):
+    """No streaming pass can check a claim of unique rows in no sort order, so the ops do not act
+    on it (TensorMeta.trusted: their duplicates are summed, to the same logical tensor); info
+    reports it as stored, and read, which holds every row, checks it: the claim is kept when true,
+    and a repeat is an error at NumPy's first repeated row when not."""
+    t = random_tensor(rng, (30, 20), 200)  # unique, unsorted
+    idx, val = t.indices.copy(), t.values.copy()
+    if lies:
+        idx[150] = idx[40]  # row 150 repeats row 40: still claimed unique
+    path = str(tmp_path / suffix)
+    sptool.write(sptool.SparseTensor(idx, val, t.shape, unique=True), path)
+    with open_source(path) as src:
+        assert src.stored_meta.unique and not src.meta.unique and src.meta.sort_order == ()
+    assert sptool.info(path)["unique"] is True
+    # max sees each coordinate once: the repeat's rows summed first, as the format says.
+    dense, present = np.zeros(t.shape), np.zeros(t.shape, dtype=bool)
+    np.add.at(dense, tuple(idx.T), val)
+    present[tuple(idx.T)] = True
+    want = np.where(present.any(axis=1), np.where(present, dense, -np.inf).max(axis=1), 0.0)
+    np.testing.assert_array_equal(sptool.reduce(path, op="max", axis=1).to_dense(), want)
+    codes = idx[:, 0] * 20 + idx[:, 1]
+    _, first = np.unique(codes, return_index=True)
+    repeats = np.setdiff1d(np.arange(len(codes)), first)
+    if not lies:
+        assert len(repeats) == 0 and sptool.read(path).meta.unique
+        return
+    with pytest.raises(DataError, match=rf"indices\[{repeats[0]}\] = .* is repeated, although the metadata says "
+                                        "unique true"):
+        sptool.read(path)

@@ -154,7 +154,7 @@ def test_no_piece_left_behind(tmp_path, rng, monkeypatch):
 
 
 def test_sinks_share_the_memory_budget(tmp_path, rng, monkeypatch):
-    t = random_tensor(rng, (64, 5), 100)
+    t = random_tensor(rng, (64, 5), 100, sort=True)
     path = _write(tmp_path, "t.parquet", t)
     sinks = []
     real = split_module.open_sink

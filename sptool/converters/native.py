@@ -9,7 +9,7 @@ from ..errors import UsageError
 from ..format import VARIABLE_WIDTH
 from ..io import TensorSink, batch_keys, batch_values, open_sink, open_source
 from ..stream.bounds import checked
-from ..stream.order import sorted_batches
+from ..stream.order import claim_check, sorted_batches
 from ..stream.runs import whole_runs
 from .common import Options, Reader, cast_or_fail, coerce_fill
 
@@ -41,8 +41,10 @@ class SptoolReader(Reader):
     def batches(self):
         dtype = self.meta.dtype
         meta = self.src.meta
-        # Bounds checked here, not only by the sink: a text writer would print any index it got.
-        for batch, cols in checked(self.src.iter_batches(budget=self.budget), meta, path=self.name):
+        # Bounds checked here, not only by the sink: a text writer would print any index it got;
+        # and the input's claims, which the output takes on.
+        for batch, cols in checked(self.src.iter_batches(budget=self.budget), meta, path=self.name,
+                                   claim=claim_check(self.src)):
             keys, values = np.stack(cols), batch_values(batch, meta)
             if self.cast:
                 values = cast_or_fail(values, dtype, lambda r, o=self.rows_in: f"row {o + r}", self.name)

@@ -111,7 +111,8 @@ def row_bytes(meta: TensorMeta) -> int:
 class Part:
     path: str
     file: pq.ParquetFile
-    meta: TensorMeta
+    meta: TensorMeta  # the claims acted on (TensorMeta.trusted)
+    stored: TensorMeta | None = None  # as the footer has them, where they differ
 
 
 class TensorSource:
@@ -125,6 +126,7 @@ class TensorSource:
     def __init__(self, path: str, meta: TensorMeta, schema: pa.Schema):
         self.path = path
         self.meta = meta
+        self.stored_meta = meta  # a file's claims as stored (meta: those trusted), which info reports
         self.schema = schema
 
     def batch_rows(self, budget: Budget | None) -> int:
@@ -291,7 +293,9 @@ def read_part(path: str) -> Part:
             f"metadata says nnz = {meta.nnz} but the file holds {pf.metadata.num_rows} rows [E_NNZ_MISMATCH]",
             path=path,
         )
-    return Part(path, pf, meta)
+    # A claim of unique rows in no full sort order is not acted on: no pass over the rows can
+    # check it, and trusting a false one gave wrong results (sums of repeats left unsummed).
+    return Part(path, pf, meta.trusted(), meta)
 
 
 
@@ -323,7 +327,10 @@ def open_dataset(path: str, read_parts=None) -> ParquetSource:
         raise FormatError("the directory holds no part-*.parquet files [E_NO_PARTS]", path=path)
     paths = [join_path(path, n) for n in names]
     parts = read_parts(paths) if read_parts else [read_part(p) for p in paths]
-    return ParquetSource(path, parts, dataset_meta(parts, path), "dir")
+    src = ParquetSource(path, parts, dataset_meta(parts, path), "dir")
+    if len(parts) == 1 and parts[0].stored is not None:
+        src.stored_meta = parts[0].stored
+    return src
 
 
 class DamagedBatch(ValueError):
@@ -469,7 +476,9 @@ def open_stream(path: str) -> StreamSource:
     if problems:
         raise FormatError(f"{problems[0].message} [{problems[0].code}]", path=name)
     promised = bool((load_json(raw).get("stream") or {}).get("trailer"))
-    return StreamSource(name, reader, meta, promised, digest)
+    src = StreamSource(name, reader, meta.trusted(), promised, digest)  # what is trusted: see read_part
+    src.stored_meta = meta
+    return src
 
 
 def open_source(path: str) -> TensorSource:
@@ -482,7 +491,9 @@ def open_source(path: str) -> TensorSource:
     if kind in ("stdin", "stream"):
         return open_stream(path)
     part = read_part(path)
-    return ParquetSource(path, [part], part.meta, "file")
+    src = ParquetSource(path, [part], part.meta, "file")
+    src.stored_meta = part.stored
+    return src
 
 
 class MemorySource(TensorSource):

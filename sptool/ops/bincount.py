@@ -16,7 +16,7 @@ from ..io import batch_values, check_inputs, known_shape, make_batch, open_input
 from ..stream.bounds import checked
 from ..stream.duplicates import combine_runs, deduplicated
 from ..stream.engine import Plan, StreamOp, run
-from ..stream.order import SummedSource
+from ..stream.order import SummedSource, claim_check
 from ..stream.rows import aligned_rows, feature_rows
 from ..stream.sort import sorted_stream
 from ..stream.values import runs
@@ -158,8 +158,9 @@ def _pieces(src, wsrc, out_dtype, budget, tmp_dir, progress, whole_rows: bool):
     if wsrc is None and not whole_rows:
         summed = src if src.meta.unique else SummedSource(src, tmp_dir=tmp_dir)
         # The index columns as they are (a list), not stacked: they only name a bad entry.
+        # Unique rows trusted are checked as they pass (SummedSource checks what it sorts).
         for batch, cols in checked(summed.iter_batches(budget=budget), summed.meta, path=src.path,
-                                   progress=progress):
+                                   progress=progress, claim=claim_check(src) if summed is src else None):
             yield cols, ids(batch), None
         return
     if wsrc is None:

@@ -28,7 +28,7 @@ from ..io import arrow_of, batch_keys, open_operands, row_bytes
 from ..stream import sort as _sort
 from ..stream.axes import normalize_axes
 from ..stream.engine import Partwise, Plan, StreamOp, run
-from ..stream.order import already_sorted
+from ..stream.order import already_sorted, claim_check
 from ..stream.reorder import Reorder
 from ..tensor import SparseTensor
 
@@ -90,15 +90,18 @@ def plan_concat(metas: list[TensorMeta], axis: int, expand_nonconcat: bool = Fal
 
 
 class _Shifter:
-    """Checks an input's rows against its own shape and moves them to its range of the axis."""
+    """Checks an input's rows against its own shape (and its claims: ``claim``, a
+    stream.order.ClaimCheck: an input sorted row-major is merged as it stands, and a claim of
+    unique rows carries into the output's) and moves them to its range of the axis."""
 
-    def __init__(self, meta: TensorMeta, axis: int, offset: int, path: str):
+    def __init__(self, meta: TensorMeta, axis: int, offset: int, path: str, claim=None):
         self.K = meta.sparse_ndim
         self.bounds = np.asarray(meta.shape[: self.K], dtype=np.int64)
         self.shape = meta.shape[: self.K]
         self.axis = axis
         self.offset = offset
         self.path = path
+        self.claim = claim
         self.rows = 0
 
     def __call__(self, batch: pa.RecordBatch) -> tuple[pa.RecordBatch, np.ndarray]:
@@ -106,6 +109,8 @@ class _Shifter:
         row, _ = _kernels.first_out_of_bounds(keys, self.bounds)
         if row >= 0:
             raise DataError(out_of_bounds(self.rows + row, keys, row, self.shape), path=self.path)
+        if self.claim is not None:
+            self.claim.check(keys)
         self.rows += batch.num_rows
         if self.offset:
             keys[self.axis] += self.offset
@@ -178,7 +183,7 @@ class Concat(StreamOp):
 
     def read(self, srcs, plan: Plan, *, budget: Budget, tmp_dir=None, progress=None):
         out_meta = self.out_meta
-        self.shifters = [_Shifter(s.meta, self.axis, off, s.path) for off, s in zip(self.offsets, srcs)]
+        self.shifters = [_Shifter(s.meta, self.axis, off, s.path, claim_check(s)) for off, s in zip(self.offsets, srcs)]
         if len(srcs) == 1 or self.axis == 0:
             self.strategy = "append"
             stream = _append(srcs, self.shifters, self.sorted_in, out_meta, budget, tmp_dir, progress)

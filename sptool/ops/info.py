@@ -17,6 +17,7 @@ from ..format import encode_fill, index_column
 from ..io import ClosesOrAborts, ParquetSource, file_size, open_input
 from ..stream.axes import normalize_axes
 from ..stream.engine import Plan, StreamOp, run
+from ..stream.order import claim_check
 
 
 def info(path: str, *, scan: bool = False, histogram: int | None = None, memory=None, progress=None) -> dict:
@@ -64,7 +65,7 @@ def summary(path, opened, *, scan: bool, histogram: int | None, memory, progress
             "fill_value": encode_fill(meta.fill_value, meta.value_type),
             "nnz": meta.nnz,
             "sort_order": list(meta.sort_order),
-            "unique": meta.unique,
+            "unique": src.stored_meta.unique,  # as stored, although an unverifiable one is not acted on
             "canonical": meta.canonical,
             "iso": meta.iso,
             "dimension_names": list(meta.dimension_names) if meta.dimension_names else None,
@@ -148,7 +149,12 @@ class _Scan(StreamOp):
         return _Counted()
 
     def read(self, src, plan: Plan, *, budget: Budget, tmp_dir=None, progress=None):
+        # The rows it reads are checked against the claims it reports from (unique rows: a
+        # row-sparse tensor's distinct rows are its rows).
+        claim = claim_check(src)
         for keys, _ in src.iter_arrays(budget=budget):
+            if claim is not None:
+                claim.check(keys)
             yield keys, None
             if progress:
                 progress.advance(keys.shape[1])

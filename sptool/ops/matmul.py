@@ -368,8 +368,8 @@ class _RowBlocks:
         self.src, self.path, self.row_dim, self.conj, self.dtype = src, path, row_dim, conj, dtype
         # The full order (row, k): a packed sort key drops the index columns outside a partial order
         # (KeyCodec.payload), and k-ordered rows read B's rows in order.
-        self.stream = sorted_batches(src, (row_dim, 1 - row_dim), budget=budget,
-                                     tmp_dir=tmp_dir, progress=progress, verify="order")
+        self.stream = sorted_batches(src, (row_dim, 1 - row_dim), budget=budget, tmp_dir=tmp_dir,
+                                     progress=progress)
 
     def __iter__(self):
         for keys, vals in whole_runs(self._checked(), [self.row_dim]):

@@ -5,9 +5,10 @@ from __future__ import annotations
 import numpy as np
 
 from .._memory import budget_of
-from ..errors import ResourceError
+from .._messages import repeated
+from ..errors import DataError, ResourceError
 from ..io import TensorSource, open_sink, open_source, read_all, row_bytes
-from ..tensor import SparseTensor
+from ..tensor import SparseTensor, first_repeat
 
 # Holding N rows in memory costs the arrays plus the batches they are gathered from.
 _READ_COPIES = 3
@@ -44,6 +45,15 @@ def read(path: str, *, memory=None) -> SparseTensor:
                 path=path,
             )
         indices, values, meta = read_all(src, budget=budget)
+        stored = src.stored_meta
+        if stored.unique and not meta.unique:
+            # A claim of unique rows in no full order, which streaming does not act on
+            # (TensorMeta.trusted), is checked here, where every row is in memory.
+            row = first_repeat(indices.T, meta.shape)
+            if row >= 0:
+                raise DataError(f"{repeated(row, indices.T, row)}, although the metadata says unique true",
+                                path=src.path)
+            meta = meta.with_(unique=True)
     return SparseTensor.from_meta(indices, values, meta)
 
 

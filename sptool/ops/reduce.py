@@ -373,12 +373,10 @@ def _reduced(src, step: Reduction, budget: Budget, tmp_dir, progress):
                 yield from got
             return
         if single:
-            batches = checked_batches(src, budget=budget, progress=progress, path=path)
+            batches = checked_batches(src, budget=budget, progress=progress, path=path, claim=check)
         else:
             batches = ordered_batches(src, tuple(kept) + tuple(plan.reduced), budget=budget, tmp_dir=tmp_dir,
                                       progress=progress, path=path)
-        if single and check is not None:
-            batches = ((check.check(keys) or keys, batch) for keys, batch in batches)
         pairs = ((keys, values_of(batch, keys.shape[1])) for keys, batch in batches)
         if dedup:
             pairs = sum_duplicates(pairs, is_bool=is_bool)

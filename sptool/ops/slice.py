@@ -21,6 +21,7 @@ from ..io import (
 )
 from ..stream.bounds import bounds_error, first_bad_row
 from ..stream.engine import Plan, StreamOp, run
+from ..stream.order import claim_check
 from ..tensor import SparseTensor
 
 
@@ -177,12 +178,18 @@ class Slice(StreamOp):
         groups, self.pruning = overlapping_row_groups(src, self.lo, self.hi)
         if progress:
             progress.set_total(sum(sum(p.file.metadata.row_group(r).num_rows for r in g) for p, g in groups))
+        # The rows read keep their order (the groups left out only take rows away): what the
+        # input claims of it, which the output keeps, is checked on them.
+        claim = claim_check(src)
         for batch, start in _pruned_batches(src, groups, src.batch_rows(budget)):
             if progress:
                 progress.advance(batch.num_rows)
             row, cols = first_bad_row(batch, src.meta)
             if row >= 0:
                 raise bounds_error(start, row, cols, src.meta, src.path)
+            if claim is not None:
+                claim.tracker.offset = start
+                claim.check(cols)
             yield batch, np.stack(cols)
 
     def map(self, batch, keys):

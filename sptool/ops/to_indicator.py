@@ -11,7 +11,7 @@ from ..io import batch_values, is_npy, known_shape, make_batch, open_input
 from ..stream.dense import DenseSink
 from ..stream.duplicates import deduplicated, sum_duplicates
 from ..stream.engine import Plan, StreamOp, run
-from ..stream.order import checked_batches, ordered_batches
+from ..stream.order import checked_batches, claim_check, ordered_batches
 from ..stream.sort import sorted_stream
 from ..stream.values import as_kernel, kernel_dtype
 from ..tensor import SparseTensor
@@ -102,7 +102,7 @@ def _entries(src, meta, V, budget, tmp_dir, progress, path):
     dtype = kernel_dtype(meta.dtype)
     if meta.unique:
         rows = 0
-        for keys, batch in checked_batches(src, budget=budget, progress=progress, path=path):
+        for keys, batch in checked_batches(src, budget=budget, progress=progress, path=path, claim=claim_check(src)):
             ids = batch_values(batch, meta)
             _check_ids(keys, ids, V, rows, path)
             rows += len(ids)

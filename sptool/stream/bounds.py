@@ -28,10 +28,12 @@ def bounds_error(seen: int, row: int, cols, meta: TensorMeta, path: str | None) 
 
 
 def checked(batches: Iterable[pa.RecordBatch], meta: TensorMeta, *, path: str | None = None,
-            progress=None, start: int = 0) -> Iterator[tuple[pa.RecordBatch, list]]:
+            progress=None, start: int = 0, claim=None) -> Iterator[tuple[pa.RecordBatch, list]]:
     """(batch, index columns) for each non-empty batch; an index outside the shape is an error
     naming the row, counted over the whole stream (after ``start`` rows: the stream is a piece of
-    the input ``path`` names).  The columns are the batch's own buffers."""
+    the input ``path`` names), and so is a row breaking ``claim`` (stream.order.ClaimCheck, the
+    stream's claimed order, for a caller that relies on it).  The columns are the batch's own
+    buffers."""
     seen = start
     for batch in batches:
         n = batch.num_rows
@@ -42,5 +44,7 @@ def checked(batches: Iterable[pa.RecordBatch], meta: TensorMeta, *, path: str | 
         row, cols = first_bad_row(batch, meta)
         if row >= 0:
             raise bounds_error(seen, row, cols, meta, path)
+        if claim is not None:
+            claim.check(cols)
         seen += n
         yield batch, cols

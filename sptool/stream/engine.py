@@ -27,7 +27,7 @@ from .._memory import Budget
 from ..format import TensorMeta
 from ..io import Background, make_scratch_dir, open_sink, open_source, part_name
 from .bounds import checked
-from .order import sorted_batches
+from .order import claim_check, sorted_batches
 
 
 @dataclass(frozen=True)
@@ -42,6 +42,7 @@ class Plan:
     background: bool = False  # encode and write the output on a second thread (map is heavy enough to pay)
     pieces: bool = False  # map yields (keys (K, n), values) pairs for the sink's write(), not record batches
     row_for_row: bool = False  # output row i is input row i: the sink's errors name the source and its rows
+    check_claims: bool = True  # the input's claimed order checked as it is read (False: the op checks, or may not)
 
 
 class StreamOp:
@@ -89,14 +90,19 @@ def input_batches(src, plan: Plan, *, budget: Budget, tmp_dir=None, progress=Non
     (K, n) indices when bounds-checked in stored order, else None."""
     if plan.order is not None:
         yield from sorted_batches(src, plan.order, budget=budget, tmp_dir=tmp_dir, progress=progress,
-                                  duplicates=plan.duplicates)
+                                  duplicates=plan.duplicates, claims=plan.check_claims)
         return
+    # Rows read in stored order carry the order the source claims into the op's output (row for
+    # row, or filtered, or cut): the claim is checked as they pass, naming the input's row.
+    claim = claim_check(src) if plan.check_claims else None
     if plan.bounds_checked:
         for batch, cols in checked(src.iter_batches(budget=budget), src.meta, path=src.path, progress=progress,
-                                   start=src.start):
+                                   start=src.start, claim=claim):
             yield batch, np.stack(cols)
         return
     for batch in src.iter_batches(budget=budget):
+        if claim is not None and batch.num_rows:
+            claim.check_batch(batch)
         if progress:
             progress.advance(batch.num_rows)
         yield batch, None

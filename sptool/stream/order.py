@@ -70,14 +70,35 @@ class ClaimCheck:
                         f"unique {str(bool(meta.unique)).lower()}{self.note}", path=self.path)
 
 
-def _claim_checked(stream, check: ClaimCheck):
+def claim_check(src) -> ClaimCheck | None:
+    """The check of what ``src`` claims (its order, and unique rows where it claims them in a
+    full order: TensorMeta.trusted), counting rows from the input's first; None when it claims no
+    order."""
+    meta = src.meta
+    if not meta.sort_order:
+        return None
+    check = ClaimCheck(meta, meta.sort_order, meta.unique, path=src.path)
+    check.tracker.offset = src.start
+    return check
+
+
+def _claim_checked(stream, check: ClaimCheck, *, codes: bool = True):
     for batch, keys in stream:
-        check.check_batch(batch, keys)
+        check.check_batch(batch, keys if codes else None)
         yield batch, keys
 
 
+def _stored_checked(pairs, check: ClaimCheck):
+    """(batch, prepared) pairs going to a sort, their rows checked against the source's claims
+    first (a batch whose keys could not be made, an index out of bounds, is the sort's to refuse)."""
+    for batch, prepared in pairs:
+        if batch.num_rows and not isinstance(prepared, int):
+            check.check_batch(batch)
+        yield batch, prepared
+
+
 def sorted_batches(src, order, *, budget: Budget, tmp_dir=None, progress=None, keys: bool = True,
-                   duplicates: str = "keep", verify: str | None = None):
+                   duplicates: str = "keep", verify: str | None = None, claims: bool = True):
     """Yield (batch, sort keys) of a source in ``order``: the one way to get a source in an
     order.  Passed through when the metadata already promises that order, otherwise through the
     external sort; bounds are checked either way (an index outside the shape would pack into a
@@ -87,23 +108,30 @@ def sorted_batches(src, order, *, budget: Budget, tmp_dir=None, progress=None, k
     trusts a uniqueness claim verifies it instead); such batches hold the index and value
     columns only, and come with keys None.
 
-    ``verify`` checks what the caller trusts as the rows pass (ClaimCheck): "order", that a
-    passed-through source really is in the order its metadata promises (the default for one);
-    "unique", that as well as no coordinate repeated (sorted or passed through: a sort keeps
-    repeats adjacent)."""
+    The source's own claims (its order, and no coordinate repeated where it claims that in a
+    full order) are checked as its rows arrive, in stored order, whether they are passed through
+    or sorted: the first row breaking them is an error naming it, counted from the input's first
+    row, unless ``claims`` is False (a caller that checks them itself, or is told not to: todense
+    --no-validate).  ``verify="unique"``: the caller keeps rows sharing a coordinate apart and
+    needs there to be none, whatever the source claims (strings, unique by the format): the rows
+    it gets are checked for a repeat (a sort keeps repeats adjacent)."""
     meta = src.meta
     passed = already_sorted(meta, order)
-    if verify is None and passed:
-        verify = "order"  # a claimed order passed through is checked whoever asks for it
-    check = None if verify is None else ClaimCheck(meta, order, verify == "unique", path=src.path)
+    check = claim_check(src) if claims else None
     if passed:
         stream = prepared_batches(src, order, keys=keys or duplicates != "keep", budget=budget, progress=progress)
+        if check is not None:
+            # The keys are codes of the claimed order only when the caller asked for all of it.
+            same = tuple(order) == tuple(meta.sort_order)
+            stream = _claim_checked(stream, check, codes=same)
     else:
-        stream = sorted_stream(src.iter_prepared(key_preparer(meta, order), budget=budget), meta, order,
-                               keyed=True, path=src.path, budget=budget, tmp_dir=tmp_dir, progress=progress)
-        check = check if verify == "unique" else None
-    if check is not None:
-        stream = _claim_checked(stream, check)
+        pairs = src.iter_prepared(key_preparer(meta, order), budget=budget)
+        if check is not None:
+            pairs = _stored_checked(pairs, check)
+        stream = sorted_stream(pairs, meta, order, keyed=True, path=src.path, budget=budget, tmp_dir=tmp_dir,
+                               progress=progress)
+    if verify == "unique" and not (check is not None and check.tracker.check_repeats):
+        stream = _claim_checked(stream, ClaimCheck(meta, order, True, path=src.path))
     if duplicates == "keep":
         yield from stream
         return
@@ -112,10 +140,12 @@ def sorted_batches(src, order, *, budget: Budget, tmp_dir=None, progress=None, k
         yield out, None
 
 
-def checked_batches(src, *, budget: Budget, progress=None, path=None):
+def checked_batches(src, *, budget: Budget, progress=None, path=None, claim: ClaimCheck | None = None):
     """(keys (K, n), batch) of a source in stored order; an index outside the shape is an
-    error naming the row (the kernels index accumulators with them)."""
-    for batch, cols in checked(src.iter_batches(budget=budget), src.meta, path=path, progress=progress):
+    error naming the row (the kernels index accumulators with them), and so is a row breaking
+    ``claim`` (a caller relying on the stored order)."""
+    for batch, cols in checked(src.iter_batches(budget=budget), src.meta, path=path, progress=progress,
+                               start=src.start, claim=claim):
         yield np.stack(cols), batch
 
 

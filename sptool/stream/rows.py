@@ -33,7 +33,7 @@ def feature_rows(src, prepare: Callable, *, budget: Budget, tmp_dir=None, progre
     def pairs():
         for batch, _ in sorted_batches(src, tuple(range(K)), budget=budget, tmp_dir=tmp_dir, progress=progress,
                                        keys=False, duplicates="keep" if unique else "sum",
-                                       verify="unique" if unique else "order"):
+                                       verify="unique" if unique else None):
             if batch.num_rows:
                 yield batch_keys(batch, K), prepare(batch)
 
