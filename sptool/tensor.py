@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 
 from . import _kernels
-from ._messages import out_of_bounds
+from ._messages import out_of_bounds, repeated
 from .errors import DataError, UsageError
 from .format import VALUE_TYPES, TensorMeta, default_fill, value_type_of_dtype
 from .io import MemorySource, check_shape
@@ -158,8 +158,16 @@ class SparseTensor:
         return self._meta
 
     def as_source(self):
-        """This tensor as a streaming source, so that every op takes it where it takes a path."""
-        return MemorySource(self.meta, self.keys, self.values)  # a view: batches copy their slices
+        """This tensor as a streaming source, so that every op takes it where it takes a path.  A
+        claim of unique rows in no full sort order, which no streaming pass checks
+        (TensorMeta.trusted), is checked here first, all the rows being at hand."""
+        meta = self.meta
+        if meta.trusted() is not meta:
+            row = first_repeat(self.keys, self.shape)
+            if row >= 0:
+                raise DataError(f"{repeated(row, self.keys, row)}, although the tensor says unique true",
+                                path="<memory>")
+        return MemorySource(meta, self.keys, self.values)  # a view: batches copy their slices
 
     @property
     def keys(self) -> np.ndarray:

@@ -537,3 +537,128 @@ def test_reduce_where_the_pieces_stand_checks_the_order_it_cuts_by(client, tmp_p
     assert isinstance(on_cluster, sptool.DataError) and str(on_cluster) == str(on_one)
     assert f"indices[{_first_out_of_order(stored)}] = " in str(on_cluster) and "out of order" in str(on_cluster)
     _no_leftovers(tmp_path, ["in"])
+
+
+def _seamed_dir(tmp_path, rows_b_edit, *, nullable=False):
+    """A directory of a canonical (40, 10) tensor in two parts of row groups of 20, the second
+    part's rows edited by ``rows_b_edit(rows)`` (returning the rows, or (rows, null row)), its
+    metadata still the canonical one: (path, all rows as stored)."""
+    shape = (40, 10)
+    idx = np.stack(np.unravel_index(np.arange(400), shape), axis=1)
+    val = np.arange(400, dtype=np.int64)
+    d = tmp_path / "in"
+    d.mkdir()
+    stored = []
+    for i, (rows, vals) in enumerate(((idx[:205], val[:205]), (idx[205:], val[205:]))):
+        path = str(d / f"part-00000{i}.parquet")
+        sptool.write(sptool.SparseTensor(rows, vals, shape), path)
+        file = pq.ParquetFile(path)
+        kept = {k: v for k, v in file.metadata.metadata.items() if k != b"ARROW:schema"}
+        null = None
+        if i == 1:
+            rows = rows_b_edit(rows.copy())
+            rows, null = rows if isinstance(rows, tuple) else (rows, None)
+        cols = [pa.array(rows[:, k], mask=None if null is None or k else np.arange(len(rows)) == null)
+                for k in range(2)]
+        schema = pa.schema([pa.field(f"indices_{k}", pa.int64(), nullable) for k in range(2)]
+                           + [pa.field("values", pa.int64(), nullable)])
+        pq.write_table(pa.table([*cols, pa.array(vals)], schema=schema).replace_schema_metadata(kept), path,
+                       row_group_size=20)
+        stored.append(rows)
+    return str(d) + "/", np.concatenate(stored)
+
+
+def _set_last_lead(rows):
+    rows[-1, 0] = 45  # beyond the shape, still in order
+    return rows
+
+
+@pytest.mark.parametrize("case", ["an index beyond the shape", "a null index"])
+def test_reduce_where_the_pieces_stand_refuses_a_bad_part_as_one_machine(client, tmp_path, case):  # noqa: F811
+    """The seamed path's own checks (the seam's value, the leading dimension's order) do not stand in
+    for the errors one machine gives: an index beyond the shape names its row (the task reads its
+    input a second time for it), and a null index is E_NULL_INDEX, not a decoding failure."""
+    edit = _set_last_lead if case == "an index beyond the shape" else (lambda rows: (rows, 30))
+    src, stored = _seamed_dir(tmp_path, edit, nullable=case == "a null index")
+    op = "sum" if case == "an index beyond the shape" else "max"  # sum: the reduced column left unread
+    errors = []
+    with distributed.get_task_stream(client) as stream:
+        for run in (lambda: sptool.distributed.reduce(src, str(tmp_path / "out") + "/", op=op, axis=1,
+                                                      client=client),
+                    lambda: sptool.reduce(src, str(tmp_path / "local.parquet"), op=op, axis=1)):
+            with pytest.raises(sptool.SptoolError) as e:
+                run()
+            errors.append(e.value)
+    assert _tasks(stream, "seamed_task")
+    assert type(errors[0]) is type(errors[1]) and str(errors[0]) == str(errors[1])
+    if case == "an index beyond the shape":
+        row = int(np.flatnonzero(stored[:, 0] >= 40)[0])  # NumPy's first row beyond the shape
+        assert f"indices[{row}] = [45,9] is out of bounds" in str(errors[0])
+    else:
+        assert "E_NULL_INDEX" in str(errors[0])
+
+
+def test_reduce_by_partials_names_the_first_break_when_a_piece_breaks_twice(client, tmp_path, rng):  # noqa: F811
+    """A repeat at a piece's first row and another inside it: the first, at the seam, is the one
+    one machine names (the failing piece's first row is still compared with the piece before)."""
+    from sptool.distributed.pieces import pieces_of
+
+    src, stored = _lying_file(tmp_path, rng, (1500, 1500))
+    assert 1500 in [p.start for p in pieces_of(src, 2)]
+    file = pq.ParquetFile(src)
+    table = file.read()
+    perm = np.arange(table.num_rows)
+    perm[1505] = perm[1504]  # a second repeat, later in the same piece
+    kept = {k: v for k, v in file.metadata.metadata.items() if k != b"ARROW:schema"}
+    pq.write_table(table.take(perm).replace_schema_metadata(kept), src, row_group_size=100)
+    stored = stored[perm]
+    repeats = np.flatnonzero(np.all(stored[1:] == stored[:-1], axis=1)) + 1  # NumPy: rows equal to the one before
+    assert repeats[:2].tolist() == [1500, 1505]
+    on_cluster, on_one = _reduce_both(client, tmp_path, src, "max")
+    assert str(on_cluster) == str(on_one) and "indices[1500] = " in str(on_cluster)
+
+
+def test_an_in_memory_claim_of_unique_rows_is_checked_before_it_is_acted_on(tmp_path, rng):
+    """An in-memory tensor claiming unique rows in no order, one repeated: add refuses it at the
+    repeat (NumPy's first row equal to an earlier one) instead of writing a file that claims unique
+    rows and holds the repeat."""
+    idx = np.unique(_rows(rng, 300), axis=0)
+    rng.shuffle(idx)
+    idx[120] = idx[50]
+    t = sptool.SparseTensor(idx, np.ones(len(idx)), SHAPE, unique=True)
+    with pytest.raises(sptool.DataError, match=r"indices\[120\] = .* is repeated, although the tensor says"):
+        sptool.add(t, t, str(tmp_path / "o.parquet"))
+    assert not (tmp_path / "o.parquet").exists()
+
+
+@pytest.mark.parametrize("name", ["transpose", "reorder"])
+@pytest.mark.parametrize("swap", [(1650, 1651), (2210, 2210)], ids=["out of order", "a repeat"])
+def test_an_op_on_key_ranges_refuses_a_broken_claim_as_one_machine(client, tiny, tmp_path, rng, name, swap):  # noqa: F811
+    """Ops that shuffle rows into key ranges check the operand's claims as its pieces are cut, so a
+    lying file is the single machine's error, naming the file and NumPy's row (the ranges' own
+    checks had named a scratch file and a row counted within the range)."""
+    src, stored = _lying_file(tmp_path, rng, swap)
+    kw = {"order": (2, 1, 0)} if name == "reorder" else {}
+    with pytest.raises(sptool.DataError) as on_cluster:
+        getattr(sptool.distributed, name)(src, str(tmp_path / "out") + "/", memory=tiny, client=client, **kw)
+    with pytest.raises(sptool.DataError) as on_one:
+        getattr(sptool, name)(src, str(tmp_path / "local.parquet"), memory=tiny, **kw)
+    assert str(on_cluster.value) == str(on_one.value)
+    row = swap[0] if swap[0] == swap[1] else _first_out_of_order(stored)
+    assert f"indices[{row}] = " in str(on_cluster.value) and on_cluster.value.path == src
+    _no_leftovers(tmp_path, ["lying.parquet"])
+
+
+def test_info_reports_a_one_part_directorys_claims_as_stored_on_a_cluster(client, tmp_path, rng):  # noqa: F811
+    """A claim of unique rows in no order is not acted on, but info reports it as the part stores
+    it, whether its footer is read here or on the cluster."""
+    idx = np.unique(_rows(rng, 300), axis=0)
+    rng.shuffle(idx)
+    d = tmp_path / "in"
+    d.mkdir()
+    sptool.write(sptool.SparseTensor(idx, np.ones(len(idx)), SHAPE, unique=True), str(d / "part-000000.parquet"))
+    stored = pq.read_metadata(str(d / "part-000000.parquet")).metadata[b"sptool"]
+    assert b'"unique":true' in stored and b'"sort_order":[]' in stored
+    here = sptool.info(str(d) + "/")
+    there = sptool.distributed.info(str(d) + "/", client=client)
+    assert here["unique"] is True and there["unique"] is True and here["sort_order"] == there["sort_order"] == []

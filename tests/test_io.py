@@ -255,11 +255,14 @@ def test_read_chunks_stops_cleanly(tmp_path, rng):
     path = str(tmp_path / "g.parquet")
     table = _many_row_groups(path, rng)
     pf = pq.ParquetFile(path)
+    # Only this read's threads: an earlier test's abandoned read may still be winding down.
+    before = set(threading.enumerate())
     it = read_chunks(path, pf, plan_chunks(pf.metadata, range(28), 40, 2), batch_rows=40, threads=2)
     first = next(it)
     assert first.column("a").equals(table.column("a").slice(0, first.num_rows).combine_chunks())
+    assert [t for t in set(threading.enumerate()) - before if t.name.startswith("sptool-read")]  # it read on threads
     it.close()
-    assert not [t for t in threading.enumerate() if t.name.startswith("sptool-read")]
+    assert not [t for t in set(threading.enumerate()) - before if t.name.startswith("sptool-read")]
 
 
 def test_source_reads_many_row_groups_in_order(tmp_path, rng, tiny_batches):

@@ -37,8 +37,10 @@ class ClaimedRows(TensorSource):
         for batch in self.src.iter_batches(batch_rows, budget=budget):
             if batch.num_rows and not any(batch.column(k).null_count for k in range(K)):
                 keys = batch_keys(batch, K)
+                # The first row before the check: a piece that fails still meets the one before.
+                self.edges = (keys[:, :1] if self.edges is None else self.edges[0], None)
                 self.check.check(keys)
-                self.edges = (keys[:, :1] if self.edges is None else self.edges[0], keys[:, -1:])
+                self.edges = (self.edges[0], keys[:, -1:])
             yield batch
 
 
@@ -52,7 +54,7 @@ def claimed_task(fn, piece: Piece, output: str, *, meta: TensorMeta, note: str =
     except DataError as e:
         if rows.check.failed_at < 0:  # not the claim's: the op's own error
             raise
-        return None, (e, rows.check.failed_at), None, peak_rss()
+        return rows.edges, (e, rows.check.failed_at), None, peak_rss()
     with open_source(output) as written:
         return rows.edges, None, written.meta, peak_rss()
 
@@ -71,24 +73,23 @@ def claim_piece(piece: Piece, meta: TensorMeta, order, unique: bool, note: str, 
             if not batch.num_rows or any(c.null_count for c in batch.columns):
                 continue
             keys = batch_keys(batch, meta.sparse_ndim)
+            first = keys[:, :1] if first is None else first  # before the check: see ClaimedRows
             check.check(keys)
-            first = keys[:, :1] if first is None else first
             last = keys[:, -1:]
     except DataError as e:
-        return None, (e, check.failed_at), peak_rss()
+        return (None if first is None else (first, None)), (e, check.failed_at), peak_rss()
     return (None if first is None else (first, last)), None, peak_rss()
 
 
 def raise_first_failure(pieces: list[Piece], found: list[tuple], meta: TensorMeta, order, unique: bool, *,
                         note: str, name: str) -> None:
     """The first violation in row order of the claim, if any, from each piece's (edges, failure)
-    (``found``, in piece order) and the seams between non-empty pieces, raised as one machine
-    raises it of the operand named ``name``."""
+    (``found``, in piece order; a failed piece's edges hold its first row only) and the seams
+    between non-empty pieces, raised as one machine raises it of the operand named ``name``."""
     failures, last = [], None
     for piece, (edges, failure) in zip(pieces, found):
         if failure is not None:
             failures.append((failure[1], failure[0]))
-            last = None  # rows past a failure are not compared
         if edges is None:
             continue
         if last is not None:  # the seam: the previous non-empty piece's last row, then this one's first
@@ -99,7 +100,7 @@ def raise_first_failure(pieces: list[Piece], found: list[tuple], meta: TensorMet
                 seam.check(edges[0])
             except DataError as e:
                 failures.append((piece.start, e))
-        last = edges[1]
+        last = edges[1]  # None past a failure: the rows after it are not compared
     if failures:
         raise min(failures, key=lambda f: f[0])[1]
 

@@ -34,9 +34,10 @@ class Footer:
 
 
 def footer(path: str) -> tuple:
-    """One part's checked footer (a task): (Footer, TensorMeta, the worker's peak memory)."""
+    """One part's checked footer (a task): (Footer, its trusted and its stored TensorMeta, the
+    worker's peak memory)."""
     part = read_part(path)
-    return Footer(path, part.file.metadata, part.file.schema_arrow), part.meta, peak_rss()
+    return Footer(path, part.file.metadata, part.file.schema_arrow), part.meta, part.stored, peak_rss()
 
 
 def open_directory(client, path: str) -> ParquetSource:
@@ -44,7 +45,7 @@ def open_directory(client, path: str) -> ParquetSource:
 
     def read_parts(paths: list[str]) -> list[Part]:
         read = follow(client, [client.submit(footer, p, pure=False) for p in paths], Outcome())
-        return [Part(p, f, meta) for p, (f, meta, _) in zip(paths, read)]
+        return [Part(p, f, meta, stored) for p, (f, meta, stored, _) in zip(paths, read)]
 
     return open_dataset(path, read_parts)
 

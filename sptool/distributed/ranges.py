@@ -70,7 +70,7 @@ from ..io import (
     sibling_name,
 )
 from ..stream.bounds import checked
-from ..stream.order import already_sorted
+from ..stream.order import already_sorted, claim_check
 from ..stream.sort import KeyCodec, merge_rows, merge_sorted, run_rows, sort_run
 from .cluster import worker_count
 from .partdir import PartDirectory, check_output
@@ -121,7 +121,8 @@ def sample(piece: Piece, order, count: int, budget: Budget) -> tuple[np.ndarray,
     return (np.concatenate(taken) if taken else codec.encode(np.empty((K, 0), dtype=np.int64))), peak_rss()
 
 
-def partition(piece: Piece, index: int, splitters: np.ndarray, order, root: str, budget: Budget) -> tuple:
+def partition(piece: Piece, index: int, splitters: np.ndarray, order, root: str, budget: Budget,
+              claims: TensorMeta | None = None) -> tuple:
     """Write the piece's rows of each key range to ``root/range-r/piece-index.arrows``; the rows
     per range."""
     src = PieceSource(piece)
@@ -131,9 +132,11 @@ def partition(piece: Piece, index: int, splitters: np.ndarray, order, root: str,
     shuffled = meta.with_(sort_order=(), unique=False, nnz=None)
     sinks = {}
     try:
-        # An error names the operand and the row from its start, as on one machine.
+        # An error names the operand and the row from its start, as on one machine; so does a
+        # row breaking the operand's claims (``claims``: as one machine opens it, which may claim
+        # less than a part), which its ranges carry on.
         for batch, cols in checked(src.iter_batches(budget=budget), meta, path=piece.operand or piece.path,
-                                   start=piece.start):
+                                   start=piece.start, claim=claim_check(src, claims) if claims else None):
             ranges = np.searchsorted(splitters, codec.encode(np.stack(cols)), side="right")
             if len(splitters) < 2**16 - 1:  # NumPy's stable sort of 16-bit integers is a radix sort
                 ranges = ranges.astype(np.uint16)
@@ -158,7 +161,8 @@ def partition(piece: Piece, index: int, splitters: np.ndarray, order, root: str,
     return counts, peak_rss()
 
 
-def partition_sorted(piece: Piece, index: int, order, root: str, count: int, budget: Budget) -> tuple:
+def partition_sorted(piece: Piece, index: int, order, root: str, count: int, budget: Budget,
+                     claims: TensorMeta | None = None) -> tuple:
     """The piece's rows sorted by key, in runs of the sort's size within ``budget``, written to
     ``root/piece-index.arrows`` (an Arrow IPC file, a record batch per run: the packed key, then
     the columns the key does not rebuild, values only for a full dimension order), so that a
@@ -189,9 +193,11 @@ def partition_sorted(piece: Piece, index: int, order, root: str, count: int, bud
         runs += 1
 
     try:
-        # An error names the operand and the row from its start, as on one machine.
+        # An error names the operand and the row from its start, as on one machine; so does a
+        # row breaking the operand's claims (``claims``: as one machine opens it, which may claim
+        # less than a part), which its ranges carry on.
         for batch, cols in checked(src.iter_batches(budget=budget), meta, path=piece.operand or piece.path,
-                                   start=piece.start):
+                                   start=piece.start, claim=claim_check(src, claims) if claims else None):
             pending.append(batch)
             keys.append(codec.encode(np.stack(cols)))
             held += batch.num_rows
@@ -477,16 +483,16 @@ def range_map(client, operands: list[tuple[list[Piece], TensorMeta]], order, fn,
     if keyed is not None:  # the splitters from the parts' edges, here: no sample round
         samples, splitters = [], edge_splitters(keyed, ranges)
     elif sort:  # the partition tasks sort each piece and sample it; the splitters come after them
-        counts = [[client.submit(partition_sorted, p, i, order, root, count, budget, pure=False)
-                   for i, p in enumerate(op_pieces)] for (op_pieces, _), root in zip(operands, roots)]
+        counts = [[client.submit(partition_sorted, p, i, order, root, count, budget, meta, pure=False)
+                   for i, p in enumerate(op_pieces)] for (op_pieces, meta), root in zip(operands, roots)]
         samples = []
         splitters = client.submit(pooled_splitters, [f for operand in counts for f in operand], ranges, pure=False)
     else:
         samples = [client.submit(sample, p, order, count, budget, pure=False) for p in pieces]
         splitters = client.submit(pooled_splitters, samples, ranges, pure=False)
-    for (op_pieces, _), root in zip(operands, roots):
+    for (op_pieces, meta), root in zip(operands, roots):
         if not direct and not sort:
-            counts.append([client.submit(partition, p, i, splitters, order, root, budget, pure=False)
+            counts.append([client.submit(partition, p, i, splitters, order, root, budget, meta, pure=False)
                            for i, p in enumerate(op_pieces)])
     metas = [meta for _, meta in operands]
     if keyed is not None:

@@ -95,12 +95,17 @@ class SeamedPiece(ParquetSource):
 
     def part_batches(self, part, batch_rows, *, groups=None, columns=None, prepare=None):
         span_groups, value, keep, piece = self._spans[id(part)]
+        if part is self.parts[0]:
+            self.last = None  # every read from the start begins again (an error's row is read twice)
         name = self.name
         ended = False  # a row other than the seam's value was read
 
         def cut(batch):  # on the decoding threads, as the op's own prepare (the reduce's kernel) runs there
             n = batch.num_rows
-            column = batch.column(batch.schema.get_field_index(name)).to_numpy()
+            column = batch.column(batch.schema.get_field_index(name))
+            if column.null_count:  # refused once read (E_NULL_INDEX), as on one machine
+                return batch, None, _Seen(column.to_numpy(zero_copy_only=False)[:0], n, -1, n)
+            column = column.to_numpy()
             other, last_hit = n, -1
             if value is not None:
                 (batch, column), other, last_hit = _where(batch, column, value, keep)
@@ -122,7 +127,9 @@ class SeamedPiece(ParquetSource):
                 yield batch if prepare is None else (batch, prepared)
 
     def _refuse(self, piece: Piece):
-        meta = open_source(piece.path).meta
+        # The claims one machine checks: the directory's where it claims an order, else the part's,
+        # which the plan trusted.
+        meta = self.meta if self.meta.sort_order else open_source(piece.path).meta
         failure = claim_piece(piece, meta, meta.sort_order, meta.unique, "", self.budget)[1]
         if failure is not None:
             raise failure[0]

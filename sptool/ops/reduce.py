@@ -306,12 +306,7 @@ def _reduced(src, step: Reduction, budget: Budget, tmp_dir, progress):
     # dimensions (the groups end where they change), the whole claimed order before summing
     # duplicates, and uniqueness where it is trusted.  A lying file gave an internal error, or
     # the max of unsummed duplicates.
-    check = None
-    if single and (dedup or op != "sum"):
-        check = ClaimCheck(meta, order, not dedup, path=path)
-    elif single and prefix:
-        check = ClaimCheck(meta, range(len(prefix)), False, path=path,
-                           row_keys=lambda at: _row_keys(src, at - src.start))
+    check = ClaimCheck(meta, order, not dedup, path=path) if single and (dedup or op != "sum") else None
     if check is not None:
         check.tracker.offset = src.start
     dims = list(prefix) + list(rest)
@@ -339,8 +334,15 @@ def _reduced(src, step: Reduction, budget: Budget, tmp_dir, progress):
                                              values_of(batch, n, batch.num_columns - 1), dim_bounds)
 
             # A claim of unique rows to check needs every index column: no projection then.
-            whole = check is not None and check.row_keys is None
-            projected = None if whole else projected_batches(src, dims, budget=budget, prepare=prepare)
+            projected = None if check is not None else projected_batches(src, dims, budget=budget, prepare=prepare)
+            leading = None  # the order's leading kept dimensions, where only they are relied on
+            if check is None and prefix:
+                if projected is not None:  # only those columns read: the error reads its row again
+                    leading = ClaimCheck(meta, range(len(prefix)), False, path=path,
+                                         row_keys=lambda at: _row_keys(src, at - src.start))
+                else:
+                    leading = ClaimCheck(meta, prefix, False, path=path)
+                leading.tracker.offset = src.start
             read = dims if projected is not None else dims + [d for d in range(K) if d not in dims]
             all_bounds = [int(meta.shape[d]) for d in read]
             where = list(range(len(dims))) if projected is not None else read
@@ -350,10 +352,10 @@ def _reduced(src, step: Reduction, budget: Budget, tmp_dir, progress):
                 n = batch.num_rows
                 if not n:
                     continue
-                if whole:
+                if check is not None:
                     check.check_batch(batch)
-                elif check is not None:
-                    check.check(columns_of(batch, where[:len(prefix)]))
+                elif leading is not None:
+                    leading.check(columns_of(batch, range(len(prefix)) if projected is not None else range(K)))
                 if isinstance(partial, tuple):
                     got = reducer.merge_block(*partial)
                 elif partial is not None:

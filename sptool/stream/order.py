@@ -70,11 +70,11 @@ class ClaimCheck:
                         f"unique {str(bool(meta.unique)).lower()}{self.note}", path=self.path)
 
 
-def claim_check(src) -> ClaimCheck | None:
+def claim_check(src, meta=None) -> ClaimCheck | None:
     """The check of what ``src`` claims (its order, and unique rows where it claims them in a
-    full order: TensorMeta.trusted), counting rows from the input's first; None when it claims no
-    order."""
-    meta = src.meta
+    full order: TensorMeta.trusted; or what ``meta`` claims, for a piece of a larger input),
+    counting rows from the input's first; None when it claims no order."""
+    meta = src.meta if meta is None else meta
     if not meta.sort_order:
         return None
     check = ClaimCheck(meta, meta.sort_order, meta.unique, path=src.path)
