@@ -28,7 +28,7 @@ def detect_order(keys: np.ndarray, claimed: tuple | None = None) -> tuple[tuple,
     """(sort_order, unique) that (K, n) keys (any strides) satisfy, in one O(n) pass of the
     compiled adjacent-row check: the ``claimed`` full order (else row-major) when the rows
     follow it, with uniqueness exact; otherwise no order () and uniqueness unknown (None),
-    which only a sort can tell (``unique_by_sorting``)."""
+    which only a sort can tell (``first_repeat``)."""
     K, n = keys.shape
     target = tuple(claimed) if claimed is not None and len(claimed) == K else tuple(range(K))
     if n <= 1:
@@ -46,25 +46,28 @@ def detect_order(keys: np.ndarray, claimed: tuple | None = None) -> tuple[tuple,
 
 
 def first_repeat(keys: np.ndarray, shape) -> int:
-    """The first of the (K, n) keys equal to an earlier one, or -1 (a stable sort of their codes,
-    then neighbours compared)."""
+    """The first of the (K, n) keys equal to an earlier one, or -1: their sort keys (the external
+    sort's codec: packed integers, or byte strings when the shape is too wide) sorted, then
+    neighbours compared; which row repeats is found (a stable argsort) only when one does."""
     K, n = keys.shape
     if n <= 1:
         return -1
     codes = KeyCodec(tuple(shape[:K]), tuple(range(K)), K).encode(np.ascontiguousarray(keys))
+    ordered = np.sort(codes)
+    if not (ordered[1:] == ordered[:-1]).any():
+        return -1
     order = np.argsort(codes, kind="stable")
-    again = np.flatnonzero(codes[order][1:] == codes[order][:-1]) + 1
-    return int(order[again].min()) if len(again) else -1
+    ordered = codes[order]
+    return int(order[np.flatnonzero(ordered[1:] == ordered[:-1]) + 1].min())
 
 
-def unique_by_sorting(keys: np.ndarray, shape) -> bool:
-    """Whether no two of the (K, n) keys are equal: their sort keys (the external sort's codec:
-    packed integers, or byte strings when the shape is too wide) sorted, then neighbours compared."""
-    K, n = keys.shape
-    if n <= 1:
-        return True
-    codes = np.sort(KeyCodec(tuple(shape[:K]), tuple(range(K)), K).encode(np.ascontiguousarray(keys)))
-    return not (codes[1:] == codes[:-1]).any()
+def refuse_repeats(keys: np.ndarray, shape, *, path: str, says: str) -> None:
+    """A claim of unique rows in no full sort order (which no streaming pass checks:
+    TensorMeta.trusted) checked where every row is in memory: the first repeated row of the
+    (K, n) keys is an error; ``says`` names who claims it."""
+    row = first_repeat(keys, shape)
+    if row >= 0:
+        raise DataError(f"{repeated(row, keys, row)}, although {says} unique true", path=path)
 
 
 class SparseTensor:
@@ -163,10 +166,7 @@ class SparseTensor:
         (TensorMeta.trusted), is checked here first, all the rows being at hand."""
         meta = self.meta
         if meta.trusted() is not meta:
-            row = first_repeat(self.keys, self.shape)
-            if row >= 0:
-                raise DataError(f"{repeated(row, self.keys, row)}, although the tensor says unique true",
-                                path="<memory>")
+            refuse_repeats(self.keys, self.shape, path="<memory>", says="the tensor says")
         return MemorySource(meta, self.keys, self.values)  # a view: batches copy their slices
 
     @property
@@ -204,7 +204,7 @@ class SparseTensor:
         copy of the keys (once; ``meta.unique`` then says so too)."""
         meta = self.meta
         if not self._unique_known:
-            self._meta = meta.with_(unique=unique_by_sorting(self.keys, self.shape))
+            self._meta = meta.with_(unique=first_repeat(self.keys, self.shape) < 0)
             self._unique_known = True
         return self._meta.unique
 

@@ -56,7 +56,7 @@ def test_ranges_merged_from_sorted_runs_are_the_stable_sort(tmp_path, rng, order
     codec = KeyCodec(meta.shape, order, 3)
     root = tmp_path / "shuffle"
     root.mkdir()
-    results = [partition_sorted(p, i, order, str(root), 64, budget) for i, p in enumerate(pieces)]
+    results = [partition_sorted(p, i, order, str(root), 64, budget, meta) for i, p in enumerate(pieces)]
     runs = [runs for _, runs, _, _ in results]
     assert runs[1] == 0 and min(runs[0], runs[2], runs[3]) > 1, runs
     assert [rows for _, _, rows, _ in results] == [300, 0, 451, 128]

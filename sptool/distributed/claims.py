@@ -21,20 +21,26 @@ from .progress import Outcome, follow
 
 class ClaimedRows(TensorSource):
     """A piece's rows (``src``, a PieceSource) checked against ``meta``'s claimed order and
-    uniqueness as they pass on to the op reading them, counted from the operand's first row;
-    ``edges``: the first and last coordinates read ((K, 1) arrays), or None.  Rows with a null
-    index are left to the op's reading, which refuses them."""
+    uniqueness (or ``order`` and ``unique`` when given) as they pass on to the op reading them,
+    counted from the operand's first row; ``edges``: the first and last coordinates read ((K, 1)
+    arrays; the last None after a failure), or None.  Rows with a null index are left to the
+    op's reading, which refuses them."""
 
-    def __init__(self, src, meta: TensorMeta, *, note: str = ""):
+    def __init__(self, src, meta: TensorMeta, *, order=None, unique: bool | None = None, note: str = ""):
         super().__init__(src.path, src.meta, src.schema)
         self.src, self.start = src, src.start
-        self.check = ClaimCheck(meta, meta.sort_order, meta.unique, path=src.path, note=note)
+        self.check = ClaimCheck(meta, meta.sort_order if order is None else order,
+                                meta.unique if unique is None else unique, path=src.path, note=note)
         self.check.tracker.offset = src.start
         self.edges = None
 
     def iter_batches(self, batch_rows=None, *, budget=None):
+        return self.watched(self.src.iter_batches(batch_rows, budget=budget))
+
+    def watched(self, batches):
+        """``batches`` (of the piece, in order, beginning with its index columns), checked."""
         K = self.meta.sparse_ndim
-        for batch in self.src.iter_batches(batch_rows, budget=budget):
+        for batch in batches:
             if batch.num_rows and not any(batch.column(k).null_count for k in range(K)):
                 keys = batch_keys(batch, K)
                 # The first row before the check: a piece that fails still meets the one before.
@@ -64,21 +70,14 @@ def claim_piece(piece: Piece, meta: TensorMeta, order, unique: bool, note: str, 
     for no row, the failure (the DataError and its row) or None, the worker's peak memory).  A
     piece holding nulls in an index column is left to the job's reading, which refuses it."""
     src = PieceSource(piece)
-    check = ClaimCheck(meta, order, unique, path=src.path, note=note)
-    check.tracker.offset = piece.start
+    rows = ClaimedRows(src, meta, order=order, unique=unique, note=note)
     names = [f"indices_{d}" for d in range(meta.sparse_ndim)]
-    first = last = None
     try:
-        for batch in src.part_batches(src.parts[0], src.batch_rows(budget), columns=names):
-            if not batch.num_rows or any(c.null_count for c in batch.columns):
-                continue
-            keys = batch_keys(batch, meta.sparse_ndim)
-            first = keys[:, :1] if first is None else first  # before the check: see ClaimedRows
-            check.check(keys)
-            last = keys[:, -1:]
+        for _ in rows.watched(src.part_batches(src.parts[0], src.batch_rows(budget), columns=names)):
+            pass
     except DataError as e:
-        return (None if first is None else (first, None)), (e, check.failed_at), peak_rss()
-    return (None if first is None else (first, last)), None, peak_rss()
+        return rows.edges, (e, rows.check.failed_at), peak_rss()
+    return rows.edges, None, peak_rss()
 
 
 def raise_first_failure(pieces: list[Piece], found: list[tuple], meta: TensorMeta, order, unique: bool, *,

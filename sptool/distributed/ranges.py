@@ -122,7 +122,7 @@ def sample(piece: Piece, order, count: int, budget: Budget) -> tuple[np.ndarray,
 
 
 def partition(piece: Piece, index: int, splitters: np.ndarray, order, root: str, budget: Budget,
-              claims: TensorMeta | None = None) -> tuple:
+              claims: TensorMeta) -> tuple:
     """Write the piece's rows of each key range to ``root/range-r/piece-index.arrows``; the rows
     per range."""
     src = PieceSource(piece)
@@ -136,7 +136,7 @@ def partition(piece: Piece, index: int, splitters: np.ndarray, order, root: str,
         # row breaking the operand's claims (``claims``: as one machine opens it, which may claim
         # less than a part), which its ranges carry on.
         for batch, cols in checked(src.iter_batches(budget=budget), meta, path=piece.operand or piece.path,
-                                   start=piece.start, claim=claim_check(src, claims) if claims else None):
+                                   start=piece.start, claim=claim_check(src, claims)):
             ranges = np.searchsorted(splitters, codec.encode(np.stack(cols)), side="right")
             if len(splitters) < 2**16 - 1:  # NumPy's stable sort of 16-bit integers is a radix sort
                 ranges = ranges.astype(np.uint16)
@@ -162,7 +162,7 @@ def partition(piece: Piece, index: int, splitters: np.ndarray, order, root: str,
 
 
 def partition_sorted(piece: Piece, index: int, order, root: str, count: int, budget: Budget,
-                     claims: TensorMeta | None = None) -> tuple:
+                     claims: TensorMeta) -> tuple:
     """The piece's rows sorted by key, in runs of the sort's size within ``budget``, written to
     ``root/piece-index.arrows`` (an Arrow IPC file, a record batch per run: the packed key, then
     the columns the key does not rebuild, values only for a full dimension order), so that a
@@ -197,7 +197,7 @@ def partition_sorted(piece: Piece, index: int, order, root: str, count: int, bud
         # row breaking the operand's claims (``claims``: as one machine opens it, which may claim
         # less than a part), which its ranges carry on.
         for batch, cols in checked(src.iter_batches(budget=budget), meta, path=piece.operand or piece.path,
-                                   start=piece.start, claim=claim_check(src, claims) if claims else None):
+                                   start=piece.start, claim=claim_check(src, claims)):
             pending.append(batch)
             keys.append(codec.encode(np.stack(cols)))
             held += batch.num_rows

@@ -5,10 +5,9 @@ from __future__ import annotations
 import numpy as np
 
 from .._memory import budget_of
-from .._messages import repeated
-from ..errors import DataError, ResourceError
+from ..errors import ResourceError
 from ..io import TensorSource, open_sink, open_source, read_all, row_bytes
-from ..tensor import SparseTensor, first_repeat
+from ..tensor import SparseTensor, refuse_repeats
 
 # Holding N rows in memory costs the arrays plus the batches they are gathered from.
 _READ_COPIES = 3
@@ -46,13 +45,8 @@ def read(path: str, *, memory=None) -> SparseTensor:
             )
         indices, values, meta = read_all(src, budget=budget)
         stored = src.stored_meta
-        if stored.unique and not meta.unique:
-            # A claim of unique rows in no full order, which streaming does not act on
-            # (TensorMeta.trusted), is checked here, where every row is in memory.
-            row = first_repeat(indices.T, meta.shape)
-            if row >= 0:
-                raise DataError(f"{repeated(row, indices.T, row)}, although the metadata says unique true",
-                                path=src.path)
+        if stored.unique and not meta.unique:  # not acted on when streaming: checked here, and kept
+            refuse_repeats(indices.T, meta.shape, path=src.path, says="the metadata says")
             meta = meta.with_(unique=True)
     return SparseTensor.from_meta(indices, values, meta)
 

@@ -82,19 +82,14 @@ def claim_check(src, meta=None) -> ClaimCheck | None:
     return check
 
 
-def _claim_checked(stream, check: ClaimCheck, *, codes: bool = True):
-    for batch, keys in stream:
-        check.check_batch(batch, keys if codes else None)
+def _claim_checked(pairs, check: ClaimCheck, *, codes: bool = True):
+    """(batch, keys) pairs with their rows checked by ``check`` (by the keys when ``codes``: they
+    are the packed codes of its order).  A batch whose keys could not be made (an index out of
+    bounds, before a sort) is left to the sort to refuse."""
+    for batch, keys in pairs:
+        if batch.num_rows and not isinstance(keys, int):
+            check.check_batch(batch, keys if codes else None)
         yield batch, keys
-
-
-def _stored_checked(pairs, check: ClaimCheck):
-    """(batch, prepared) pairs going to a sort, their rows checked against the source's claims
-    first (a batch whose keys could not be made, an index out of bounds, is the sort's to refuse)."""
-    for batch, prepared in pairs:
-        if batch.num_rows and not isinstance(prepared, int):
-            check.check_batch(batch)
-        yield batch, prepared
 
 
 def sorted_batches(src, order, *, budget: Budget, tmp_dir=None, progress=None, keys: bool = True,
@@ -127,7 +122,7 @@ def sorted_batches(src, order, *, budget: Budget, tmp_dir=None, progress=None, k
     else:
         pairs = src.iter_prepared(key_preparer(meta, order), budget=budget)
         if check is not None:
-            pairs = _stored_checked(pairs, check)
+            pairs = _claim_checked(pairs, check, codes=False)  # the keys are of the requested order
         stream = sorted_stream(pairs, meta, order, keyed=True, path=src.path, budget=budget, tmp_dir=tmp_dir,
                                progress=progress)
     if verify == "unique" and not (check is not None and check.tracker.check_repeats):
