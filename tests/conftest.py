@@ -151,10 +151,13 @@ def cluster_client():
     import logging
 
     distributed = pytest.importorskip("distributed")
-    cluster = distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=":0",
-                                       silence_logs=logging.ERROR)
-    with cluster, distributed.Client(cluster) as client:
-        yield client
+    from sptool.distributed.cluster import keep_restarted_workers
+
+    with keep_restarted_workers():
+        cluster = distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True,
+                                           dashboard_address=":0", silence_logs=logging.ERROR)
+        with cluster, distributed.Client(cluster) as client:
+            yield client
 
 
 @pytest.fixture

@@ -66,11 +66,23 @@ def connect(spec: str):
     if workers < 1:
         raise UsageError("--scheduler local:N needs N >= 1 worker processes")
     # One thread per worker: sptool's kernels use their own threads within a task's --memory.
-    cluster = distributed.LocalCluster(n_workers=workers, threads_per_worker=1, processes=True,
-                                       dashboard_address=":0", preload=[__name__],
-                                       silence_logs=logging.ERROR)
-    with cluster, distributed.Client(cluster) as client:
-        yield client
+    with keep_restarted_workers():
+        cluster = distributed.LocalCluster(n_workers=workers, threads_per_worker=1, processes=True,
+                                           dashboard_address=":0", preload=[__name__],
+                                           silence_logs=logging.ERROR)
+        with cluster, distributed.Client(cluster) as client:
+            yield client
+
+
+def keep_restarted_workers():
+    """Dask config for a LocalCluster's lifetime: a killed worker's nanny starts a new process at
+    once, but the cluster also closes that nanny for good when, 'lost-worker-timeout' (15 s) after
+    a worker left, no worker of its name is registered; a worker killed twice 15 s apart is caught
+    restarting by the first kill's timer and lost (seen in CI, made again by hand).  An hour keeps
+    the restart: the nanny, not that timer, is what brings a local worker back."""
+    import dask
+
+    return dask.config.set({"distributed.deploy.lost-worker-timeout": "1h"})
 
 
 def dask_setup(worker=None) -> None:
