@@ -205,11 +205,15 @@ def test_killed_at_a_moment_then_run_again(tmp_path, inputs, command, moment, si
         check(tmp_path / out, inputs)
     if sig != signal.SIGKILL:
         assert "Traceback" not in err, err
-        if proc.returncode != 0:
-            assert proc.returncode == 130 and "interrupted; no output was written" in err, (proc.returncode, err)
+        if proc.returncode != 0 and "interrupted; no output was written" in err:
+            assert proc.returncode == 130, (proc.returncode, err)
             # nothing left, not even for the next run to sweep; a previous output untouched
             assert left == {"spill": None, **({out: len(previous)} if command in PREVIOUS else {})}, left
             assert command not in PREVIOUS or kept_previous
+        elif proc.returncode != 0:
+            # The signal landed after an output's commit: it is named, and whole (checked above).
+            assert proc.returncode == 130 and "(complete); nothing else was written" in err, (proc.returncode, err)
+            assert all(n == "spill" or n in outs for n in left), left
     else:
         # 0: it finished between the last look and the signal (its output is checked above)
         assert proc.returncode in (0, -signal.SIGKILL) or not reached
@@ -422,3 +426,45 @@ def test_a_scratch_directory_made_as_the_signal_lands_is_removed(tmp_path, monke
     assert len(os.listdir(spill)) == 2
     remove_live_scratch()
     assert os.listdir(spill) == [other.name]
+
+
+# -- a signal after the work is done -------------------------------------------------------------
+
+AFTER_COMMIT = """
+import os, signal, sys
+import click
+from sptool.cli import _console, main
+
+def interrupt():
+    os.kill(os.getpid(), signal.SIGINT)
+
+if sys.argv[1] == "summary":  # in the command, its output committed: as the summary line is printed
+    summary = _console.Job.summary
+    _console.Job.summary = lambda self, *a, **k: (interrupt(), summary(self, *a, **k))[1]
+else:  # after the command, as click closes the command line's context
+    close = click.Context.close
+    click.Context.close = lambda self: (self.parent is None and interrupt(), close(self))[1]
+sys.argv = ["sptool", *sys.argv[2:]]
+main()
+"""
+
+
+@pytest.mark.parametrize("when", ["summary", "close"])
+def test_a_signal_after_the_commit_says_what_was_written(tmp_path, inputs, when):
+    """Ctrl-C between the output's commit and the exit: inside the command it is an interruption
+    that names the output, whole (not "no output was written"); once the command has returned it
+    changes nothing (not click's "Aborted!", exit 1, after a command that succeeded)."""
+    argv, out, check = COMMANDS["reorder"]
+    (tmp_path / "spill").mkdir()
+    args = [str(inputs["dir"]) + a[2:] if a.startswith("IN/") else a for a in argv]
+    res = subprocess.run([sys.executable, "-P", "-c", AFTER_COMMIT, when, *args], cwd=tmp_path, capture_output=True,
+                         text=True, timeout=300, env={**os.environ, **SPILL_ENV, "TMPDIR": str(tmp_path / "spill")})
+    assert "Traceback" not in res.stderr and "Aborted" not in res.stderr, res.stderr
+    if when == "summary":
+        assert res.returncode == 130, res.stderr
+        assert res.stderr.strip().splitlines()[-1] == \
+            "sptool: interrupted after writing out.parquet (complete); nothing else was written", res.stderr
+    else:
+        assert res.returncode == 0, res.stderr
+    check(tmp_path / out, inputs)
+    assert _files(tmp_path) == {"spill": None, out: os.path.getsize(tmp_path / out)}

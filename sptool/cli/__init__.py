@@ -15,6 +15,7 @@ import traceback
 import click
 
 from .._collector import paused_for_imports
+from .._commits import record as record_commits
 from .._version import FORMAT_VERSION, __version__
 from ..errors import SptoolError
 from ._cluster import note_help, refuse_unless_distributed
@@ -61,13 +62,21 @@ class SptoolGroup(click.Group):
         return self.commands.get(name)
 
     def invoke(self, ctx: click.Context):
+        global _commits
         try:
             if _from_main:
                 # From here on an interrupted command cleans up (below); until now the early
                 # handler of sptool.__main__ exited at once, with nothing to clean.
                 signal.signal(signal.SIGINT, signal.default_int_handler)
                 signal.signal(signal.SIGTERM, _terminate)
-            return self._invoke_clearing_bars(ctx)
+            _commits = record_commits()
+            result = self._invoke_clearing_bars(ctx)
+            if _from_main:
+                # Done: what is left is the exit.  A signal now would reach click's own handler
+                # ("Aborted!", exit 1) after a command that succeeded.
+                signal.signal(signal.SIGINT, signal.SIG_IGN)
+                signal.signal(signal.SIGTERM, signal.SIG_IGN)
+            return result
         except SptoolError as e:
             _abort_outputs()
             _fail(ctx, str(e), e.exit_code)
@@ -78,7 +87,7 @@ class SptoolGroup(click.Group):
             ctx.exit(0)
         except KeyboardInterrupt:
             _abort_outputs()
-            err.print("sptool: interrupted; no output was written", highlight=False)
+            err.print(_interrupted_message(), highlight=False, markup=False)
             ctx.exit(130)
         except (click.exceptions.Exit, click.ClickException, click.exceptions.Abort):
             raise
@@ -209,6 +218,17 @@ def _abort_outputs():
 
         abort_live_targets()
         remove_live_scratch()
+
+
+_commits: list[str] = []  # the invoked command's committed outputs
+
+
+def _interrupted_message() -> str:
+    """Nothing was written, or (a signal landing between an output's commit and the exit, or
+    between two of split's outputs) what was, each output whole."""
+    if not _commits:
+        return "sptool: interrupted; no output was written"
+    return f"sptool: interrupted after writing {', '.join(_commits)} (complete); nothing else was written"
 
 
 def _terminate(signum, frame):

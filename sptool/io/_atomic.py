@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 
+from .._commits import committed
 from ..errors import UsageError
 from ._scratch import sibling_name, sweep
 from ._url import is_remote, kind_of, listing, local_only, local_path, make_dir, move, move_dir, remove_path, split
@@ -123,6 +124,7 @@ class AtomicTarget:
             return
         _LIVE.pop(id(self), None)
         move(self.tmp, self.final)  # a rename (a copy on an object store) that replaces the file
+        committed(self.final)
 
     def abort(self):
         remove_path(self.tmp)
@@ -172,6 +174,7 @@ def commit_all(targets: list[AtomicTarget]) -> None:
         raise
     for t in targets:
         _LIVE.pop(id(t), None)
+        committed(t.final)
     moved_aside = {t.final for t in targets}
     for src, old, _ in done:
         if src in moved_aside:
