@@ -407,11 +407,15 @@ def test_sigkill_at_many_points_leaves_all_old_or_all_new(tmp_path, optimizer, e
         journal = work / ".t.npy.journal"
         cmd = [os.path.join(os.path.dirname(sys.executable), "sptool"), "-q", "apply", str(work / "t.npy"), *paths,
                "--optimizer", optimizer, "--lr", "0.01", "--state", state, *extra]
+        # The setup's own apply left the journal: the transaction has begun once it changes.
+        before = _stamp(journal)
         proc = subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
         deadline = time.monotonic() + 60
-        while not journal.exists() and proc.poll() is None and time.monotonic() < deadline:
+        while _stamp(journal) == before and proc.poll() is None and time.monotonic() < deadline:
             time.sleep(0.002)
-        # Kill at once (mid-transaction: the first pause comes after the journal exists), at points
+        assert trial == 7 or proc.poll() is None, "the apply ended before the kill"
+        # Kill at once (as the journal first changes: its first block, or without fsync the earlier
+        # journal's checkpoint and removal; a pause follows either), at points
         # spread over the transaction (its pauses and the commit), and after it ended.
         time.sleep(0.0 if trial == 0 else rng.uniform(0, 0.3) if trial < 7 else 5.0)
         proc.send_signal(signal.SIGKILL)
@@ -423,6 +427,14 @@ def test_sigkill_at_many_points_leaves_all_old_or_all_new(tmp_path, optimizer, e
         assert not journal.exists()
         seen.append(_outcome(work, state, optimizer, old, new))
     assert "old" in seen and "new" in seen, seen
+
+
+def _stamp(path):
+    try:
+        st = os.stat(path)
+    except FileNotFoundError:
+        return None
+    return st.st_size, st.st_mtime_ns
 
 
 def _parse_journal(path):
