@@ -413,7 +413,6 @@ def test_sigkill_at_many_points_leaves_all_old_or_all_new(tmp_path, optimizer, e
         deadline = time.monotonic() + 60
         while _stamp(journal) == before and proc.poll() is None and time.monotonic() < deadline:
             time.sleep(0.002)
-        assert trial == 7 or proc.poll() is None, "the apply ended before the kill"
         # Kill at once (as the journal first changes: its first block, or without fsync the earlier
         # journal's checkpoint and removal; a pause follows either), at points
         # spread over the transaction (its pauses and the commit), and after it ended.
