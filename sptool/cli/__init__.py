@@ -70,13 +70,7 @@ class SptoolGroup(click.Group):
                 signal.signal(signal.SIGINT, signal.default_int_handler)
                 signal.signal(signal.SIGTERM, _terminate)
             _commits = record_commits()
-            result = self._invoke_clearing_bars(ctx)
-            if _from_main:
-                # Done: what is left is the exit.  A signal now would reach click's own handler
-                # ("Aborted!", exit 1) after a command that succeeded.
-                signal.signal(signal.SIGINT, signal.SIG_IGN)
-                signal.signal(signal.SIGTERM, signal.SIG_IGN)
-            return result
+            return self._invoke_clearing_bars(ctx)
         except SptoolError as e:
             _abort_outputs()
             _fail(ctx, str(e), e.exit_code)
@@ -98,6 +92,12 @@ class SptoolGroup(click.Group):
             _abort_outputs()
             _fail(ctx, f"internal error: {type(e).__name__}: {e} (run with --debug for a traceback)",
                   INTERNAL_ERROR)
+        finally:
+            if _from_main:
+                # The command has ended, its exit code decided: what is left is the exit.  A signal
+                # now would reach click's own handler ("Aborted!", exit 1), even after a success.
+                signal.signal(signal.SIGINT, signal.SIG_IGN)
+                signal.signal(signal.SIGTERM, signal.SIG_IGN)
 
     def _invoke_clearing_bars(self, ctx: click.Context):
         # A message printed under a live bar would be overdrawn, and a bar never stopped leaves
