@@ -1,6 +1,7 @@
-"""The outputs the command line's command has committed, for the message of an interruption that
-lands after a commit: between it and the exit, or between two of split's outputs.  Recorded only
-once the command line asks (``record``): a library's process would only see the list grow."""
+"""The paths the ``sptool`` script's command has committed (outputs moved into place, a table
+updated in place), for the message of an interruption that lands after a commit, before the exit.
+Recorded only once the script asks (``record``): a library's process would only see the list grow.
+Internal files committed too (spools, scratch) are gone by the time that message is written."""
 
 from __future__ import annotations
 

@@ -524,6 +524,8 @@ def kill_and_wait(client):
     sys.exit("the killed worker was not restarted within 60 s")
 
 with sptool.distributed.connect("local:1") as client:
+    import dask
+    assert dask.config.get("distributed.deploy.lost-worker-timeout") == "1h"  # whatever the timing below
     first = time.monotonic()
     kill_and_wait(client)
     # The first death's timer fires about LOST seconds after it: the second death is timed to be

@@ -211,9 +211,13 @@ def test_killed_at_a_moment_then_run_again(tmp_path, inputs, command, moment, si
             assert left == {"spill": None, **({out: len(previous)} if command in PREVIOUS else {})}, left
             assert command not in PREVIOUS or kept_previous
         elif proc.returncode != 0:
-            # The signal landed after an output's commit: it is named, and whole (checked above).
-            assert proc.returncode == 130 and "(complete); nothing else was written" in err, (proc.returncode, err)
-            assert all(n == "spill" or n in outs for n in left), left
+            # The signal landed after an output's commit: what is named is there, and whole
+            # (checked above); nothing else is.
+            assert proc.returncode == 130, (proc.returncode, err)
+            named = err.strip().splitlines()[-1].removeprefix("sptool: interrupted after writing ")
+            named = named.removesuffix(" (complete); nothing else was written").split(", ")
+            assert named and set(named) <= set(outs) and all((tmp_path / n).exists() for n in named), err
+            assert all(n == "spill" or n in named for n in left), (left, named)
     else:
         # 0: it finished between the last look and the signal (its output is checked above)
         assert proc.returncode in (0, -signal.SIGKILL) or not reached
@@ -468,3 +472,72 @@ def test_a_signal_after_the_commit_says_what_was_written(tmp_path, inputs, when)
         assert res.returncode == 0, res.stderr
     check(tmp_path / out, inputs)
     assert _files(tmp_path) == {"spill": None, out: os.path.getsize(tmp_path / out)}
+
+
+INTERRUPTED = """
+import os, signal, sys
+import numpy as np
+import sptool
+
+case = sys.argv[1]
+rng = np.random.default_rng(0)
+idx = np.unique(rng.integers(0, 200, (3000, 2)), axis=0)
+sptool.write(sptool.SparseTensor(idx, rng.standard_normal(len(idx)), (200, 200)), "a.parquet")
+if case == "split":  # Ctrl-C between two pieces' commits: split removes the first again (all or none)
+    from sptool.io import sink
+    commit, seen = sink.TensorSink.commit, []
+    def second_raises(self):
+        seen.append(self)
+        if len(seen) == 2:
+            raise KeyboardInterrupt
+        return commit(self)
+    sink.TensorSink.commit = second_raises
+    argv = ["split", "a.parquet", "--axis", "0", "-n", "4", "-o", "p-{i}.parquet"]
+elif case == "convert":  # Ctrl-C as the dense output is written, after convert's spool was committed
+    sptool.convert("a.parquet", "a.tns")
+    import sptool.ops.convert as convert
+    def interrupted(*a, **k):
+        raise KeyboardInterrupt
+    convert.write_dense = interrupted
+    argv = ["convert", "a.tns", "-o", "out.npy"]
+elif case == "apply":  # Ctrl-C after the table was updated in place, as the summary is printed
+    np.save("table.npy", np.zeros((200, 4), np.float32))
+    sptool.write(sptool.SparseTensor(np.array([[3], [7]]), np.ones((2, 4), np.float32), (200, 4)), "g.parquet")
+    from sptool.cli import _console
+    summary = _console.Job.summary
+    _console.Job.summary = lambda self, *a, **k: (os.kill(os.getpid(), signal.SIGINT), summary(self, *a, **k))[1]
+    argv = ["apply", "table.npy", "g.parquet", "--optimizer", "sgd", "--lr", "0.5"]
+else:  # a second Ctrl-C during the first one's cleanup
+    import sptool.io as io
+    from sptool.io import sink
+    write = sink.TensorSink.write_batch
+    sink.TensorSink.write_batch = lambda self, b: (os.kill(os.getpid(), signal.SIGINT), write(self, b))[1]
+    abort = io.abort_live_targets
+    io.abort_live_targets = lambda: (os.kill(os.getpid(), signal.SIGINT), abort())[1]
+    argv = ["reorder", "a.parquet", "--order", "1,0", "-o", "out.parquet"]
+from sptool.cli import main
+sys.argv = ["sptool", "-q", *argv]
+main()
+"""
+
+
+@pytest.mark.parametrize("case", ["split", "convert", "apply", "twice"])
+def test_an_interruption_names_only_what_is_there(tmp_path, case):
+    """What an interrupted command says it wrote is what the directory holds once it has exited:
+    not split's first piece, removed again; not convert's spool; the table apply updated in place;
+    and a second Ctrl-C during the cleanup still gives the interruption (130), not click's
+    "Aborted!"."""
+    res = subprocess.run([sys.executable, "-P", "-c", INTERRUPTED, case], cwd=tmp_path, capture_output=True,
+                         text=True, timeout=300)
+    assert res.returncode == 130 and "Traceback" not in res.stderr and "Aborted" not in res.stderr, res.stderr
+    last = res.stderr.strip().splitlines()[-1]
+    inputs = {"a.parquet"} | ({"a.tns"} if case == "convert" else set()) | \
+        ({"table.npy", "g.parquet", ".table.npy.journal"} if case == "apply" else set())  # applies accumulate there
+    if case == "apply":
+        assert last == "sptool: interrupted after writing table.npy (complete); nothing else was written", last
+        want = np.zeros((200, 4), np.float32)
+        want[[3, 7]] -= 0.5  # SGD, lr 0.5, gradient 1 in rows 3 and 7
+        assert np.array_equal(np.load(tmp_path / "table.npy"), want)
+    else:
+        assert last == "sptool: interrupted; no output was written", last
+    assert set(os.listdir(tmp_path)) == inputs

@@ -69,9 +69,10 @@ class SptoolGroup(click.Group):
                 # handler of sptool.__main__ exited at once, with nothing to clean.
                 signal.signal(signal.SIGINT, signal.default_int_handler)
                 signal.signal(signal.SIGTERM, _terminate)
-            _commits = record_commits()
+            _commits = record_commits() if _from_main else []
             return self._invoke_clearing_bars(ctx)
         except SptoolError as e:
+            _ignore_signals()
             _abort_outputs()
             _fail(ctx, str(e), e.exit_code)
         except BrokenPipeError:
@@ -80,24 +81,25 @@ class SptoolGroup(click.Group):
             os.dup2(devnull, sys.stdout.fileno())
             ctx.exit(0)
         except KeyboardInterrupt:
+            _ignore_signals()  # a second Ctrl-C would cut the cleanup short and reach click ("Aborted!")
             _abort_outputs()
             err.print(_interrupted_message(), highlight=False, markup=False)
             ctx.exit(130)
         except (click.exceptions.Exit, click.ClickException, click.exceptions.Abort):
             raise
         except MemoryError:
+            _ignore_signals()
             _abort_outputs()
             _fail(ctx, "ran out of memory; lower --memory or free some", 2)
         except Exception as e:  # noqa: BLE001 - the one place unexpected errors are reported
+            _ignore_signals()
             _abort_outputs()
             _fail(ctx, f"internal error: {type(e).__name__}: {e} (run with --debug for a traceback)",
                   INTERNAL_ERROR)
         finally:
-            if _from_main:
-                # The command has ended, its exit code decided: what is left is the exit.  A signal
-                # now would reach click's own handler ("Aborted!", exit 1), even after a success.
-                signal.signal(signal.SIGINT, signal.SIG_IGN)
-                signal.signal(signal.SIGTERM, signal.SIG_IGN)
+            # The command has ended, its exit code decided: what is left is the exit.  A signal
+            # now would reach click's own handler ("Aborted!", exit 1), even after a success.
+            _ignore_signals()
 
     def _invoke_clearing_bars(self, ctx: click.Context):
         # A message printed under a live bar would be overdrawn, and a bar never stopped leaves
@@ -172,7 +174,7 @@ def cli(ctx):
 
     \b
     Exit codes: 0 success (validate: valid), 1 bad data (validate: invalid),
-    2 bad usage or unreadable input, 3 internal error.
+    2 bad usage or unreadable input, 3 internal error, 130 interrupted.
     \b
     Format spec (version 1.0.0): SPEC.md, installed with sptool at
     {spec}
@@ -220,15 +222,33 @@ def _abort_outputs():
         remove_live_scratch()
 
 
-_commits: list[str] = []  # the invoked command's committed outputs
+def _ignore_signals():
+    if _from_main:  # the signal handlers are the script's, never a host process's
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)
+
+
+_commits: list[str] = []  # what the invoked command committed (sptool._commits), in the script only
 
 
 def _interrupted_message() -> str:
-    """Nothing was written, or (a signal landing between an output's commit and the exit, or
-    between two of split's outputs) what was, each output whole."""
-    if not _commits:
+    """Nothing was written, or (a signal landing after an output's commit, before the exit) what
+    was, whole.  Once the cleanup has run, a recorded path still there and not hidden is an
+    output: a spool, a scratch file or a piece split removed again (all or none) is gone."""
+    done = [p for p in dict.fromkeys(_commits) if not os.path.basename(p.rstrip("/")).startswith(".")
+            and _still_there(p)]
+    if not done:
         return "sptool: interrupted; no output was written"
-    return f"sptool: interrupted after writing {', '.join(_commits)} (complete); nothing else was written"
+    return f"sptool: interrupted after writing {', '.join(done)} (complete); nothing else was written"
+
+
+def _still_there(path: str) -> bool:
+    from ..io import kind_of
+
+    try:
+        return kind_of(path) is not None
+    except Exception:  # noqa: BLE001 - a store that does not answer now: not claimed as written
+        return False
 
 
 def _terminate(signum, frame):

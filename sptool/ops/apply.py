@@ -29,6 +29,7 @@ import numpy as np
 import pyarrow as pa
 
 from .. import _optim
+from .._commits import committed
 from .._memory import budget_of, parse_size
 from ..errors import DataError, InputError, Interrupted, ShapeMismatch, UsageError
 from ..io import batch_keys, batch_values, open_input
@@ -405,6 +406,7 @@ def _transaction(table, arr, sources, st: _State, params, budget, tmp_dir, progr
         journal.apply(work, pause=_pause, workers=workers)
     finally:
         held.release()
+    committed(table)  # updated in place: a signal from here on must not be told "nothing written"
     if held.signum is not None:
         name = signal.Signals(held.signum).name
         raise Interrupted(f"{name} arrived after the update was committed: it was applied in full first "
