@@ -265,6 +265,45 @@ def test_read_chunks_stops_cleanly(tmp_path, rng):
     assert not [t for t in set(threading.enumerate()) - before if t.name.startswith("sptool-read")]
 
 
+def test_an_abandoned_read_collected_by_gc_does_not_wait_for_its_threads(tmp_path, rng):
+    """A read abandoned in a reference cycle ends in a garbage collection, which may run where
+    joining a thread hangs (CPython collects inside sys._current_frames, holding the lock an
+    ending thread needs: a Dask worker's event loop hung so).  There its threads are told to
+    stop, not waited for: here they are held busy, and the collection still returns at once."""
+    import gc
+    import threading
+
+    from sptool.io._rowgroups import plan_chunks, read_chunks
+
+    path = str(tmp_path / "g.parquet")
+    _many_row_groups(path, rng)
+    pf = pq.ParquetFile(path)
+    gate, calls = threading.Event(), []
+
+    def prepare(batch):
+        calls.append(1)
+        if len(calls) > 1:  # the first batch returns; the threads then stay busy until the gate opens
+            gate.wait(60)
+        return batch.num_rows
+
+    gc.disable()  # only the collection below finalizes the read
+    try:
+        it = read_chunks(path, pf, plan_chunks(pf.metadata, range(28), 40, 2), batch_rows=40, threads=2,
+                         prepare=prepare)
+        first, rows = next(it)
+        assert rows == first.num_rows
+        cycle = [it]
+        cycle.append(cycle)
+        del it, cycle
+        collector = threading.Thread(target=gc.collect)
+        collector.start()
+        collector.join(10)
+        assert not collector.is_alive(), "the collection waited for the read's threads"
+    finally:
+        gc.enable()
+        gate.set()
+
+
 def test_source_reads_many_row_groups_in_order(tmp_path, rng, tiny_batches):
     t = random_tensor(rng, (30, 20, 4), 400, duplicates=True)
     sptool.write(t, str(tmp_path / "m.parquet"))

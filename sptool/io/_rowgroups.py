@@ -20,7 +20,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from .._memory import ROW_GROUP_ROWS
-from .._threads import THREADS
+from .._threads import THREADS, stop_pool
 from ._footer import check_levels
 from ._url import located
 
@@ -162,6 +162,6 @@ def read_chunks(path: str, pf: pq.ParquetFile, chunks: list[list[int]], *, batch
     finally:
         for future in pending:
             future.cancel()
-        pool.shutdown(wait=True)
-        for f in handles:
-            f.close()
+        if stop_pool(pool):
+            for f in handles:
+                f.close()  # else each closes as its thread ends (a thread-local, then unreferenced)

@@ -28,6 +28,7 @@ from concurrent.futures import ThreadPoolExecutor
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from .._threads import stop_pool
 from . import _thrift as t
 from ._url import open_output
 
@@ -139,7 +140,7 @@ class StitchedWriter:
                 self._append(self._pending.popleft().result())
             self._finish()
         finally:
-            self._pool.shutdown(wait=True)
+            stop_pool(self._pool)  # not a join inside a garbage collection (sptool._threads)
             self._file.close()
 
     def abort(self) -> None:

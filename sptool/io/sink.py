@@ -18,6 +18,7 @@ import pyarrow.parquet as pq
 from .. import _kernels
 from .._memory import ROW_GROUP_ROWS, Budget, budget_of
 from .._messages import out_of_bounds, out_of_order, repeated
+from .._threads import stop_pool
 from ..errors import DataError, ResourceError, UsageError
 from ..format import (
     CHECKSUMS_KEY,
@@ -552,7 +553,7 @@ class TensorSink(ClosesOrAborts):
                 self._write_empty()
             self._drain()
             if self._io is not None:
-                self._io.shutdown()
+                stop_pool(self._io)
             if self._writer is not None:
                 if self.kind == "dir":
                     self._close_part()
@@ -608,7 +609,7 @@ class TensorSink(ClosesOrAborts):
             pass  # a write under way has ended; one still queued will not start
         self._inflight.clear()
         if self._io is not None:
-            self._io.shutdown()
+            stop_pool(self._io)
         try:
             if isinstance(self._writer, StitchedWriter):
                 self._writer.abort()

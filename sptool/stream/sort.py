@@ -30,7 +30,7 @@ import pyarrow.ipc as ipc
 
 from .. import _kernels
 from .._memory import ROW_GROUP_ROWS, Budget
-from .._threads import THREADS
+from .._threads import THREADS, stop_pool
 from ..format import TensorMeta
 from ..io import arrow_of, before_removal, scratch_dir
 from .bounds import bounds_error, checked, first_bad_row
@@ -311,7 +311,7 @@ class RunStore:
         try:
             self.wait()
         finally:
-            self._pool.shutdown(wait=True)
+            stop_pool(self._pool)  # not a join inside a garbage collection (sptool._threads)
             self._dir.cleanup()
 
     def __enter__(self):
