@@ -8,11 +8,14 @@ from __future__ import annotations
 _recorded: list[str] | None = None
 
 
-def record() -> list[str]:
-    """From now on, the final path of every output committed is appended to the list returned."""
+def record() -> None:
+    """From now on, the final path of every output committed is recorded."""
     global _recorded
     _recorded = []
-    return _recorded
+
+
+def recorded() -> list[str]:
+    return list(_recorded or ())
 
 
 def committed(final: str) -> None:

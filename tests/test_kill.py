@@ -434,23 +434,60 @@ def test_a_scratch_directory_made_as_the_signal_lands_is_removed(tmp_path, monke
 
 # -- a signal after the work is done -------------------------------------------------------------
 
-AFTER_COMMIT = """
+INTERRUPTED = """
 import os, signal, sys
 import click
+import numpy as np
+import sptool
 from sptool.cli import _console, main
 
-def interrupt():
-    os.kill(os.getpid(), signal.SIGINT)
+def signalled_before(owner, name, when=lambda *a: True):
+    # owner.name, with a SIGINT sent to this process first (as a Ctrl-C landing just then)
+    original = getattr(owner, name)
+    def wrapped(*a, **k):
+        if when(*a):
+            os.kill(os.getpid(), signal.SIGINT)
+        return original(*a, **k)
+    setattr(owner, name, wrapped)
 
-if sys.argv[1] == "summary":  # in the command, its output committed: as the summary line is printed
-    summary = _console.Job.summary
-    _console.Job.summary = lambda self, *a, **k: (interrupt(), summary(self, *a, **k))[1]
-else:  # after the command, as click closes the command line's context
-    close = click.Context.close
-    click.Context.close = lambda self: (self.parent is None and interrupt(), close(self))[1]
-sys.argv = ["sptool", *sys.argv[2:]]
+case, argv = sys.argv[1], sys.argv[2:]
+if not argv:
+    rng = np.random.default_rng(0)
+    idx = np.unique(rng.integers(0, 200, (3000, 2)), axis=0)
+    sptool.write(sptool.SparseTensor(idx, rng.standard_normal(len(idx)), (200, 200)), "a.parquet")
+if case == "summary":  # in the command, its output committed: as the summary line is printed
+    signalled_before(_console.Job, "summary")
+elif case == "close":  # after the command, as click closes the command line's context
+    signalled_before(click.Context, "close", when=lambda ctx: ctx.parent is None)
+elif case == "split":  # Ctrl-C between two pieces' commits: split removes the first again (all or none)
+    from sptool.io import sink
+    commits = []
+    signalled_before(sink.TensorSink, "commit", when=lambda sink: commits.append(sink) or len(commits) == 2)
+    argv = ["split", "a.parquet", "--axis", "0", "-n", "4", "-o", "p-{i}.parquet"]
+elif case == "convert":  # Ctrl-C as the dense output is written, after convert's spool was committed
+    sptool.convert("a.parquet", "a.tns")
+    import sptool.ops.convert as convert
+    signalled_before(convert, "write_dense")
+    argv = ["convert", "a.tns", "-o", "out.npy"]
+elif case == "apply":  # Ctrl-C after the table was updated in place, as the summary is printed
+    np.save("table.npy", np.zeros((200, 4), np.float32))
+    sptool.write(sptool.SparseTensor(np.array([[3], [7]]), np.ones((2, 4), np.float32), (200, 4)), "g.parquet")
+    signalled_before(_console.Job, "summary")
+    argv = ["apply", "table.npy", "g.parquet", "--optimizer", "sgd", "--lr", "0.5"]
+else:  # a second Ctrl-C during the first one's cleanup
+    import sptool.io as io
+    from sptool.io import sink
+    signalled_before(sink.TensorSink, "write_batch")
+    signalled_before(io, "abort_live_targets")
+    argv = ["reorder", "a.parquet", "--order", "1,0", "-o", "out.parquet"]
+sys.argv = ["sptool", "-q", *argv]
 main()
 """
+
+
+def _interrupted(tmp_path, case, *argv, env=None):
+    return subprocess.run([sys.executable, "-P", "-c", INTERRUPTED, case, *argv], cwd=tmp_path, capture_output=True,
+                          text=True, timeout=300, env=env)
 
 
 @pytest.mark.parametrize("when", ["summary", "close"])
@@ -461,8 +498,7 @@ def test_a_signal_after_the_commit_says_what_was_written(tmp_path, inputs, when)
     argv, out, check = COMMANDS["reorder"]
     (tmp_path / "spill").mkdir()
     args = [str(inputs["dir"]) + a[2:] if a.startswith("IN/") else a for a in argv]
-    res = subprocess.run([sys.executable, "-P", "-c", AFTER_COMMIT, when, *args], cwd=tmp_path, capture_output=True,
-                         text=True, timeout=300, env={**os.environ, **SPILL_ENV, "TMPDIR": str(tmp_path / "spill")})
+    res = _interrupted(tmp_path, when, *args, env={**os.environ, **SPILL_ENV, "TMPDIR": str(tmp_path / "spill")})
     assert "Traceback" not in res.stderr and "Aborted" not in res.stderr, res.stderr
     if when == "summary":
         assert res.returncode == 130, res.stderr
@@ -474,61 +510,13 @@ def test_a_signal_after_the_commit_says_what_was_written(tmp_path, inputs, when)
     assert _files(tmp_path) == {"spill": None, out: os.path.getsize(tmp_path / out)}
 
 
-INTERRUPTED = """
-import os, signal, sys
-import numpy as np
-import sptool
-
-case = sys.argv[1]
-rng = np.random.default_rng(0)
-idx = np.unique(rng.integers(0, 200, (3000, 2)), axis=0)
-sptool.write(sptool.SparseTensor(idx, rng.standard_normal(len(idx)), (200, 200)), "a.parquet")
-if case == "split":  # Ctrl-C between two pieces' commits: split removes the first again (all or none)
-    from sptool.io import sink
-    commit, seen = sink.TensorSink.commit, []
-    def second_raises(self):
-        seen.append(self)
-        if len(seen) == 2:
-            raise KeyboardInterrupt
-        return commit(self)
-    sink.TensorSink.commit = second_raises
-    argv = ["split", "a.parquet", "--axis", "0", "-n", "4", "-o", "p-{i}.parquet"]
-elif case == "convert":  # Ctrl-C as the dense output is written, after convert's spool was committed
-    sptool.convert("a.parquet", "a.tns")
-    import sptool.ops.convert as convert
-    def interrupted(*a, **k):
-        raise KeyboardInterrupt
-    convert.write_dense = interrupted
-    argv = ["convert", "a.tns", "-o", "out.npy"]
-elif case == "apply":  # Ctrl-C after the table was updated in place, as the summary is printed
-    np.save("table.npy", np.zeros((200, 4), np.float32))
-    sptool.write(sptool.SparseTensor(np.array([[3], [7]]), np.ones((2, 4), np.float32), (200, 4)), "g.parquet")
-    from sptool.cli import _console
-    summary = _console.Job.summary
-    _console.Job.summary = lambda self, *a, **k: (os.kill(os.getpid(), signal.SIGINT), summary(self, *a, **k))[1]
-    argv = ["apply", "table.npy", "g.parquet", "--optimizer", "sgd", "--lr", "0.5"]
-else:  # a second Ctrl-C during the first one's cleanup
-    import sptool.io as io
-    from sptool.io import sink
-    write = sink.TensorSink.write_batch
-    sink.TensorSink.write_batch = lambda self, b: (os.kill(os.getpid(), signal.SIGINT), write(self, b))[1]
-    abort = io.abort_live_targets
-    io.abort_live_targets = lambda: (os.kill(os.getpid(), signal.SIGINT), abort())[1]
-    argv = ["reorder", "a.parquet", "--order", "1,0", "-o", "out.parquet"]
-from sptool.cli import main
-sys.argv = ["sptool", "-q", *argv]
-main()
-"""
-
-
 @pytest.mark.parametrize("case", ["split", "convert", "apply", "twice"])
 def test_an_interruption_names_only_what_is_there(tmp_path, case):
     """What an interrupted command says it wrote is what the directory holds once it has exited:
     not split's first piece, removed again; not convert's spool; the table apply updated in place;
     and a second Ctrl-C during the cleanup still gives the interruption (130), not click's
     "Aborted!"."""
-    res = subprocess.run([sys.executable, "-P", "-c", INTERRUPTED, case], cwd=tmp_path, capture_output=True,
-                         text=True, timeout=300)
+    res = _interrupted(tmp_path, case)
     assert res.returncode == 130 and "Traceback" not in res.stderr and "Aborted" not in res.stderr, res.stderr
     last = res.stderr.strip().splitlines()[-1]
     inputs = {"a.parquet"} | ({"a.tns"} if case == "convert" else set()) | \

@@ -16,6 +16,7 @@ import click
 
 from .._collector import paused_for_imports
 from .._commits import record as record_commits
+from .._commits import recorded as recorded_commits
 from .._version import FORMAT_VERSION, __version__
 from ..errors import SptoolError
 from ._cluster import note_help, refuse_unless_distributed
@@ -62,17 +63,16 @@ class SptoolGroup(click.Group):
         return self.commands.get(name)
 
     def invoke(self, ctx: click.Context):
-        global _commits
         try:
             if _from_main:
                 # From here on an interrupted command cleans up (below); until now the early
                 # handler of sptool.__main__ exited at once, with nothing to clean.
                 signal.signal(signal.SIGINT, signal.default_int_handler)
                 signal.signal(signal.SIGTERM, _terminate)
-            _commits = record_commits() if _from_main else []
+            if _from_main:
+                record_commits()
             return self._invoke_clearing_bars(ctx)
         except SptoolError as e:
-            _ignore_signals()
             _abort_outputs()
             _fail(ctx, str(e), e.exit_code)
         except BrokenPipeError:
@@ -81,18 +81,15 @@ class SptoolGroup(click.Group):
             os.dup2(devnull, sys.stdout.fileno())
             ctx.exit(0)
         except KeyboardInterrupt:
-            _ignore_signals()  # a second Ctrl-C would cut the cleanup short and reach click ("Aborted!")
             _abort_outputs()
             err.print(_interrupted_message(), highlight=False, markup=False)
             ctx.exit(130)
         except (click.exceptions.Exit, click.ClickException, click.exceptions.Abort):
             raise
         except MemoryError:
-            _ignore_signals()
             _abort_outputs()
             _fail(ctx, "ran out of memory; lower --memory or free some", 2)
         except Exception as e:  # noqa: BLE001 - the one place unexpected errors are reported
-            _ignore_signals()
             _abort_outputs()
             _fail(ctx, f"internal error: {type(e).__name__}: {e} (run with --debug for a traceback)",
                   INTERNAL_ERROR)
@@ -215,6 +212,7 @@ def _abort_outputs():
     """Remove the temporaries of outputs not committed (a signal can land before a sink's own
     cleanup is in place, between opening an output and entering its ``with``) and the scratch
     directories not removed (an external sort suspended in a generator that nothing resumes)."""
+    _ignore_signals()  # a second Ctrl-C would cut this short and reach click ("Aborted!", exit 1)
     if "sptool.io" in sys.modules:
         from ..io import abort_live_targets, remove_live_scratch
 
@@ -228,14 +226,11 @@ def _ignore_signals():
         signal.signal(signal.SIGTERM, signal.SIG_IGN)
 
 
-_commits: list[str] = []  # what the invoked command committed (sptool._commits), in the script only
-
-
 def _interrupted_message() -> str:
     """Nothing was written, or (a signal landing after an output's commit, before the exit) what
     was, whole.  Once the cleanup has run, a recorded path still there and not hidden is an
     output: a spool, a scratch file or a piece split removed again (all or none) is gone."""
-    done = [p for p in dict.fromkeys(_commits) if not os.path.basename(p.rstrip("/")).startswith(".")
+    done = [p for p in dict.fromkeys(recorded_commits()) if not os.path.basename(p.rstrip("/")).startswith(".")
             and _still_there(p)]
     if not done:
         return "sptool: interrupted; no output was written"

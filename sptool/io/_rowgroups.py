@@ -160,8 +160,6 @@ def read_chunks(path: str, pf: pq.ParquetFile, chunks: list[list[int]], *, batch
             yield from items
             del items
     finally:
-        for future in pending:
-            future.cancel()
-        if stop_pool(pool):
+        if stop_pool(pool):  # the chunks not begun are cancelled
             for f in handles:
                 f.close()  # else each closes as its thread ends (a thread-local, then unreferenced)
