@@ -330,3 +330,80 @@ def test_peak_rss_within_the_budget_when_the_output_is_far_larger(tmp_path):
     got = list(zip(zip(first.column("indices_0").to_numpy()[:k].tolist(), first.column("indices_1").to_numpy()[:k]
                        .tolist()), first.column("values").to_numpy()[:k].tolist()))
     assert got == want
+
+
+# ---------------------------------------------------------------------------------------------
+# the output's width: the most crosses in a row, whatever the inputs' declared widths
+
+
+def _tf_sparse(data):
+    """TensorFlow's test helper _sparse_tensor: row r holds data[r] at columns 0, 1, ...; the
+    shape is [len(data), longest row]."""
+    idx = [[r, c] for r, row in enumerate(data) for c in range(len(row))]
+    vals = [v for row in data for v in row]
+    vals = np.array(vals, dtype=object) if isinstance(vals[0], str) else np.array(vals, dtype=np.int64)
+    return sptool.SparseTensor(idx, vals, (len(data), max(len(row) for row in data)))
+
+
+# sparse_cross_op_test.py's test_sparse_cross_dense and test_integer_sparse_input: one sparse
+# [2, 2] input and a dense [2, 2] one give 4 crosses in row 1, TensorFlow's dense_shape [2, 4].
+TF_ONE_SPARSE = [
+    ("test_sparse_cross_dense", [["batch1-FC1-F1"], ["batch2-FC1-F1", "batch2-FC1-F2"]],
+     [["batch1-FC1-F1_X_batch1-FC2-F1", "batch1-FC1-F1_X_batch1-FC2-F2"],
+      ["batch2-FC1-F1_X_batch2-FC2-F1", "batch2-FC1-F1_X_batch2-FC2-F2",
+       "batch2-FC1-F2_X_batch2-FC2-F1", "batch2-FC1-F2_X_batch2-FC2-F2"]]),
+    ("test_integer_sparse_input", [[11], [333, 5555]],
+     [["11_X_batch1-FC2-F1", "11_X_batch1-FC2-F2"],
+      ["333_X_batch2-FC2-F1", "333_X_batch2-FC2-F2", "5555_X_batch2-FC2-F1", "5555_X_batch2-FC2-F2"]]),
+]
+TF_DENSE = np.array([["batch1-FC2-F1", "batch1-FC2-F2"], ["batch2-FC2-F1", "batch2-FC2-F2"]])
+
+
+@pytest.mark.parametrize("name, sparse, expected", TF_ONE_SPARSE, ids=[c[0] for c in TF_ONE_SPARSE])
+@pytest.mark.parametrize("as_files", [False, True], ids=["memory", "files"])
+def test_tensorflows_one_sparse_input_crossed_with_a_dense_one(name, sparse, expected, as_files, tmp_path):
+    inputs = [_tf_sparse(sparse), TF_DENSE]
+    want = _tf_sparse(expected)
+    if as_files:
+        out = str(tmp_path / "x.parquet")
+        sptool.cross(_inputs_to_paths(inputs, tmp_path), out)
+        got = sptool.read(out)
+    else:
+        got = sptool.cross(inputs)
+    assert got.shape == want.shape == (2, 4)
+    np.testing.assert_array_equal(got.indices, want.indices)
+    assert list(got.values) == list(want.values)
+    hashed = sptool.cross_hashed(inputs, num_buckets=1000)
+    assert hashed.shape == (2, 4)
+    assert _as_entries(hashed) == oracle(inputs, 2, hashed=True, num_buckets=1000)
+
+
+@pytest.mark.parametrize("op", [sptool.cross, sptool.cross_hashed], ids=["cross", "cross_hashed"])
+def test_a_wide_declared_shape_does_not_widen_the_output(op, tmp_path):
+    """TensorFlow: a [1, 4] sparse input holding 2 features, crossed with [['x']], gives
+    dense_shape [1, 2]: the most crosses in a row, not the input's declared width."""
+    wide = sptool.SparseTensor([[0, 0], [0, 1]], np.array(["a", "b"], dtype=object), (1, 4))
+    dense = np.array([["x"]])
+    assert op([wide, dense]).shape == (1, 2)
+    assert op([wide]).shape == (1, 2)  # the sparse input alone
+    out = str(tmp_path / "x.parquet")
+    op(_inputs_to_paths([wide, dense], tmp_path), out)
+    assert sptool.read(out).shape == (1, 2)
+
+
+def test_cli_one_sparse_input_and_a_two_column_dense_one(tmp_path):
+    words = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "sample_data",
+                         "ids_words.parquet")
+    ids = sptool.read(words)
+    B = ids.shape[0]
+    dense = np.array([[f"p{r}", "q"] for r in range(B)])
+    paths = [words] + _inputs_to_paths([dense], tmp_path)
+    out = str(tmp_path / "x.parquet")
+    for command, kwargs in (("cross", {}), ("cross-hashed", {"hashed": True, "num_buckets": 77})):
+        extra = ["--num-buckets", "77"] if kwargs else []
+        r = CliRunner().invoke(cli, ["-q", command, *paths, *extra, "-o", out])
+        assert r.exit_code == 0, r.output
+        want = oracle([ids, dense], B, **kwargs)
+        got = sptool.read(out)
+        assert _as_entries(got) == want
+        assert got.shape == (B, max(p + 1 for (_, p), _ in want))

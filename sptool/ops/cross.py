@@ -303,6 +303,11 @@ class Cross(StreamOp):
     def progress_total(self, metas, plan: Plan):
         return sum(m.nnz or 0 for m in metas) or self.columns[0].batch
 
+    def output_shape(self, *input_shapes):
+        # The width is the most crosses in a row, which the sink takes from the largest column
+        # written: never a sparse input's declared width, even when it is the only operand.
+        return None
+
     def open_output(self, output, plan: Plan, *, budget: Budget):
         sink = super().open_output(output, plan, budget=budget)
         self.group_rows = getattr(sink, "row_group_rows", 0)
