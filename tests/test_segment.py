@@ -121,3 +121,38 @@ def test_peak_rss_within_the_budget(tmp_path):
     want = np.zeros((1000, 64), np.float32)
     np.add.at(want, seg[head], data[idx[head]])
     np.testing.assert_array_equal(got[:1000], want)
+
+
+@pytest.mark.parametrize("name", ["segment-sum", "segment-mean", "segment-sqrt-n"])
+@pytest.mark.parametrize("seg, pos, word", [
+    ([0, 1, -2], 2, "must be >= 0"),  # the last id sizes the output when --num-segments is not given
+    ([-5, -5, -5], 2, "must be >= 0"),
+    ([0, -3, 1], 1, "must be >= 0"),
+    ([0, 2, 1], 2, "not increasing"),
+])
+def test_invalid_segment_ids_are_data_errors_naming_the_file_and_pair(name, seg, pos, word, tmp_path):
+    """TensorFlow refuses these ids (tf-semantics.md, segment_sum): exit 1, one line, the ids' file
+    and the pair, whether or not the output is sized by --num-segments."""
+    p = _save(tmp_path, data=np.arange(12.0).reshape(4, 3), idx=np.array([0, 1, 2]), seg=np.array(seg))
+    out = str(tmp_path / "o.npy")
+    for num in ([], ["--num-segments", "5"]):
+        r = CliRunner().invoke(cli, [name, p["data"], "--indices", p["idx"], "--segment-ids", p["seg"], "-o", out,
+                                     *num])
+        assert r.exit_code == 1 and r.output.count("\n") == 1, r.output
+        assert p["seg"] in r.output and word in r.output, r.output
+        if not num:  # with --num-segments, the first bad pair as it is read
+            assert f"segment_ids[{pos}]" in r.output, r.output
+        assert not os.path.exists(out)
+
+
+def test_ids_past_int64_are_named_as_they_are(tmp_path):
+    """A uint64 index past 2^63 is out of range as itself, not as the negative number it wraps to."""
+    big = np.iinfo(np.uint64).max
+    p = _save(tmp_path, data=np.arange(12.0).reshape(4, 3), idx=np.array([0, 1, big], np.uint64),
+              seg=np.array([0, 1, big], np.uint64))
+    with pytest.raises(DataError, match=rf"Bad: indices\[2\] == {big} out of range") as e:
+        sptool.segment_sum(p["data"], str(tmp_path / "o.npy"), indices=p["idx"], segment_ids=p["seg"], num_segments=3)
+    assert e.value.path == p["idx"]
+    ok = _save(tmp_path, idx=np.array([0, 1, 2], np.uint64))
+    with pytest.raises(DataError, match=rf"Segment id {big} out of range \[0, 3\)"):
+        sptool.segment_sum(p["data"], str(tmp_path / "o.npy"), indices=ok["idx"], segment_ids=p["seg"], num_segments=3)

@@ -125,8 +125,7 @@ class _Segment(StreamOp):
             raise ShapeMismatch(f"segment_ids and indices should have same size: {len(seg)} and {len(idx)}")
         if num_segments is not None and (not isinstance(num_segments, (int, np.integer)) or num_segments < 0):
             raise UsageError(f"--num-segments must be a whole number >= 0, not {num_segments!r}")
-        # The ids are sorted (checked as they are read), so the last one is the largest.
-        S = num_segments if num_segments is not None else (int(seg[-1]) + 1 if len(seg) else 0)
+        S = num_segments if num_segments is not None else self._segments_to_the_last_id(seg)
         self.n = table.shape[0]
         self.m = int(np.prod(table.shape[1:], dtype=np.int64))
         self.shape = (S,) + tuple(table.shape[1:])
@@ -138,6 +137,17 @@ class _Segment(StreamOp):
                           fill_value=np.zeros((), dtype).item(), nnz=len(seg))
         return Plan(meta, pieces=True)
 
+    def _segments_to_the_last_id(self, seg) -> int:
+        """The last id + 1, as TensorFlow sizes the output: the ids are sorted (checked as they are
+        read), so the last one is the largest, and a negative one is refused before it sizes anything."""
+        if not len(seg):
+            return 0
+        last = int(seg[-1])
+        if last < 0:
+            raise DataError(f"segment ids must be >= 0: segment_ids[{len(seg) - 1}] = {last}",
+                            path=_name(self.segment_ids))
+        return last + 1
+
     def open_output(self, output, plan: Plan, *, budget: Budget):
         return _SegmentOut(self, output, plan.meta, budget=budget)
 
@@ -145,11 +155,12 @@ class _Segment(StreamOp):
         step = self.step = budget.rows(self.m * self.dtype.itemsize * 2 + 16)
         prev = 0
         for lo in range(0, len(self.seg), step):
-            i = np.asarray(self.idx[lo:lo + step], dtype=np.int64)
-            s = np.asarray(self.seg[lo:lo + step], dtype=np.int64)
-            _check_pairs(i, s, lo, self.n, self.S, prev)
+            i, s = self.idx[lo:lo + step], self.seg[lo:lo + step]
+            # Checked in the files' own types, so that a uint64 id past int64 is named as it is.
+            _check_indices(i, lo, self.n, _name(self.indices))
+            _check_segment_ids(s, lo, self.S, prev, _name(self.segment_ids))
             prev = int(s[-1]) if len(s) else prev
-            yield (i, s), None
+            yield (np.asarray(i, dtype=np.int64), np.asarray(s, dtype=np.int64)), None
             if progress:
                 progress.advance(len(i))
 
@@ -193,26 +204,36 @@ class _SegmentOut(ClosesOrAborts):
         self.sink.abort()
 
 
-def _check_pairs(i, s, lo, n, S, prev):
-    """TensorFlow's checks on a slice of pairs starting at pair ``lo``, in its words."""
+def _name(item) -> str | None:
+    """The file an operand was read from, for its errors (None for an array)."""
+    return None if isinstance(item, np.ndarray) else str(item)
+
+
+def _check_indices(i, lo, n, path):
+    """TensorFlow's check on a slice of indices starting at pair ``lo``, in its words."""
     bad = np.flatnonzero((i < 0) | (i >= n))
     if len(bad):
         k = int(bad[0])
-        raise DataError(f"Bad: indices[{lo + k}] == {int(i[k])} out of range [0, {n})")
+        raise DataError(f"Bad: indices[{lo + k}] == {int(i[k])} out of range [0, {n})", path=path)
+
+
+def _check_segment_ids(s, lo, S, prev, path):
+    """TensorFlow's checks on a slice of segment ids starting at pair ``lo`` (``prev`` the id
+    before it), in its words."""
     if not len(s):
         return
     if s.min() < 0:
         k = int(np.flatnonzero(s < 0)[0])
-        raise DataError(f"segment ids must be >= 0: segment_ids[{lo + k}] = {int(s[k])}")
-    down = np.flatnonzero(np.diff(np.concatenate([[prev], s])) < 0)
+        raise DataError(f"segment ids must be >= 0: segment_ids[{lo + k}] = {int(s[k])}", path=path)
+    down = [0] if int(s[0]) < prev else np.flatnonzero(s[1:] < s[:-1]) + 1
     if len(down):
         k = int(down[0])
         raise DataError(f"segment ids are not increasing: segment_ids[{lo + k}] = {int(s[k])} after "
-                        f"{prev if k == 0 else int(s[k - 1])}")
+                        f"{prev if k == 0 else int(s[k - 1])}", path=path)
     if int(s[-1]) >= S:
         k = int(np.flatnonzero(s >= S)[0])
         raise DataError(f"Segment id {int(s[k])} out of range [0, {S}), possibly because 'segment_ids' input is "
-                        f"not sorted (segment_ids[{lo + k}])")
+                        f"not sorted (segment_ids[{lo + k}])", path=path)
 
 
 def _divide(flat, counts, kind, step):
