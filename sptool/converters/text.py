@@ -12,6 +12,7 @@ in their shortest round-trip form (as repr does), so text output reads back bit 
 from __future__ import annotations
 
 import os
+import re
 import sys
 from collections import deque
 from concurrent.futures import ThreadPoolExecutor
@@ -56,6 +57,7 @@ class Layout:
     base: int
     delim: int = 0  # 0: runs of blanks; else one delimiter byte
     comment: int = 0  # a line starting with this byte is skipped (0: none)
+    trailing: bool = False  # the comment byte also ends the data of a line (FROSTT's '# ...' after values)
 
     @property
     def nvals(self) -> int:
@@ -70,14 +72,27 @@ class Layout:
         return f"{self.nidx} ind{'ex' if self.nidx == 1 else 'ices'}{vals}"
 
     def split(self, line: str) -> list[str]:
+        if self.trailing and self.comment:
+            line = line.split(chr(self.comment), 1)[0]
         if self.delim:
             return [f.strip() for f in line.split(chr(self.delim))]
         return line.split()
+
+    def without_comments(self, data: bytes) -> bytes:
+        """``data`` with every trailing comment cut off its line (newlines kept, so line numbers hold);
+        the kernel skips only lines that start with the comment byte."""
+        if not (self.trailing and self.comment) or self.comment not in data:
+            return data
+        return _comment_pattern(self.comment).sub(b"", data)
 
     def is_data(self, line: bytes) -> bool:
         """As the kernel decides: not blank (tab is blank unless it delimits) and not a comment."""
         s = line.strip(b" \r" if self.delim == 9 else b" \t\r")
         return bool(s) and (not self.comment or s[0] != self.comment)
+
+
+def _comment_pattern(byte: int) -> re.Pattern:
+    return re.compile(re.escape(bytes([byte])) + rb"[^\n]*")
 
 
 class OpenedText:
@@ -216,6 +231,7 @@ class Parsed:
 
 
 def _parse_block(data: bytes, layout: Layout):
+    data = layout.without_comments(data)
     cap = tp.count_newlines(data) + 1
     idx = np.empty((layout.nidx, cap), dtype=np.int64)
     nv = layout.nvals
@@ -223,7 +239,7 @@ def _parse_block(data: bytes, layout: Layout):
     ival = np.empty(cap if layout.vkind == tp.V_INT else 0, dtype=np.int64)
     result = tp.parse_lines(data, True, layout.nidx, layout.vkind, layout.base, layout.delim,
                             layout.comment, idx, fval, ival)
-    return result, idx, fval, ival
+    return result, idx, fval, ival, data
 
 
 def parsed_blocks(text: OpenedText, block: int, parse, workers: int):
@@ -247,12 +263,12 @@ def parsed_blocks(text: OpenedText, block: int, parse, workers: int):
 
 def parse_text(text: OpenedText, layout: Layout, block: int, workers: int):
     """Yield Parsed blocks of the rest of ``text`` in file order."""
-    for data, parsed in parsed_blocks(text, block, lambda data: _parse_block(data, layout), workers):
-        yield _finish(data, parsed, text, layout)
+    for _data, parsed in parsed_blocks(text, block, lambda data: _parse_block(data, layout), workers):
+        yield _finish(parsed, text, layout)
 
 
-def _finish(data, parsed, text: OpenedText, layout: Layout) -> Parsed:
-    result, idx, fval, ival = parsed
+def _finish(parsed, text: OpenedText, layout: Layout) -> Parsed:
+    result, idx, fval, ival, data = parsed  # the data as parsed: without trailing comments
     rows, _consumed, lines, err, err_line, err_offset, field = result
     first = text.line
     if err != tp.OK:
@@ -474,9 +490,9 @@ class TextReader(Reader):
             return tuple(shape)
         return (None,) * K
 
-    def _infer_rank(self, comment: int, delim: int, nvals: int) -> tuple[int | None, list]:
+    def _infer_rank(self, comment: int, delim: int, nvals: int, trailing: bool = False) -> tuple[int | None, list]:
         """The number of indices from the first data line (None when there is none)."""
-        probe = Layout(1, tp.V_FLOAT, self.base, delim, comment)
+        probe = Layout(1, tp.V_FLOAT, self.base, delim, comment, trailing)
         lines = self.text.peek_data_lines(probe, 1, self.block)
         if not lines:
             return None, lines

@@ -1,6 +1,6 @@
 """FROSTT .tns: one entry per line, K 1-based indices then the value, separated by blanks.
 
-Lines starting with ``#`` are comments.  The extended FROSTT header used by MLIR and TACO
+``#`` starts a comment, on a line of its own or after the values.  The extended FROSTT header used by MLIR and TACO
 (a ``rank nnz`` line, then a line of ``rank`` extents) is recognised when it cannot be read
 as data: the first two data lines must be exactly ``r n`` and r extents, and the third must
 hold r indices and a value.  (A two-line file ``2 0`` / ``a b`` could be either; it is read
@@ -29,8 +29,8 @@ class TnsReader(TextReader):
         vkind = value_kind(opts.value_type)
         nvals = 2 if vkind == tp.V_COMPLEX else 1
         self.value_type = opts.value_type or "float64"
-        probe = Layout(1, tp.V_FLOAT, self.base, 0, COMMENT)
-        lines = self.text.peek_data_lines(probe, 3, self.block)
+        probe = Layout(1, tp.V_FLOAT, self.base, 0, COMMENT, trailing=True)
+        lines = [(no, probe.without_comments(raw)) for no, raw in self.text.peek_data_lines(probe, 3, self.block)]
         header = _extended_header(lines, nvals)
         if header is not None:
             rank, nnz, dims, dims_line = header
@@ -40,13 +40,13 @@ class TnsReader(TextReader):
             K = rank
             self.shape = self._shape_from_option(K, dims, f"in the header on line {dims_line}")
         else:
-            K, _ = self._infer_rank(COMMENT, 0, nvals)
+            K, _ = self._infer_rank(COMMENT, 0, nvals, trailing=True)
             if K is None:
                 if opts.shape is None:
                     self._no_rank()
                 K = len(opts.shape)
             self.shape = self._shape_from_option(K)
-        self.layout = Layout(K, vkind, self.base, 0, COMMENT)
+        self.layout = Layout(K, vkind, self.base, 0, COMMENT, trailing=True)
 
 
 def _extended_header(lines: list, nvals: int):
