@@ -17,7 +17,7 @@ import numpy as np
 import pyarrow as pa
 
 from ._version import FORMAT_VERSION
-from .errors import FormatError
+from .errors import FormatError, UsageError
 from .report import Problem
 
 FORMAT_ID = "sptool.coo"
@@ -682,6 +682,67 @@ def _check_columns(schema: pa.Schema, names: list, meta: TensorMeta) -> list[Pro
     if nullable:
         problems.append(Problem("W_NULLABLE_COLUMN", f"column(s) declared nullable: {', '.join(nullable)}"))
     return problems
+
+
+def scalar_of_value_type(value, meta: TensorMeta, option: str):
+    """``value`` (a CLI string or a Python scalar) as a scalar of the tensor's value type; a
+    UsageError naming ``option`` when it is not one (text that is not a number, a float for an
+    integer type, a number for a string type, a value that overflows)."""
+    vt = meta.value_type
+    text = value.strip() if isinstance(value, str) else None
+
+    def bad(why: str = ""):
+        return UsageError(f"{option} {value!r} is not a valid {vt}{why}")
+
+    if vt == "string":
+        if not isinstance(value, str):
+            raise bad(" (give a string)")
+        return value
+    if vt == "binary":
+        if isinstance(value, str):
+            return value.encode("utf-8")
+        if isinstance(value, (bytes, bytearray)):
+            return bytes(value)
+        raise bad(" (give bytes or a string)")
+    if isinstance(value, (bytes, bytearray)):
+        raise bad()
+    dtype = meta.dtype
+    if vt == "bool":
+        if text is not None:
+            low = text.lower()
+            if low in ("true", "1"):
+                return np.bool_(True)
+            if low in ("false", "0"):
+                return np.bool_(False)
+            raise bad(" (use true or false)")
+        if isinstance(value, (bool, np.bool_)) or (isinstance(value, (int, np.integer)) and value in (0, 1)):
+            return np.bool_(bool(value))
+        raise bad()
+    if dtype.kind in "iu":
+        try:
+            v = int(text) if text is not None else value
+        except ValueError:
+            raise bad() from None
+        if isinstance(v, (float, np.floating)) and float(v).is_integer():
+            v = int(v)
+        if isinstance(v, (bool, np.bool_)) or not isinstance(v, (int, np.integer)):
+            raise bad()
+        info = np.iinfo(dtype)
+        if not info.min <= int(v) <= info.max:
+            raise bad(f" (outside {info.min}..{info.max})")
+        return dtype.type(int(v))
+    conv = complex if dtype.kind == "c" else float
+    try:
+        v = conv(text.replace(" ", "") if conv is complex else text) if text is not None else conv(value)
+    except (TypeError, ValueError):
+        raise bad() from None
+    with np.errstate(over="ignore"):
+        out = dtype.type(v)
+    parts = (v.real, v.imag, out.real, out.imag) if conv is complex else (v, v, out, out)
+    if (math.isfinite(parts[0]) and not math.isfinite(parts[2])) or (
+            math.isfinite(parts[1]) and not math.isfinite(parts[3])):
+        raise bad(" (it overflows)")
+    return out
 
 
 def number_of_text(text: str):

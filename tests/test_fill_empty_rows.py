@@ -14,8 +14,12 @@ from conftest import dense_oracle, random_tensor, small_runs
 import sptool
 from sptool.cli import cli
 from sptool.errors import DataError, UsageError
-from sptool.format import METADATA_KEY, TensorMeta
-from sptool.ops.fill_empty_rows import fill_empty_rows, parse_value
+from sptool.format import METADATA_KEY, TensorMeta, scalar_of_value_type
+from sptool.ops.fill_empty_rows import fill_empty_rows
+
+
+def parse_value(value, meta):
+    return scalar_of_value_type(value, meta, "--value")
 
 
 @pytest.fixture

@@ -205,3 +205,43 @@ def test_untouched_blocks_stay_holes(tmp_path):
     assert os.stat(out).st_blocks * 512 < 256 << 20
     d = np.load(out, mmap_mode="r")
     assert d.shape == (1 << 15, 1 << 13) and d[0, 0] == 1.0 and d[1 << 14, 5] == 2.0 and d[1 << 14, 4] == 0
+
+
+@pytest.mark.parametrize("value_type, bad", [
+    ("float64", "abc"), ("float64", "[0]"), ("float64", ""), ("float32", "1e300"),
+    ("int64", "1.5"), ("int64", "nan"), ("int32", "99999999999"), ("bool", "2"),
+])
+def test_a_default_value_not_of_the_value_type_is_a_usage_error(tmp_path, value_type, bad):
+    """--default-value is read as the tensor's value type (as np.dtype would take it, without
+    truncating or overflowing): otherwise exit 2, one line naming the option; the API alike."""
+    from click.testing import CliRunner
+
+    from sptool.cli import cli
+
+    t = sptool.SparseTensor([[0, 1], [2, 0]], np.array([1, 0]).astype(value_type), (3, 2))
+    src, out = str(tmp_path / "t.parquet"), str(tmp_path / "d.npy")
+    sptool.write(t, src)
+    r = CliRunner().invoke(cli, ["todense", src, "-o", out, "--default-value", bad])
+    assert r.exit_code == 2 and r.output.count("\n") == 1 and "--default-value" in r.output, r.output
+    with pytest.raises(UsageError, match="--default-value"):
+        sptool.todense(src, out, default_value=bad)
+    for wrong in ([0], object(), b"0"):
+        with pytest.raises(UsageError, match="--default-value"):
+            sptool.todense(src, out, default_value=wrong)
+    assert not os.path.exists(out)
+
+
+def test_a_default_value_is_taken_as_the_value_type(tmp_path):
+    """The text of --default-value is a string for a string tensor and a number for a number one."""
+    from click.testing import CliRunner
+
+    from sptool.cli import cli
+
+    s = sptool.SparseTensor([[0, 0]], np.array(["ab"], dtype=object), (2, 2))
+    f = sptool.SparseTensor([[0, 0]], np.array([2.5]), (2, 2))
+    for t, text, fill in ((s, "1.5", "1.5"), (f, "1.5", 1.5), (f, "-7", -7.0)):
+        src, out = str(tmp_path / "t.parquet"), str(tmp_path / "d.npy")
+        sptool.write(t, src)
+        r = CliRunner().invoke(cli, ["-q", "todense", src, "-o", out, "--default-value", text])
+        assert r.exit_code == 0, r.output
+        assert np.load(out).tolist() == dense_oracle(t, fill=fill).tolist()

@@ -7,7 +7,7 @@ import click
 from .._memory import format_size
 from ..ops.todense import todense as todense_op
 from ._cluster import cluster_extra, run_job
-from ._options import common_options, input_argument, parse_scalar, settings
+from ._options import common_options, input_argument, settings
 
 
 @click.command("todense")
@@ -40,7 +40,7 @@ def todense(ctx, tensor, output, default_value, validate):
     """
     opts = settings(ctx)
     result, job = run_job("todense", todense_op, opts, ctx.obj, tensor, output,
-                          default_value=parse_scalar(default_value), validate=validate, memory=opts["memory"])
+                          default_value=default_value, validate=validate, memory=opts["memory"])
     extra = f"wrote {output} ({result['dtype']}, {format_size(result['bytes'])})"
     job.summary(result=result, extra=cluster_extra(result, extra))
 

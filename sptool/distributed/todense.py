@@ -20,7 +20,7 @@ from functools import partial
 from .._memory import Budget, budget_of
 from ..errors import UsageError
 from ..io import batch_keys, batch_values
-from ..ops.todense import local_npy
+from ..ops.todense import default_value_of, local_npy
 from ..stream.dense import CLAIMS_NOTE, BlockScatter, check_dense_size, dense_dtype, is_zero, sorts_first
 from ..stream.order import ClaimCheck, sorted_batches
 from .claims import verify_claim
@@ -61,7 +61,7 @@ def todense(path: str, output: str, *, client, default_value=None, validate: boo
     if meta.value_type in ("string", "binary"):
         raise UsageError(f"on a cluster todense writes numbers, not {meta.value_type} values (run it without "
                          "--scheduler)", path=path)
-    fill = meta.fill_value if default_value is None else default_value
+    fill = meta.fill_value if default_value is None else default_value_of(default_value, meta)
     if not is_zero(fill):
         raise UsageError(f"on a cluster todense leaves the cells no row reaches as zeros: the fill value {fill!r} "
                          "needs one machine (run it without --scheduler, or pass --default-value 0)", path=path)

@@ -2,76 +2,16 @@
 
 from __future__ import annotations
 
-import math
-
 import numpy as np
 import pyarrow as pa
 
 from .._memory import budget_of
 from ..errors import DataError, UsageError
+from ..format import scalar_of_value_type
 from ..io import AtomicTarget, arrow_of, batch_keys, known_shape, open_input, schema_of, values_array
 from ..stream.dense import check_dense_size
 from ..stream.engine import Plan, StreamOp, run
 from ..tensor import SparseTensor
-
-
-def parse_value(value, meta):
-    """``value`` (a CLI string or a Python scalar) as a scalar of the tensor's value type."""
-    vt = meta.value_type
-    text = value.strip() if isinstance(value, str) else None
-
-    def bad(why: str = ""):
-        return UsageError(f"--value {value!r} is not a valid {vt}{why}")
-
-    if vt == "string":
-        if not isinstance(value, str):
-            raise bad(" (give a string)")
-        return value
-    if vt == "binary":
-        if isinstance(value, str):
-            return value.encode("utf-8")
-        if isinstance(value, (bytes, bytearray)):
-            return bytes(value)
-        raise bad(" (give bytes or a string)")
-    if isinstance(value, (bytes, bytearray)):
-        raise bad()
-    dtype = meta.dtype
-    if vt == "bool":
-        if text is not None:
-            low = text.lower()
-            if low in ("true", "1"):
-                return np.bool_(True)
-            if low in ("false", "0"):
-                return np.bool_(False)
-            raise bad(" (use true or false)")
-        if isinstance(value, (bool, np.bool_)) or (isinstance(value, (int, np.integer)) and value in (0, 1)):
-            return np.bool_(bool(value))
-        raise bad()
-    if dtype.kind in "iu":
-        try:
-            v = int(text) if text is not None else value
-        except ValueError:
-            raise bad() from None
-        if isinstance(v, (float, np.floating)) and float(v).is_integer():
-            v = int(v)
-        if isinstance(v, (bool, np.bool_)) or not isinstance(v, (int, np.integer)):
-            raise bad()
-        info = np.iinfo(dtype)
-        if not info.min <= int(v) <= info.max:
-            raise bad(f" (outside {info.min}..{info.max})")
-        return dtype.type(int(v))
-    conv = complex if dtype.kind == "c" else float
-    try:
-        v = conv(text.replace(" ", "") if conv is complex else text) if text is not None else conv(value)
-    except (TypeError, ValueError):
-        raise bad() from None
-    with np.errstate(over="ignore"):
-        out = dtype.type(v)
-    parts = (v.real, v.imag, out.real, out.imag) if conv is complex else (v, v, out, out)
-    if (math.isfinite(parts[0]) and not math.isfinite(parts[2])) or (
-            math.isfinite(parts[1]) and not math.isfinite(parts[3])):
-        raise bad(" (it overflows)")
-    return out
 
 
 class _Filler:
@@ -237,7 +177,7 @@ class FillEmptyRows(StreamOp):
     def plan(self, meta) -> Plan:
         K = meta.sparse_ndim
         self.rows = meta.shape[0]
-        fill = parse_value(self.value, meta)
+        fill = scalar_of_value_type(self.value, meta, "--value")
         if self.rows == 0 and meta.nnz:
             raise DataError(f"dense_shape[0] = 0 but indices.shape[0] = {meta.nnz}", path=self.path)
         zero = next((k for k in range(1, K) if meta.shape[k] == 0), None)

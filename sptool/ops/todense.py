@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import numpy as np
+
 from .._memory import budget_of
+from ..format import scalar_of_value_type
 from ..io import local_only, open_input
 from ..stream.dense import write_dense
 
@@ -12,6 +15,15 @@ def local_npy(output: str) -> str:
     before any row is read: the cells are written in place (on a cluster, by each task's
     pwrite), which an object store cannot do."""
     return local_only(output, "todense's -o", "the .npy is written in place through a memory map")
+
+
+def default_value_of(value, meta):
+    """``default_value`` (text from the command line, or a Python scalar) as a Python scalar of
+    the tensor's value type; None keeps the tensor's fill value."""
+    if value is None:
+        return None
+    scalar = scalar_of_value_type(value, meta, "--default-value")
+    return scalar.item() if isinstance(scalar, np.generic) else scalar
 
 
 def todense(path: str, output: str, *, default_value=None, validate: bool = True, memory=None,
@@ -35,5 +47,6 @@ def todense(path: str, output: str, *, default_value=None, validate: bool = True
     output = local_npy(output)
     budget = budget_of(memory)
     with open_input(path) as src:
+        default_value = default_value_of(default_value, src.meta)
         return write_dense(src, output, default_value=default_value, validate=validate, budget=budget,
                            progress=progress)
