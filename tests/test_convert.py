@@ -401,7 +401,7 @@ def test_mtx_pattern_round_trip_and_text_source(tmp_path):
 
 @pytest.mark.parametrize("content, kind, message", [
     ("", DataError, "the file is empty"),
-    ("%%MatrixMarket matrix array real general\n2 2\n1\n2\n3\n4\n", InputError, "dense 'array' Matrix Market"),
+    ("%%MatrixMarket matrix array pattern general\n2 2\n", DataError, "line 1: an 'array' file cannot be 'pattern'"),
     ("%%MatrixMarket matrix coordinate reel general\n", DataError, "line 1: unknown field 'reel'"),
     ("%%MatrixMarket matrix coordinate real sideways\n", DataError, "line 1: unknown symmetry 'sideways'"),
     ("%%MatrixMarket matrix coordinate real\n", DataError, "line 1: expected the header"),

@@ -6,11 +6,15 @@ svmlight test files, text on stdin)."""
 
 from __future__ import annotations
 
+import os
+
 import numpy as np
 import pytest
+import scipy.io as sio
+import scipy.sparse as sp
 
 import sptool
-from sptool.errors import DataError
+from sptool.errors import DataError, UsageError
 from sptool.ops.convert import convert
 
 
@@ -89,3 +93,176 @@ def test_tns_bad_value_before_a_comment_is_named(tmp_path):
     with pytest.raises(DataError, match=r"line 2: field 3: value 'x' is not a number"):
         convert(str(tmp_path / "b.tns"), str(tmp_path / "b.parquet"))
     assert not (tmp_path / "b.parquet").exists()
+
+
+# ---------------------------------------------------------------------------------------------
+# Matrix Market, as SciPy reads and writes it
+
+
+def _mmread_or_error(path):
+    """SciPy's reading of a file: its matrix as a dense array, or the error it raises."""
+    try:
+        m = sio.mmread(str(path), spmatrix=False)
+    except (ValueError, OverflowError) as e:
+        return e
+    return m if isinstance(m, np.ndarray) else m.toarray()
+
+
+def _agrees_with_scipy(src, tmp_path):
+    """sptool reads ``src`` as SciPy does: the same matrix, or an error (exit 1) where SciPy fails."""
+    want = _mmread_or_error(src)
+    out = tmp_path / "out.parquet"
+    if isinstance(want, Exception):
+        with pytest.raises(DataError):
+            convert(str(src), str(out))
+        assert not out.exists()
+        return want
+    convert(str(src), str(out))
+    got = _dense(out)
+    assert got.shape == want.shape
+    if want.dtype.kind == "f" and got.dtype == np.bool_:  # a pattern matrix: SciPy gives 1.0
+        got = got.astype(want.dtype)
+    assert got.dtype == want.dtype, (got.dtype, want.dtype)
+    np.testing.assert_array_equal(got, want)
+    return want
+
+
+_SCIPY_TEXTS = ["_32bit_integer_dense_example", "_32bit_integer_sparse_example", "_64bit_integer_dense_example",
+                "_64bit_integer_sparse_general_example", "_64bit_integer_sparse_symmetric_example",
+                "_64bit_integer_sparse_skew_example", "_over64bit_integer_dense_example",
+                "_over64bit_integer_sparse_example", "_general_example", "_hermitian_example", "_skew_example",
+                "_symmetric_example", "_symmetric_pattern_example", "_empty_lines_example"]
+
+
+@pytest.mark.parametrize("name", _SCIPY_TEXTS)
+def test_mtx_scipys_own_test_texts(tmp_path, name, blocks):
+    scipy_tests = pytest.importorskip("scipy.io.tests.test_mmio")  # shipped with SciPy's wheels
+    src = tmp_path / "m.mtx"
+    src.write_text(getattr(scipy_tests, name))
+    _agrees_with_scipy(src, tmp_path)
+
+
+# The texts of SciPy's tests written inline in a test function (test_bad_number_of_*_header_fields,
+# test_gh11389, test_gh18123), and arrays of every symmetry as the format lays them out.
+_INLINE_TEXTS = {
+    "array-size-line-of-three": "%%MatrixMarket matrix array real general\n  3  3 999\n"
+                                + "".join(f"{v}.0\n" for v in range(1, 10)),
+    "coordinate-size-line-of-four": "%%MatrixMarket matrix coordinate real general\n  5  5  8 999\n"
+                                    "1 1 1.0\n2 2 10.5\n3 3 0.015\n1 4 6.0\n4 2 250.5\n4 4 -280.0\n"
+                                    "4 5 33.32\n5 5 12.0\n",
+    "no-final-newline": "%%MatrixMarket matrix coordinate complex symmetric\n 1 1 1\n"
+                        "1 1 -2.1846000000000e+02  0.0000000000000e+00",
+    "banner-after-a-blank": " %%MatrixMarket matrix coordinate real general\n5 5 3\n2 3 1.0\n3 4 2.0\n3 5 3.0\n",
+    "array-general": "%%MatrixMarket matrix array real general\n% column-major\n3 2\n1\n0\n-2.5\n4\n0\n6e-3\n",
+    "array-symmetric": "%%MatrixMarket matrix array real symmetric\n3 3\n1\n2\n3\n4\n5\n6\n",
+    "array-skew": "%%MatrixMarket matrix array integer skew-symmetric\n3 3\n2\n-3\n5\n",
+    "array-hermitian": "%%MatrixMarket matrix array complex hermitian\n2 2\n1 0\n2 3\n4 0\n",
+    "array-integer": "%%MatrixMarket matrix array integer general\n1 3\n-9223372036854775808\n0\n7\n",
+    "array-pattern": "%%MatrixMarket matrix array pattern general\n2 2\n",
+    "array-too-few": "%%MatrixMarket matrix array real general\n2 2\n1\n2\n3\n",
+    "array-too-many": "%%MatrixMarket matrix array real general\n2 2\n1\n2\n3\n4\n5\n",
+    "unsigned-coordinate": "%%MatrixMarket matrix coordinate unsigned-integer general\n2 2 3\n"
+                           "1 1 18446744073709551615\n2 1 9223372036854775808\n2 2 3\n",
+    "unsigned-array": "%%MatrixMarket matrix array unsigned-integer general\n2 2\n1\n18446744073709551615\n"
+                      "3\n9223372036854775808\n",
+    "unsigned-symmetric": "%%MatrixMarket matrix coordinate unsigned-integer symmetric\n3 3 2\n"
+                          "2 1 18446744073709551614\n3 3 5\n",
+    "unsigned-negative": "%%MatrixMarket matrix coordinate unsigned-integer general\n2 2 1\n2 1 -3\n",
+    "unsigned-past-2^64": "%%MatrixMarket matrix coordinate unsigned-integer general\n2 2 1\n"
+                          "2 1 18446744073709551616\n",
+    "unsigned-skew": "%%MatrixMarket matrix coordinate unsigned-integer skew-symmetric\n2 2 1\n2 1 3\n",
+}
+
+
+@pytest.mark.parametrize("name", list(_INLINE_TEXTS))
+def test_mtx_reads_as_scipy_reads(tmp_path, name, blocks):
+    src = tmp_path / "m.mtx"
+    src.write_text(_INLINE_TEXTS[name])
+    _agrees_with_scipy(src, tmp_path)
+
+
+def test_mtx_symmetric_must_be_square(tmp_path):
+    # SciPy's default reader (fast_matrix_market) reads this one as a 2 x 3 matrix of three values and
+    # has crashed the process on it; its pure-Python reader (scipy.io._mmio) refuses it, as the format does.
+    src = tmp_path / "n.mtx"
+    src.write_text("%%MatrixMarket matrix array real symmetric\n2 3\n1\n2\n3\n4\n5\n")
+    mmio = pytest.importorskip("scipy.io._mmio")
+    with pytest.raises((ValueError, IndexError)):
+        mmio.mmread(str(src))
+    with pytest.raises(DataError, match=r"line 2: a symmetric matrix must be square, got 2 x 3"):
+        convert(str(src), str(tmp_path / "n.parquet"))
+
+
+@pytest.mark.parametrize("banner", ["%%MatrixMarket", "%%matrixmarket", "%%MATRIXMARKET", "%%MatrixMarketX",
+                                    "%% MatrixMarket", "%%Matrixmarket"])
+@pytest.mark.parametrize("words", ["matrix coordinate real general", "MATRIX Coordinate REAL General"])
+def test_mtx_banner_is_spelled_as_scipy_requires(tmp_path, banner, words):
+    src = tmp_path / "b.mtx"
+    src.write_text(f"{banner} {words}\n2 2 1\n1 2 3.5\n")
+    want = _agrees_with_scipy(src, tmp_path)
+    if isinstance(want, Exception):
+        with pytest.raises(DataError, match=r"line 1: .*'%%MatrixMarket"):
+            convert(str(src), str(tmp_path / "b.parquet"))
+
+
+@pytest.mark.parametrize("dtype", [np.uint16, np.uint32, np.uint64])
+@pytest.mark.parametrize("dense", [False, True], ids=["coordinate", "array"])
+def test_mtx_unsigned_written_by_scipy_reads_as_scipy_reads_it(tmp_path, dtype, dense):
+    info = np.iinfo(dtype)
+    a = np.array([[0, info.max, 1], [info.max - 1, 0, 2 ** (info.bits - 1)]], dtype=dtype)
+    src = tmp_path / "u.mtx"
+    sio.mmwrite(str(src), a if dense else sp.coo_array(a))
+    want = _agrees_with_scipy(src, tmp_path)  # uint64 for SciPy's 'unsigned-integer' (uint32 and uint64)
+    assert want.dtype == (np.uint64 if sio.mminfo(str(src))[4] == "unsigned-integer" else np.int64)
+
+
+@pytest.mark.parametrize("dtype", ["float64", "float32", "int64", "int16", "uint64", "complex128", "bool"])
+def test_mtx_dense_output_reads_back_in_scipy(tmp_path, rng, dtype):
+    dense = rng.integers(-3, 4, size=(5, 4)) * (rng.random((5, 4)) < 0.5)
+    if dtype == "uint64":
+        dense = np.abs(dense).astype(np.uint64) * np.uint64(2**61)
+    elif dtype == "complex128":
+        dense = dense + 1j * rng.integers(-2, 3, size=(5, 4))
+    elif dtype.startswith("float"):
+        dense = dense * np.pi
+    dense = dense.astype(dtype)
+    np.save(tmp_path / "d.npy", dense)
+    convert(str(tmp_path / "d.npy"), str(tmp_path / "d.parquet"))
+    result = convert(str(tmp_path / "d.parquet"), str(tmp_path / "d.mtx"), dense=True)
+    assert result["to"] == "mtx" and result["shape"] == [5, 4]
+    assert sio.mminfo(str(tmp_path / "d.mtx"))[3] == "array"
+    back = sio.mmread(str(tmp_path / "d.mtx"))
+    assert isinstance(back, np.ndarray)
+    # Floats are written in their own type's shortest round-trip form: float32 values come back exactly
+    # as float32.
+    np.testing.assert_array_equal(back.astype(dense.dtype) if dense.dtype.kind == "f" else back,
+                                  dense if dense.dtype.kind == "f" else dense.astype(back.dtype))
+    field_type = {"b": np.int64, "i": np.int64, "u": np.uint64, "f": np.float64, "c": np.complex128}
+    assert back.dtype == field_type[dense.dtype.kind]
+
+
+def test_mtx_dense_output_from_text_with_duplicates(tmp_path):
+    # Unsorted text with a repeated coordinate: the cell holds the sum, as SciPy's toarray gives it.
+    (tmp_path / "t.tns").write_text("3 2 1.5\n1 1 2.0\n3 2 0.25\n2 3 -1.0\n")
+    convert(str(tmp_path / "t.tns"), str(tmp_path / "t.mtx"), dense=True, shape="3,4")
+    want = sp.coo_array(([1.5, 2.0, 0.25, -1.0], ([2, 0, 2, 1], [1, 0, 1, 2])), shape=(3, 4)).toarray()
+    np.testing.assert_array_equal(sio.mmread(str(tmp_path / "t.mtx")), want)
+
+
+def test_mtx_dense_is_refused_for_other_outputs(tmp_path):
+    with pytest.raises(UsageError, match="--dense"):
+        convert("sample_data/digits.parquet", str(tmp_path / "d.tns"), dense=True)
+    assert os.listdir(tmp_path) == []
+
+
+@pytest.mark.parametrize("dtype", [np.uint8, np.uint16, np.uint32, np.uint64, np.int8, np.int64])
+def test_mtx_integer_output_has_the_field_scipy_writes(tmp_path, dtype):
+    info = np.iinfo(dtype)
+    values = np.array([info.max, info.max - 1, 5], dtype=dtype)
+    m = sp.coo_array((values, ([0, 1, 2], [2, 0, 1])), shape=(3, 3))
+    sp.save_npz(tmp_path / "u.npz", m)
+    convert(str(tmp_path / "u.npz"), str(tmp_path / "u.mtx"))
+    sio.mmwrite(str(tmp_path / "scipy.mtx"), m)
+    assert sio.mminfo(str(tmp_path / "u.mtx"))[4] == sio.mminfo(str(tmp_path / "scipy.mtx"))[4]
+    back = sio.mmread(str(tmp_path / "u.mtx"), spmatrix=False)
+    np.testing.assert_array_equal(back.toarray(), m.toarray())

@@ -48,6 +48,8 @@ from ._tfrecord_options import tfrecord_options
 @click.option("--values-column", metavar="NAME", default=None,
               help="The plain table's values column [default: none, every coordinate holds True]; with --plain, "
                    "the output's [default: values].")
+@click.option("--dense", is_flag=True,
+              help="With a .mtx output: Matrix Market's dense 'array' format, every cell column by column.")
 @click.option("--plain", is_flag=True,
               help="Write DST (.parquet, .arrow, .feather) as a plain table, with no tensor metadata.")
 @click.option("--dimension-names", metavar="ROW,COL", default=None,
@@ -63,8 +65,8 @@ from ._tfrecord_options import tfrecord_options
 @common_options
 @click.pass_context
 def convert(ctx, src, dst, from_format, to_format, shape, value_type, fill_value, index_base, zero_based,
-            n_features, labels, multilabel, query_id, strict, index_columns, values_column, plain, dimension_names,
-            label_key, rows, height, **tfrecord):
+            n_features, labels, multilabel, query_id, strict, index_columns, values_column, dense, plain,
+            dimension_names, label_key, rows, height, **tfrecord):
     """Convert a tensor between sptool and FROSTT .tns, Matrix Market .mtx, scipy .npz,
     dense .npy, CSV/TSV coordinate text, svmlight/libsvm (.svm, .svmlight, .libsvm), JSON lines
     ({"ids": [...], "values": [...], "label": ...} per line: .jsonl, .ndjson) and TFRecord files
@@ -149,7 +151,8 @@ def convert(ctx, src, dst, from_format, to_format, shape, value_type, fill_value
                           zero_based=zero_based, n_features=n_features, labels=labels, multilabel=multilabel,
                           query_id=query_id, strict=strict, index_columns=index_columns,
                           values_column=values_column, plain=plain, dimension_names=dimension_names,
-                          label_key=label_key, rows=rows, height=height, memory=opts["memory"], **tfrecord)
+                          label_key=label_key, rows=rows, height=height, dense=dense, memory=opts["memory"],
+                          **tfrecord)
     where = "stdout" if dst == "-" else dst
     job.summary(result=result, rows_out=result["rows"],
                 extra=cluster_extra(result, f"wrote {where} ({result['to']}, shape {result['shape']}, "

@@ -25,6 +25,7 @@ class Options:
     tfrecord: object = None  # converters.tfrecord.TFRecordOptions, for TFRecord input or output
     table: object = None  # converters.table.TableOptions: plain-table columns and output
     rows: object = None  # converters.rowsparse.RowsOptions: a row-sparse input from two .npy files
+    dense: bool = False  # --dense: a Matrix Market output in the dense 'array' format
 
 
 def parse_shape(shape) -> tuple | None:

@@ -19,7 +19,7 @@ from .common import Options, Reader
 from .compression import codec_of_name, without_codec
 from .delimited import DelimitedReader, DelimitedWriter
 from .jsonl import JsonlReader, JsonlWriter
-from .mtx import MtxReader, MtxWriter
+from .mtx import MtxReader, mtx_writer
 from .native import SptoolReader, SptoolWriter
 from .npy import NpyReader
 from .npz import NpzWriter
@@ -60,7 +60,7 @@ TABLE: tuple[Format, ...] = (
     Format("sptool", (".parquet", ".arrows"), (PARQUET_MAGIC, STREAM_MAGIC), SptoolReader, SptoolWriter,
            streaming=True),
     Format("tns", (".tns",), (), TnsReader, TnsWriter, streaming=True, text=True),
-    Format("mtx", (".mtx",), (b"%%MatrixMarket",), MtxReader, MtxWriter, streaming=True, text=True),
+    Format("mtx", (".mtx",), (b"%%MatrixMarket",), MtxReader, mtx_writer, streaming=True, text=True),
     Format("npz", (".npz",), (b"PK\x03\x04",), npz_reader, NpzWriter, streaming=False),
     Format("npy", (".npy",), (b"\x93NUMPY",), NpyReader, None, streaming=False),
     Format("csv", (".csv",), (), partial(DelimitedReader, fmt="csv"), partial(DelimitedWriter, fmt="csv"),

@@ -16,7 +16,7 @@ import re
 import sys
 from collections import deque
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 import pyarrow as pa
@@ -39,6 +39,7 @@ CHUNK_MIN = 64 << 10
 CHUNK_MAX = 8 << 20
 # A "line" longer than this is almost certainly not coordinate text.
 MAX_LINE = 1 << 20
+UINT64_END = 1 << 64
 
 
 def chunk_bytes(budget: Budget) -> int:
@@ -58,6 +59,7 @@ class Layout:
     delim: int = 0  # 0: runs of blanks; else one delimiter byte
     comment: int = 0  # a line starting with this byte is skipped (0: none)
     trailing: bool = False  # the comment byte also ends the data of a line (FROSTT's '# ...' after values)
+    unsigned: bool = False  # V_INT values are unsigned 64-bit (Matrix Market's unsigned-integer field)
 
     @property
     def nvals(self) -> int:
@@ -239,7 +241,44 @@ def _parse_block(data: bytes, layout: Layout):
     ival = np.empty(cap if layout.vkind == tp.V_INT else 0, dtype=np.int64)
     result = tp.parse_lines(data, True, layout.nidx, layout.vkind, layout.base, layout.delim,
                             layout.comment, idx, fval, ival)
+    if layout.unsigned and result[3] == tp.ERR_RANGE and result[6] >= layout.nidx:
+        return _parse_wide_unsigned(data, layout)
     return result, idx, fval, ival, data
+
+
+def _parse_wide_unsigned(data: bytes, layout: Layout):
+    """A block holding unsigned values of 2^63 or more, past the kernel's int64: the kernel checks
+    the lines with the values read as floats, then each value is read exactly here (such blocks
+    are rare: the kernel reads every other block)."""
+    result, idx, fval, _, data = _parse_block(data, replace(layout, vkind=tp.V_FLOAT, unsigned=False))
+    rows, err = result[0], result[3]
+    values = np.empty(rows, dtype=np.uint64)
+    if err != tp.OK:
+        return result, idx, fval, values, data
+    row = offset = 0
+    for no, line in enumerate(bytes(data).split(b"\n")):
+        if layout.is_data(line):
+            value = _exact_integer(layout.split(line.decode("ascii", "replace"))[layout.nidx])
+            if value is None or not 0 <= value < UINT64_END:
+                code = tp.ERR_VALUE if value is None else tp.ERR_RANGE
+                return (row, 0, no, code, no, offset, layout.nidx), idx, fval, values, data
+            values[row] = value
+            row += 1
+        offset += len(line) + 1
+    return result, idx, fval, values, data
+
+
+def _exact_integer(word: str) -> int | None:
+    """An integer as the kernel reads one: digits, or a float spelling of an integer below 2^53."""
+    try:
+        return int(word)
+    except ValueError:
+        pass
+    try:
+        v = float(word)
+    except ValueError:
+        return None
+    return int(v) if v.is_integer() and abs(v) <= 2**53 else None
 
 
 def parsed_blocks(text: OpenedText, block: int, parse, workers: int):
@@ -284,7 +323,24 @@ def _finish(parsed, text: OpenedText, layout: Layout) -> Parsed:
         values = ival[:rows]
     else:
         values = None
-    return Parsed(keys, values, data, first)
+    parsed = Parsed(keys, values, data, first)
+    if layout.unsigned and values is not None and values.dtype != np.uint64:
+        parsed.values = _as_unsigned(parsed, layout, text.name)
+    return parsed
+
+
+def _as_unsigned(parsed: Parsed, layout: Layout, name: str) -> np.ndarray:
+    """The int64 values the kernel read for an unsigned field, as uint64; a negative one is an error."""
+    negative = np.flatnonzero(parsed.values < 0)
+    if negative.size:
+        row = int(negative[0])
+        raise DataError(f"line {line_of_row(parsed, row, layout)}: "
+                        f"{_outside_unsigned(layout, parsed.values[row])}", path=name)
+    return parsed.values.view(np.uint64)
+
+
+def _outside_unsigned(layout: Layout, text) -> str:
+    return f"field {layout.nidx + 1}: value {text} is outside 0 to 2^64-1 (an unsigned-integer field)"
 
 
 def _describe(data: bytes, err: int, offset: int, field: int, layout: Layout) -> str:
@@ -303,6 +359,8 @@ def _describe(data: bytes, err: int, offset: int, field: int, layout: Layout) ->
     if err == tp.ERR_BASE:
         hint = "use --index-base 0 for 0-based files" if layout.base == 1 else "indices must not be negative"
         return f"{where}: index {text} is less than {layout.base}, the index base ({hint})"
+    if err == tp.ERR_RANGE and kind == "value" and layout.unsigned:
+        return _outside_unsigned(layout, text)
     if err == tp.ERR_RANGE:
         return f"{where}: {kind} {text} does not fit in a 64-bit integer"
     if err == tp.ERR_VALUE:
@@ -325,7 +383,7 @@ def line_of_row(parsed: Parsed, row: int, layout: Layout) -> int:
 def check_bounds(parsed: Parsed, shape, layout: Layout, name: str):
     """A DataError naming the line of the first index outside a known shape."""
     K = layout.nidx
-    if parsed.keys.shape[1] == 0 or any(s is None for s in shape[:K]):
+    if K == 0 or parsed.keys.shape[1] == 0 or any(s is None for s in shape[:K]):
         return
     bounds = np.asarray(shape[:K], dtype=np.int64)
     row, dim = _kernels.first_out_of_bounds(parsed.keys, bounds)
@@ -470,12 +528,17 @@ class TextReader(Reader):
             self.text.close()
             raise
         vt = self.value_type
-        self.meta = TensorMeta(shape=self.shape, sparse_ndim=self.layout.nidx, value_type=vt,
+        self.meta = TensorMeta(shape=self.shape, sparse_ndim=self.sparse_ndim, value_type=vt,
                                fill_value=coerce_fill(opts.fill_value, vt), sort_order=(), unique=False,
                                iso=self.iso)
 
     def _open(self):
         raise NotImplementedError
+
+    @property
+    def sparse_ndim(self) -> int:
+        """The tensor's dimensions: one an index field, unless the file's lines hold values only."""
+        return self.layout.nidx
 
     def _shape_from_option(self, K: int | None, found: tuple | None = None, what: str = "") -> tuple:
         shape = self.opts.shape

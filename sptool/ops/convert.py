@@ -165,7 +165,8 @@ def convert(src: str | None, dst: str, *, from_format: str | None = None, to_for
             label_key: str | None = None, feature: str | None = None, label_feature: str | None = None,
             compression: str | None = None,
             index_columns=None, values_column: str | None = None, plain: bool = False, dimension_names=None,
-            rows: str | None = None, height: int | None = None, memory=None, progress=None) -> dict:
+            rows: str | None = None, height: int | None = None, dense: bool = False, memory=None,
+            progress=None) -> dict:
     """Convert a tensor between sptool and .tns, .mtx, .npz, .npy, .csv, .tsv, svmlight JSON lines or
     .tfrecord, or binsparse (.h5, .hdf5, .zarr; .npz with ``to_format="binsparse"``), or adopt a
     plain table (Parquet, Arrow .arrow/.feather, CSV/TSV with a header) as one.
@@ -240,6 +241,9 @@ def convert(src: str | None, dst: str, *, from_format: str | None = None, to_for
         blocks, giving the [height, d1, ...] tensor with one sparse dimension.  An .npz holding
         ``rows``/``values``/``height`` or TensorFlow's ``indices``/``values``/``dense_shape``
         is read as one too, and ``to_format="rows"`` writes the first kind.
+    dense : bool
+        A Matrix Market output in the dense ``array`` format (every cell, column by column),
+        as scipy.io.mmwrite writes a NumPy array, instead of ``coordinate``.
     memory : str or int, optional
         The memory budget (default 1GiB or $SPTOOL_MEMORY).
 
@@ -266,6 +270,9 @@ def convert(src: str | None, dst: str, *, from_format: str | None = None, to_for
             raise UsageError(f"--index-base must be 0 or 1, not {index_base!r}")
         if src_fmt not in TEXT_FORMATS and dst_fmt not in TEXT_FORMATS:
             raise UsageError(f"--index-base applies to text formats ({_TEXT_EXTENSIONS}) only")
+    if dense and dst_fmt != "mtx":
+        raise UsageError(f"--dense writes Matrix Market's dense 'array' format (.mtx) only, not {dst_fmt}; a dense "
+                         "NumPy array is written by naming a .npy output")
     budget = budget_of(memory)
     fmts = {src_fmt, dst_fmt}
     if labels is not None and not {"svmlight", "jsonl", "tfrecord"} & fmts:
@@ -287,7 +294,8 @@ def convert(src: str | None, dst: str, *, from_format: str | None = None, to_for
                                 label_feature=label_feature, compression=compression)
     opts = Options(shape=parse_shape(shape), value_type=check_value_type(value_type), fill_value=fill_value,
                    index_base=index_base, budget=budget, examples=ex, tfrecord=tfrecord,
-                   table=table_options(index_columns, values_column, plain, dimension_names), rows=row_sparse)
+                   table=table_options(index_columns, values_column, plain, dimension_names), rows=row_sparse,
+                   dense=dense)
     to = _to_npy if dst_fmt == "npy" else _convert
     try:
         return to(src, dst, src_fmt, dst_fmt, opts, progress)
