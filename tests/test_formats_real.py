@@ -266,3 +266,69 @@ def test_mtx_integer_output_has_the_field_scipy_writes(tmp_path, dtype):
     assert sio.mminfo(str(tmp_path / "u.mtx"))[4] == sio.mminfo(str(tmp_path / "scipy.mtx"))[4]
     back = sio.mmread(str(tmp_path / "u.mtx"), spmatrix=False)
     np.testing.assert_array_equal(back.toarray(), m.toarray())
+
+
+# ---------------------------------------------------------------------------------------------
+# scipy.sparse .npz: every format save_npz writes
+
+
+def _sparse_of(kind: str, rng) -> sp.sparray:
+    dense = rng.integers(-4, 5, size=(6, 8)).astype(np.float64) * (rng.random((6, 8)) < 0.4)
+    if kind == "bsr":
+        return sp.bsr_array(dense, blocksize=(2, 4))  # blocks keep their explicit zeros
+    if kind == "bsr-unsorted":
+        return _reversed_within_rows(sp.bsr_array(dense, blocksize=(3, 2)))
+    if kind == "dia":
+        return sp.dia_array(dense)
+    if kind == "dia-short":  # data narrower than the matrix, and offsets past its corners
+        data = rng.integers(1, 9, size=(4, 5)).astype(np.int32)
+        data[1, 2] = 0  # a stored zero: not an entry, as dia's tocoo drops it
+        return sp.dia_array((data, [0, -2, 3, 9]), shape=(6, 8))
+    return getattr(sp, f"{kind}_array")(dense)
+
+
+def _reversed_within_rows(m: sp.bsr_array) -> sp.bsr_array:
+    """The same bsr matrix with the blocks of each block row stored in reverse (unsorted indices)."""
+    order = np.concatenate([np.arange(a, b)[::-1] for a, b in zip(m.indptr[:-1], m.indptr[1:])])
+    return sp.bsr_array((m.data[order], m.indices[order], m.indptr), shape=m.shape)
+
+
+@pytest.mark.parametrize("kind", ["bsr", "bsr-unsorted", "dia", "dia-short"])
+@pytest.mark.parametrize("matrix", [False, True], ids=["array", "matrix"])
+def test_npz_bsr_and_dia_read_as_load_npz_gives_them(tmp_path, rng, kind, matrix):
+    m = _sparse_of(kind, rng)
+    if matrix:
+        m = getattr(sp, f"{m.format}_matrix")(m)
+    sp.save_npz(tmp_path / "m.npz", m)
+    want = sp.load_npz(tmp_path / "m.npz").tocoo()  # SciPy's own entries: bsr keeps zeros, dia drops them
+    out = tmp_path / "m.parquet"
+    result = convert(str(tmp_path / "m.npz"), str(out))
+    idx, vals, meta = _read(out)
+    assert meta.shape == want.shape and meta.value_type == str(want.dtype)
+    assert result["rows"] == want.nnz
+    got = sorted(zip(map(tuple, idx.tolist()), vals.tolist()))
+    assert got == sorted(zip(zip(want.row.tolist(), want.col.tolist()), want.data.tolist()))
+
+
+def test_npz_refuses_what_load_npz_refuses(tmp_path):
+    np.savez(tmp_path / "dup.npz", format=b"dia", shape=np.array([3, 3]), data=np.ones((2, 3)),
+             offsets=np.array([1, 1]))
+    with pytest.raises(ValueError):
+        sp.load_npz(tmp_path / "dup.npz")
+    with pytest.raises(DataError, match="offsets repeat"):
+        convert(str(tmp_path / "dup.npz"), str(tmp_path / "dup.parquet"))
+    np.savez(tmp_path / "odd.npz", format=b"bsr", shape=np.array([4, 4]), data=np.ones((1, 2, 2)),
+             indices=np.array([0]), indptr=np.array([0, 1, 1, 1]))  # three block rows of two rows in four
+    with pytest.raises(ValueError):
+        sp.load_npz(tmp_path / "odd.npz")
+    with pytest.raises(DataError, match="indptr is not a valid bsr pointer array"):
+        convert(str(tmp_path / "odd.npz"), str(tmp_path / "odd.parquet"))
+    assert sorted(os.listdir(tmp_path)) == ["dup.npz", "odd.npz"]
+
+
+def test_npz_bsr_whose_shape_is_not_a_multiple_of_its_blocks(tmp_path):
+    # load_npz takes it (the rows past the last whole block row are empty), so sptool does too.
+    np.savez(tmp_path / "odd.npz", format=b"bsr", shape=np.array([5, 4]), data=np.arange(1.0, 5.0).reshape(1, 2, 2),
+             indices=np.array([1]), indptr=np.array([0, 0, 1]))
+    convert(str(tmp_path / "odd.npz"), str(tmp_path / "odd.parquet"))
+    np.testing.assert_array_equal(_dense(tmp_path / "odd.parquet"), sp.load_npz(tmp_path / "odd.npz").toarray())

@@ -1,12 +1,16 @@
 """scipy.sparse .npz files (what scipy.sparse.save_npz writes, and pydata/sparse's COO).
 
-Keys: ``format`` (b'coo', b'csr' or b'csc'), ``shape``, ``data``, then ``row``/``col``
-(2-D coo), ``coords`` (n-D coo, ndim x nnz), or ``indices``/``indptr`` (csr, csc).  A
+Keys: ``format`` (b'coo', b'csr', b'csc', b'bsr' or b'dia'), ``shape``, ``data``, then
+``row``/``col`` (2-D coo), ``coords`` (n-D coo, ndim x nnz), ``indices``/``indptr`` (csr, csc,
+and bsr, whose ``data`` is [blocks, R, C]) or ``offsets`` (dia, ``data`` [diagonals, length]).
+The entries are those of scipy's ``load_npz(path).tocoo()``: a bsr block's explicit zeros are
+kept, a dia matrix's stored zeros (its padding) and cells outside the shape are not.  A
 pydata/sparse file may add ``fill_value``.  The arrays are loaded whole (a .npz member
 cannot be read in pieces), so the file's decompressed size is checked against --memory
 first.  Order claims: csr rows come in row order ([0], or [0, 1] when every row's column
-indices are sorted); csc in column order ([1] or [1, 0]); coo is checked in one pass and
-claims row-major order only if it holds.  The sink verifies every claim.
+indices are sorted); csc in column order ([1] or [1, 0]); dia entries are sorted row-major;
+coo and bsr are checked in one pass and claim row-major order only if it holds.  The sink
+verifies every claim.
 
 Output is a coo file that scipy.sparse.load_npz reads as a ``coo_array`` (``row``/``col``
 for 2-D, ``coords`` otherwise), compressed as save_npz does by default.  scipy has no
@@ -31,7 +35,8 @@ from .gather import GatheringWriter
 
 BATCH_ROWS = 1 << 20
 REQUIRED = {"coo": ("shape", "data"), "csr": ("shape", "data", "indices", "indptr"),
-            "csc": ("shape", "data", "indices", "indptr")}
+            "csc": ("shape", "data", "indices", "indptr"), "bsr": ("shape", "data", "indices", "indptr"),
+            "dia": ("shape", "data", "offsets")}
 
 
 def member_headers(path: str) -> dict:
@@ -74,7 +79,7 @@ class NpzReader(Reader):
             raise DataError(f"missing key 'format': not a scipy.sparse .npz file{hint}", path=path)
         nbytes = sum(int(np.prod(s)) * d.itemsize for s, d in headers.values())
         data_shape, _ = headers.get("data", ((0,), np.dtype(np.float64)))
-        nnz = int(data_shape[0]) if data_shape else 0
+        nnz = int(np.prod(data_shape))  # bsr's blocks and dia's diagonals hold one value a cell
         ndim = int(np.prod(headers["shape"][0])) if "shape" in headers else 2
         need = nbytes + nnz * 8 * ndim * 2
         budget = opts.budget
@@ -90,7 +95,7 @@ class NpzReader(Reader):
             raise DataError(f"cannot load the arrays ({e})", path=path) from None
         fmt = _text(arrays["format"])
         if fmt not in REQUIRED:
-            raise InputError(f"scipy format {fmt!r} is not supported; save it as coo, csr or csc "
+            raise InputError(f"scipy format {fmt!r} is not supported; save it as {', '.join(REQUIRED)} "
                              "(e.g. scipy.sparse.save_npz(path, m.tocoo()))", path=path)
         missing = [k for k in REQUIRED[fmt] if k not in arrays]
         if fmt == "coo" and not ({"row", "col"} <= arrays.keys() or "coords" in arrays):
@@ -99,26 +104,15 @@ class NpzReader(Reader):
             raise DataError(f"missing key{'s' if len(missing) > 1 else ''} {', '.join(missing)} for format "
                             f"{fmt!r}", path=path)
         shape = tuple(int(s) for s in np.asarray(arrays["shape"]).reshape(-1))
-        data = np.asarray(arrays["data"]).reshape(-1)
+        data = np.asarray(arrays["data"])
         if data.dtype.kind not in "biufc":
             raise DataError(f"data of dtype {data.dtype} is not numeric", path=path)
-        order: tuple = ()
-        if fmt == "coo":
-            if "coords" in arrays:
-                keys = np.asarray(arrays["coords"], dtype=np.int64)
-                if keys.ndim != 2:
-                    keys = keys.reshape(len(shape), -1)
-            else:
-                keys = np.stack([np.asarray(arrays["row"], dtype=np.int64).reshape(-1),
-                                 np.asarray(arrays["col"], dtype=np.int64).reshape(-1)])
-            if keys.shape[0] != len(shape) or keys.shape[1] != len(data):
-                raise DataError(f"coordinates of shape {keys.shape} do not match shape {list(shape)} and "
-                                f"{len(data)} values", path=path)
-            rowmajor = np.arange(len(shape), dtype=np.int64)
-            if keys.shape[1] and _kernels.first_order_violation(keys, rowmajor, False)[0] < 0:
-                order = tuple(range(len(shape)))
-        else:
+        if fmt in ("csr", "csc"):
+            data = data.reshape(-1)
             keys, order = _compressed(arrays, fmt, shape, len(data), path)
+        else:
+            keys, data = {"coo": _coo, "bsr": _bsr, "dia": _dia}[fmt](arrays, shape, data, path)
+            order = _row_major_if_so(keys, len(shape))
         self.keys = np.ascontiguousarray(keys)
         self.data = data
         vt_in = value_type_of_dtype(data.dtype)
@@ -144,18 +138,87 @@ class NpzReader(Reader):
             yield keys, vals
 
 
-def _compressed(arrays: dict, fmt: str, shape: tuple, nnz: int, path: str):
-    """(keys, sort_order) of a csr or csc matrix."""
+def _row_major_if_so(keys: np.ndarray, ndim: int) -> tuple:
+    """The row-major order claim, checked in one pass: made only if the keys hold it."""
+    rowmajor = np.arange(ndim, dtype=np.int64)
+    if keys.shape[1] and _kernels.first_order_violation(keys, rowmajor, False)[0] < 0:
+        return tuple(range(ndim))
+    return ()
+
+
+def _coo(arrays: dict, shape: tuple, data: np.ndarray, path: str):
+    """(keys, values) of a coo matrix or n-D array."""
+    data = data.reshape(-1)
+    if "coords" in arrays:
+        keys = np.asarray(arrays["coords"], dtype=np.int64)
+        if keys.ndim != 2:
+            keys = keys.reshape(len(shape), -1)
+    else:
+        keys = np.stack([np.asarray(arrays["row"], dtype=np.int64).reshape(-1),
+                         np.asarray(arrays["col"], dtype=np.int64).reshape(-1)])
+    if keys.shape[0] != len(shape) or keys.shape[1] != len(data):
+        raise DataError(f"coordinates of shape {keys.shape} do not match shape {list(shape)} and "
+                        f"{len(data)} values", path=path)
+    return keys, data
+
+
+def _bsr(arrays: dict, shape: tuple, data: np.ndarray, path: str):
+    """(keys, values) of a bsr matrix, block by block as scipy's tocoo gives them (zeros kept)."""
+    _check_2d("bsr", shape, path)
+    if data.ndim != 3:
+        raise DataError(f"bsr data must be [blocks, rows, columns], got shape {list(data.shape)}", path=path)
+    blocks, R, C = data.shape
+    rows, cols = shape
+    if R == 0 or C == 0:
+        raise DataError(f"bsr blocks of {R} x {C} hold nothing", path=path)
+    # As scipy.sparse: rows // R block rows (load_npz takes a shape that is not a multiple of the blocks).
+    block_row, block_col = _pointers(arrays, "bsr", rows // R, blocks, shape, path)
+    row = block_row[:, None, None] * R + np.arange(R, dtype=np.int64)[None, :, None]
+    col = block_col[:, None, None] * C + np.arange(C, dtype=np.int64)[None, None, :]
+    keys = np.stack([np.broadcast_to(row, data.shape).reshape(-1), np.broadcast_to(col, data.shape).reshape(-1)])
+    return keys, data.reshape(-1)
+
+
+def _dia(arrays: dict, shape: tuple, data: np.ndarray, path: str):
+    """(keys, values) of a dia matrix in row-major order: data[k, j] is the cell (j - offsets[k], j),
+    kept when it lies in the matrix and is not zero (stored zeros are the diagonals' padding)."""
+    _check_2d("dia", shape, path)
+    offsets = np.asarray(arrays["offsets"], dtype=np.int64).reshape(-1)
+    if data.ndim != 2 or data.shape[0] != len(offsets):
+        raise DataError(f"dia data of shape {list(data.shape)} does not match {len(offsets)} offsets", path=path)
+    if len(np.unique(offsets)) != len(offsets):
+        raise DataError(f"offsets repeat ({offsets.tolist()}): scipy.sparse refuses such a dia matrix", path=path)
+    rows, cols = shape
+    col = np.broadcast_to(np.arange(data.shape[1], dtype=np.int64), data.shape)
+    row = col - offsets[:, None]
+    keep = (row >= 0) & (row < rows) & (col < cols) & (data != 0)
+    row, col, values = row[keep], col[keep], data[keep]
+    order = np.lexsort((col, row))
+    return np.stack([row[order], col[order]]), values[order]
+
+
+def _check_2d(fmt: str, shape: tuple, path: str):
     if len(shape) != 2:
         raise DataError(f"a {fmt} matrix must be 2-D, got shape {list(shape)}", path=path)
+
+
+def _pointers(arrays: dict, fmt: str, major: int, nnz: int, shape: tuple, path: str):
+    """(outer, inner) indices of the ``nnz`` stored items of a compressed matrix with ``major``
+    pointer rows: csr's rows, csc's columns, bsr's block rows."""
     indptr = np.asarray(arrays["indptr"], dtype=np.int64).reshape(-1)
     indices = np.asarray(arrays["indices"], dtype=np.int64).reshape(-1)
-    major = shape[0] if fmt == "csr" else shape[1]
     if len(indptr) != major + 1 or indptr[0] != 0 or indptr[-1] != nnz or len(indices) != nnz or \
             (len(indptr) > 1 and np.any(np.diff(indptr) < 0)):
         raise DataError(f"indptr is not a valid {fmt} pointer array for shape {list(shape)} and {nnz} entries",
                         path=path)
-    outer = np.repeat(np.arange(major, dtype=np.int64), np.diff(indptr))
+    return np.repeat(np.arange(major, dtype=np.int64), np.diff(indptr)), indices
+
+
+def _compressed(arrays: dict, fmt: str, shape: tuple, nnz: int, path: str):
+    """(keys, sort_order) of a csr or csc matrix."""
+    _check_2d(fmt, shape, path)
+    major = shape[0] if fmt == "csr" else shape[1]
+    outer, indices = _pointers(arrays, fmt, major, nnz, shape, path)
     step = np.diff(indices)
     same = outer[1:] == outer[:-1]
     inner_sorted = not np.any(step[same] < 0)
