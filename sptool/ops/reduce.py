@@ -28,26 +28,12 @@ from ..stream.dense import DenseSink
 from ..stream.duplicates import sum_duplicates
 from ..stream.engine import Partwise, Plan, StreamOp, run
 from ..stream.group_reduce import GroupReducer
-from ..stream.order import ClaimCheck, checked_batches, ordered_batches, projected_batches
+from ..stream.order import ClaimCheck, checked_batches, ordered_batches
 from ..stream.reorder import Combine
 from ..stream.values import _UFUNC, as_kernel, from_kernel, kernel_dtype, values_of_array
 from ..tensor import SparseTensor
 
 OPS = ("sum", "max", "min", "prod", "mean", "count")
-
-
-# ---------------------------------------------------------------------------------------------
-# reading
-
-
-def _row_keys(src, row: int) -> np.ndarray:
-    """The (K, 1) indices of one row of a re-readable (Parquet) source."""
-    seen = 0
-    for batch in src.iter_batches():
-        if row < seen + batch.num_rows:
-            return batch_keys(batch.slice(row - seen, 1), src.meta.sparse_ndim)
-        seen += batch.num_rows
-    raise IndexError(row)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -321,54 +307,41 @@ def _reduced(src, step: Reduction, budget: Budget, tmp_dir, progress):
 
     def feed_all():
         if single and not dedup:
-            # The fast path: index columns straight from the batches, checked in the same pass;
-            # columns of reduced dimensions are not even read when the footer proves them in bounds.
-            dim_bounds = [int(meta.shape[d]) for d in dims]
+            # The fast path: index columns straight from the batches, every one of them read and
+            # bounds-checked in the same pass, reduced dimensions too: an entry outside the shape
+            # is refused wherever it lies (footer statistics are not proof of what the pages hold).
+            read = dims + [d for d in range(K) if d not in dims]
+            all_bounds = [int(meta.shape[d]) for d in read]
 
             def columns_of(batch, where):
                 return [np.ascontiguousarray(batch.column(c).to_numpy(), dtype=np.int64) for c in where]
 
             def prepare(batch):  # on the decoding thread
                 n = batch.num_rows
-                return reducer.block_partial(columns_of(batch, range(len(dims))),
-                                             values_of(batch, n, batch.num_columns - 1), dim_bounds)
+                return reducer.block_partial(columns_of(batch, read), values_of(batch, n), all_bounds) if n else None
 
-            # A claim of unique rows to check needs every index column: no projection then.
-            projected = None if check is not None else projected_batches(src, dims, budget=budget, prepare=prepare)
             leading = None  # the order's leading kept dimensions, where only they are relied on
             if check is None and prefix:
-                if projected is not None:  # only those columns read: the error reads its row again
-                    leading = ClaimCheck(meta, range(len(prefix)), False, path=path,
-                                         row_keys=lambda at: _row_keys(src, at - src.start))
-                else:
-                    leading = ClaimCheck(meta, prefix, False, path=path)
+                leading = ClaimCheck(meta, prefix, False, path=path)
                 leading.tracker.offset = src.start
-            read = dims if projected is not None else dims + [d for d in range(K) if d not in dims]
-            all_bounds = [int(meta.shape[d]) for d in read]
-            where = list(range(len(dims))) if projected is not None else read
             rows = 0
-            pairs = projected if projected is not None else ((b, None) for b in src.iter_batches(budget=budget))
-            for batch, partial in pairs:
+            for batch, partial in src.iter_prepared(prepare, budget=budget):
                 n = batch.num_rows
                 if not n:
                     continue
                 if check is not None:
                     check.check_batch(batch)
                 elif leading is not None:
-                    leading.check(columns_of(batch, range(len(prefix)) if projected is not None else range(K)))
+                    leading.check(columns_of(batch, range(K)))
                 if isinstance(partial, tuple):
                     got = reducer.merge_block(*partial)
                 elif partial is not None:
                     got = partial  # the row of an index out of bounds
                 else:
-                    got = reducer.feed(columns_of(batch, where), values_of(batch, n, batch.num_columns - 1),
-                                       all_bounds, block=projected is None)
+                    got = reducer.feed(columns_of(batch, read), values_of(batch, n), all_bounds, block=False)
                 if isinstance(got, int):
-                    if projected is not None:  # the row's other indices were not read: fetch it
-                        keys, got, rows = _row_keys(src, rows + got), 0, rows + got
-                    else:
-                        keys = batch_keys(batch, K)
-                    raise DataError(out_of_bounds(src.start + rows + got, keys, got, meta.shape[:K]), path=path)
+                    raise DataError(out_of_bounds(src.start + rows + got, batch_keys(batch, K), got, meta.shape[:K]),
+                                    path=path)
                 rows += n
                 if progress:
                     progress.advance(n)

@@ -144,49 +144,6 @@ def checked_batches(src, *, budget: Budget, progress=None, path=None, claim: Cla
         yield np.stack(cols), batch
 
 
-def projected_batches(src, dims, *, budget: Budget, prepare=None):
-    """Batches holding only the index columns ``dims`` and the values, read from a Parquet
-    source whose footer statistics prove every other index column within its bounds (so it
-    need not be decoded at all); None when that does not hold (a stream, a foreign column
-    type, missing statistics), and the caller reads whole batches instead.  With ``prepare``,
-    (batch, prepare(batch)) pairs, prepared on the decoding threads."""
-    import pyarrow as pa
-
-    meta = src.meta
-    K = meta.sparse_ndim
-    parts = getattr(src, "parts", None)
-    if not parts or getattr(src, "kind", None) not in ("file", "dir"):
-        return None
-    skipped = [d for d in range(K) if d not in dims]
-    names = [f"indices_{d}" for d in dims] + ["values"]
-    for part in parts:
-        schema = part.file.schema_arrow
-        if any(schema.field(f"indices_{d}").type != pa.int64() for d in dims):
-            return None
-        if schema.field("values").type != meta.values_type():
-            return None
-        md = part.file.metadata
-        for rg in range(md.num_row_groups):
-            group = md.row_group(rg)
-            for d in skipped:
-                st = group.column(d).statistics
-                # Min and max leave nulls out: a column that may hold one is read (and refused).
-                if st is None or not st.has_min_max or st.min < 0 or st.max >= meta.shape[d] \
-                        or not st.has_null_count or st.null_count:
-                    return None
-    rows = src.batch_rows(budget)
-
-    def read():
-        for part in parts:
-            for item in src.part_batches(part, rows, columns=names, prepare=prepare):
-                batch = item if prepare is None else item[0]
-                if any(c.null_count for c in batch.columns):
-                    raise DataError("a column holds nulls", path=part.path)
-                yield item
-
-    return read()
-
-
 def ordered_batches(src, order, *, budget: Budget, tmp_dir=None, progress=None, path=None):
     """(keys (K, n), batch) in ``order``: streamed when the source is sorted so, else sorted
     externally (bounds-checked either way: sorted_batches checks the rows it sorts)."""
