@@ -7,13 +7,18 @@ svmlight test files, text on stdin)."""
 from __future__ import annotations
 
 import os
+import subprocess
+import sys
+import time
 
 import numpy as np
 import pytest
 import scipy.io as sio
 import scipy.sparse as sp
+from click.testing import CliRunner
 
 import sptool
+from sptool.cli import cli
 from sptool.errors import DataError, UsageError
 from sptool.ops.convert import convert
 
@@ -332,3 +337,134 @@ def test_npz_bsr_whose_shape_is_not_a_multiple_of_its_blocks(tmp_path):
              indices=np.array([1]), indptr=np.array([0, 0, 1]))
     convert(str(tmp_path / "odd.npz"), str(tmp_path / "odd.parquet"))
     np.testing.assert_array_equal(_dense(tmp_path / "odd.parquet"), sp.load_npz(tmp_path / "odd.npz").toarray())
+
+
+# ---------------------------------------------------------------------------------------------
+# inputs told by their content: files of no known extension, and stdin
+
+
+def _sklearn_data(name: str):
+    """One of scikit-learn's own svmlight test files, as installed with it."""
+    from importlib import resources
+
+    try:
+        path = resources.files("sklearn.datasets.tests.data") / name
+    except ModuleNotFoundError:
+        pytest.skip("scikit-learn's test data is not installed")
+    if not path.is_file():
+        pytest.skip("scikit-learn's test data is not installed")
+    return path
+
+
+@pytest.mark.parametrize("name", ["svmlight_classification.txt", "svmlight_multilabel.txt"])
+@pytest.mark.parametrize("rename", [None, "noextension"])
+def test_sklearns_svmlight_files_are_told_by_content(tmp_path, name, rename):
+    from sklearn.datasets import load_svmlight_file
+
+    src = _sklearn_data(name)
+    if rename:
+        (tmp_path / rename).write_bytes(src.read_bytes())
+        src = tmp_path / rename
+    multilabel = "multilabel" in name
+    X, _ = load_svmlight_file(str(src), multilabel=multilabel)
+    result = convert(str(src), str(tmp_path / "x.parquet"), multilabel=multilabel)
+    assert result["from"] == "svmlight"
+    np.testing.assert_array_equal(_dense(tmp_path / "x.parquet"), X.toarray())
+
+
+def test_sklearns_invalid_svmlight_file_is_still_named_svmlight(tmp_path):
+    # Its first line's label is 'python': still svmlight by its features, refused as scikit-learn refuses it.
+    src = _sklearn_data("svmlight_invalid.txt")
+    with pytest.raises(DataError, match="line 1: the label 'python' is not a number"):
+        convert(str(src), str(tmp_path / "x.parquet"))
+
+
+_BY_CONTENT = {
+    "tns": "# a FROSTT tensor\n1 2 3 0.5\n2 1 1 -1.5 # trailing\n",
+    "tns-extended": "3 2\n2 2 3\n1 2 3 0.5\n2 1 1 -1.5\n",
+    "mtx": "%%MatrixMarket matrix coordinate real general\n% c\n2 3 2\n1 2 0.5\n2 1 -1.5\n",
+    "csv": "indices_0,indices_1,values\n0,1,0.5\n1,0,-1.5\n",
+    "csv-no-header": "0,1,0.5\n1,0,-1.5\n",
+    "tsv": "indices_0\tindices_1\tvalues\n0\t1\t0.5\n1\t0\t-1.5\n",
+    "jsonl": '{"ids": [1], "values": [0.5]}\n{"ids": [0], "values": [-1.5]}\n',
+    "svmlight": "# features\n0 2:0.5\n1 1:-1.5\n",
+}
+
+
+def _expected_entries(kind: str) -> list:
+    if kind.startswith("tns"):
+        return [((0, 1, 2), 0.5), ((1, 0, 0), -1.5)]
+    if kind == "svmlight":
+        return [((0, 1), 0.5), ((1, 0), -1.5)]  # 1-based ids, as scikit-learn guesses for them
+    return [((0, 1), 0.5), ((1, 0), -1.5)]
+
+
+@pytest.mark.parametrize("kind", list(_BY_CONTENT))
+@pytest.mark.parametrize("codec", [None, "gz"])
+def test_text_formats_are_told_by_content_in_files_and_on_stdin(tmp_path, kind, codec):
+    import gzip
+
+    data = _BY_CONTENT[kind].encode()
+    if codec:
+        data = gzip.compress(data)
+    fmt = kind.split("-")[0]
+    (tmp_path / "in.txt").write_bytes(data)
+    assert convert(str(tmp_path / "in.txt"), str(tmp_path / "f.parquet"))["from"] == fmt
+    r = CliRunner().invoke(cli, ["-q", "convert", "-", "-o", str(tmp_path / "s.parquet")], input=data)
+    assert r.exit_code == 0, r.output
+    for out in ("f.parquet", "s.parquet"):
+        idx, vals, _ = _read(tmp_path / out)
+        assert sorted(zip(map(tuple, idx.tolist()), vals.tolist())) == _expected_entries(kind)
+
+
+def test_an_arrow_stream_on_stdin_is_still_sptool(tmp_path):
+    r = CliRunner().invoke(cli, ["-q", "convert", "sample_data/tensor3d.parquet", "-o", "-"])
+    assert r.exit_code == 0
+    back = CliRunner().invoke(cli, ["-q", "convert", "-", "-o", str(tmp_path / "t.parquet")], input=r.stdout_bytes)
+    assert back.exit_code == 0, back.output
+    np.testing.assert_array_equal(_dense(tmp_path / "t.parquet"), _dense("sample_data/tensor3d.parquet"))
+
+
+@pytest.mark.parametrize("content", [b"\x00\x01binary\xff", b"1\t2\t0.5\n2\t1\t1.5\n", b"hello world\n", b""],
+                         ids=["binary", "tabs-without-a-header", "words", "empty"])
+def test_what_cannot_be_told_names_from(tmp_path, content):
+    (tmp_path / "x.dat").write_bytes(content)
+    r = CliRunner().invoke(cli, ["convert", str(tmp_path / "x.dat"), "-o", str(tmp_path / "x.parquet")])
+    assert r.exit_code == 2 and "--from" in r.stderr and len(r.stderr.strip().splitlines()) == 1, r.stderr
+    if content:  # an empty stdin is an empty Arrow stream, as before
+        r = CliRunner().invoke(cli, ["convert", "-", "-o", str(tmp_path / "x.parquet")], input=content)
+        assert r.exit_code == 2 and "--from" in r.stderr and "<stdin>" in r.stderr, r.stderr
+    assert sorted(os.listdir(tmp_path)) == ["x.dat"]
+
+
+def test_a_foreign_csv_header_names_the_table_options(tmp_path):
+    pd = pytest.importorskip("pandas")
+    frame = pd.DataFrame({"row": [0, 2], "col": [1, 0], "value": [0.5, -1.5]})
+    frame.to_csv(tmp_path / "p.csv", index=False)
+    r = CliRunner().invoke(cli, ["convert", str(tmp_path / "p.csv"), "-o", str(tmp_path / "p.parquet")])
+    assert r.exit_code == 1 and "--index-columns row,col --values-column value" in r.stderr, r.stderr
+    assert not (tmp_path / "p.parquet").exists()
+    convert(str(tmp_path / "p.csv"), str(tmp_path / "p.parquet"), index_columns="row,col", values_column="value")
+    idx, vals, _ = _read(tmp_path / "p.parquet")
+    assert sorted(zip(map(tuple, idx.tolist()), vals.tolist())) == [((0, 1), 0.5), ((2, 0), -1.5)]
+
+
+def test_a_pipe_from_a_slow_writer_is_told_and_read_whole(tmp_path):
+    """A real pipe (stdin a buffered reader, looked at by peeking): the comment comes alone and the
+    data later, so telling the format waits for more than the first read gives."""
+    out = tmp_path / "p.parquet"
+    proc = subprocess.Popen([sys.executable, "-P", "-m", "sptool", "-q", "convert", "-", "-o", str(out)],
+                            stdin=subprocess.PIPE, stderr=subprocess.PIPE, cwd=tmp_path)
+    proc.stdin.write(b"# from a slow writer\n")
+    proc.stdin.flush()
+    time.sleep(0.5)
+    proc.stdin.write(b"1 2 3 0.5 # first\n2 1 1 -1.5\n")
+    proc.stdin.close()
+    assert proc.wait(timeout=120) == 0, proc.stderr.read()
+    idx, vals, _ = _read(out)
+    assert sorted(zip(map(tuple, idx.tolist()), vals.tolist())) == _expected_entries("tns")
+    stream = subprocess.run([sys.executable, "-P", "-m", "sptool", "-q", "convert", str(out), "-o", "-"],
+                            capture_output=True, check=True).stdout
+    back = subprocess.run([sys.executable, "-P", "-m", "sptool", "-q", "convert", "-", "--to", "tns", "-o", "-"],
+                          input=stream, capture_output=True)
+    assert back.returncode == 0 and back.stdout == b"1 2 3 0.5\n2 1 1 -1.5\n", back.stderr

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import bz2
 import gzip
+import io
 import lzma
 import os
 import sys
@@ -19,6 +20,9 @@ MAGIC = ((b"\x1f\x8b", "gzip"), (b"BZh", "bz2"), (b"\xfd7zXZ\x00", "xz"), (b"\x2
 HEAD = max(len(m) for m, _ in MAGIC)
 # What a corrupt or truncated compressed stream raises, by codec library.
 _ERRORS = (OSError, EOFError, lzma.LZMAError, ValueError)
+# The first bytes of stdin read to tell its format, held until a reader opens stdin:
+# (the stdin they came from, the bytes, whether they are all of it).
+_held: list = [None, b"", False]
 
 
 def open_binary(path: str, what: str):
@@ -27,11 +31,58 @@ def open_binary(path: str, what: str):
     if path == "-":
         if sys.stdin.isatty():
             raise InputError(f"stdin is a terminal; pipe {what} into sptool or name a file", path="<stdin>")
-        return sys.stdin.buffer, False, "<stdin>"
+        raw = sys.stdin.buffer
+        if _held[0] is raw and _held[1]:  # the bytes stdin_head took, in front of the rest
+            raw, _held[:] = _Prefixed(_held[1], raw), [None, b"", False]
+        return raw, False, "<stdin>"
     try:
         return open_sequential(path), True, path  # a URL: its filesystem's stream, read ahead
     except OSError as e:
         raise InputError(f"cannot open: {e.strerror}", path=path) from None
+
+
+def look_at_stdin(n: int) -> bytes:
+    """Some of stdin's first bytes (up to ``n``, fewer when only fewer have come), without reading
+    them away: b"" when stdin is empty or a terminal, whose reader then says so."""
+    if sys.stdin.isatty():
+        return b""
+    raw = sys.stdin.buffer
+    if _held[0] is raw:
+        return _held[1][:n]
+    if hasattr(raw, "peek"):
+        return raw.peek(n)[:n]
+    if raw.seekable():
+        at = raw.tell()
+        head = raw.read(n)
+        raw.seek(at)
+        return head
+    return b""  # a stream that can neither look ahead nor go back: taken for an Arrow stream, unread
+
+
+def stdin_head(n: int) -> tuple[bytes, bool]:
+    """(stdin's first ``n`` bytes, or all of it when shorter; whether that is all of it), held for the
+    reader that opens stdin next (open_binary gives them back in front of the rest)."""
+    raw = sys.stdin.buffer
+    if _held[0] is not raw:
+        _held[:] = [raw, b"", False]
+    while len(_held[1]) < n and not _held[2]:
+        more = raw.read(n - len(_held[1]))
+        _held[1] += more
+        _held[2] = not more
+    return _held[1][:n], _held[2]
+
+
+def decompressed_head(head: bytes, codec: str, limit: int) -> bytes:
+    """As much of the start of a compressed stream, up to ``limit`` bytes, as its first bytes ``head``
+    give (the codec's complaint where ``head`` is cut is expected)."""
+    f = _Decompressing(io.BytesIO(head), codec, "")
+    out = b""
+    try:
+        while len(out) < limit and (chunk := f.f.read(min(1 << 12, limit - len(out)))):
+            out += chunk
+    except _ERRORS:
+        pass
+    return out
 
 
 def codec_of_name(path: str) -> str | None:

@@ -42,7 +42,7 @@ class DelimitedReader(TextReader):
             if K < 1 or names != header_names(K, complex_values):
                 raise DataError(
                     f"line {no}: expected the header {','.join(header_names(max(K, 1), False))!r}, got "
-                    f"{raw.decode('utf-8', 'replace').strip()!r}", path=self.name)
+                    f"{raw.decode('utf-8', 'replace').strip()!r}{_table_hint(names)}", path=self.name)
             if complex_values and vkind != tp.V_COMPLEX:
                 if opts.value_type is not None:
                     raise UsageError(f"the file holds complex values; --value-type {opts.value_type} cannot "
@@ -63,6 +63,14 @@ class DelimitedReader(TextReader):
                 K = len(opts.shape)
         self.shape = self._shape_from_option(K)
         self.layout = Layout(K, vkind, self.base, self.delim, 0)
+
+
+def _table_hint(names: list[str]) -> str:
+    """How to read a table of other column names (pandas', DuckDB's): name its columns."""
+    if len(names) < 2 or not all(names):
+        return ""
+    return (f"; a table of other columns is read by naming them: --index-columns {','.join(names[:-1])} "
+            f"--values-column {names[-1]}")
 
 
 def _is_header(raw: bytes, delim: int) -> bool:

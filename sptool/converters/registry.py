@@ -24,6 +24,7 @@ from .native import SptoolReader, SptoolWriter
 from .npy import NpyReader
 from .npz import NpzWriter
 from .rowsparse import RowsWriter, npz_reader, rows_reader, torch_reader
+from .sniff import SNIFF_BYTES, stdin_format, text_format
 from .svmlight import SvmlightReader, SvmlightWriter
 from .table import PlainTableWriter, arrow_reader, table_reader, table_writer
 from .tfrecord import TFRecordReader, TFRecordWriter
@@ -85,7 +86,6 @@ FORMATS = tuple(BY_NAME)
 TEXT_FORMATS = tuple(f.name for f in TABLE if f.text)
 EXTENSIONS = {ext: f.name for f in TABLE for ext in f.extensions}
 _MAGIC = tuple((magic, f.name) for f in TABLE for magic in f.magic)
-_HEAD = max(len(magic) for magic, _ in _MAGIC)
 
 
 def _check_format(fmt: str, option: str) -> str:
@@ -112,9 +112,12 @@ def _compressible(fmt: str, path: str) -> str:
 
 
 def input_format(src: str, given: str | None = None) -> str:
-    """The format of an input: --from, else its name, else its first bytes."""
+    """The format of an input: --from, else its name, else its first bytes (stdin's, looked at
+    without losing them)."""
     if given:
         return _compressible(_check_format(given, "--from"), src)
+    if src == "-":
+        return stdin_format(_MAGIC, FORMATS)
     named = _by_name(src)
     if named:
         return _compressible(named, src)
@@ -122,12 +125,15 @@ def input_format(src: str, given: str | None = None) -> str:
         raise InputError("no such file or directory", path=src)
     try:
         with open_read(src) as f:
-            head = f.read(_HEAD)
+            head = f.read(SNIFF_BYTES)
     except OSError as e:
         raise InputError(f"cannot read: {e.strerror}", path=src) from None
     for magic, fmt in _MAGIC:
         if head.startswith(magic):
             return fmt
+    found = text_format(head, complete=len(head) < SNIFF_BYTES)
+    if found:
+        return _compressible(found, src)
     raise UsageError(f"cannot tell the input format from the name or content; give --from "
                      f"({', '.join(FORMATS)})", path=src)
 
