@@ -61,12 +61,14 @@ from ._tfrecord_options import tfrecord_options
               "[n, d1, ...]) and --height H (the table's rows).")
 @click.option("--height", type=click.IntRange(min=0), metavar="H", default=None,
               help="With --rows: the height of the row-sparse tensor (its first extent).")
+@click.option("--key", metavar="KEY", default=None,
+              help="The matrix of an AnnData input: layers/NAME, raw/X, obsm/NAME, obsp/NAME... [default: X].")
 @tfrecord_options
 @common_options
 @click.pass_context
 def convert(ctx, src, dst, from_format, to_format, shape, value_type, fill_value, index_base, zero_based,
             n_features, labels, multilabel, query_id, strict, index_columns, values_column, dense, plain,
-            dimension_names, label_key, rows, height, **tfrecord):
+            dimension_names, label_key, rows, height, key, **tfrecord):
     """Convert a tensor between sptool and FROSTT .tns, Matrix Market .mtx, scipy .npz,
     dense .npy, CSV/TSV coordinate text, svmlight/libsvm (.svm, .svmlight, .libsvm), JSON lines
     ({"ids": [...], "values": [...], "label": ...} per line: .jsonl, .ndjson) and TFRecord files
@@ -118,6 +120,14 @@ def convert(ctx, src, dst, from_format, to_format, shape, value_type, fill_value
     other HDF5 layouts do not stream: they are held in memory whole, and a tensor larger
     than --memory allows is refused before anything is written.
 
+    AnnData (.h5ad, needs pip install 'sptool[anndata]'; a .zarr store whose root says
+    anndata, with zarr installed): X, or the matrix --key names (layers/counts, raw/X,
+    obsm/X_pca, obsp/distances), streamed within --memory: CSR by blocks of rows, CSC by
+    blocks of columns, dense arrays by blocks of rows with their zeros dropped; files of
+    anndata before 0.7 too. Every command reads an .h5ad's X directly. Output (.h5ad, or
+    .zarr with --to anndata) holds a 2-D tensor as X in CSR, sorted row-major first within
+    --memory when it is not, with the obs and var names anndata gives by default.
+
     Plain tables (DuckDB, Polars, Spark, pandas) are adopted with --index-columns and
     --values-column, streaming (shape from the largest indices unless --shape); --plain
     writes one back with no tensor metadata.
@@ -143,6 +153,8 @@ def convert(ctx, src, dst, from_format, to_format, shape, value_type, fill_value
       sptool convert sample_data/rowsparse.parquet -o /tmp/grad.npz --to rows
       sptool convert sample_data/tensor3d.parquet -o /tmp/tensor3d.bsp.h5
       sptool convert /tmp/tensor3d.bsp.h5 -o /tmp/tensor3d-back.parquet
+      sptool convert sample_data/digits.parquet -o /tmp/digits.h5ad
+      sptool convert /tmp/digits.h5ad -o /tmp/digits-back.parquet
     """
     opts = settings(ctx)
     result, job = run_job("convert", convert_op, opts, ctx.obj, src, dst, from_format=from_format,
@@ -151,8 +163,8 @@ def convert(ctx, src, dst, from_format, to_format, shape, value_type, fill_value
                           zero_based=zero_based, n_features=n_features, labels=labels, multilabel=multilabel,
                           query_id=query_id, strict=strict, index_columns=index_columns,
                           values_column=values_column, plain=plain, dimension_names=dimension_names,
-                          label_key=label_key, rows=rows, height=height, dense=dense, memory=opts["memory"],
-                          **tfrecord)
+                          label_key=label_key, rows=rows, height=height, dense=dense, key=key,
+                          memory=opts["memory"], **tfrecord)
     where = "stdout" if dst == "-" else dst
     job.summary(result=result, rows_out=result["rows"],
                 extra=cluster_extra(result, f"wrote {where} ({result['to']}, shape {result['shape']}, "

@@ -32,6 +32,10 @@ def info(ctx, tensor, as_json, scan, histogram):
     A row-sparse tensor (one sparse dimension with dense rows, Paddle's SelectedRows)
     shows "row-sparse: n rows of [d1, ...]" and the fraction of its height touched.
 
+    An AnnData file (.h5ad, or a .zarr store) is summarised by its X, followed by every
+    matrix it holds, sparse or dense (X, layers, obsm, varm, obsp, varp, raw): key,
+    layout, shape, stored entries and value type (JSON: "matrices").
+
     Memory: reads only the Parquet footers (a stream, --scan or --histogram is read
     once in batches within --memory; --histogram adds 8 bytes per index of its axis;
     a row-sparse tensor whose rows may repeat is read once too, one byte per row of
@@ -42,6 +46,8 @@ def info(ctx, tensor, as_json, scan, histogram):
     Example:
       sptool info sample_data/digits.parquet
       sptool info --histogram 0 sample_data/digits.parquet
+      sptool convert sample_data/digits.parquet -o /tmp/digits.h5ad
+      sptool info /tmp/digits.h5ad
     """
     opts = settings(ctx)
     with cluster(ctx.obj, opts["quiet"] or as_json) as client:
@@ -75,17 +81,41 @@ def info(ctx, tensor, as_json, scan, histogram):
     for k in range(d["sparse_ndim"]):
         name = (d["dimension_names"] or [None] * len(d["shape"]))[k]
         label = index_column(k) + (f" ({name})" if name else "")
-        rows.append((label, f"{d['min_index'][k]} .. {d['max_index'][k]}  of {d['shape'][k]}"))
+        span = "not read (--scan reads it)" if d["min_index"][k] is None else \
+            f"{d['min_index'][k]} .. {d['max_index'][k]}"
+        rows.append((label, f"{span}  of {d['shape'][k]}"))
     if "parts" in d:
         rows.append(("storage", f"{d['parts']} part(s), {d['row_groups']} row group(s), "
                      f"{format_size(d['bytes'])}"
                      + (f", {d['bytes_per_entry']:.1f} bytes per entry" if d.get("bytes_per_entry") else "")))
-    rows.append(("format", f"{d['version']}, written by {d['created_by']}"))
+    if "matrices" in d:
+        rows.append(("format", "AnnData: X summarised above, every matrix below"))
+    else:
+        rows.append(("format", f"{d['version']}, written by {d['created_by']}"))
     for k, v in rows:
         table.add_row(k, v)
     out.print(table)
+    if "matrices" in d:
+        _print_matrices(d["matrices"])
     if "histogram" in d:
         _print_histogram(d["histogram"])
+
+
+def _print_matrices(matrices: list[dict]):
+    """An AnnData file's matrices: key, layout, shape, stored entries, value type."""
+    from rich.markup import escape
+    from rich.table import Table
+
+    moved = any("stored_at" in m for m in matrices)  # a file of before anndata 0.7
+    table = Table(box=None, pad_edge=False, show_header=True, header_style="bold")
+    for column in ("key", "layout", "shape", "nnz", "type") + (("stored at",) if moved else ()):
+        table.add_column(column, justify="right" if column == "nnz" else "left")
+    for m in matrices:
+        nnz = "dense" if m["nnz"] is None else f"{m['nnz']:,}"
+        table.add_row(escape(m["key"]), m["layout"], " x ".join(f"{s:,}" for s in m["shape"]), nnz,
+                      m["value_type"], *([escape(m.get("stored_at", ""))] if moved else []))
+    out.print("\n[bold]matrices[/]")
+    out.print(table)
 
 
 def _print_histogram(h: dict):

@@ -20,6 +20,7 @@ class Options:
     value_type: str | None = None
     fill_value: object = None
     index_base: int | None = None
+    key: str | None = None  # --key: the matrix of an AnnData input (default X)
     budget: Budget | None = None  # resolved once by sptool.ops.convert
     examples: object = None  # rows.ExampleOptions: the options of svmlight and JSON lines
     tfrecord: object = None  # converters.tfrecord.TFRecordOptions, for TFRecord input or output

@@ -13,7 +13,8 @@ from dataclasses import dataclass
 from functools import partial
 
 from ..errors import InputError, UsageError
-from ..io import PARQUET_MAGIC, STREAM_MAGIC, bare, kind_of, open_read
+from ..io import PARQUET_MAGIC, STREAM_MAGIC, bare, is_anndata, kind_of, open_read
+from .anndata import AnnDataReader, AnnDataWriter
 from .binsparse import HDF5_MAGIC, BinsparseReader, BinsparseWriter
 from .common import Options, Reader
 from .compression import codec_of_name, without_codec
@@ -79,6 +80,9 @@ TABLE: tuple[Format, ...] = (
     Format("torch", (".pt", ".pth"), (), torch_reader, None, streaming=False),
     Format("binsparse", (".h5", ".hdf5", ".zarr"), (HDF5_MAGIC,), BinsparseReader, BinsparseWriter,
            streaming=False),
+    # An HDF5 file or .zarr store whose root says encoding-type anndata is AnnData whatever its name
+    # (_anndata_or); a .zarr output is AnnData with --to anndata only.
+    Format("anndata", (".h5ad",), (), AnnDataReader, AnnDataWriter, streaming=False),
 )
 
 BY_NAME = {f.name: f for f in TABLE}
@@ -111,6 +115,11 @@ def _compressible(fmt: str, path: str) -> str:
     return fmt
 
 
+def _anndata_or(fmt: str, src: str) -> str:
+    """``fmt``, or anndata for a binsparse-named input (HDF5, .zarr) whose root says anndata."""
+    return "anndata" if fmt == "binsparse" and is_anndata(src) else fmt
+
+
 def input_format(src: str, given: str | None = None) -> str:
     """The format of an input: --from, else its name, else its first bytes (stdin's, looked at
     without losing them)."""
@@ -120,7 +129,7 @@ def input_format(src: str, given: str | None = None) -> str:
         return stdin_format(_MAGIC, FORMATS)
     named = _by_name(src)
     if named:
-        return _compressible(named, src)
+        return _compressible(_anndata_or(named, src), src)
     if kind_of(src) is None:
         raise InputError("no such file or directory", path=src)
     try:
@@ -130,7 +139,7 @@ def input_format(src: str, given: str | None = None) -> str:
         raise InputError(f"cannot read: {e.strerror}", path=src) from None
     for magic, fmt in _MAGIC:
         if head.startswith(magic):
-            return fmt
+            return _anndata_or(fmt, src)
     found = text_format(head, complete=len(head) < SNIFF_BYTES)
     if found:
         return _compressible(found, src)

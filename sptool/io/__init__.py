@@ -4,6 +4,7 @@ This module is the layer's whole public surface; the modules behind it are priva
 import-linter contract in pyproject.toml holds the rest of sptool to that).
 """
 
+from ._anndata import anndata_h5py, anndata_zarr, is_anndata
 from ._arrays import arrow_of, batch_keys, batch_values, make_batch, normalize_batch, values_array
 from ._atomic import AtomicTarget, ClosesOrAborts, SideOutputs, abort_live_targets, commit_all
 from ._digest import DigestReader, digest_problem
@@ -41,6 +42,7 @@ from .source import (
     PARQUET_MAGIC,
     READ_ERRORS,
     STREAM_MAGIC,
+    AnnDataSource,
     DamagedBatch,
     MemorySource,
     ParquetSource,
@@ -85,4 +87,5 @@ __all__ = [
     "file_size", "is_remote", "join_path", "local_only", "local_path", "make_dir", "register_filesystem", "remove_path",
     "absolute", "bare", "files_in", "is_npy", "kind_of", "move", "remove_hidden",
     "listing", "matching", "open_output", "open_read", "open_sequential", "split",
+    "AnnDataSource", "anndata_h5py", "anndata_zarr", "is_anndata",
 ]

@@ -28,12 +28,13 @@ from ..format import (
     shared_order,
     trailer_problem,
 )
+from ._anndata import HDF5_MAGIC, MatrixReader, is_anndata_store
 from ._arrays import batch_keys, batch_values, make_batch, normalize_batch
 from ._digest import DigestReader, digest_problem
 from ._prefetch import prefetch
 from ._rowgroups import check_text, parquet_file, plan_chunks, read_chunks, read_failure_code
 from ._scratch import scratch_dir
-from ._url import join_path, kind_of, listing, local_path, open_read, open_sequential
+from ._url import is_remote, join_path, kind_of, listing, local_path, open_read, open_sequential
 
 # What pyarrow raises on a corrupt or foreign file: any Arrow error, and the Python errors its
 # footer and statistics accessors let through on garbled metadata.
@@ -61,19 +62,22 @@ def list_parts(path: str) -> list[str]:
 
 
 def sniff(path: str) -> str:
-    """'parquet', 'stream' or 'unknown' from a file's first bytes."""
+    """'parquet', 'stream', 'hdf5' (an .h5ad file) or 'unknown' from a file's first bytes."""
     with open_read(path) as f:
-        head = f.read(4)
-    if head == PARQUET_MAGIC:
+        head = f.read(len(HDF5_MAGIC))
+    if head[:4] == PARQUET_MAGIC:
         return "parquet"
-    if head == STREAM_MAGIC:
+    if head[:4] == STREAM_MAGIC:
         return "stream"
+    if head == HDF5_MAGIC:
+        return "hdf5"
     return "unknown"
 
 
 def locate(path: str) -> str:
-    """What a tensor path names: 'stdin' ('-'), 'dir', or a file's kind by its first bytes
-    ('parquet', 'stream', 'unknown'); a missing or unreadable path is an InputError."""
+    """What a tensor path names: 'stdin' ('-'), 'dir', 'anndata' (an AnnData .zarr store), or a
+    file's kind by its first bytes ('parquet', 'stream', 'hdf5', 'unknown'); a missing or
+    unreadable path is an InputError."""
     if path == "-":
         return "stdin"
     path = local_path(path)
@@ -81,7 +85,7 @@ def locate(path: str) -> str:
     if found is None:
         raise InputError("no such file or directory", path=path)
     if found == "dir":
-        return "dir"
+        return "anndata" if not is_remote(path) and is_anndata_store(path) else "dir"
     try:
         return sniff(path)
     except OSError as e:
@@ -488,12 +492,41 @@ def open_source(path: str) -> TensorSource:
     kind = locate(path)
     if kind == "dir":
         return open_dataset(path)
+    if kind in ("hdf5", "anndata"):
+        return AnnDataSource(path)
     if kind in ("stdin", "stream"):
         return open_stream(path)
     part = read_part(path)
     src = ParquetSource(path, [part], part.meta, "file")
     src.stored_meta = part.stored
     return src
+
+
+class AnnDataSource(TensorSource):
+    """A matrix of an AnnData file (an .h5ad file, or a .zarr store whose root says anndata): X,
+    or the one ``key`` names; read in blocks by io/_anndata.py, its order and bounds checked as
+    they are read."""
+
+    kind = "anndata"
+
+    def __init__(self, path: str, key: str = "X"):
+        self.reader = MatrixReader(path, key)
+        super().__init__(path, self.reader.meta, self.reader.meta.arrow_schema())
+
+    def iter_arrays(self, batch_rows=None, *, budget=None):
+        yield from self.reader.blocks(batch_rows or self.batch_rows(budget))
+        self.meta = self.stored_meta = self.reader.meta  # a dense array's nnz is known now
+
+    def iter_batches(self, batch_rows=None, *, budget=None):
+        for keys, values in self.iter_arrays(batch_rows, budget=budget):
+            yield make_batch(keys, values, self.meta, self.schema)
+
+    def matrices(self) -> list[dict]:
+        """Every matrix of the file: key, layout, shape, nnz, value type (info lists them)."""
+        return [m.describe() for m in self.reader.file.matrices()]
+
+    def close(self):
+        self.reader.close()
 
 
 class MemorySource(TensorSource):

@@ -52,7 +52,7 @@ _TEXT_EXTENSIONS = ", ".join(ext for ext, fmt in EXTENSIONS.items() if fmt in TE
 # Formats read or written through local files (a memory map, a zip archive's random access, HDF5 or
 # Zarr, an Arrow IPC file's footer, a plain table's writer): a URL of another filesystem is refused
 # for them.  sptool's own, the text formats and TFRecord stream through io, URLs included.
-_LOCAL_FORMATS = ("npz", "npy", "rows", "torch", "binsparse", "arrow")
+_LOCAL_FORMATS = ("npz", "npy", "rows", "torch", "binsparse", "arrow", "anndata")
 _URL_FORMATS = "sptool tensors (.parquet, part directories, .arrows), text formats (" + _TEXT_EXTENSIONS + \
     ") and .tfrecord files"
 
@@ -165,10 +165,11 @@ def convert(src: str | None, dst: str, *, from_format: str | None = None, to_for
             label_key: str | None = None, feature: str | None = None, label_feature: str | None = None,
             compression: str | None = None,
             index_columns=None, values_column: str | None = None, plain: bool = False, dimension_names=None,
-            rows: str | None = None, height: int | None = None, dense: bool = False, memory=None,
-            progress=None) -> dict:
+            rows: str | None = None, height: int | None = None, dense: bool = False, key: str | None = None,
+            memory=None, progress=None) -> dict:
     """Convert a tensor between sptool and .tns, .mtx, .npz, .npy, .csv, .tsv, svmlight JSON lines or
-    .tfrecord, or binsparse (.h5, .hdf5, .zarr; .npz with ``to_format="binsparse"``), or adopt a
+    .tfrecord, or binsparse (.h5, .hdf5, .zarr; .npz with ``to_format="binsparse"``), AnnData
+    (.h5ad; .zarr with ``to_format="anndata"``, or whose root says anndata), or adopt a
     plain table (Parquet, Arrow .arrow/.feather, CSV/TSV with a header) as one.
 
     Parameters
@@ -244,6 +245,11 @@ def convert(src: str | None, dst: str, *, from_format: str | None = None, to_for
     dense : bool
         A Matrix Market output in the dense ``array`` format (every cell, column by column),
         as scipy.io.mmwrite writes a NumPy array, instead of ``coordinate``.
+    key : str, optional
+        The matrix of an AnnData input (.h5ad, or a .zarr store whose root says anndata): X by
+        default, or ``layers/NAME``, ``raw/X``, ``obsm/NAME``, ``varm/NAME``, ``obsp/NAME``,
+        ``varp/NAME``.  An AnnData output (.h5ad, or .zarr with ``to_format="anndata"``) holds
+        a 2-D input as its X, in CSR.
     memory : str or int, optional
         The memory budget (default 1GiB or $SPTOOL_MEMORY).
 
@@ -273,6 +279,8 @@ def convert(src: str | None, dst: str, *, from_format: str | None = None, to_for
     if dense and dst_fmt != "mtx":
         raise UsageError(f"--dense writes Matrix Market's dense 'array' format (.mtx) only, not {dst_fmt}; a dense "
                          "NumPy array is written by naming a .npy output")
+    if key is not None and src_fmt != "anndata":
+        raise UsageError(f"--key picks a matrix of an AnnData input (.h5ad, an AnnData .zarr store), not of {src_fmt}")
     budget = budget_of(memory)
     fmts = {src_fmt, dst_fmt}
     if labels is not None and not {"svmlight", "jsonl", "tfrecord"} & fmts:
@@ -295,7 +303,7 @@ def convert(src: str | None, dst: str, *, from_format: str | None = None, to_for
     opts = Options(shape=parse_shape(shape), value_type=check_value_type(value_type), fill_value=fill_value,
                    index_base=index_base, budget=budget, examples=ex, tfrecord=tfrecord,
                    table=table_options(index_columns, values_column, plain, dimension_names), rows=row_sparse,
-                   dense=dense)
+                   dense=dense, key=key)
     to = _to_npy if dst_fmt == "npy" else _convert
     try:
         return to(src, dst, src_fmt, dst_fmt, opts, progress)

@@ -93,6 +93,8 @@ def summary(path, opened, *, scan: bool, histogram: int | None, memory, progress
             out["parts"] = len(src.parts)
             out["row_groups"] = src.num_row_groups
             out["bytes"] = sum(file_size(p.path) for p in src.parts)
+        if hasattr(src, "matrices"):
+            out["matrices"] = src.matrices()  # an AnnData file's every matrix; X is the one summarised
         counts = None
         if histogram is not None:
             (axis,) = normalize_axes([histogram], K, "--histogram axis")
@@ -107,7 +109,8 @@ def summary(path, opened, *, scan: bool, histogram: int | None, memory, progress
         touched = None
         if height is not None and not meta.unique and height <= budget.usable // 2:
             touched = np.zeros(height, dtype=np.bool_)
-        if scan or src.kind == "stream" or counts is not None or touched is not None:
+        # A stream's extents, and a dense AnnData X's entries, are known once read.
+        if scan or src.kind == "stream" or meta.nnz is None or counts is not None or touched is not None:
             scan_ = _Scan(K, counts, axis if counts is not None else None, touched, height, src.path)
             run(scan_, src, None, budget=budget, progress=progress)
             mins, maxs = scan_.mins, scan_.maxs
