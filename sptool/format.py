@@ -684,11 +684,10 @@ def _check_columns(schema: pa.Schema, names: list, meta: TensorMeta) -> list[Pro
     return problems
 
 
-def scalar_of_value_type(value, meta: TensorMeta, option: str):
-    """``value`` (a CLI string or a Python scalar) as a scalar of the tensor's value type; a
+def scalar_of_value_type(value, vt: str, option: str):
+    """``value`` (a CLI string or a Python scalar) as a scalar of the value type ``vt``; a
     UsageError naming ``option`` when it is not one (text that is not a number, a float for an
     integer type, a number for a string type, a value that overflows)."""
-    vt = meta.value_type
     text = value.strip() if isinstance(value, str) else None
 
     def bad(why: str = ""):
@@ -706,7 +705,7 @@ def scalar_of_value_type(value, meta: TensorMeta, option: str):
         raise bad(" (give bytes or a string)")
     if isinstance(value, (bytes, bytearray)):
         raise bad()
-    dtype = meta.dtype
+    dtype = VALUE_TYPES[vt]
     if vt == "bool":
         if text is not None:
             low = text.lower()

@@ -537,6 +537,90 @@ def test_npy_export_from_text_and_default_value(tmp_path):
     assert _listing(tmp_path) == ["a.npy", "a.tns"]  # the staging file is gone
 
 
+def _code_units(units, dtype="<U2") -> np.ndarray:
+    """A str array holding the UTF-32 units given, valid or not, as a file written by other
+    software (or damaged) may hold them."""
+    return np.frombuffer(np.asarray(units, dtype=np.dtype(dtype[0] + "u4")).tobytes(), dtype=dtype)
+
+
+def _npy_entries(arr: np.ndarray, fill) -> dict:
+    """The oracle: each element of ``arr`` that is not ``fill``, by its coordinate, as NumPy reads it."""
+    return {tuple(int(i) for i in ix): arr[tuple(ix)].item() for ix in np.argwhere(arr != fill)}
+
+
+ODD_NPY = {
+    "objects": lambda: np.array([1, "a", None], dtype=object),
+    "structured": lambda: np.zeros(3, dtype=[("a", "<i4"), ("b", "<f8")]),
+    "nested-structured": lambda: np.zeros(3, dtype=[("a", [("b", "<i4")])]),
+    "void": lambda: np.zeros(3, dtype="V4"),
+    "zero-d": lambda: np.array(5.0),
+    "datetime": lambda: np.array(["2020-01-01", "NaT"], dtype="datetime64[D]"),
+    "timedelta": lambda: np.array([1, 0], dtype="timedelta64[s]"),
+    "above-0x10ffff": lambda: _code_units([[0x61, 0], [0x110000, 0], [0x62, 0x63]]),
+    "surrogate": lambda: _code_units([[0, 0], [0x61, 0xD800], [0x62, 0]]),
+    "big-endian-0xffffffff": lambda: _code_units([[0x61, 0], [0xFFFFFFFF, 0]], ">U2"),
+    "float64-bytes-read-as-str": lambda: np.frombuffer(np.array([0.0, 1.5, -2.25, 1e300]).tobytes(), "<U2"),
+    "long-double": lambda: np.array([0, 1.5], dtype=np.longdouble),
+    "bytes": lambda: np.array([b"ab", b"", b"a\x00b", b"\xff\xfe"], dtype="S3"),
+    "str-with-nul": lambda: np.array(["a\x00b", "", "\x00x", "yz"], dtype="<U3"),
+    "empty-str-width": lambda: np.zeros((2, 2), dtype="<U0"),
+    "complex": lambda: np.array([[0, 1 + 2j], [3j, 0]]),
+    "fortran": lambda: np.asfortranarray(np.arange(6.0).reshape(2, 3)),
+    "big-endian": lambda: np.array([0, 1.5, -2], dtype=">f8"),
+    "half": lambda: np.array([0, 1.5], dtype=np.float16),
+    "empty": lambda: np.zeros((0, 3)),
+}
+
+
+@pytest.mark.parametrize("name", list(ODD_NPY))
+def test_odd_npy_inputs_convert_or_are_refused_in_one_line(tmp_path, name):
+    """Whatever a .npy holds, convert writes NumPy's elements (but the fill) or refuses it in one
+    line with exit 1 or 2: never an internal error."""
+    arr = ODD_NPY[name]()
+    src, out = str(tmp_path / "in.npy"), str(tmp_path / "out.parquet")
+    np.save(src, arr, allow_pickle=True)
+    r = CliRunner().invoke(cli, ["-q", "convert", src, "-o", out])
+    assert r.exit_code in (0, 1, 2), r.output
+    if r.exit_code:
+        assert r.output.startswith("Error: ") and r.output.count("\n") == 1 and "internal error" not in r.output
+        assert not os.path.exists(out)
+        return
+    idx, vals, meta = _read(out)
+    fill = np.zeros((), dtype=arr.dtype).item()
+    got = {tuple(int(i) for i in ix): v.item() if isinstance(v, np.generic) else v for ix, v in zip(idx, vals)}
+    assert got == _npy_entries(arr, fill) and meta.shape == arr.shape
+
+
+@pytest.mark.parametrize("name, element, unit", [("above-0x10ffff", [1], "0x110000"), ("surrogate", [1], "0xd800"),
+                                                 ("big-endian-0xffffffff", [1], "0xffffffff")])
+def test_a_str_npy_with_invalid_code_points_is_a_data_error(tmp_path, name, element, unit):
+    src = str(tmp_path / "in.npy")
+    np.save(src, ODD_NPY[name]())
+    with pytest.raises(DataError, match=rf"element {re.escape(str(element))}: {unit} is not a Unicode code point") as e:
+        convert_api(src, str(tmp_path / "out.parquet"))
+    assert e.value.path == src and _listing(tmp_path) == ["in.npy"]
+
+
+def test_npy_text_fill_values_and_value_types(tmp_path):
+    """A bytes array's --fill-value is text (UTF-8) or bytes; numbers do not become text, nor text
+    numbers: each refused as a usage error."""
+    arr = ODD_NPY["bytes"]()
+    src, out = str(tmp_path / "in.npy"), str(tmp_path / "out.parquet")
+    np.save(src, arr)
+    r = CliRunner().invoke(cli, ["-q", "convert", src, "-o", out, "--fill-value", "ab"])
+    assert r.exit_code == 0, r.output
+    t = sptool.read(out)
+    assert dict(zip(map(tuple, t.indices.tolist()), t.values.tolist())) == _npy_entries(arr, b"ab")
+    assert t.fill_value == b"ab"
+    np.save(src, np.array([0.0, 1.5]))
+    for args in (["--fill-value", "x"], ["--value-type", "string"]):
+        r = CliRunner().invoke(cli, ["-q", "convert", src, "-o", out, *args])
+        assert r.exit_code == 2 and r.output.count("\n") == 1, r.output
+    np.save(src, np.array(["a", "b"]))
+    r = CliRunner().invoke(cli, ["-q", "convert", src, "-o", out, "--fill-value", "1.5"])
+    assert r.exit_code == 2 and "--fill-value" in r.output and r.output.count("\n") == 1, r.output
+
+
 # ---------------------------------------------------------------------------------------------
 # .csv / .tsv
 

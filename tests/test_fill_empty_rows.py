@@ -19,7 +19,7 @@ from sptool.ops.fill_empty_rows import fill_empty_rows
 
 
 def parse_value(value, meta):
-    return scalar_of_value_type(value, meta, "--value")
+    return scalar_of_value_type(value, meta.value_type, "--value")
 
 
 @pytest.fixture

@@ -16,7 +16,7 @@ import mmap
 import numpy as np
 
 from ..errors import DataError, UsageError
-from ..format import TensorMeta, value_type_of_dtype
+from ..format import TensorMeta, scalar_of_value_type, value_type_of_dtype
 from ..stream.dense import open_npy
 from .common import Options, Reader, cast_or_fail, coerce_fill
 
@@ -36,12 +36,15 @@ class NpyReader(Reader):
         if arr.dtype.kind not in "biufcUS":
             raise DataError(f"arrays of dtype {arr.dtype} cannot be converted", path=path)
         self.native = arr.dtype.newbyteorder("=")
-        vt_in = value_type_of_dtype(self.native)
-        if vt_in in ("string", "binary") and opts.value_type not in (None, vt_in):
+        try:
+            vt_in = value_type_of_dtype(self.native)
+        except DataError as e:
+            raise DataError(e.message, path=path) from None
+        texts = ("string", "binary")
+        if opts.value_type not in (None, vt_in) and (vt_in in texts or opts.value_type in texts):
             raise UsageError(f"{vt_in} values cannot be converted to {opts.value_type}", path=path)
         vt = opts.value_type or vt_in
-        self.drop = coerce_fill(opts.fill_value, vt_in) if vt_in not in ("string", "binary") else \
-            (opts.fill_value if opts.fill_value is not None else ("" if vt_in == "string" else b""))
+        self.drop = coerce_fill(opts.fill_value, vt_in) if vt_in not in texts else _text_fill(opts.fill_value, vt_in)
         shape = tuple(int(s) for s in arr.shape)
         if opts.shape is not None and tuple(opts.shape) != shape:
             raise UsageError(f"--shape {list(opts.shape)} contradicts the array's shape {list(shape)}", path=path)
@@ -78,6 +81,8 @@ class NpyReader(Reader):
                 keys = np.ascontiguousarray(keys[::-1])
             if self.meta.value_type not in ("string", "binary"):
                 values = cast_or_fail(values, dtype, lambda r, k=keys: f"element {k[:, r].tolist()}", self.name)
+            elif values.dtype.kind == "U":
+                _check_code_points(values, keys, self.name)
             self.rows_in += len(pos)
             since_release += block.nbytes
             if since_release > RELEASE_BYTES:
@@ -87,6 +92,31 @@ class NpyReader(Reader):
 
     def close(self):
         self.flat = self.arr = None
+
+
+def _text_fill(fill, value_type: str):
+    """The fill value of a string or binary array: text (UTF-8 for binary), or bytes for binary."""
+    if fill is None:
+        return "" if value_type == "string" else b""
+    if not isinstance(fill, (str, bytes)):
+        raise UsageError(f"--fill-value {fill!r}: the fill value of {value_type} values is text, and this one was "
+                         "read as a number")
+    return scalar_of_value_type(fill, value_type, "--fill-value")
+
+
+def _check_code_points(values: np.ndarray, keys: np.ndarray, path: str):
+    """A NumPy str array holds UTF-32 code units as written; one that is no Unicode character (a
+    surrogate, or past U+10FFFF) is refused, naming the element, before Python or Arrow decode it."""
+    if not values.size or not values.dtype.itemsize:
+        return
+    units = np.ascontiguousarray(values).view(np.uint32).reshape(len(values), -1)
+    bad = (units > 0x10FFFF) | ((units >= 0xD800) & (units <= 0xDFFF))
+    rows = np.flatnonzero(bad.any(axis=1))
+    if len(rows):
+        r = int(rows[0])
+        unit = int(units[r][bad[r]][0])
+        raise DataError(f"element {keys[:, r].tolist()}: {unit:#x} is not a Unicode code point a string can hold "
+                        "(a surrogate, or above 0x10ffff)", path=path)
 
 
 def _release(arr: np.ndarray):

@@ -62,10 +62,10 @@ def values_array(values: np.ndarray, meta: TensorMeta) -> pa.Array:
             [arrow_of(flat.real.astype(part)), arrow_of(flat.imag.astype(part))],
             fields=list(elem_type),
         )
-    elif vt == "string":
-        arr = pa.array(list(flat) if flat.dtype == object else flat, type=pa.string())
-    elif vt == "binary":
-        arr = pa.array(list(flat) if flat.dtype == object else flat, type=pa.binary())
+    elif vt in ("string", "binary"):
+        # As Python objects: pyarrow cuts NumPy's fixed-width str and bytes at their first NUL,
+        # which NumPy keeps inside a value (it drops only the trailing ones).
+        arr = pa.array(flat.tolist(), type=pa.string() if vt == "string" else pa.binary())
     else:
         arr = arrow_of(np.asarray(flat, dtype=meta.dtype))
     if meta.hybrid:

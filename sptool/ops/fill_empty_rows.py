@@ -177,7 +177,7 @@ class FillEmptyRows(StreamOp):
     def plan(self, meta) -> Plan:
         K = meta.sparse_ndim
         self.rows = meta.shape[0]
-        fill = scalar_of_value_type(self.value, meta, "--value")
+        fill = scalar_of_value_type(self.value, meta.value_type, "--value")
         if self.rows == 0 and meta.nnz:
             raise DataError(f"dense_shape[0] = 0 but indices.shape[0] = {meta.nnz}", path=self.path)
         zero = next((k for k in range(1, K) if meta.shape[k] == 0), None)

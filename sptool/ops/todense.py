@@ -22,7 +22,7 @@ def default_value_of(value, meta):
     the tensor's value type; None keeps the tensor's fill value."""
     if value is None:
         return None
-    scalar = scalar_of_value_type(value, meta, "--default-value")
+    scalar = scalar_of_value_type(value, meta.value_type, "--default-value")
     return scalar.item() if isinstance(scalar, np.generic) else scalar
 
 
