@@ -468,3 +468,29 @@ def test_a_pipe_from_a_slow_writer_is_told_and_read_whole(tmp_path):
     back = subprocess.run([sys.executable, "-P", "-m", "sptool", "-q", "convert", "-", "--to", "tns", "-o", "-"],
                           input=stream, capture_output=True)
     assert back.returncode == 0 and back.stdout == b"1 2 3 0.5\n2 1 1 -1.5\n", back.stderr
+
+
+# ---------------------------------------------------------------------------------------------
+# docs/formats: one page a format, pointed at by the help
+
+
+DOCS = os.path.join(os.path.dirname(__file__), "..", "docs", "formats")
+
+
+def test_format_pages_name_only_options_that_exist_and_the_help_points_at_them():
+    import re
+
+    import click
+
+    command = cli.get_command(click.Context(cli), "convert")
+    options = {o for p in command.params for o in getattr(p, "opts", [])} | {"--one-based"}
+    index = open(os.path.join(DOCS, "README.md"), encoding="utf-8").read()
+    pages = re.findall(r"\]\(([a-z]+\.md)\)", index)
+    assert len(pages) >= 5
+    for page in pages:
+        text = open(os.path.join(DOCS, page), encoding="utf-8").read()
+        unknown = set(re.findall(r"`(--[a-z-]+)", text)) - options
+        assert not unknown, (page, unknown)
+    help_text = CliRunner().invoke(cli, ["convert", "--help"], terminal_width=200).output
+    assert "docs/formats/" in help_text
+    assert "load_svmlight_file" not in help_text  # the differences are told on the pages, not in the help too

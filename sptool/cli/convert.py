@@ -17,7 +17,7 @@ from ._tfrecord_options import tfrecord_options
               help="Output: a .parquet file, a directory (ending in /), a .arrows stream, - for stdout "
               "(an Arrow stream, or text with --to), or a .tns/.mtx/.npz/.npy/.csv/.tsv/.tfrecord/.h5 file.")
 @click.option("--from", "from_format", type=click.Choice(FORMATS), default=None,
-              help="Input format [default: from the name or content; - is sptool].")
+              help="Input format [default: from the name, else the content (stdin's too)].")
 @click.option("--to", "to_format", type=click.Choice(FORMATS), default=None,
               help="Output format [default: from the name; - is sptool].")
 @click.option("--shape", metavar="10,20,30", default=None,
@@ -74,10 +74,13 @@ def convert(ctx, src, dst, from_format, to_format, shape, value_type, fill_value
     ({"ids": [...], "values": [...], "label": ...} per line: .jsonl, .ndjson) and TFRecord files
     of tf.train.Example records.
 
-    Formats come from the names (.parquet, .arrows, a directory or - are sptool). Text
-    inputs claim no order; symmetric, skew-symmetric and hermitian .mtx files are expanded
-    to both triangles; a .mtx pattern becomes bool. Floats are written in their shortest
-    round-trip form. Bad lines are errors naming the file and line; nothing is written.
+    How each reader and writer differs from SciPy's, scikit-learn's and TensorFlow's (and
+    --strict where one exists): docs/formats/ in sptool's source, one page per format.
+
+    Formats come from the names (.parquet, .arrows or a directory are sptool), else from
+    an input's content (stdin too: an Arrow stream is sptool). Text inputs claim no order.
+    Floats are written in their shortest round-trip form. Bad lines are errors naming the
+    file and line; nothing is written.
     On a cluster (--scheduler) SRC may be a glob pattern ('data/*.tns') or a directory of
     such files: each file is converted by its own task into a part of the output
     directory (-o DIR/); one text file is not split, one task converts it (on its threads).
@@ -87,13 +90,6 @@ def convert(ctx, src, dst, from_format, to_format, shape, value_type, fill_value
     too) and TFRecord files; .npy, .npz, binsparse, Arrow IPC and plain-table outputs go
     through local files and refuse them, naming what does take one.
 
-    svmlight reads as scikit-learn's load_svmlight_file: a [lines, features] matrix
-    sorted row-major (explicit zeros kept, empty lines giving empty rows); ids unsorted
-    or repeated within a line are sorted and summed (--strict refuses them); the summary
-    says which index base was guessed. svmlight output is one line per row (label 0
-    unless --labels), sorted first when the input is not row-major. JSON lines are read
-    and written the same way, one object per row with 0-based ids.
-
     Memory: .tns, .mtx, .csv, .tsv, svmlight, JSON lines and .npy inputs stream in chunks sized from --memory,
     and text outputs stream batch by batch, so files larger than --memory convert. A .npz
     is held in memory whole (its size is checked first); .npy output is written through
@@ -101,14 +97,9 @@ def convert(ctx, src, dst, from_format, to_format, shape, value_type, fill_value
     temporary Parquet file next to it, since its header needs the final size.
 
     TFRecord (.tfrecord, .tfrecord.gz; no TensorFlow needed): --ids F --values G
-    --vocab-size V gives exactly TensorFlow's sparse_merge(parse_example(...), V), the
-    [n_examples, V] tensor; an example's repeated ids stay separate entries, as TensorFlow
-    keeps them, and so are summed when read. Both CRCs of every record are checked; a
-    corrupt record (bad CRC, truncated, not an Example, a feature of the wrong kind, an id
-    outside [0, V)) is an error naming it (records count from 0, like the rows). Records are
-    decoded in blocks sized from --memory. Writing gives one Example per row of a 2-D
-    tensor (an empty row gives an Example with empty lists), sorting the rows first
-    within --memory when the file is not row-major.
+    --vocab-size V gives the [n_examples, V] tensor of TensorFlow's sparse_merge, --feature F
+    one feature by position; records are decoded in blocks sized from --memory, every one
+    checked. Writing gives one Example per row of a 2-D tensor.
 
     binsparse (.h5/.hdf5, .zarr with zarr installed, .npz with --to/--from binsparse; needs
     pip install 'sptool[binsparse]'): 1-D as CVEC, 2-D as COOR, n-D as the custom sparse level,
