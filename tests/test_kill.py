@@ -19,6 +19,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
+from owners import dead_process, host_tag, start_ticks
 
 import sptool
 
@@ -256,13 +257,12 @@ def test_the_sweep_keeps_what_it_does_not_own(tmp_path):
     file that looks alike, and a hidden file of the user's stay."""
     from sptool.io import sibling_name, sweep
 
-    dead = subprocess.Popen([sys.executable, "-c", "pass"])
-    dead.wait()
+    pid, start = dead_process()
     mine = sibling_name(str(tmp_path / "x.parquet"), "tmp")
     keep = [os.path.basename(mine), ".x.parquet.tmp-notapid", ".bashrc", "sptool-sort-notes.txt"]
     for name in keep:
         (tmp_path / name).write_text("keep")
-    gone = [f".x.parquet.tmp-{dead.pid}-0-0123abcd", f"sptool-sort-{dead.pid}-1f-abc_123"]
+    gone = [f".x.parquet.tmp-{host_tag()}-{pid}-{start}-0123abcd", f"sptool-sort-{host_tag()}-{pid}-{start}-abc_123"]
     (tmp_path / gone[0]).write_text("stale")
     (tmp_path / gone[1]).mkdir()
     (tmp_path / gone[1] / "run-000000.arrow").write_text("stale")
@@ -414,7 +414,7 @@ def test_a_scratch_directory_made_as_the_signal_lands_is_removed(tmp_path, monke
     spill = tmp_path / "spill"
     spill.mkdir()
     parent = os.getppid()
-    other = spill / f"sptool-sort-{parent}-{_scratch._start_ticks(parent)}-abc"  # a live process's, not ours
+    other = spill / f"sptool-sort-{host_tag()}-{parent}-{start_ticks(parent)}-abc"  # a live process's, not ours
     other.mkdir()
 
     real = tf.TemporaryDirectory

@@ -95,7 +95,7 @@ class AtomicTarget:
                 self._remove_made()
                 raise UsageError(f"cannot create the directory {d}: {e.strerror}", path=final) from None
             self.made.append(d)
-        sweep(os.path.dirname(os.path.abspath(final)))  # a SIGKILLed run's .NAME.tmp-PID-... files
+        sweep(os.path.dirname(os.path.abspath(final)))  # this host's SIGKILLed runs' .NAME.tmp-HOST-PID-... files
         self.tmp = sibling_name(final, "tmp")
         _LIVE[id(self)] = self
         if is_dir:
@@ -156,7 +156,7 @@ def commit_all(targets: list[AtomicTarget]) -> None:
     sees some of its parts (formats/SPEC.md §2.5), and a failure among them moves the parts
     already moved back.  A process killed between the moves leaves some outputs new and the
     others' previous contents in hidden ``.NAME.old-*`` siblings (swept later as a dead
-    process's temporaries, where their owner can be told: on local storage)."""
+    process's temporaries by a command on the same host, on local storage: _scratch.py)."""
     done: list[tuple[str, str, bool]] = []  # (from, to, is a directory) moves begun, in order
     try:
         for t in targets:

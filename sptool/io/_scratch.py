@@ -1,15 +1,21 @@
 """Temporary files and directories named after the process that owns them, and the sweep that
-removes those of a process that is gone.
+removes those of a process that is provably gone.
 
 A catchable signal or an error removes a command's temporaries on the way out; SIGKILL (or a
-power cut) leaves them.  Each name carries the owner's PID and its start time (clock ticks
-since boot, from /proc: a PID can be reused, the pair cannot), so the next command that makes
-a temporary in the same directory can tell the leftovers of a dead process from those of a
-live one, and removes them with a one-line note on stderr.
+power cut) leaves them.  Each name carries its owner as HOST-PID-START: HOST names the running
+kernel and the PID and time namespaces the owner ran in (a short hash of /proc's boot id and the
+namespaces' inodes), START the owner's start time (clock ticks since boot: a PID is reused, the
+pair is not).  The next command that makes a temporary in the same directory removes, with a
+one-line note on stderr, those whose HOST is its own and whose process no longer runs.  Storage
+that other machines or containers see (NFS, a shared volume) holds temporaries of processes this
+one cannot see: their PIDs say nothing here, so they stay, as does any name whose owner cannot
+be told, whatever its age (an old modification time proves no process dead: a suspended one, a
+merge reading runs spilled hours ago, an NFS server's clock).  formats/SPEC.md §2.6.
 """
 
 from __future__ import annotations
 
+import hashlib
 import os
 import re
 import shutil
@@ -19,10 +25,14 @@ import uuid
 
 from ._url import absolute, is_remote, join_path, local_only, split
 
+# HOST where this process cannot prove which host and namespaces it runs in (no /proc, or a /proc
+# of another PID namespace): a sweep removes only its own HOST's temporaries, so never these.
+_NO_HOST = "0" * 12
+
 
 def _start_ticks(pid: int) -> str | None:
-    """The start time of process ``pid`` in hex clock ticks, or None if there is no such
-    process (or no /proc to ask: then only whether the PID exists is known)."""
+    """The start time of process ``pid`` in hex clock ticks, or None if /proc shows no such
+    process (or there is no /proc)."""
     try:
         with open(f"/proc/{pid}/stat", "rb") as f:
             stat = f.read()
@@ -33,28 +43,62 @@ def _start_ticks(pid: int) -> str | None:
     return format(int(fields[19]), "x")
 
 
-_OWNER = f"{os.getpid()}-{_start_ticks(os.getpid()) or '0'}"
-_OWNER_PID = os.getpid()
+def _host_tag() -> str | None:
+    """HOST of this process: the first 12 hex digits of the SHA-256 of 'BOOT_ID:PID_NS:TIME_NS'
+    (the kernel's boot id, the inodes of this process's PID and time namespaces, 0 for a kernel
+    without time namespaces); None unless /proc is this PID namespace's, whose PIDs and start
+    times a sweep then reads."""
+    try:
+        if os.readlink("/proc/self") != str(os.getpid()):
+            return None
+        with open("/proc/sys/kernel/random/boot_id", encoding="ascii") as f:
+            boot = f.read().strip()
+        pid_ns = os.stat("/proc/self/ns/pid").st_ino
+    except (OSError, ValueError):
+        return None
+    try:
+        time_ns = os.stat("/proc/self/ns/time").st_ino  # start times are read in its clock
+    except OSError:
+        time_ns = 0
+    return hashlib.sha256(f"{boot}:{pid_ns}:{time_ns}".encode()).hexdigest()[:12] if boot else None
 
-# A hidden sibling of an output: .NAME.tmp-PID-START-RAND, .NAME.old-..., .NAME.spool-...
-_SIBLING = re.compile(r"^\..+\.(tmp|old|spool)-(\d+)-([0-9a-f]+)-[0-9a-f]{8}(\.parquet)?$")
-# A scratch directory: sptool-KIND-PID-START-RAND (RAND from tempfile).
-_SCRATCH = re.compile(r"^sptool-[a-z]+-(\d+)-([0-9a-f]+)-[a-z0-9_]+$")
+
+# (PID, HOST or None, the owner tag HOST-PID-START) of this process, made on first use and again
+# after a fork: a child owns its own temporaries.
+_ME: tuple[int, str | None, str] | None = None
+
+
+def _identity() -> tuple[int, str | None, str]:
+    global _ME
+    pid = os.getpid()
+    if _ME is None or _ME[0] != pid:
+        host = _host_tag()
+        start = _start_ticks(pid) if host else None
+        if start is None:  # no start time to prove it by: a random one, and a HOST no sweep owns
+            host, start = None, uuid.uuid4().hex[:8]
+        _ME = (pid, host, f"{host or _NO_HOST}-{pid}-{start}")
+    return _ME
 
 
 def owner() -> str:
-    """PID-START of this process (re-read after a fork: a child owns its own temporaries)."""
-    global _OWNER, _OWNER_PID
-    if os.getpid() != _OWNER_PID:
-        _OWNER_PID = os.getpid()
-        _OWNER = f"{_OWNER_PID}-{_start_ticks(_OWNER_PID) or '0'}"
-    return _OWNER
+    """HOST-PID-START of this process."""
+    return _identity()[2]
+
+
+_OWNER = r"([0-9a-f]{12})-(\d+)-([0-9a-f]+)"
+# A hidden sibling of an output: .NAME.TAG-HOST-PID-START-RAND[.parquet], TAG one of sibling_name's.
+_SIBLING = re.compile(rf"^\..+\.(?:tmp|old|spool|stdin|part)-{_OWNER}-[0-9a-f]{{8}}(?:\.parquet)?$")
+# A scratch directory: sptool-KIND-HOST-PID-START-RAND (RAND from tempfile).
+_SCRATCH = re.compile(rf"^sptool-[a-z]+-{_OWNER}-[a-z0-9_]+$")
 
 
 def _alive(pid: int, start: str) -> bool:
+    """Whether process ``pid`` started at ``start`` runs, asked of a /proc that _host_tag proved
+    to be this PID namespace's.  One that exists but /proc hides (mounted with hidepid: another
+    user's) counts as running: its start time cannot be compared."""
     ticks = _start_ticks(pid)
     if ticks is not None:
-        return start == "0" or ticks == start
+        return ticks == start
     try:
         os.kill(pid, 0)
     except ProcessLookupError:
@@ -65,7 +109,7 @@ def _alive(pid: int, start: str) -> bool:
 
 
 def sibling_name(path: str, tag: str, suffix: str = "") -> str:
-    """A hidden temporary next to ``path``: .NAME.TAG-PID-START-RAND[suffix]."""
+    """A hidden temporary next to ``path``: .NAME.TAG-HOST-PID-START-RAND[suffix]."""
     head, tail = split(absolute(path))
     return join_path(head, f".{tail}.{tag}-{owner()}-{uuid.uuid4().hex[:8]}{suffix}")
 
@@ -97,8 +141,8 @@ def before_removal(path: str, stop) -> None:
 
 
 def scratch_dir(kind: str, tmp_dir: str | None = None) -> tempfile.TemporaryDirectory:
-    """A TemporaryDirectory sptool-KIND-PID-START-RAND in ``tmp_dir`` (default: the system's),
-    made after sweeping that directory of a dead process's scratch directories."""
+    """A TemporaryDirectory sptool-KIND-HOST-PID-START-RAND in ``tmp_dir`` (default: the system's),
+    made after sweeping that directory of this host's dead processes' scratch directories."""
     tmp_dir = local_only(tmp_dir, "--tmp-dir")  # spilled runs are read back by memory maps
     _PARENTS.add(os.path.abspath(tmp_dir or tempfile.gettempdir()))
     sweep(tmp_dir or tempfile.gettempdir())
@@ -139,25 +183,25 @@ def remove_live_scratch() -> None:
 
 
 def stale(name: str) -> bool:
-    """Whether ``name`` is an sptool temporary whose owner is no longer running."""
-    m = _SIBLING.match(name)
-    if m:
-        pid, start = int(m.group(2)), m.group(3)
-    else:
-        m = _SCRATCH.match(name)
-        if not m:
-            return False
-        pid, start = int(m.group(1)), m.group(2)
-    return pid != os.getpid() and not _alive(pid, start)
+    """Whether ``name`` is an sptool temporary provably left by a process that is gone: its
+    HOST is this process's (same kernel boot, same namespaces) and no process of its PID and
+    start time runs.  Any other (another machine's or container's, one named where the owner
+    could not be told, an older sptool's name) is not."""
+    m = _SIBLING.match(name) or _SCRATCH.match(name)
+    if not m:
+        return False
+    host = _identity()[1]
+    return host is not None and m.group(1) == host and not _alive(int(m.group(2)), m.group(3))
 
 
 def sweep(folder: str) -> list[str]:
-    """Remove the temporaries in ``folder`` left by processes that are gone (SIGKILLed); say so
-    on stderr, one line each.  Returns the names removed.  Never fails the command: a
-    leftover that cannot be removed (another user's, a race with a second sweeper) stays."""
+    """Remove the temporaries in ``folder`` left by processes of this host that are gone
+    (SIGKILLed); say so on stderr, one line each.  Returns the names removed.  Never fails the
+    command: a leftover that cannot be removed (another user's, a race with a second sweeper)
+    stays."""
     if is_remote(folder):
-        # Whether the owner of a temporary on remote storage is alive cannot be told from here
-        # (its PID may be another machine's): those are left, hidden, for the user to remove.
+        # Not listed at all: a listing per output (each part of a cluster's job) would cost a
+        # request each, and the temporaries there are mostly other machines' (workers').
         return []
     try:
         names = os.listdir(folder)
