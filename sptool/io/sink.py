@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import functools
 import json
-import math
 import os
 import sys
 import threading
@@ -169,8 +168,8 @@ def check_shape(shape):
     known = [s for s in shape if s is not None]
     if any(s < 0 for s in known):
         raise DataError(f"shape {list(shape)} has a negative dimension")
-    if math.prod(known) > INT64_MAX:
-        raise DataError(f"shape {list(shape)} has more than 2^63-1 elements")
+    if any(s > INT64_MAX for s in known):
+        raise DataError(f"shape {list(shape)} has an extent past 2^63-1")
 
 
 class OrderTracker:
