@@ -447,3 +447,34 @@ def merge_add(const uint64_t[:, ::1] a, const uint64_t[:, ::1] b, const value_t[
         maxes[d] = mx[d]
     pos[0], pos[1] = i, j
     return t
+
+
+cdef extern from *:
+    """
+    typedef unsigned __int128 sptool_u128;
+    """
+    ctypedef unsigned long long u128 "sptool_u128"  # 128 bits in C (GCC and Clang)
+
+
+def relinearize(const int64_t[:, :] keys, const int64_t[::1] old_shape, const int64_t[::1] new_shape,
+                int64_t[:, ::1] out):
+    """out[:, i]: the coordinates in ``new_shape`` of the row-major linear index that keys[:, i]
+    has in ``old_shape`` (reshape), that index held in 128 bits: the caller checks the shapes'
+    products are equal and below 2^128, and the indices within ``old_shape``."""
+    cdef Py_ssize_t K = keys.shape[0], K2 = out.shape[0], n = keys.shape[1], i, k
+    cdef u128 lin, e
+    if old_shape.shape[0] != K or new_shape.shape[0] != K2 or out.shape[1] != n or K2 == 0:
+        raise ValueError("shape mismatch in relinearize")
+    for k in range(1, K2):
+        if n and new_shape[k] <= 0:
+            raise ValueError("relinearize needs positive extents in the new shape")
+    with nogil:
+        for i in range(n):
+            lin = 0
+            for k in range(K):
+                lin = lin * <u128> old_shape[k] + <u128> keys[k, i]
+            for k in range(K2 - 1, 0, -1):
+                e = <u128> new_shape[k]
+                out[k, i] = <int64_t> (lin % e)
+                lin = lin / e
+            out[0, i] = <int64_t> lin

@@ -114,3 +114,13 @@ def merge_add(a, b, va, vb, fa, fb, fa_zero, fb_zero, shifts, widths, keys, out,
         t += 1
     pos[0], pos[1] = i, j
     return t
+
+
+def relinearize(keys, old_shape, new_shape, out):
+    for i in range(np.asarray(keys).shape[1]):
+        lin = 0
+        for k, extent in enumerate(old_shape):
+            lin = lin * int(extent) + int(keys[k, i])
+        for k in range(len(new_shape) - 1, 0, -1):
+            lin, out[k, i] = divmod(lin, int(new_shape[k]))
+        out[0, i] = lin

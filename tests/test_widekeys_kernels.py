@@ -136,3 +136,16 @@ def test_merge_add(rng, fills):
         outs.append(rows)
     for (k1, v1, m1), (k2, v2, m2) in zip(*outs):
         assert np.array_equal(k1, k2) and np.array_equal(v1, v2) and np.array_equal(m1, m2)
+
+
+@pytest.mark.parametrize("old,new", [((4821207, 1774269, 1805187), (4821207 * 1774269, 1805187)),
+                                     ((4096,) * 6, (4096 ** 3, 4096 ** 3)), ((10**10, 10**10), (10**5,) * 4)])
+def test_relinearize(rng, old, new):
+    keys = _rows(rng, old, 200)
+    keys[:, 0] = np.asarray(old) - 1
+    got, want = np.empty((len(new), 200), np.int64), np.empty((len(new), 200), np.int64)
+    args = (np.asarray(old, dtype=np.int64), np.asarray(new, dtype=np.int64))
+    _widekeys.relinearize(keys, *args, got)
+    ref.relinearize(keys, *args, want)
+    assert np.array_equal(got, want)
+    assert got[:, 0].tolist() == [s - 1 for s in new]

@@ -28,6 +28,7 @@ from ..format import (
     VARIABLE_WIDTH,
     TensorMeta,
     index_column,
+    version_for,
 )
 from ._arrays import batch_values, make_batch
 from ._atomic import AtomicTarget, ClosesOrAborts
@@ -312,7 +313,7 @@ class TensorSink(ClosesOrAborts):
         if schema is None:
             # Unknown extents go out as null; the trailer resolves them.
             d = header.with_(shape=tuple(s if s is not None else 0 for s in header.shape)).to_dict(stream=True)
-            d["shape"] = list(self.meta.shape)
+            d["shape"], d["version"] = list(self.meta.shape), version_for(self.meta.shape)
             schema = self.schema.with_metadata({METADATA_KEY: json.dumps(d, separators=(",", ":"))})
         self._digest = DigestWriter(out)
         self._writer = pa.ipc.new_stream(self._digest, schema)

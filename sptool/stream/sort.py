@@ -138,6 +138,11 @@ class KeyCodec:
             words[:] = 0
         return out
 
+    def words(self, keys: np.ndarray) -> np.ndarray:
+        """What the compiled kernels take for ``keys``: packed keys as they are, wide ones as
+        (n, 2) uint64 words."""
+        return _words(keys) if self.wide else keys
+
     def decode(self, key: np.ndarray) -> np.ndarray:
         """(K, n) index arrays from packed or wide keys."""
         out = np.empty((self.K, len(key)), dtype=np.int64)
