@@ -39,11 +39,6 @@ SPILL = {"SPTOOL_BATCH_ROWS": "37", "SPTOOL_RUN_ROWS": "53", "SPTOOL_MERGE_ROWS"
          "SPTOOL_KEEP_BYTES": "0", "SPTOOL_FAN_IN": "3", "SPTOOL_PARALLEL_ROWS": "8", "SPTOOL_SLAB_ENTRIES": "60"}
 
 
-def test_the_extents_pass_int64():
-    for shape in SHAPES.values():
-        assert math.prod(shape) > 2**63 - 1
-
-
 # -- data and the NumPy oracle ---------------------------------------------------------------------
 
 def entries(rng, shape, n=400, *, dups: int = 40):
@@ -133,12 +128,17 @@ def test_a_1_0_file_past_int64_is_refused_and_a_1_1_one_read(tmp_path, rng):
                 sptool.read(path)
 
 
-def test_dense_dimensions_must_still_fit(tmp_path):
+def test_only_the_dense_dimensions_must_still_fit():
+    """Under 1.1 the sparse extents' product is free; a row's dense block still fits int64."""
     from sptool.format import check_metadata
 
-    obj = sptool.TensorMeta(shape=(4, 2**62, 4), sparse_ndim=1, value_type="float64", nnz=0).to_dict()
-    _, problems = check_metadata(json.dumps(obj))
-    assert [p.code for p in problems] == ["E_SHAPE_OVERFLOW"]
+    def codes(shape, sparse_ndim):
+        obj = sptool.TensorMeta(shape=shape, sparse_ndim=sparse_ndim, value_type="float64", nnz=0).to_dict()
+        return [p.code for p in check_metadata(json.dumps(obj))[1]]
+
+    assert math.prod(SHAPES["delicious"] + (4,)) > 2**63 - 1
+    assert codes(SHAPES["delicious"] + (4,), 4) == []
+    assert codes((4, 2**62, 4), 1) == ["E_SHAPE_OVERFLOW"]
 
 
 # -- sorting and merging: reorder ------------------------------------------------------------------
