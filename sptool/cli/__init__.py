@@ -91,8 +91,8 @@ class SptoolGroup(click.Group):
             _fail(ctx, "ran out of memory; lower --memory or free some", 2)
         except Exception as e:  # noqa: BLE001 - the one place unexpected errors are reported
             _abort_outputs()
-            _fail(ctx, f"internal error: {type(e).__name__}: {e} (run with --debug for a traceback)",
-                  INTERNAL_ERROR)
+            hint = "" if _debugging(ctx) else " (run with --debug for a traceback)"  # with it, printed above
+            _fail(ctx, f"internal error: {type(e).__name__}: {e}{hint}", INTERNAL_ERROR)
         finally:
             # The command has ended, its exit code decided: what is left is the exit.  A signal
             # now would reach click's own handler ("Aborted!", exit 1), even after a success.
@@ -115,9 +115,13 @@ class SptoolGroup(click.Group):
                 write_json_summary({"command": ctx.invoked_subcommand, "ok": True})
 
 
+def _debugging(ctx: click.Context) -> bool:
+    """Whether errors show their traceback: --debug, or $SPTOOL_DEBUG."""
+    return bool(ctx.ensure_object(dict).get("debug") or os.environ.get("SPTOOL_DEBUG"))
+
+
 def _fail(ctx: click.Context, message: str, code: int):
-    obj = ctx.ensure_object(dict)
-    if obj.get("debug") or os.environ.get("SPTOOL_DEBUG"):
+    if _debugging(ctx):
         traceback.print_exc()
     message = " ".join(message.split())  # one line, always
     click.echo(f"Error: {message}", err=True)
