@@ -101,7 +101,7 @@ class _HDF5Tree:
 
     def strings(self, name: str, n: int, attrs: dict):
         ds = self.file.create_dataset(name, shape=(n,), dtype=self.h5py.string_dtype("utf-8"),
-                                      chunks=(min(max(n, 1), CHUNK),))
+                                      chunks=(min(n, CHUNK),) if n else None)
         ds.attrs.update(attrs)
         return ds
 

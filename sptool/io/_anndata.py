@@ -482,7 +482,8 @@ class MatrixReader:
                       "decreases")
 
     def _entries(self, a: int, b: int) -> tuple[np.ndarray, np.ndarray]:
-        """(minor indices as int64, values) of entries [a, b), the indices checked within the shape."""
+        """(minor indices as stored, values) of entries [a, b), the indices checked within the shape
+        (they become int64 as they are copied into the keys)."""
         m = self.matrix
         node = m.node
         minor_extent = m.shape[1] if m.layout == "csr" else m.shape[0]
@@ -494,7 +495,7 @@ class MatrixReader:
                 at = int(np.argmax((minor < 0) | (minor >= minor_extent)))
                 self.fail(f"indices[{a + at}] = {minor[at]} is outside the shape {list(m.shape)}: a {m.layout} "
                           f"matrix's indices lie in [0, {minor_extent})", "E_INDEX_OUT_OF_BOUNDS")
-        return minor.astype(np.int64, copy=False), values
+        return minor, values
 
     def _keys(self, major: np.ndarray, minor: np.ndarray) -> np.ndarray:
         keys = np.empty((2, len(major)), dtype=np.int64)
@@ -511,16 +512,22 @@ class MatrixReader:
         rising = minor[1:] > minor[:-1]
         rising[ptr[1:-1][(ptr[1:-1] > a) & (ptr[1:-1] < b)] - a - 1] = True  # a new position starts
         if not rising.all():
-            major, minor, values = self._sorted(major, minor, values)
+            major, minor, values = self._canonical(major, minor, values, np.flatnonzero(~rising) + 1)
         yield self._keys(major, minor), values
 
-    def _sorted(self, major, minor, values):
-        """Entries sorted by (major, minor) position by position, an index repeated within a
+    def _canonical(self, major, minor, values, stalled):
+        """Entries sorted by (major, minor) within the positions holding an index at ``stalled``
+        not above the one before it (only those are sorted), then an index repeated within a
         position summed into one entry."""
-        order = np.lexsort((minor, major))
-        moved = order != np.arange(len(order))
-        self.unsorted += len(np.unique(major[moved]))
-        major, minor, values = major[order], minor[order], values[order]
+        fallen = stalled[minor[stalled] < minor[stalled - 1]]
+        if len(fallen):
+            minor = minor if minor.flags.writeable else minor.copy()
+            values = values if values.flags.writeable else values.copy()
+            lines = np.unique(major[fallen])
+            self.unsorted += len(lines)
+            at = np.flatnonzero(np.isin(major, lines))  # those positions' entries, each a run
+            order = at[np.lexsort((minor[at], major[at]))]
+            minor[at], values[at] = minor[order], values[order]
         repeat = (major[1:] == major[:-1]) & (minor[1:] == minor[:-1])
         if repeat.any():
             starts = np.flatnonzero(np.concatenate([[True], ~repeat]))
