@@ -189,7 +189,7 @@ class Slice(StreamOp):
                 raise bounds_error(start, row, cols, src.meta, src.path)
             if claim is not None:
                 claim.tracker.offset = start
-                claim.check(cols)
+                claim.check_rows(batch, cols)
             yield batch, np.stack(cols)
 
     def map(self, batch, keys):
