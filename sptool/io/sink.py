@@ -99,6 +99,8 @@ def column_compression(meta: TensorMeta, sample=None) -> dict:
 
 # Values whose byte planes zstd shrinks by less than this share get lz4_raw instead.
 _ZSTD_MIN_SAVING = 0.15
+# LZ4_RAW pages, by the one name every pyarrow from 16 on takes for them ("lz4_raw" only from 24).
+LZ4_RAW = "lz4"
 _SAMPLE_VALUES = 1 << 16
 
 
@@ -124,7 +126,7 @@ def values_codec(meta: TensorMeta, sample=None) -> str:
         return "zstd"
     planes = values.view(np.uint8).reshape(len(values), values.itemsize).T.tobytes()
     packed = pa.compress(planes, codec="zstd", asbytes=False)
-    return "zstd" if packed.size <= (1 - _ZSTD_MIN_SAVING) * len(planes) else "lz4_raw"
+    return "zstd" if packed.size <= (1 - _ZSTD_MIN_SAVING) * len(planes) else LZ4_RAW
 
 
 @functools.lru_cache(maxsize=64)

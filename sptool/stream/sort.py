@@ -31,7 +31,7 @@ import pyarrow.ipc as ipc
 from .. import _kernels
 from .._memory import ROW_GROUP_ROWS, Budget
 from .._threads import THREADS, stop_pool
-from ..format import TensorMeta
+from ..format import VALUE_TYPES, TensorMeta, value_type_of_arrow
 from ..io import arrow_of, before_removal, scratch_dir
 from .bounds import bounds_error, checked, first_bad_row
 
@@ -506,7 +506,7 @@ def sort_in_memory(held: deque, n: int, codec: KeyCodec, schema: pa.Schema, slic
     # nxt[w, b]: where share w's next row of bucket b goes (after every earlier share's rows of b).
     words = f"u{schema.field(len(schema) - 1).type.bit_width // 8}"
     tagged = np.empty(n, dtype=np.uint64)
-    values = np.empty(n, dtype=schema.field(len(schema) - 1).type.to_pandas_dtype())
+    values = np.empty(n, dtype=VALUE_TYPES[value_type_of_arrow(schema.field(len(schema) - 1).type)])
 
     def scatter(w):
         for i in range(shares[w], shares[w + 1]):
