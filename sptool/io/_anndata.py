@@ -28,6 +28,7 @@ import numpy as np
 
 from ..errors import DataError, InputError, ResourceError, UsageError
 from ..format import TensorMeta, value_type_of_dtype
+from ._pointers import pointer_problem
 from ._url import is_remote
 
 HDF5_MAGIC = b"\x89HDF\r\n\x1a\n"
@@ -463,7 +464,9 @@ class MatrixReader:
         for w0 in range(0, major, window):
             w1 = min(w0 + window, major)
             ptr = self._read(indptr, w0, w1 + 1, "indptr").astype(np.int64, copy=False)
-            self._check_pointers(ptr, w0)
+            problem = pointer_problem(ptr, "indptr", offset=w0)
+            if problem:
+                self.fail(problem)
             i = 0
             while i < w1 - w0:
                 j = int(np.searchsorted(ptr, ptr[i] + step, side="right")) - 1
@@ -473,13 +476,6 @@ class MatrixReader:
                 else:
                     yield from self._block(w0 + i, ptr[i:j + 1])
                 i = j
-
-    def _check_pointers(self, ptr: np.ndarray, w0: int):
-        down = np.flatnonzero(ptr[1:] < ptr[:-1])
-        if len(down):
-            at = w0 + int(down[0]) + 1
-            self.fail(f"indptr[{at}] = {ptr[down[0] + 1]} is below indptr[{at - 1}] = {ptr[down[0]]}: indptr never "
-                      "decreases")
 
     def _entries(self, a: int, b: int) -> tuple[np.ndarray, np.ndarray]:
         """(minor indices as stored, values) of entries [a, b), the indices checked within the shape
