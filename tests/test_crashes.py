@@ -83,3 +83,103 @@ def test_an_internal_error_under_debug_does_not_ask_for_debug(tmp_path, monkeypa
     debug = CliRunner().invoke(cli, ["--debug", *args])
     assert debug.exit_code == 3 and "Traceback" in debug.stderr and "RuntimeError: a bug" in debug.stderr
     assert "--debug" not in debug.stderr.strip().splitlines()[-1]
+
+
+# -- arguments of the wrong type ---------------------------------------------------------------
+
+SAMPLES = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "sample_data")
+
+
+def _sample(name: str) -> str:
+    return os.path.join(SAMPLES, name)
+
+
+T3, A, B = _sample("tensor3d.parquet"), _sample("matrix_a.parquet"), _sample("matrix_b.parquet")
+IDS, WORDS = _sample("ids_numbers.parquet"), _sample("ids_words.parquet")
+
+# (function, call(out, **keywords), valid keywords, the keyword given a wrong value, its kind)
+WRONG_TYPES = [
+    ("SparseTensor", lambda out, **k: sptool.SparseTensor([[1], [3]], [1, 1], **k), {"shape": [5]}, "shape", "shape"),
+    ("write", lambda out, **k: sptool.write(sptool.read(A), out("w.parquet"), **k), {}, "batch_rows", "int"),
+    ("info", lambda out, **k: sptool.info(A, **k), {}, "histogram", "int"),
+    ("head", lambda out, **k: sptool.head(A, **k), {}, "n", "int"),
+    ("convert", lambda out, **k: sptool.convert(_sample("tensor3d.tns"), out("c.parquet"), **k), {}, "shape", "shape"),
+    ("convert", lambda out, **k: sptool.convert(_sample("tensor3d.tns"), out("c.parquet"), **k), {}, "index_base",
+     "int"),
+    ("convert", lambda out, **k: sptool.convert(_sample("digits.svm"), out("c.parquet"), **k), {}, "n_features", "int"),
+    ("convert", lambda out, **k: sptool.convert(_sample("examples.tfrecord"), out("c.parquet"), ids="ids",
+                                                values="values", **k), {"vocab_size": 20}, "vocab_size", "int"),
+    ("convert", lambda out, **k: sptool.convert(None, out("c.parquet"), rows=_sample("grad_rows.npy"),
+                                                values=_sample("grad_values.npy"), **k), {"height": 1000}, "height",
+     "int"),
+    ("reorder", lambda out, **k: sptool.reorder(T3, out("r.parquet"), **k), {}, "order", "ints"),
+    ("concat", lambda out, **k: sptool.concat([A, B], out("c.parquet"), **k), {"axis": 0}, "axis", "int"),
+    ("split", lambda out, **k: sptool.split(T3, out("p{i}.parquet"), **k), {"axis": 0, "num": 2}, "axis", "int"),
+    ("split", lambda out, **k: sptool.split(T3, out("p{i}.parquet"), **k), {"axis": 0, "num": 2}, "num", "int"),
+    ("slice_", lambda out, **k: sptool.slice_(T3, out("s.parquet"), **k), {"start": [0, 0, 0], "size": [2, 2, 2]},
+     "start", "ints"),
+    ("slice_", lambda out, **k: sptool.slice_(T3, out("s.parquet"), **k), {"start": [0, 0, 0], "size": [2, 2, 2]},
+     "size", "ints"),
+    ("reshape", lambda out, **k: sptool.reshape(T3, out("r.parquet"), **k), {"shape": [1200, 20]}, "shape", "ints"),
+    ("transpose", lambda out, **k: sptool.transpose(T3, out("t.parquet"), **k), {}, "perm", "ints"),
+    ("reset_shape", lambda out, **k: sptool.reset_shape(T3, out("r.parquet"), **k), {}, "shape", "shape"),
+    ("expand_dims", lambda out, **k: sptool.expand_dims(T3, out("e.parquet"), **k), {}, "axis", "int"),
+    ("group", lambda out, **k: next(iter(sptool.group(T3, **k))), {"dims": [0]}, "dims", "ints"),
+    ("reduce", lambda out, **k: sptool.reduce(T3, out("r.parquet"), op="sum", **k), {"axis": [0, 2]}, "axis", "axes"),
+    ("to_indicator", lambda out, **k: sptool.to_indicator(IDS, out("i.parquet"), **k), {"vocab_size": 1000},
+     "vocab_size", "int"),
+    ("eye", lambda out, **k: sptool.eye(output=out("e.parquet"), **k), {"num_rows": 3}, "num_rows", "int"),
+    ("eye", lambda out, **k: sptool.eye(output=out("e.parquet"), **k), {"num_rows": 3}, "num_columns", "int"),
+    ("spy", lambda out, **k: sptool.spy(A, out("s.png"), **k), {}, "axes", "ints"),
+    ("spy", lambda out, **k: sptool.spy(A, out("s.png"), **k), {}, "size", "ints"),
+    ("merge", lambda out, **k: sptool.merge(IDS, IDS, out("m.parquet"), **k), {"vocab_size": 1000}, "vocab_size",
+     "int"),
+    ("cross_hashed", lambda out, **k: sptool.cross_hashed([IDS, WORDS], out("h.parquet"), **k), {"num_buckets": 10},
+     "num_buckets", "int"),
+    ("cross_hashed", lambda out, **k: sptool.cross_hashed([IDS, WORDS], out("h.parquet"), **k), {"num_buckets": 10},
+     "hash_key", "int"),
+    ("bincount", lambda out, **k: sptool.bincount(IDS, out("b.parquet"), **k), {}, "minlength", "int"),
+    ("bincount", lambda out, **k: sptool.bincount(IDS, out("b.parquet"), **k), {}, "maxlength", "int"),
+    ("bincount", lambda out, **k: sptool.bincount(IDS, out("b.parquet"), **k), {}, "axis", "int"),
+    ("segment_sum", lambda out, **k: sptool.segment_sum(_sample("dense_b.npy"), out("s.npy"),
+                                                        indices=_sample("segment_indices.npy"),
+                                                        segment_ids=_sample("segment_ids.npy"), **k), {},
+     "num_segments", "int"),
+]
+WRONG = {
+    "int": ["x", [50, 31], 1.5, True, object()],
+    "axes": ["x", [1.5], [[0]], {"a": 1}, object()],
+    "ints": ["x", 5, [1.5, 2], [[5], [3]], ["a", 1], object()],
+    "shape": ["x", 5, [1.5], [[5], [3]], ["a"], object()],
+}
+
+
+def test_wrong_types_cover_every_public_function_with_such_an_argument():
+    """Each public function with a scalar-int, axis or shape-like keyword is in WRONG_TYPES."""
+    import inspect
+
+    names = {"axis", "axes", "num", "shape", "start", "size", "perm", "order", "dims", "n", "histogram", "batch_rows",
+             "vocab_size", "num_rows", "num_columns", "minlength", "maxlength", "num_buckets", "hash_key",
+             "num_segments", "index_base", "n_features", "height"}
+    listed = {(f, k) for f, _, _, k, _ in WRONG_TYPES}
+    wanted = set()
+    for name in sptool._API:
+        obj = getattr(sptool, name)
+        if callable(obj) and not isinstance(obj, type) or name == "SparseTensor":
+            wanted |= {(name, k) for k in inspect.signature(obj).parameters if k in names}
+    sums = {"segment_mean", "segment_sqrt_n"}  # segment_sum's own code path
+    assert {w for w in wanted if w[0] not in sums} <= listed, sorted(wanted - listed)
+
+
+@pytest.mark.parametrize("function, call, valid, key, kind", WRONG_TYPES,
+                         ids=[f"{f}-{k}" for f, _, _, k, _ in WRONG_TYPES])
+def test_a_wrongly_typed_argument_is_a_usage_error_naming_it(function, call, valid, key, kind, tmp_path):
+    def out(name):
+        return str(tmp_path / name)
+
+    call(out, **valid)  # the valid call works, so that each refusal below is the argument's
+    for wrong in WRONG[kind]:
+        with pytest.raises(sptool.SptoolError) as e:
+            call(out, **{**valid, key: wrong})
+        assert isinstance(e.value, sptool.UsageError), (wrong, e.value)
+        assert key in str(e.value) or "--" + key.replace("_", "-") in str(e.value), (wrong, str(e.value))

@@ -8,6 +8,7 @@ import numpy as np
 import pyarrow as pa
 
 from .. import _kernels
+from .._args import whole_numbers
 from .._memory import budget_of
 from ..errors import UsageError
 from ..format import INT64_MAX, TensorMeta
@@ -22,7 +23,7 @@ def resolve_shape(new_shape, old_sparse: tuple, dense: tuple) -> tuple:
     For a hybrid tensor the dense dimensions are kept: ``new_shape`` must end with them, and
     only the sparse part before them is reshaped.
     """
-    new_shape = [int(s) for s in new_shape]
+    new_shape = list(whole_numbers(new_shape, "--shape"))
     if dense:
         tail = new_shape[len(new_shape) - len(dense):] if len(new_shape) >= len(dense) else None
         if tail != list(dense) or len(new_shape) == len(dense):

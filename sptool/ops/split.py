@@ -10,6 +10,7 @@ import shutil
 import numpy as np
 import pyarrow as pa
 
+from .._args import whole_number
 from .._memory import Budget, budget_of, format_size
 from ..errors import ResourceError, UsageError
 from ..format import TensorMeta
@@ -91,6 +92,7 @@ def split(path: str, pattern: str, *, axis: int, num: int, memory=None, progress
     >>> [s[0] for s in r["shapes"]]
     [14, 13, 13]
     """
+    axis, num = whole_number(axis, "--axis"), whole_number(num, "--num")
     budget = budget_of(memory)
     with open_input(path) as opened, known_shape(opened) as src:
         op = Split(pattern, axis, num, budget)
