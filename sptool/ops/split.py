@@ -135,7 +135,9 @@ class Split(StreamOp):
             raise UsageError(f"splitting into {num} pieces keeps {num} writers open (about "
                              f"{format_size(WRITER_OVERHEAD)} each): raise --memory to at least {need}")
         self.pieces = (meta, axis, starts, metas)
-        return Plan(meta, unique_claim=True if meta.unique else None)
+        # Bounds checked on the input's rows as they are read: an error names the file, its row
+        # and coordinates, and its shape (a piece's sink would name the rebased ones).
+        return Plan(meta, unique_claim=True if meta.unique else None, bounds_checked=True)
 
     def open_output(self, output, plan: Plan, *, budget: Budget):
         return _Pieces(self.paths, *self.pieces, unique_claim=plan.unique_claim, budget=budget)
