@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import os
+import sys
 import warnings
 
 import numpy as np
@@ -545,3 +546,42 @@ def test_a_file_several_times_the_budget(tmp_path):
         assert rss <= budget + OVERHEAD, f"{command[0]}: peak RSS {rss >> 20} MiB over --memory 64 MiB + 256 MiB"
     np.testing.assert_allclose(np.load(tmp_path / "genes.npy"), sums, rtol=1e-4)
     assert sptool.info(str(tmp_path / "cells.parquet"))["nnz"] == h5py.File(path)["X/data"].shape[0]
+
+
+# ---------------------------------------------------------------------------------------------
+# usage
+
+
+def test_key_names_a_matrix_of_an_anndata_input(cells, tmp_path):
+    path, _ = cells
+    out = str(tmp_path / "x.parquet")
+    result = _run(["convert", path, "--key", "layers/counts", "-o", out], code=1)
+    assert "no matrix 'layers/counts'" in result.output and "its matrices: X" in result.output
+    src = write_tensor(tmp_path, "t.parquet", random_tensor(np.random.default_rng(1), (4, 5), 6))
+    result = _run(["convert", src, "--key", "X", "-o", str(tmp_path / "t.csv")], code=2)
+    assert "--key picks a matrix of an AnnData input" in result.output
+    assert not os.path.exists(out)
+
+
+def test_without_h5py_the_message_names_the_extra(cells, tmp_path, monkeypatch):
+    path, _ = cells
+    monkeypatch.setitem(sys.modules, "h5py", None)  # import h5py now fails, as where it is not installed
+    for args in (["convert", path, "-o", str(tmp_path / "x.parquet")], ["info", path]):
+        result = _run(args, code=2)
+        assert result.output.strip() == f"Error: {path}: AnnData files need h5py: pip install 'sptool[anndata]'"
+    src = write_tensor(tmp_path, "t.parquet", random_tensor(np.random.default_rng(1), (4, 5), 6))
+    out = str(tmp_path / "t.h5ad")
+    result = _run(["convert", src, "-o", out], code=2)
+    assert result.output.strip() == f"Error: {out}: AnnData files need h5py: pip install 'sptool[anndata]'"
+    assert sorted(os.listdir(tmp_path)) == ["t.parquet"]
+
+
+def test_commands_on_a_cluster_read_h5ad(cells, tmp_path, cluster_client):
+    """On a cluster the driver reads the .h5ad's X once into the job's scratch, which the workers
+    read in pieces (as an Arrow stream file is)."""
+    import sptool.distributed
+
+    path, X = cells
+    out = str(tmp_path) + "/genes/"
+    sptool.distributed.reduce(path, out, op="sum", axis=[0], client=cluster_client)
+    np.testing.assert_allclose(sptool.read(out).to_dense(), np.asarray(X.sum(axis=0)).ravel(), rtol=1e-5)

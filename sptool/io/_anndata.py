@@ -45,19 +45,21 @@ LEGACY_KEYS = {"raw/X": "raw.X", "obsp/distances": "uns/neighbors/distances",
 POINTER_WINDOW_BYTES = 8 << 20
 
 
-def anndata_h5py():
+def anndata_h5py(path: str | None = None):
+    """The h5py module, or a UsageError (naming ``path``) that says how to install it."""
     try:
         import h5py
     except ImportError:
-        raise UsageError(INSTALL) from None
+        raise UsageError(INSTALL, path=path) from None
     return h5py
 
 
-def anndata_zarr():
+def anndata_zarr(path: str | None = None):
+    """The zarr module, or a UsageError (naming ``path``) that says how to install it."""
     try:
         import zarr
     except ImportError:
-        raise UsageError(ZARR_INSTALL) from None
+        raise UsageError(ZARR_INSTALL, path=path) from None
     return zarr
 
 
@@ -188,14 +190,14 @@ class AnnDataFile:
         self.path = path
         self.kind = "zarr" if os.path.isdir(path) else "hdf5"
         if self.kind == "zarr":
-            zarr = anndata_zarr()
+            zarr = anndata_zarr(path)
             try:
                 self.root = zarr.open_group(path, mode="r")
             except Exception as e:  # zarr raises its own errors for a broken store
                 raise InputError(f"cannot open as a Zarr store ({_short(e)})", path=path) from None
             self._handle = None
         else:
-            h5py = anndata_h5py()
+            h5py = anndata_h5py(path)
             try:
                 self._handle = self.root = h5py.File(path, "r")
             except OSError as e:
