@@ -212,12 +212,11 @@ def test_merge_keys_on_threads_matches_a_stable_sort(rng, monkeypatch, parts_min
 
 @pytest.mark.parametrize("radix", [False, True])
 def test_codec_argsort_is_a_stable_sort_whichever_algorithm_it_picks(rng, monkeypatch, radix):
-    """KeyCodec.argsort sorts runs by NumPy's sort of position-tagged keys or by the radix sort,
-    whichever _radix_is_faster finds faster here: both are NumPy's stable lexsort of the rows."""
+    """KeyCodec.argsort sorts runs by NumPy's sort of position-tagged keys or, from RADIX_MIN_ROWS
+    keys on, by the radix sort: both are NumPy's stable lexsort of the rows."""
     from sptool.stream import sort as _sort
 
-    monkeypatch.setattr(_sort, "SORT_CHOICE_MIN_ROWS", 1)
-    monkeypatch.setattr(_sort, "_radix_is_faster", lambda: radix)
+    monkeypatch.setattr(_sort, "RADIX_MIN_ROWS", 1 if radix else 1 << 62)
     shape = (50, 7, 1 << 20)
     codec = _sort.KeyCodec(shape, (2, 0, 1))
     for n in (1, 2, 1000, 5000):

@@ -14,7 +14,6 @@ import traceback
 
 import click
 
-from .._collector import paused_for_imports
 from .._commits import record as record_commits
 from .._commits import recorded as recorded_commits
 from .._version import FORMAT_VERSION, __version__
@@ -22,7 +21,6 @@ from ..errors import SptoolError
 from ._cluster import note_help, refuse_unless_distributed
 from ._console import err, json_summary_written, start_json_summaries, stop_all_bars, write_json_summary
 from ._options import JSON_SUMMARY_HELP, MEMORY_HELP, _store
-from ._without_pandas import keep_pandas_out
 
 CONTEXT_SETTINGS = {"help_option_names": ["-h", "--help"], "max_content_width": 100}
 INTERNAL_ERROR = 3
@@ -268,7 +266,6 @@ def main(argv=None):
     os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
     _from_main = True
     try:
-        keep_pandas_out()
         cli.main(args=argv, prog_name="sptool")
         code = 0
     except SystemExit as e:
@@ -310,8 +307,7 @@ def load_command(name: str):
     """The click command ``name`` from its module (None if that module does not provide it)."""
     import importlib
 
-    with paused_for_imports():
-        module = importlib.import_module(f".{COMMANDS[name]}", __name__)
+    module = importlib.import_module(f".{COMMANDS[name]}", __name__)
     found = click.Group()
     module.register(found)
     return found.commands.get(name)

@@ -16,9 +16,7 @@ is sorted whole instead (``sort_in_memory``): one sort, no merge.
 
 from __future__ import annotations
 
-import functools
 import os
-import time
 from collections import deque
 from collections.abc import Iterable, Iterator
 from concurrent.futures import ThreadPoolExecutor
@@ -42,32 +40,9 @@ MERGE_PARALLEL_MIN = 1 << 16
 MERGE_TREE_MAX_RUNS = 4
 
 
-# Sorts of at least this many keys choose their algorithm by _radix_is_faster (below it both
-# take a few milliseconds at most, and the measurement would cost as much).
-SORT_CHOICE_MIN_ROWS = 1 << 18
-
-
-@functools.cache
-def _radix_is_faster() -> bool:
-    """Whether the compiled radix sort beats NumPy's sort of position-tagged keys here, timed
-    once per process on 32K keys (about 5 ms).  NumPy's sort is a SIMD sort on some machines (a
-    few ns per key) and an introsort on others: 50-70 ns per key for 1-4M keys on this project's
-    2-core AMD EPYC VM with NumPy 2.2 and 2.4, where the radix sort takes 21-25.  Both give the
-    same permutation, so only the speed depends on the answer."""
-    keys = np.random.default_rng(0).integers(0, 1 << 40, 1 << 15, dtype=np.uint64)
-    n, pos_bits = len(keys), 15
-    tagged, perm, out = np.empty(n, dtype=np.uint64), np.empty(n, dtype=np.int64), np.empty(n, dtype=np.uint64)
-    best = {}
-    for name in ("tagged", "radix") * 3:
-        t = time.perf_counter()
-        if name == "tagged":
-            _kernels.tag_positions(keys, pos_bits, tagged)
-            tagged.sort()
-            _kernels.untag_positions(tagged, pos_bits, perm, tagged)
-        else:
-            _kernels.radix_argsort(keys, perm, out)
-        best[name] = min(best.get(name, np.inf), time.perf_counter() - t)
-    return best["radix"] < best["tagged"]
+# Sorts of at least this many packed keys use the compiled radix sort, smaller ones NumPy's sort
+# of position-tagged keys (both give the same permutation; benchmarks/README.md has the figures).
+RADIX_MIN_ROWS = 1 << 18
 
 
 class KeyCodec:
@@ -128,7 +103,7 @@ class KeyCodec:
         """(permutation, sorted keys), stable."""
         n = len(key)
         pos_bits = max(int(n - 1).bit_length(), 1)
-        radix = n >= SORT_CHOICE_MIN_ROWS and _radix_is_faster()
+        radix = n >= RADIX_MIN_ROWS
         if key.dtype == np.uint64 and self.bits + pos_bits <= 64 and not radix:
             # Key and row position in one uint64: the position breaks ties in input order, so
             # NumPy's unstable sort is stable here, and one array moves instead of two.
