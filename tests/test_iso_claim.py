@@ -143,6 +143,16 @@ def test_a_hybrid_block_counts_every_element(tmp_path, tiny_batches):
     assert r.exit_code == 1 and "values[31]" in r.output, r.output
 
 
+def test_validate_counts_every_element_of_a_block(tmp_path):
+    """validate holds the claim to the rule the commands enforce: blocks equal to each other but
+    not within themselves are refused, at the first row NumPy finds."""
+    src = str(tmp_path / "liar.parquet")
+    row = _liar(src, np.tile([4.0, 5.0], (40, 1)), hybrid=True)
+    assert row == 0
+    r = CliRunner().invoke(cli, ["validate", src])
+    assert r.exit_code == 1 and "E_ISO_VALUES_DIFFER" in r.output, r.output
+
+
 def test_a_bool_file_claiming_iso_does_not_become_a_pattern_matrix(tmp_path):
     """Matrix Market's pattern field has no values (all true): a bool tensor became one on its
     iso claim, so a false value came out true."""
