@@ -254,8 +254,11 @@ def convert(src: str | None, dst: str, *, from_format: str | None = None, to_for
     memory : str or int, optional
         The memory budget (default 1GiB or $SPTOOL_MEMORY).
 
-    Returns a summary: ``{"input", "output", "from", "to", "rows_in", "rows", "shape",
-    "value_type"}``.  ``rows`` can exceed ``rows_in`` when a symmetric .mtx is expanded.
+    Returns
+    -------
+    dict
+        A summary: ``{"input", "output", "from", "to", "rows_in", "rows", "shape",
+        "value_type"}``.  ``rows`` can exceed ``rows_in`` when a symmetric .mtx is expanded.
 
     Examples
     --------
