@@ -21,16 +21,19 @@ SAMPLES = ROOT / "sample_data"
 CI_PAGE = ROOT / "docs" / "ci.md"
 
 
-def _env(tmp_path) -> dict:
+def _env(tmp_path, tools=("git", "pre-commit")) -> dict:
     env = dict(env_with_sptool(), PRE_COMMIT_HOME=str(tmp_path / "pre-commit-cache"),
                GIT_CONFIG_NOSYSTEM="1", GIT_CONFIG_GLOBAL=os.devnull)
+    for tool in tools:
+        if shutil.which(tool, path=env["PATH"]) is None:
+            pytest.skip(f"{tool} is not installed (pre-commit: pip install -e '.[test]')")
     for who in ("AUTHOR", "COMMITTER"):
         env[f"GIT_{who}_NAME"], env[f"GIT_{who}_EMAIL"] = "sptool tests", "tests@sptool.invalid"
     return env
 
 
-def _git(repo, *args, env) -> subprocess.CompletedProcess:
-    return subprocess.run(["git", *args], cwd=repo, env=env, capture_output=True, text=True, timeout=120)
+def _git(repo, *args, env, timeout=120) -> subprocess.CompletedProcess:
+    return subprocess.run(["git", *args], cwd=repo, env=env, capture_output=True, text=True, timeout=timeout)
 
 
 def _repository(path, files: dict, env):
@@ -64,14 +67,14 @@ def _hook_repository(tmp_path, env):
     return hooks, _git(hooks, "rev-parse", "HEAD", env=env).stdout.strip()
 
 
-def _commit_gate(project, config: str, env):
+def _commit_gate(project, config: str, env, timeout=120):
     """pre-commit installed in project with config; a commit of an invalid and a valid tensor, then
-    of the valid one alone."""
+    of the valid one alone (the first commit sets up the hook's environment: ``timeout``)."""
     (project / ".pre-commit-config.yaml").write_text(config)
     assert _git(project, "add", ".", env=env).returncode == 0
     p = subprocess.run(["pre-commit", "install"], cwd=project, env=env, capture_output=True, text=True)
     assert p.returncode == 0, p.stdout + p.stderr
-    both = _git(project, "commit", "-m", "tensors", env=env)
+    both = _git(project, "commit", "-m", "tensors", env=env, timeout=timeout)
     _git(project, "rm", "-q", "--cached", "data/bad.parquet", env=env)
     good = _git(project, "commit", "-m", "the valid tensor", env=env)
     return both, good, _git(project, "ls-files", env=env).stdout.split()
@@ -102,7 +105,7 @@ def test_self_contained_hook_builds_sptool_and_gates_the_commit(tmp_path):
     project = _repository(tmp_path / "project", {"data/good.parquet": SAMPLES / "tensor3d.parquet",
                                                  "data/bad.parquet": SAMPLES / "invalid.parquet"}, env)
     config = _documented_config(str(ROOT), rev.stdout.strip(), "sptool-validate")
-    both, good, committed = _commit_gate(project, config, env)
+    both, good, committed = _commit_gate(project, config, env, timeout=1800)
     assert both.returncode != 0 and "data/bad.parquet: INVALID" in both.stderr, both.stdout + both.stderr
     assert good.returncode == 0 and sorted(committed) == [".pre-commit-config.yaml", "data/good.parquet"]
 
@@ -116,7 +119,7 @@ def _workflow_step(name: str) -> str:
 def test_github_actions_step_fails_on_an_invalid_tracked_tensor(tmp_path):
     """The documented step, run as GitHub runs a step's script (bash -e -o pipefail), in a checkout
     with a tensor in a subdirectory, an untracked invalid one, then a tracked invalid one."""
-    env = _env(tmp_path)
+    env = _env(tmp_path, tools=("git",))
     script = _workflow_step("Validate tensors")
     project = _repository(tmp_path / "project", {"data/deep/good.parquet": SAMPLES / "tensor3d.parquet",
                                                  "bad.parquet": SAMPLES / "invalid.parquet"}, env)
