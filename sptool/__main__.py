@@ -22,7 +22,7 @@ def run():
     os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
     from .cli._without_pandas import keep_pandas_out
 
-    keep_pandas_out()  # before pyarrow loads: about half a CPU-second a command (benchmarks/README.md)
+    keep_pandas_out()  # before pyarrow loads: about half a CPU-second a command (docs/performance.md)
     from .cli import main
 
     main()

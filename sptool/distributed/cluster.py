@@ -86,7 +86,7 @@ def keep_restarted_workers():
 def dask_setup(worker=None) -> None:
     """Dask's preload hook (``--preload sptool.distributed.cluster``): PRELOAD imported as the
     worker starts, not in the first job's tasks.  The worker's process is otherwise left as Dask
-    set it up (its allocator's settings are the environment's: benchmarks/README.md)."""
+    set it up (its allocator's settings are the environment's: docs/performance.md)."""
     import importlib
 
     for module in PRELOAD:

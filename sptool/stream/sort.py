@@ -41,7 +41,7 @@ MERGE_TREE_MAX_RUNS = 4
 
 
 # Sorts of at least this many packed keys use the compiled radix sort, smaller ones NumPy's sort
-# of position-tagged keys (both give the same permutation; benchmarks/README.md has the figures).
+# of position-tagged keys (both give the same permutation; docs/performance.md has the figures).
 RADIX_MIN_ROWS = 1 << 18
 
 
