@@ -79,7 +79,8 @@ cdef void _copy(unsigned char *base, Py_ssize_t height, const int64_t[::1] rows,
 
 def gather_rows(const unsigned char[:, ::1] src, const int64_t[::1] rows, unsigned char[:, ::1] out,
                 Py_ssize_t release=0):
-    """out[i] = src[rows[i]] (rows sorted), giving back src's pages every ``release`` bytes passed."""
+    """out[i] = src[rows[i]] (rows sorted), giving back src's pages every ``release`` bytes passed
+    (only for an array in a shared file map: other memory's pages would lose their contents)."""
     _check(src.shape[0], src.shape[1], rows, out.shape[0], out.shape[1], release)
     if rows.shape[0] and src.shape[1]:
         with nogil:
@@ -88,7 +89,8 @@ def gather_rows(const unsigned char[:, ::1] src, const int64_t[::1] rows, unsign
 
 def scatter_rows(unsigned char[:, ::1] dst, const int64_t[::1] rows, const unsigned char[:, ::1] src,
                  Py_ssize_t release=0):
-    """dst[rows[i]] = src[i] (rows sorted), giving back dst's pages every ``release`` bytes passed."""
+    """dst[rows[i]] = src[i] (rows sorted), giving back dst's pages every ``release`` bytes passed
+    (as gather_rows)."""
     _check(dst.shape[0], dst.shape[1], rows, src.shape[0], src.shape[1], release)
     if rows.shape[0] and dst.shape[1]:
         with nogil:
