@@ -59,21 +59,12 @@ def resolve_shape(new_shape, old_sparse: tuple, dense: tuple) -> tuple:
     return tuple(new_shape)
 
 
-def strides_of(shape) -> np.ndarray:
-    """Row-major strides (in elements) of a shape whose product fits in int64."""
-    out, acc = [], 1
-    for s in reversed(shape):
-        out.append(acc)
-        acc *= max(int(s), 1)
-    return np.asarray(out[::-1], dtype=np.int64)
-
-
 def relinearize(keys: np.ndarray, old_shape, new_shape) -> np.ndarray:
     """(K', n) keys in ``new_shape`` of the rows at (K, n) ``keys`` in ``old_shape`` (same row-major
     linear index).  Indices must be in bounds and the shapes' products equal and <= 2^63-1."""
     n = keys.shape[1]
     lin = np.empty(n, dtype=np.int64)
-    _kernels.linear_offsets(keys, strides_of(old_shape), lin)
+    _kernels.linear_offsets(keys, np.asarray(old_shape, dtype=np.int64), lin)
     out = np.empty((len(new_shape), n), dtype=np.int64)
     if n == 0:
         return out
