@@ -69,9 +69,9 @@ ONE_WRITER_CODE = """
     import sptool.io.sink as sink
     plain = sink.TensorSink._parquet_writer
     sink.TensorSink._parquet_writer = lambda self, path, many=False: plain(self, path)
-    from sptool.cli import main
+    from sptool.__main__ import run  # the script's own set-up, as the other rows have it
     sys.argv[0] = "sptool"
-    main()
+    run()
 """
 # --no-checks: each sptool command timed twice, with issue 11's read checks on and switched off (page
 # CRC verification, the footer walk, ClaimCheck), through the same small launcher so that only the
@@ -81,8 +81,6 @@ NO_CHECKS = False
 CHECKS_CODE = """
     import os, sys
     os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")  # as sptool.cli.main does, before numpy loads
-    from sptool._memory import lean_allocators
-    lean_allocators()  # as the sptool script does, before pyarrow loads
     import pyarrow.parquet as pq
     import sptool.io._rowgroups as rowgroups
     from sptool.stream import order
@@ -409,9 +407,9 @@ URL_LAUNCHER = """
     import pyarrow.fs as pafs
     from sptool.io import register_filesystem
     register_filesystem("sub", pafs.SubTreeFileSystem(sys.argv[1], pafs.LocalFileSystem()))
-    from sptool.cli import main
+    from sptool.__main__ import run  # the script's own set-up, as the other rows have it
     sys.argv = ["sptool", *sys.argv[2:]]
-    main()
+    run()
 """
 
 

@@ -1,4 +1,7 @@
-"""``python -m sptool`` and the ``sptool`` script."""
+"""``python -m sptool`` and the ``sptool`` script.
+
+What the script sets up here holds for its own process only, never for a process that imports
+sptool (the Python API, a test's CliRunner)."""
 
 import os
 import signal
@@ -17,13 +20,10 @@ def run():
     # Before anything imports numpy (importing sptool.cli does): cli.main sets the same, too late
     # for this script, whose OpenBLAS pool then took 20-26 ms of CPU a run (perf, reduce and add).
     os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
-    from ._collector import paused_for_imports, script_process
-    from ._memory import lean_allocators
+    from .cli._without_pandas import keep_pandas_out
 
-    lean_allocators()
-    script_process()
-    with paused_for_imports():
-        from .cli import main
+    keep_pandas_out()  # before pyarrow loads: about half a CPU-second a command (docs/performance.md)
+    from .cli import main
 
     main()
 

@@ -161,6 +161,10 @@ cdef inline void _advance(_Walk* w, int64_t k) noexcept nogil:
         w.pos += k
 
 
+cdef inline bint _is_bool(int kind) noexcept nogil:
+    return kind == _BOOL_TRUE or kind == _BOOL_FALSE
+
+
 cdef void _skip(_Walk* w, int kind, int depth) noexcept nogil:
     cdef int64_t n, i, last = 0
     cdef int ftype, elem, b, kv
@@ -206,6 +210,10 @@ cdef void _skip(_Walk* w, int kind, int depth) noexcept nogil:
         if w.err or not n:
             return
         kv = _byte(w)
+        if _is_bool(kv >> 4) and _is_bool(kv & 0x0F):
+            # Entries that take no bytes (as the reference reads them): a count of 2**62 of them
+            # would spin for ever, to the same end as none.
+            return
         i = 0
         while i < n and not w.err:
             if w.pos > w.n:

@@ -20,20 +20,8 @@ sptool/_cross_reference.py holds the plain-Python equivalent of each function (t
 from libc.stdint cimport int32_t, int64_t, uint8_t, uint64_t
 from libc.stdlib cimport free, malloc
 
-cdef extern from *:
-    """
-    /* The high 64 bits of a 64 x 64-bit product: one instruction where there is a 128-bit type. */
-    static inline uint64_t sptool_mulhi64(uint64_t a, uint64_t b) {
-    #if defined(__SIZEOF_INT128__)
-        return (uint64_t)(((unsigned __int128)a * b) >> 64);
-    #else
-        uint64_t a0 = a & 0xffffffffu, a1 = a >> 32, b0 = b & 0xffffffffu, b1 = b >> 32;
-        uint64_t mid = a1 * b0 + ((a0 * b0) >> 32);
-        return a1 * b1 + (mid >> 32) + ((a0 * b1 + (mid & 0xffffffffu)) >> 32);
-    #endif
-    }
-    """
-    uint64_t sptool_mulhi64(uint64_t a, uint64_t b) noexcept nogil
+# The high 64 bits of a 64 x 64-bit product: one instruction where there is a 128-bit type.
+from ._guards cimport sptool_mulhi64
 
 ctypedef fused offset_t:
     int32_t
@@ -255,32 +243,46 @@ def fingerprint_cat(const uint64_t[::1] a, const uint64_t[::1] b, uint64_t[::1] 
 
 def cross_counts(const int64_t[:, ::1] ptr, int64_t[::1] out):
     """out[r] = the number of crosses of row r: the product of its inputs' feature counts.
-    Returns -1, or the first row whose product overflows int64 (out is then incomplete)."""
-    cdef Py_ssize_t m = ptr.shape[0], R = ptr.shape[1] - 1, r, i
-    cdef int64_t c, total, bad = -1
+    Returns -1, or the first row whose product overflows int64 (out is then incomplete).
+    ValueError when ptr decreases."""
+    cdef Py_ssize_t R = ptr.shape[1] - 1, r
+    cdef int64_t total, bad = -1
     if R < 0 or out.shape[0] != R:
         raise ValueError("out must hold one entry per row (ptr.shape[1] - 1)")
     with nogil:
         for r in range(R):
-            total = 1 if m else 0
-            for i in range(m):
-                c = ptr[i, r + 1] - ptr[i, r]
-                if c == 0:
-                    total = 0
-                    break
-                if total > INT64_MAX // c:
-                    bad = r
-                    break
-                total = total * c
-            if bad >= 0:
+            total = _product(ptr, r)
+            if total < 0:
+                bad = r
                 break
             out[r] = total
+    if bad >= 0 and total == -2:
+        raise ValueError(f"ptr decreases in row {bad}")
     return bad
 
 
+cdef inline int64_t _product(const int64_t[:, ::1] ptr, Py_ssize_t r) noexcept nogil:
+    """Row r's number of crosses; -1 when it overflows int64, -2 when an input's count is negative."""
+    cdef Py_ssize_t i
+    cdef int64_t c, total = 1 if ptr.shape[0] else 0
+    for i in range(ptr.shape[0]):
+        c = ptr[i, r + 1] - ptr[i, r]
+        if c < 0:
+            return -2
+        if c == 0:
+            total = 0
+        elif total > <int64_t> INT64_MAX // c:
+            return -1
+        total = total * c
+    return total
+
+
 cdef int _check_walk(const int64_t[:, ::1] ptr, const int64_t[::1] offsets, int64_t g0, int64_t g1,
-                     int64_t[::1] rows, int64_t[::1] cols, const int64_t[::1] row_ids) except -1:
-    cdef Py_ssize_t R = ptr.shape[1] - 1
+                     int64_t[::1] rows, int64_t[::1] cols, const int64_t[::1] row_ids, Py_ssize_t n_feats) except -1:
+    """The arguments of a walk of crosses g0..g1, and the rows it visits: their offsets must step by
+    their numbers of crosses, and (unless n_feats < 0) their features lie within feats."""
+    cdef Py_ssize_t R = ptr.shape[1] - 1, r, i, first, last
+    cdef int64_t crosses
     if offsets.shape[0] != R + 1:
         raise ValueError("offsets must hold one entry per row and the total")
     if row_ids is not None and row_ids.shape[0] != R:
@@ -289,6 +291,22 @@ cdef int _check_walk(const int64_t[:, ::1] ptr, const int64_t[::1] offsets, int6
         raise ValueError("[g0, g1) must lie within the batch's crosses")
     if rows.shape[0] != g1 - g0 or cols.shape[0] != g1 - g0:
         raise ValueError("rows and cols must hold g1 - g0 entries")
+    if g1 == g0 or ptr.shape[0] == 0:
+        return 0
+    if R < 1:
+        raise ValueError("crosses of a batch of no rows")
+    first, last = _row_of(offsets, g0), _row_of(offsets, g1 - 1)
+    if not (offsets[first] <= g0 < offsets[first + 1] and offsets[last] <= g1 - 1 < offsets[last + 1]):
+        raise ValueError("offsets must not decrease")
+    for r in range(first, last + 1):
+        crosses = _product(ptr, r)
+        if crosses < 0 or offsets[r + 1] - offsets[r] != crosses:
+            raise ValueError(f"offsets[{r + 1}] - offsets[{r}] is not row {r}'s number of crosses")
+        if n_feats < 0 or offsets[r + 1] == offsets[r]:
+            continue
+        for i in range(ptr.shape[0]):
+            if ptr[i, r] < 0 or ptr[i, r + 1] > n_feats:
+                raise ValueError(f"ptr points outside feats in row {r}")
     return 0
 
 
@@ -392,13 +410,11 @@ def cross_hashed(const int64_t[:, ::1] ptr, const uint64_t[::1] feats, const int
     cdef Py_ssize_t m = ptr.shape[0]
     cdef int64_t* work
     cdef Divisor mod = _divisor(<uint64_t> num_buckets if num_buckets > 0 else INT64_MAX)
-    _check_walk(ptr, offsets, g0, g1, rows, cols, row_ids)
+    _check_walk(ptr, offsets, g0, g1, rows, cols, row_ids, feats.shape[0])
     if values.shape[0] != g1 - g0:
         raise ValueError("values must hold g1 - g0 entries")
     if m == 0 or g1 == g0:
         return
-    if ptr[0, 0] < 0 or ptr[m - 1, ptr.shape[1] - 1] > feats.shape[0]:
-        raise ValueError("ptr points outside feats")
     work = <int64_t*> malloc((3 * m + 1) * sizeof(int64_t))
     if work == NULL:
         raise MemoryError()
@@ -415,7 +431,7 @@ def cross_positions(const int64_t[:, ::1] ptr, const int64_t[::1] offsets, int64
     into) input i gives cross k."""
     cdef Py_ssize_t m = ptr.shape[0]
     cdef int64_t* work
-    _check_walk(ptr, offsets, g0, g1, rows, cols, row_ids)
+    _check_walk(ptr, offsets, g0, g1, rows, cols, row_ids, -1)
     if pos.shape[0] != m or pos.shape[1] != g1 - g0:
         raise ValueError("pos must be (m, g1 - g0)")
     if m == 0 or g1 == g0:

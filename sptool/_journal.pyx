@@ -22,10 +22,12 @@ from posix.unistd cimport sysconf, _SC_PAGESIZE
 
 
 cdef int _check(Py_ssize_t height, Py_ssize_t width, const int64_t[::1] rows, Py_ssize_t n,
-                Py_ssize_t other_width) except -1:
+                Py_ssize_t other_width, Py_ssize_t release) except -1:
     cdef Py_ssize_t i
     if rows.shape[0] != n or other_width != width:
         raise ValueError("the buffer must be (len(rows), w) with the map's w")
+    if release < 0:
+        raise ValueError(f"release {release} is negative")
     for i in range(n):
         if rows[i] < 0 or rows[i] >= height:
             raise ValueError(f"row id {rows[i]} outside [0, {height})")
@@ -34,8 +36,16 @@ cdef int _check(Py_ssize_t height, Py_ssize_t width, const int64_t[::1] rows, Py
     return 0
 
 
-cdef inline void _release(const unsigned char *lo, const unsigned char *hi) noexcept nogil:
-    # [lo, hi): page-aligned, inside the map (hi <= the page of a row still to be copied).
+cdef inline void _release(const unsigned char *lo, const unsigned char *hi, const unsigned char *first,
+                          const unsigned char *end, uintptr_t page) noexcept nogil:
+    # [lo, hi): page-aligned, hi <= the page of a row still to be copied.  Only whole pages of the
+    # array [first, end) are given back: memory around it (a heap array's neighbours) is never dropped.
+    cdef const unsigned char *inside_lo = _page(first + page - 1, page)
+    cdef const unsigned char *inside_hi = _page(end, page)
+    if lo < inside_lo:
+        lo = inside_lo
+    if hi > inside_hi:
+        hi = inside_hi
     if hi > lo:
         madvise(<void *>lo, <size_t>(hi - lo), MADV_DONTNEED)
 
@@ -44,40 +54,44 @@ cdef inline const unsigned char *_page(const unsigned char *p, uintptr_t page) n
     return <const unsigned char *>(<uintptr_t>p - (<uintptr_t>p % page))
 
 
-cdef void _copy(unsigned char *base, const int64_t[::1] rows, unsigned char *buf, Py_ssize_t w,
+cdef void _copy(unsigned char *base, Py_ssize_t height, const int64_t[::1] rows, unsigned char *buf, Py_ssize_t w,
                 Py_ssize_t release, bint into_map) noexcept nogil:
-    """Rows rows[i] of the map at ``base`` (rows of w bytes) to or from buf[i] (``into_map``)."""
+    """Rows rows[i] of the map at ``base`` (height rows of w bytes) to or from buf[i] (``into_map``)."""
     cdef uintptr_t page = <uintptr_t>sysconf(_SC_PAGESIZE)
     cdef Py_ssize_t i
+    cdef const unsigned char *end = base + height * w
     cdef unsigned char *row = base + rows[0] * w
     cdef const unsigned char *mark = _page(row, page)
     for i in range(rows.shape[0]):
         row = base + rows[i] * w
         if release and row - mark >= release:
-            _release(mark, _page(row, page))
+            _release(mark, _page(row, page), base, end, page)
             mark = _page(row, page)
         if into_map:
             memcpy(row, buf + i * w, w)
         else:
             memcpy(buf + i * w, row, w)
     if release:
-        # Up to the end of the last row's page (inside the map: maps hold whole pages).
-        _release(mark, _page(row + w - 1, page) + page)
+        # Up to the end of the last row's page (a map holds whole pages; the array's last
+        # partial page stays).
+        _release(mark, _page(row + w - 1, page) + page, base, end, page)
 
 
 def gather_rows(const unsigned char[:, ::1] src, const int64_t[::1] rows, unsigned char[:, ::1] out,
                 Py_ssize_t release=0):
-    """out[i] = src[rows[i]] (rows sorted), giving back src's pages every ``release`` bytes passed."""
-    _check(src.shape[0], src.shape[1], rows, out.shape[0], out.shape[1])
+    """out[i] = src[rows[i]] (rows sorted), giving back src's pages every ``release`` bytes passed
+    (only for an array in a shared file map: other memory's pages would lose their contents)."""
+    _check(src.shape[0], src.shape[1], rows, out.shape[0], out.shape[1], release)
     if rows.shape[0] and src.shape[1]:
         with nogil:
-            _copy(<unsigned char *>&src[0, 0], rows, &out[0, 0], src.shape[1], release, False)
+            _copy(<unsigned char *>&src[0, 0], src.shape[0], rows, &out[0, 0], src.shape[1], release, False)
 
 
 def scatter_rows(unsigned char[:, ::1] dst, const int64_t[::1] rows, const unsigned char[:, ::1] src,
                  Py_ssize_t release=0):
-    """dst[rows[i]] = src[i] (rows sorted), giving back dst's pages every ``release`` bytes passed."""
-    _check(dst.shape[0], dst.shape[1], rows, src.shape[0], src.shape[1])
+    """dst[rows[i]] = src[i] (rows sorted), giving back dst's pages every ``release`` bytes passed
+    (as gather_rows)."""
+    _check(dst.shape[0], dst.shape[1], rows, src.shape[0], src.shape[1], release)
     if rows.shape[0] and dst.shape[1]:
         with nogil:
-            _copy(&dst[0, 0], rows, <unsigned char *>&src[0, 0], dst.shape[1], release, True)
+            _copy(&dst[0, 0], dst.shape[0], rows, <unsigned char *>&src[0, 0], dst.shape[1], release, True)

@@ -9,11 +9,12 @@ columns come off a Parquet file (the caller stacks them, or passes a transposed 
 function, used as the test oracle.
 """
 
-from libc.stdint cimport int64_t, uint8_t, uint16_t, uint32_t, uint64_t
+from libc.stdint cimport INT64_MAX, int64_t, uint8_t, uint16_t, uint32_t, uint64_t
 from libc.stdlib cimport free, malloc
 
 import numpy as np
 
+from ._guards cimport check_shift, outside
 from ._types cimport number_t
 
 
@@ -50,27 +51,57 @@ def first_order_violation(keys, const int64_t[::1] order, bint check_repeats, pr
     return _order_violation(c, order, check_repeats, prev)
 
 
-def linear_offsets(const int64_t[:, :] keys, const int64_t[::1] strides, int64_t[::1] out):
-    """out[i] = sum_k keys[k, i] * strides[k]: the row-major cell number of each row.
+def linear_offsets(const int64_t[:, :] keys, const int64_t[::1] shape, int64_t[::1] out):
+    """out[i] = the row-major cell number, in ``shape``, of row i of (K, n) ``keys``.
 
-    The caller guarantees the indices are in bounds and the dense size fits in int64.
+    IndexError names an index outside the shape; ValueError a shape whose cells outnumber int64.
     """
     cdef Py_ssize_t K = keys.shape[0], n = keys.shape[1], k, i
-    cdef int64_t s
-    if out.shape[0] != n or strides.shape[0] != K:
+    cdef int64_t s, hi
+    cdef uint64_t bad = 0
+    if out.shape[0] != n or shape.shape[0] != K:
         raise ValueError("shape mismatch in linear_offsets")
+    cdef const int64_t[::1] strides = _row_major_strides(shape)
     with nogil:
         for i in range(n):
             out[i] = 0
         for k in range(K):
             s = strides[k]
+            hi = shape[k]
             for i in range(n):
-                out[i] += keys[k, i] * s
+                # The check accumulates without a branch, so the loop still vectorises; in bounds,
+                # no sum can overflow (the shape's cells fit in int64), and out of them the
+                # unsigned arithmetic wraps without undefined behaviour until the error is raised.
+                bad |= <uint64_t> keys[k, i] >= <uint64_t> hi
+                out[i] = <int64_t> (<uint64_t> out[i] + <uint64_t> keys[k, i] * <uint64_t> s)
+            if bad:
+                break
+    if bad:
+        for i in range(n):
+            if <uint64_t> keys[k, i] >= <uint64_t> shape[k]:
+                raise outside("linear_offsets", f"index of dimension {k}", i, keys[k, i], shape[k])
+
+
+cdef _row_major_strides(const int64_t[::1] shape):
+    """The row-major strides of ``shape``; ValueError when its cells outnumber int64."""
+    cdef Py_ssize_t k
+    cdef int64_t cells = 1
+    strides = np.empty(shape.shape[0], dtype=np.int64)
+    for k in range(shape.shape[0] - 1, -1, -1):
+        if shape[k] < 0:
+            raise ValueError(f"a negative size {shape[k]} in the shape")
+        strides[k] = cells
+        if shape[k] and cells > INT64_MAX // shape[k]:
+            raise ValueError("the shape has more cells than int64 can number")
+        cells *= shape[k]
+    return strides
 
 
 def scatter_add(const int64_t[::1] offsets, const number_t[:, ::1] values, number_t[:, ::1] out):
-    """out[offsets[i], :] += values[i, :]: duplicates accumulate, as the format's sum rule says."""
-    cdef Py_ssize_t n = offsets.shape[0], m = values.shape[1], i, j
+    """out[offsets[i], :] += values[i, :]: duplicates accumulate, as the format's sum rule says.
+
+    IndexError for an offset outside out's rows (those before it are added)."""
+    cdef Py_ssize_t n = offsets.shape[0], m = values.shape[1], rows = out.shape[0], i, j, bad = -1
     cdef int64_t o
     if values.shape[0] != n or out.shape[1] != m:
         raise ValueError("shape mismatch in scatter_add")
@@ -78,26 +109,39 @@ def scatter_add(const int64_t[::1] offsets, const number_t[:, ::1] values, numbe
         if m == 1:
             for i in range(n):
                 o = offsets[i]
+                if <uint64_t> o >= <uint64_t> rows:
+                    bad = i
+                    break
                 out[o, 0] = out[o, 0] + values[i, 0]
         else:
             for i in range(n):
                 o = offsets[i]
+                if <uint64_t> o >= <uint64_t> rows:
+                    bad = i
+                    break
                 for j in range(m):
                     out[o, j] = out[o, j] + values[i, j]
+    if bad >= 0:
+        raise outside("scatter_add", "offset", bad, offsets[bad], rows)
 
 
 def scatter_or(const int64_t[::1] offsets, const uint8_t[:, ::1] values, uint8_t[:, ::1] out):
-    """Logical OR into out: the duplicate rule for bool tensors."""
-    cdef Py_ssize_t n = offsets.shape[0], m = values.shape[1], i, j
+    """Logical OR into out: the duplicate rule for bool tensors.  IndexError as scatter_add."""
+    cdef Py_ssize_t n = offsets.shape[0], m = values.shape[1], rows = out.shape[0], i, j, bad = -1
     cdef int64_t o
     if values.shape[0] != n or out.shape[1] != m:
         raise ValueError("shape mismatch in scatter_or")
     with nogil:
         for i in range(n):
             o = offsets[i]
+            if <uint64_t> o >= <uint64_t> rows:
+                bad = i
+                break
             for j in range(m):
                 if values[i, j]:
                     out[o, j] = 1
+    if bad >= 0:
+        raise outside("scatter_or", "offset", bad, offsets[bad], rows)
 
 
 def column_minmax(const int64_t[::1] col):
@@ -132,6 +176,7 @@ def pack_keys(const int64_t[:, :] keys, const int64_t[::1] order, const int64_t[
     for j in range(m):
         if not 0 <= order[j] < keys.shape[0]:
             raise ValueError("order names a dimension the keys do not have")
+        check_shift("pack_keys", "shift", shifts[j])
     with nogil:
         for i in range(n):
             acc = 0
@@ -213,6 +258,8 @@ def unpack_keys(const uint64_t[::1] packed, const int64_t[::1] order, const int6
     for j in range(m):
         if not 0 <= order[j] < out.shape[0]:
             raise ValueError("order names a dimension the output does not have")
+        check_shift("unpack_keys", "shift", shifts[j])
+        check_shift("unpack_keys", "width", widths[j], 64)
     for j in range(m):
         d = order[j]
         s = shifts[j]
@@ -231,8 +278,7 @@ def or_shifted(const int64_t[::1] col, int shift, uint64_t[::1] out, bint first)
     cdef Py_ssize_t n = col.shape[0], i
     if out.shape[0] != n:
         raise ValueError("shape mismatch in or_shifted")
-    if shift >= 64:
-        raise ValueError("shift must be below 64")
+    check_shift("or_shifted", "shift", shift)
     with nogil:
         if first:
             for i in range(n):
@@ -243,21 +289,32 @@ def or_shifted(const int64_t[::1] col, int shift, uint64_t[::1] out, bint first)
 
 
 def tag_positions(const uint64_t[::1] keys, int pos_bits, uint64_t[::1] out):
-    """out[i] = keys[i] << pos_bits | i: ties then sort in input order under any sort."""
+    """out[i] = keys[i] << pos_bits | i: ties then sort in input order under any sort.
+
+    ValueError unless every position fits in pos_bits and every key in the bits above them."""
     cdef Py_ssize_t n = keys.shape[0], i
+    cdef uint64_t used = 0
     if out.shape[0] != n:
         raise ValueError("shape mismatch in tag_positions")
+    check_shift("tag_positions", "pos_bits", pos_bits)
+    if n and <uint64_t> (n - 1) >> pos_bits:
+        raise ValueError(f"tag_positions: {n} positions do not fit in {pos_bits} bits")
     with nogil:
         for i in range(n):
+            used |= keys[i]
             out[i] = (keys[i] << pos_bits) | <uint64_t> i
+    if pos_bits and used >> (64 - pos_bits):
+        raise ValueError(f"tag_positions: a key does not fit in {64 - pos_bits} bits")
 
 
 def untag_positions(const uint64_t[::1] tagged, int pos_bits, int64_t[::1] perm, uint64_t[::1] keys):
     """Split sorted tagged keys back into the permutation and the keys."""
     cdef Py_ssize_t n = tagged.shape[0], i
-    cdef uint64_t mask = (<uint64_t> 1 << pos_bits) - 1
+    cdef uint64_t mask
     if perm.shape[0] != n or keys.shape[0] != n:
         raise ValueError("shape mismatch in untag_positions")
+    check_shift("untag_positions", "pos_bits", pos_bits)
+    mask = (<uint64_t> 1 << pos_bits) - 1
     with nogil:
         for i in range(n):
             perm[i] = <int64_t> (tagged[i] & mask)
@@ -268,8 +325,7 @@ def bucket_counts(const uint64_t[::1] keys, int shift, int64_t[::1] counts):
     """counts[keys[i] >> shift] += 1: the histogram of a counting sort by the keys' top bits."""
     cdef Py_ssize_t n = keys.shape[0], nb = counts.shape[0], i
     cdef uint64_t b, top = 0
-    if shift < 0 or shift >= 64:
-        raise ValueError("shift must be in 0..63")
+    check_shift("bucket_counts", "shift", shift)
     with nogil:
         for i in range(n):
             b = keys[i] >> shift
@@ -419,12 +475,9 @@ def merge_runs(const uint64_t[::1] keys, const int64_t[::1] lo, const int64_t[::
 
 
 cdef class _Columns:
-    """Pointers to K int64 columns of equal length n, element i of column k at ptr[k][i * stride];
-    kept alive by holding the arrays.  Built from a list of contiguous columns, or from the rows
-    of a (K, n) array of any strides (_rows_of): the kernels below serve both."""
-    cdef const int64_t** ptr
-    cdef Py_ssize_t K, n, stride
-    cdef list arrays
+    """Pointers to K int64 columns of equal length n (attributes in _kernels.pxd).  Built from a
+    list of contiguous columns, or from the rows of a (K, n) array of any strides (_rows_of): the
+    kernels below (and sptool/_reduce.pyx's) serve both."""
 
     def __cinit__(self, cols=()):
         cdef const int64_t[::1] view
@@ -453,6 +506,8 @@ cdef _Columns _rows_of(keys):
     cdef Py_ssize_t k
     c.arrays = [keys]
     c.K, c.n = view.shape[0], view.shape[1]
+    if c.n > 1 and view.strides[1] % <Py_ssize_t> sizeof(int64_t):
+        raise ValueError("the keys' rows must be strided in whole int64 elements")
     c.stride = view.strides[1] // <Py_ssize_t> sizeof(int64_t)
     free(c.ptr)
     c.ptr = <const int64_t**> malloc(max(c.K, 1) * sizeof(int64_t*))
@@ -553,6 +608,8 @@ def columns_max(cols):
     cdef _Columns c = _Columns(cols)
     cdef Py_ssize_t k, i
     cdef int64_t hi
+    if c.K and c.n == 0:
+        raise ValueError("columns_max of empty columns")
     out = []
     for k in range(c.K):
         hi = c.ptr[k][0]

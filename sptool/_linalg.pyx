@@ -11,11 +11,14 @@
 - ``spgemm_rows``: sparse x sparse products of row-grouped COO entries times a CSR matrix;
 - ``sampled_dot``: the dot products of chosen rows of two row-major matrices (sampled matmul, SDDMM).
 
-The callers check bounds and shapes; the kernels trust their inputs.  sptool/_linalg_reference.py holds
-the NumPy equivalent of each function, used as the test oracle (tests/test_linalg_kernels.py).
+Every row, column and offset a kernel indexes by is checked first (IndexError or ValueError), though the
+callers check the entries against the shapes already.  sptool/_linalg_reference.py holds the NumPy
+equivalent of each function, used as the test oracle (tests/test_linalg_kernels.py).
 """
 
 from libc.stdint cimport int32_t, int64_t, uint8_t, uint64_t
+
+from ._guards cimport outside
 from libc.stdlib cimport qsort
 from libc.string cimport memcmp
 
@@ -224,20 +227,25 @@ def spmm_coo(const int64_t[::1] rows, const int64_t[::1] cols, const value_t[::1
              const value_t[:, ::1] dense, value_t[:, ::1] out):
     """out[rows[e], :] += vals[e] * dense[cols[e], :] for every entry e (duplicates accumulate).
 
-    The caller guarantees 0 <= rows < out.shape[0] and 0 <= cols < dense.shape[0].
+    IndexError for a row outside out or a column outside dense (the entries before it are added).
     """
-    cdef Py_ssize_t nnz = rows.shape[0], n = dense.shape[1], e, j
+    cdef Py_ssize_t nnz = rows.shape[0], n = dense.shape[1], e, j, bad = -1
+    cdef uint64_t n_out = out.shape[0], n_dense = dense.shape[0]
     cdef value_t v
     cdef const value_t* src
     cdef value_t* dst
     if cols.shape[0] != nnz or vals.shape[0] != nnz or out.shape[1] != n:
         raise ValueError("shape mismatch in spmm_coo")
-    if n == 0 or nnz == 0:
+    if n == 0:
+        _check_entries("spmm_coo", rows, n_out, cols, n_dense)
         return
     with nogil:
         if n == 16:
             # The common embedding width: a fixed trip count the compiler unrolls and vectorises.
             for e in range(nnz):
+                if <uint64_t> rows[e] >= n_out or <uint64_t> cols[e] >= n_dense:
+                    bad = e
+                    break
                 v = vals[e]
                 src = &dense[cols[e], 0]
                 dst = &out[rows[e], 0]
@@ -245,11 +253,29 @@ def spmm_coo(const int64_t[::1] rows, const int64_t[::1] cols, const value_t[::1
                     dst[j] = dst[j] + v * src[j]
         else:
             for e in range(nnz):
+                if <uint64_t> rows[e] >= n_out or <uint64_t> cols[e] >= n_dense:
+                    bad = e
+                    break
                 v = vals[e]
                 src = &dense[cols[e], 0]
                 dst = &out[rows[e], 0]
                 for j in range(n):
                     dst[j] = dst[j] + v * src[j]
+    if bad >= 0:
+        _check_entries("spmm_coo", rows[bad:bad + 1], n_out, cols[bad:bad + 1], n_dense, bad)
+
+
+cdef int _check_entries(str kernel, const int64_t[::1] rows, uint64_t n_rows, const int64_t[::1] cols,
+                        uint64_t n_cols, Py_ssize_t first=0) except -1:
+    """IndexError for the first entry whose row is outside [0, n_rows) or column outside [0, n_cols)
+    (``first``: the position of rows[0] in the kernel's input)."""
+    cdef Py_ssize_t e
+    for e in range(rows.shape[0]):
+        if <uint64_t> rows[e] >= n_rows:
+            raise outside(kernel, "row", first + e, rows[e], n_rows)
+        if <uint64_t> cols[e] >= n_cols:
+            raise outside(kernel, "column", first + e, cols[e], n_cols)
+    return 0
 
 
 # ---------------------------------------------------------------------------------------------
@@ -268,26 +294,43 @@ def spgemm_rows(const int64_t[::1] a_rows, const int64_t[::1] a_cols, const valu
 
     Every column j reached by a product A[i, k] * B[k, j] is an output entry (row-major sorted,
     one per (i, j); products that cancel leave an explicit zero).  ``acc`` (n values), ``mark``
-    (n, filled with a value that is no row number, e.g. -1) and ``touched`` (n) are scratch; ``mark``
-    stays valid across calls as long as no row number repeats.  The caller sizes the outputs for
-    the worst case (per row, min(n, number of products)).  Returns the number of entries written.
+    (n, filled with -1, which is no row number) and ``touched`` (n) are scratch; ``mark`` stays
+    valid across calls as long as no row number repeats.  The caller sizes the outputs for the
+    worst case (per row, min(n, number of products)).  Returns the number of entries written.
+    IndexError for a column of A outside B's rows, or an offset or column of B outside its arrays.
     """
     cdef Py_ssize_t nnz = a_rows.shape[0], n = acc.shape[0], e = 0, p, q, nt, t = 0, cap = out_rows.shape[0]
-    cdef int64_t r, k, j
+    cdef Py_ssize_t k_rows = b_indptr.shape[0] - 1, nb = b_cols.shape[0], end
+    cdef int64_t r, k, j, lo, hi
     cdef value_t v
     if a_cols.shape[0] != nnz or a_vals.shape[0] != nnz or mark.shape[0] != n or touched.shape[0] < n:
         raise ValueError("shape mismatch in spgemm_rows")
     if out_cols.shape[0] < cap or out_vals.shape[0] < cap:
         raise ValueError("spgemm_rows: output arrays differ in length")
+    if k_rows < 0 or b_vals.shape[0] != nb:
+        raise ValueError("spgemm_rows: B needs an indptr and one value per column")
     with nogil:
         while e < nnz:
             r = a_rows[e]
+            if r < 0:
+                with gil:
+                    raise ValueError(f"spgemm_rows: row {r} at position {e} is negative")
             nt = 0
             while e < nnz and a_rows[e] == r:
                 k = a_cols[e]
                 v = a_vals[e]
-                for p in range(b_indptr[k], b_indptr[k + 1]):
+                if <uint64_t> k >= <uint64_t> k_rows:
+                    with gil:
+                        raise outside("spgemm_rows", "column", e, k, k_rows)
+                lo, hi = b_indptr[k], b_indptr[k + 1]
+                if lo < hi and (lo < 0 or hi > nb):
+                    with gil:
+                        raise ValueError(f"spgemm_rows: B's row {k} spans [{lo}, {hi}), outside its {nb} entries")
+                for p in range(lo, hi):
                     j = b_cols[p]
+                    if <uint64_t> j >= <uint64_t> n:
+                        with gil:
+                            raise outside("spgemm_rows", "column of B", p, j, n)
                     if mark[j] != r:
                         mark[j] = r
                         touched[nt] = j
@@ -300,9 +343,14 @@ def spgemm_rows(const int64_t[::1] a_rows, const int64_t[::1] a_cols, const valu
                 with gil:
                     raise ValueError("spgemm_rows: output arrays too short")
             if nt > n // 8:
-                # Dense enough: a scan of the marks is cheaper than sorting the columns.
+                # Dense enough: a scan of the marks is cheaper than sorting the columns.  It finds
+                # the nt columns of this row, and more only if the row came before.
+                end = t + nt
                 for j in range(n):
                     if mark[j] == r:
+                        if t == end:
+                            with gil:
+                                raise ValueError(f"spgemm_rows: row {r} repeats after other rows")
                         out_rows[t] = r
                         out_cols[t] = j
                         out_vals[t] = acc[j]
@@ -326,14 +374,23 @@ def sampled_dot(const int64_t[::1] rows, const int64_t[::1] cols, const real_t[:
                 const real_t[:, ::1] bt, real_t[::1] out):
     """out[e] = sum over t of a[rows[e], t] * bt[cols[e], t]: entry e of A @ B with bt = B^T.
 
-    The caller guarantees 0 <= rows < a.shape[0] and 0 <= cols < bt.shape[0].
+    IndexError for a row outside a or a column outside bt (nothing written then).
     """
     cdef Py_ssize_t n = rows.shape[0], k = a.shape[1], e, t
     cdef const real_t* x
     cdef const real_t* y
     cdef real_t s0, s1, s2, s3
+    cdef uint64_t n_a = a.shape[0], n_b = bt.shape[0]
+    cdef bint bad = False
     if cols.shape[0] != n or out.shape[0] != n or bt.shape[1] != k:
         raise ValueError("shape mismatch in sampled_dot")
+    with nogil:
+        # A pass of its own, without a branch (it vectorises): checked inside the products' loop,
+        # the loop measured slower.
+        for e in range(n):
+            bad |= (<uint64_t> rows[e] >= n_a) | (<uint64_t> cols[e] >= n_b)
+    if bad:
+        _check_entries("sampled_dot", rows, n_a, cols, n_b)
     with nogil:
         for e in range(n):
             x = &a[rows[e], 0] if k else NULL

@@ -154,51 +154,9 @@ def budget_of(memory: str | int | Budget | None) -> Budget:
     return Budget(total, **tuning)
 
 
-# mallopt's parameters (glibc malloc.h).
-_M_TRIM_THRESHOLD, _M_MMAP_THRESHOLD, _M_ARENA_MAX = -1, -3, -8
-# Blocks below this come from the arenas' heaps, not from a fresh mmap each: a batch's arrays
-# (a 1M-row column is 8 MiB, a merge round's union 16 MiB) then reuse pages already faulted in,
-# where glibc's sliding default mapped many of them anew and the kernel zeroed every page (the
-# "page zeroing" of the issue 15 profiles).  32 MiB is the largest glibc accepts.
+# glibc's largest mmap threshold: its dynamic threshold rises to the size of blocks freed, up to
+# this, so that blocks below it come from the heap and reuse pages already faulted in.
 MMAP_THRESHOLD = 32 << 20
-# Freed memory at the top of a heap is kept up to this much, for the next batch, instead of being
-# handed back and faulted in again.
-TRIM_THRESHOLD = 256 << 20
-
-
-def lean_allocators() -> None:
-    """glibc malloc set up for a process whose peak RSS --memory bounds: called by the
-    ``sptool`` script before it imports pyarrow or starts a thread.
-
-    Two arenas instead of one per thread.  Batch-sized blocks kept for reuse (MMAP_THRESHOLD,
-    TRIM_THRESHOLD): up to 16% less CPU (reorder, reduce, transpose, todense, add: the page
-    faults of fresh NumPy arrays), peaks within 10% at every budget of benchmarks/memory.py
-    (benchmarks/README.md, session 8).  A value set in $GLIBC_TUNABLES or in glibc's own variables
-    ($MALLOC_ARENA_MAX, $MALLOC_MMAP_THRESHOLD_, $MALLOC_TRIM_THRESHOLD_) is left as given: a Dask
-    nanny sets $MALLOC_TRIM_THRESHOLD_ for its workers, so that freed memory goes back to the system
-    and counts no more against the worker's memory limit (the worker preload calls this too).
-
-    pyarrow's pool is left as pyarrow chooses (mimalloc).  Its system pool gives freed memory
-    back sooner: peaks 13-22% lower (reorder 435 -> 380 MiB, add 373 -> 289, reduce 266 -> 220
-    at --memory 1GiB; 25-60 MiB lower at 64MiB), but 5-13% more CPU (validate 0.47 -> 0.54 s,
-    todense 0.57 -> 0.64, reorder 1.08 -> 1.15; medians of 4-6 interleaved runs on a quiet
-    machine).  Every command keeps the --memory promise with either, so speed decides the
-    default; ``ARROW_DEFAULT_MEMORY_POOL=system`` chooses the lower peaks."""
-    if not sys.platform.startswith("linux"):
-        return
-    try:
-        import ctypes
-
-        mallopt = ctypes.CDLL(None).mallopt
-    except (OSError, AttributeError):  # not glibc (musl has no arenas to cap)
-        return
-    tunables = os.environ.get("GLIBC_TUNABLES", "")
-    settings = ((_M_ARENA_MAX, 2, "arena_max", "MALLOC_ARENA_MAX"),
-                (_M_MMAP_THRESHOLD, MMAP_THRESHOLD, "mmap_threshold", "MALLOC_MMAP_THRESHOLD_"),
-                (_M_TRIM_THRESHOLD, TRIM_THRESHOLD, "trim_threshold", "MALLOC_TRIM_THRESHOLD_"))
-    for param, value, tunable, variable in settings:
-        if f"glibc.malloc.{tunable}=" not in tunables and variable not in os.environ:
-            mallopt(param, value)
 
 
 def peak_rss() -> int:

@@ -14,12 +14,11 @@ each function, used as the test oracle.
 
 from libc.math cimport exp, expf
 from libc.stdlib cimport free, malloc
-from libc.stdint cimport int64_t, uint64_t
+from libc.stdint cimport INT64_MAX, int64_t, uint64_t
 from libc.string cimport memset
 
-cdef extern from *:
-    int __builtin_ctzll(unsigned long long) nogil
-
+from ._guards cimport sptool_ctz64
+from ._kernels cimport _Columns
 from ._types cimport number_t, real_t
 
 ctypedef fused float_t:
@@ -62,68 +61,85 @@ def run_starts(const int64_t[:, :] keys, const int64_t[::1] dims, int64_t[::1] o
     return g
 
 
-def group_cells(const uint64_t[::1] columns, Py_ssize_t n, const int64_t[::1] bounds, Py_ssize_t n_group,
+cdef _Columns _columns_of(columns, Py_ssize_t n):
+    """The C-contiguous int64 index columns of n rows each in ``columns`` (a list)."""
+    cdef _Columns c = _Columns(columns)
+    if c.K and c.n != n:
+        raise ValueError(f"index columns of {c.n} rows where {n} were expected")
+    return c
+
+
+cdef int64_t _largest_offset(const int64_t[::1] bounds, const int64_t[::1] strides, Py_ssize_t first) except -1:
+    """The largest sum over c >= first of index_c * strides[c] for indices within ``bounds``:
+    ValueError for a negative stride or a sum that could overflow int64 (so none does)."""
+    cdef int64_t total = 0, top
+    cdef Py_ssize_t c
+    for c in range(first, strides.shape[0]):
+        top = bounds[c] - 1 if bounds[c] > 0 else 0
+        if strides[c] < 0 or (strides[c] and top > (INT64_MAX - total) // strides[c]):
+            raise ValueError("the strides must be non-negative, their offsets within int64")
+        total += top * strides[c]
+    return total
+
+
+def group_cells(columns, Py_ssize_t n, const int64_t[::1] bounds, Py_ssize_t n_group,
                 const int64_t[::1] strides, int64_t width, int64_t[::1] cells, int64_t[::1] starts):
     """Cell numbers for rows ordered by their first ``n_group`` index columns, in one pass.
 
-    ``columns`` holds the addresses of C contiguous int64 index columns of n rows each (the
-    caller keeps them alive).  cells[i] = group(i) * width + sum_c columns[c][i] * strides[c],
+    ``columns`` is a list of C contiguous int64 index columns of n rows each.
+    cells[i] = group(i) * width + sum_c columns[c][i] * strides[c],
     where group(i) numbers the runs of equal indices on the first n_group columns (0, 1, ...);
     the caller gives strides whose offsets stay below width.  Every column is checked against
     0 <= index < bounds[c].  Writes the run starts and then n to ``starts``; returns the
     number of runs, or -(row + 1) for the first row with an index out of bounds.
     """
-    cdef Py_ssize_t C = columns.shape[0], i, c, g = 0, bad = -1
-    cdef const int64_t** cols
+    cdef _Columns held = _columns_of(columns, n)
+    cdef Py_ssize_t C = held.K, i, c, g = 0, bad = -1
+    cdef const int64_t** cols = held.ptr
     cdef const int64_t* col0
     cdef int64_t v, off, base = -width
     cdef bint new
     if bounds.shape[0] != C or strides.shape[0] != C or n_group > C or n_group < 0:
         raise ValueError("columns, bounds and strides must have one entry per column")
-    if cells.shape[0] < n or starts.shape[0] < n + 1:
+    if n < 0 or cells.shape[0] < n or starts.shape[0] < n + 1:
         raise ValueError("cells must hold n entries and starts n + 1")
-    cols = <const int64_t**> malloc(max(C, 1) * sizeof(int64_t*))
-    if cols == NULL:
-        raise MemoryError()
-    for c in range(C):
-        cols[c] = <const int64_t*> <size_t> columns[c]
-    try:
-        with nogil:
-            if C == 2 and n_group == 1 and strides[0] == 0:
-                # The common case (one leading kept dimension, one other): a tighter loop.
-                col0 = cols[0]
-                for i in range(n):
-                    v = col0[i]
-                    off = cols[1][i]
-                    if v < 0 or v >= bounds[0] or off < 0 or off >= bounds[1]:
+    off = _largest_offset(bounds, strides, 0)
+    if width < 0 or (n > 1 and width and n - 1 > (INT64_MAX - off) // width):
+        raise ValueError("the cells of n groups of width slots must be numbered within int64")
+    with nogil:
+        if C == 2 and n_group == 1 and strides[0] == 0:
+            # The common case (one leading kept dimension, one other): a tighter loop.
+            col0 = cols[0]
+            for i in range(n):
+                v = col0[i]
+                off = cols[1][i]
+                if v < 0 or v >= bounds[0] or off < 0 or off >= bounds[1]:
+                    bad = i
+                    break
+                if i == 0 or v != col0[i - 1]:
+                    starts[g] = i
+                    g += 1
+                    base = base + width
+                cells[i] = base + off * strides[1]
+        else:
+            for i in range(n):
+                new = i == 0
+                off = 0
+                for c in range(C):
+                    v = cols[c][i]
+                    if v < 0 or v >= bounds[c]:
                         bad = i
                         break
-                    if i == 0 or v != col0[i - 1]:
-                        starts[g] = i
-                        g += 1
-                        base = base + width
-                    cells[i] = base + off * strides[1]
-            else:
-                for i in range(n):
-                    new = i == 0
-                    off = 0
-                    for c in range(C):
-                        v = cols[c][i]
-                        if v < 0 or v >= bounds[c]:
-                            bad = i
-                            break
-                        if c < n_group and not new and v != cols[c][i - 1]:
-                            new = True
-                        off = off + v * strides[c]
-                    if bad >= 0:
-                        break
-                    if new:
-                        starts[g] = i
-                        g += 1
-                    cells[i] = (g - 1) * width + off
-            starts[g] = n
-    finally:
-        free(cols)
+                    if c < n_group and not new and v != cols[c][i - 1]:
+                        new = True
+                    off = off + v * strides[c]
+                if bad >= 0:
+                    break
+                if new:
+                    starts[g] = i
+                    g += 1
+                cells[i] = (g - 1) * width + off
+        starts[g] = n
     if bad >= 0:
         return -(bad + 1)
     return g
@@ -145,6 +161,8 @@ cdef inline void _check_extents(const int64_t[::1] extents, Py_ssize_t width) ex
     cdef int64_t total = 1
     cdef Py_ssize_t j
     for j in range(extents.shape[0]):
+        if extents[j] < 0 or (extents[j] and total > INT64_MAX // extents[j]):
+            raise ValueError("the extents must be sizes whose product fits in int64")
         total *= extents[j]
     if total != width:
         raise ValueError("the extents' product must be the group's number of slots")
@@ -219,7 +237,7 @@ cdef inline Py_ssize_t _drain(number_t[:, ::1] acc, int64_t[::1] counts, uint64_
     for w in range((E + 63) // 64):
         word = touched[w]
         while word:
-            s = w * 64 + __builtin_ctzll(word)
+            s = w * 64 + sptool_ctz64(word)
             g = _emit(acc, counts, s, lead, s, extents, keys, vals, counts_out, g)
             for j in range(m):
                 acc[s, j] = 0
@@ -229,7 +247,7 @@ cdef inline Py_ssize_t _drain(number_t[:, ::1] acc, int64_t[::1] counts, uint64_
     return g
 
 
-def group_block_sum(const uint64_t[::1] columns, Py_ssize_t n, const int64_t[::1] bounds,
+def group_block_sum(columns, Py_ssize_t n, const int64_t[::1] bounds,
                     const int64_t[::1] strides, const int64_t[::1] extents, const number_t[:, ::1] values,
                     number_t[:, ::1] head, int64_t[::1] head_counts, number_t[:, ::1] tail,
                     int64_t[::1] tail_counts, int64_t[:, ::1] keys, number_t[:, ::1] vals,
@@ -247,9 +265,10 @@ def group_block_sum(const uint64_t[::1] columns, Py_ssize_t n, const int64_t[::1
     Returns (code, g): code -1 when every row was added, g entries written; the row of the
     first index out of bounds; or -2 - row when column 0 decreases at that row (the caller
     takes the general path; the outputs are then garbage)."""
-    cdef Py_ssize_t C = columns.shape[0], m = values.shape[1], R = extents.shape[0], i, c, j
+    cdef _Columns held = _columns_of(columns, n)
+    cdef Py_ssize_t C = held.K, m = values.shape[1], R = extents.shape[0], i, c, j
     cdef Py_ssize_t E = head_counts.shape[0], cap = counts_out.shape[0], g = 0
-    cdef const int64_t** cols
+    cdef const int64_t** cols = held.ptr
     cdef int64_t v, cur, o, off
     cdef Py_ssize_t result = -1
     cdef bint in_head = True
@@ -261,21 +280,18 @@ def group_block_sum(const uint64_t[::1] columns, Py_ssize_t n, const int64_t[::1
     if keys.shape[0] != R + 1 or keys.shape[1] < cap or vals.shape[0] < cap or vals.shape[1] != m or cap < n:
         raise ValueError("keys must be (1 + len(extents), n), vals (n, m) and counts_out (n,)")
     _check_extents(extents, E)
+    _largest_offset(bounds, strides, 1)
     if n == 0:
         return -1, 0
-    cdef Py_ssize_t words = (E + 63) // 64
+    cdef Py_ssize_t words = max((E + 63) // 64, 1)
     cdef uint64_t* touched = <uint64_t*> malloc(words * sizeof(uint64_t))
-    cols = <const int64_t**> malloc(C * sizeof(int64_t*))
-    if cols == NULL or touched == NULL:
-        free(cols)
-        free(touched)
+    if touched == NULL:
         raise MemoryError()
-    for c in range(C):
-        cols[c] = <const int64_t*> <size_t> columns[c]
     # The rows' slots: head's, then tail's (switched once); bits mark tail's touched slots.
+    # No slots (an extent of 0): every row's slot is outside them, so none is dereferenced.
     cdef number_t* acc = NULL
-    cdef int64_t* cnt = &head_counts[0]
-    if m:
+    cdef int64_t* cnt = &head_counts[0] if E else NULL
+    if m and E:
         acc = &head[0, 0]
     try:
         with nogil:
@@ -319,7 +335,6 @@ def group_block_sum(const uint64_t[::1] columns, Py_ssize_t n, const int64_t[::1
                 cnt[o] += 1
                 touched[o >> 6] |= (<uint64_t> 1) << (o & 63)
     finally:
-        free(cols)
         free(touched)
     return result, g
 

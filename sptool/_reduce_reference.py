@@ -23,7 +23,7 @@ def run_starts(keys, dims, out):
 
 
 def group_cells(columns, n, bounds, n_group, strides, width, cells, starts):
-    """``columns`` is a list of int64 arrays here (the kernel takes their addresses)."""
+    """``columns`` is a list of int64 arrays, as the kernel takes them."""
     keys = np.stack(columns) if len(columns) else np.zeros((0, n), np.int64)
     bad = np.flatnonzero(((keys < 0) | (keys >= np.asarray(bounds)[:, None])).any(axis=0))
     if len(bad):

@@ -36,8 +36,9 @@ def first_order_violation(keys, order, check_repeats, prev=None):
     return -1, ORDER_OK
 
 
-def linear_offsets(keys, strides, out):
-    out[:] = (np.asarray(keys) * np.asarray(strides)[:, None]).sum(axis=0)
+def linear_offsets(keys, shape, out):
+    keys = np.asarray(keys)
+    out[:] = np.ravel_multi_index(tuple(keys), tuple(int(s) for s in shape)) if len(keys) else 0
 
 
 def scatter_add(offsets, values, out):

@@ -59,17 +59,7 @@ cdef uint64_t _MANTISSA_MAX = (<uint64_t>1) << 53
 cdef uint64_t _INT64_MAX = 9223372036854775807ULL
 
 
-cdef extern from *:
-    """
-    static inline uint64_t sptool_mul128(uint64_t a, uint64_t b, uint64_t *lo) {
-        unsigned __int128 r = (unsigned __int128)a * b;
-        *lo = (uint64_t)r;
-        return (uint64_t)(r >> 64);
-    }
-    static inline int sptool_clz64(uint64_t x) { return __builtin_clzll(x); }
-    """
-    uint64_t _mul128 "sptool_mul128"(uint64_t a, uint64_t b, uint64_t* lo) noexcept nogil
-    int _clz64 "sptool_clz64"(uint64_t x) noexcept nogil
+from ._guards cimport sptool_clz64 as _clz64, sptool_mul128 as _mul128
 
 # 128-bit approximations of 5^q for q in [-325, 308], normalised so the top bit is set
 # (high and low 64-bit halves), as fast_float's table_generation.py computes them:
@@ -413,6 +403,10 @@ def parse_lines(const uchar[::1] buf, bint final, int nidx, int vkind, int64_t b
     cdef Py_ssize_t nv = 2 if vkind == _V_COMPLEX else 1
     if idx.shape[0] != nidx:
         raise ValueError("idx must have one row per index field")
+    if vkind not in (_V_NONE, _V_FLOAT, _V_COMPLEX, _V_INT):
+        raise ValueError(f"unknown value kind {vkind}")
+    if not (0 <= delim < 256 and 0 <= comment < 256) or base < 0:
+        raise ValueError("delim and comment must be bytes, base not negative")
     if vkind in (_V_FLOAT, _V_COMPLEX) and fval.shape[0] < nv * cap:
         raise ValueError("fval is too short")
     if vkind == _V_INT and ival.shape[0] < cap:
@@ -508,12 +502,12 @@ cdef inline bint _number_word(const uchar* p, const uchar* w, uchar sep, double*
 
 
 cdef inline int _svm_line(const uchar* p, const uchar* e, bint multilabel, int64_t row,
-                          int64_t* rows, int64_t* cols, double* vals, Py_ssize_t* n,
+                          int64_t* rows, int64_t* cols, double* vals, Py_ssize_t* n, Py_ssize_t cap,
                           double* labels, Py_ssize_t* nlab, Py_ssize_t lab_cap,
                           int64_t* qid, bint* has_qid, bint* unsorted,
                           int64_t* min_id, int64_t* max_id, const uchar** word) noexcept nogil:
-    """Parse one data line [p, e) (comment removed, not blank); entries appended at n.  ``word``
-    is left at the start of the word being parsed (the bad one, on error)."""
+    """Parse one data line [p, e) (comment removed, not blank); entries appended at n (below cap,
+    else _ERR_FULL).  ``word`` is left at the start of the word being parsed (the bad one, on error)."""
     cdef const uchar* w = _word_end(p, e)
     cdef const uchar* colon
     cdef const uchar* t
@@ -574,6 +568,8 @@ cdef inline int _svm_line(const uchar* p, const uchar* e, bint multilabel, int64
             return _SV_RANGE if err == _ERR_RANGE else _SV_ID
         if idv < 0:
             return _SV_NEGATIVE
+        if n[0] >= cap:
+            return _ERR_FULL
         q = t + 1
         if q == e or _space(q[0]) or _parse_double(q, e, 0, &t, &vals[n[0]]) != _OK or \
                 (t < e and not _space(t[0])):
@@ -634,7 +630,7 @@ def parse_svmlight(const uchar[::1] buf, bint multilabel, int64_t[:, ::1] keys, 
     with ids as written (no base applied).  Labels go to ``labels``, one per row, or with ``multilabel``
     a sorted, possibly empty list per row whose ends are in ``label_ptr`` (rows + 1 entries).
     ``qids[row]`` and ``has_qid[row]`` say each row's qid.  Capacities: entries <= colons,
-    rows <= newlines + 1, labels <= rows + commas.
+    rows <= newlines + 1, labels <= rows + commas; err ERR_FULL when the outputs are too short.
 
     Returns ``(rows, entries, labels, lines, err, err_line, err_offset, min_id, max_id,
     first_unsorted)``: the counts, on error (err != OK) the 0-based line and the byte offset
@@ -684,7 +680,7 @@ def parse_svmlight(const uchar[::1] buf, bint multilabel, int64_t[:, ::1] keys, 
                 if nrows == row_cap:
                     err = _ERR_FULL
                 else:
-                    err = _svm_line(p, data_end, multilabel, nrows, &keys[0, 0], &keys[1, 0], &vals[0], &nent,
+                    err = _svm_line(p, data_end, multilabel, nrows, &keys[0, 0], &keys[1, 0], &vals[0], &nent, cap,
                                     &labels[0], &nlab, lab_cap, &qids[nrows], &hq, &unsorted,
                                     &min_id, &max_id, &bad)
                 if err != _OK:

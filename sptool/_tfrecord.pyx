@@ -27,10 +27,12 @@ package.  sptool/_tfrecord_reference.py holds the plain-Python equivalent of eve
 function here, used as the test oracle.
 """
 
-from libc.stdint cimport int8_t, int64_t, uint8_t, uint32_t, uint64_t
+from libc.stdint cimport INT64_MAX, int8_t, int64_t, uint8_t, uint32_t, uint64_t
 from libc.string cimport memcmp, memcpy
 
 import numpy as np
+
+from ._guards cimport outside
 
 cdef enum:
     _OK = 0
@@ -38,6 +40,7 @@ cdef enum:
     _ERR_DATA_CRC = 2      # the masked CRC-32C of a record's data is wrong
     _ERR_WIRE = 3          # the data is not a valid protobuf message of the Example shape
     _ERR_KIND = 4          # a Feature's first field is not bytes_list, float_list or int64_list
+    _TOO_MANY = 5          # read_*: more values than the caller counted
 
 cdef enum:
     _HEADER = 12   # length and its CRC
@@ -146,6 +149,17 @@ cdef bint _walk_pieces(const uint8_t* row, Py_ssize_t w, int64_t first, int64_t 
     return True
 
 
+cdef int _check_places(str kernel, const int64_t[::1] ids, int64_t start, Py_ssize_t w) except -1:
+    """Rows at ``start + ids[i] * w`` must lie at non-negative offsets of an int64-sized file."""
+    cdef Py_ssize_t i
+    if start < 0:
+        raise ValueError(f"{kernel}: start {start} is negative")
+    for i in range(ids.shape[0]):
+        if ids[i] < 0 or (w and ids[i] > (INT64_MAX - start) // w - 1):
+            raise outside(kernel, "row id", i, ids[i], (INT64_MAX - start) // w if w else INT64_MAX)
+    return 0
+
+
 def crc32c_pieces(const uint8_t[:, ::1] rows, const int64_t[::1] ids, int64_t start, int64_t piece,
                   Py_ssize_t pieces):
     """The CRC-32C of each piece of each row: row i lies at byte ``start + ids[i] * width`` of
@@ -156,6 +170,7 @@ def crc32c_pieces(const uint8_t[:, ::1] rows, const int64_t[::1] ids, int64_t st
     cdef Py_ssize_t n = rows.shape[0], w = rows.shape[1], i
     if piece <= 0 or ids.shape[0] != n:
         raise ValueError("crc32c_pieces: piece must be > 0 and ids must have a row id per row")
+    _check_places("crc32c_pieces", ids, start, w)
     if w and pieces < (piece - 1 + w - 1) // piece + 1:
         raise ValueError(f"crc32c_pieces: {pieces} pieces cannot hold a row of {w} bytes cut every {piece}")
     out = np.zeros((n, pieces), dtype=np.uint32)
@@ -177,6 +192,7 @@ def first_unmatched_row(const uint8_t[:, ::1] cur, const uint8_t[:, ::1] new, co
         raise ValueError("first_unmatched_row: cur, new, old and ids must have the same rows")
     if w and old.shape[1] < (piece - 1 + w - 1) // piece + 1:
         raise ValueError("first_unmatched_row: too few pieces in old")
+    _check_places("first_unmatched_row", ids, start, w)
     if w:
         with nogil:
             for i in range(n):
@@ -342,7 +358,7 @@ cdef int _feature(const uint8_t* p, const uint8_t* e, int8_t* kind, int64_t* fir
     number of values."""
     cdef uint64_t tag, v
     cdef const uint8_t* le
-    cdef const uint8_t* pe
+    cdef const uint8_t* pe = NULL
     cdef int64_t n = 0
     kind[0] = _K_NONE
     first[0] = last[0] = count[0] = 0
@@ -385,6 +401,22 @@ cdef int _feature(const uint8_t* p, const uint8_t* e, int8_t* kind, int64_t* fir
     return 0
 
 
+cdef int _check_spans(str kernel, const int64_t[:] starts, const int64_t[:] ends_or_lengths, Py_ssize_t size,
+                      bint lengths) except -1:
+    """The spans [starts[i], starts[i] + lengths[i]) (or [starts[i], ends[i])) must lie in a buffer
+    of ``size`` bytes."""
+    cdef Py_ssize_t i
+    cdef int64_t a, b
+    if ends_or_lengths.shape[0] != starts.shape[0]:
+        raise ValueError(f"{kernel}: one end per start")
+    for i in range(starts.shape[0]):
+        a = starts[i]
+        b = ends_or_lengths[i]
+        if not (0 <= a <= size and (0 <= b <= size - a if lengths else a <= b <= size)):
+            raise ValueError(f"{kernel}: span {i} ({a}, {b}) runs outside the {size} bytes")
+    return 0
+
+
 def locate_features(const uint8_t[::1] buf, const int64_t[::1] offsets, const int64_t[::1] lengths,
                     const uint8_t[::1] names, const int64_t[::1] name_ends):
     """For each record (an Example at ``buf[offsets[i] : offsets[i] + lengths[i]]``) and each
@@ -409,6 +441,10 @@ def locate_features(const uint8_t[::1] buf, const int64_t[::1] offsets, const in
     cdef Py_ssize_t bad = -1
     if F > 32:
         raise ValueError("at most 32 feature names")
+    _check_spans("locate_features", offsets, lengths, buf.shape[0], True)
+    for f in range(F):
+        if name_ends[f] < (name_ends[f - 1] if f else 0) or name_ends[f] > names.shape[0]:
+            raise ValueError("locate_features: name_ends must rise within names")
     with nogil:
         for i in range(n):
             for f in range(2 * F):
@@ -431,58 +467,97 @@ def locate_features(const uint8_t[::1] buf, const int64_t[::1] offsets, const in
 def read_numbers(const uint8_t[::1] buf, const int64_t[:] firsts, const int64_t[:] lasts, int64_t total,
                  int kind):
     """The values of the int64 lists (kind K_INT64: an int64 array) or float lists (K_FLOAT: a
-    float32 array) located by locate_features, in order (``total`` of them)."""
+    float32 array) located by locate_features, in order (``total`` of them).  ValueError when a
+    list is not well-formed or the lists hold other than ``total`` values."""
     cdef bint ints = kind == _K_INT64
+    if kind != _K_INT64 and kind != _K_FLOAT:
+        raise ValueError(f"read_numbers: kind {kind} is not K_INT64 or K_FLOAT")
+    if total < 0:
+        raise ValueError("read_numbers: a negative total")
+    _check_spans("read_numbers", firsts, lasts, buf.shape[0], False)
     out = np.empty(total, dtype=np.int64 if ints else np.float32)
     cdef int8_t[::1] raw = out.view(np.int8)
     cdef int64_t* oi = <int64_t*>&raw[0] if total else NULL
     cdef float* of = <float*>&raw[0] if total else NULL
-    cdef Py_ssize_t i, j = 0
+    cdef Py_ssize_t i = 0, j = 0
     cdef const uint8_t* base = &buf[0] if buf.shape[0] else NULL
     cdef const uint8_t* p
     cdef const uint8_t* e
-    cdef const uint8_t* pe
+    cdef const uint8_t* pe = NULL
     cdef uint64_t tag, v
     cdef uint64_t single = 0x08 if ints else 0x0d
+    cdef int bad = _OK
     with nogil:
         for i in range(firsts.shape[0]):
             p = base + firsts[i]
             e = base + lasts[i]
-            while p < e:   # already validated by locate_features
-                _varint(&p, e, &tag)
-                if tag == 0x0a:   # packed
-                    _delimited(&p, e, &pe)
-                    if not ints:
-                        if pe > p:   # little-endian IEEE floats, as on every supported CPU
+            while p < e and not bad:
+                if _varint(&p, e, &tag):
+                    bad = _ERR_WIRE
+                elif tag == 0x0a:   # packed
+                    if _delimited(&p, e, &pe):
+                        bad = _ERR_WIRE
+                    elif not ints:
+                        if (pe - p) % 4 or (pe - p) // 4 > total - j:
+                            bad = _ERR_WIRE if (pe - p) % 4 else _TOO_MANY
+                        elif pe > p:   # little-endian IEEE floats, as on every supported CPU
                             memcpy(of + j, p, pe - p)
                             j += (pe - p) // 4
-                        p = pe
-                    while p < pe:
-                        _varint(&p, pe, &v)
-                        oi[j] = <int64_t>v
-                        j += 1
+                            p = pe
+                    while not bad and p < pe:
+                        if j == total:
+                            bad = _TOO_MANY
+                        elif _varint(&p, pe, &v):
+                            bad = _ERR_WIRE
+                        else:
+                            oi[j] = <int64_t>v
+                            j += 1
                 elif tag == single:
-                    if ints:
-                        _varint(&p, e, &v)
-                        oi[j] = <int64_t>v
+                    if j == total:
+                        bad = _TOO_MANY
+                    elif ints:
+                        if _varint(&p, e, &v):
+                            bad = _ERR_WIRE
+                        else:
+                            oi[j] = <int64_t>v
+                            j += 1
+                    elif e - p < 4:
+                        bad = _ERR_WIRE
                     else:
                         memcpy(of + j, p, 4)
                         p += 4
-                    j += 1
-                else:
-                    _skip(&p, e, tag)
+                        j += 1
+                elif _skip(&p, e, tag):
+                    bad = _ERR_WIRE
+            if bad:
+                break
+    _check_read("read_numbers", bad, i, j, total)
     return out
+
+
+cdef int _check_read(str kernel, int bad, Py_ssize_t i, Py_ssize_t j, int64_t total) except -1:
+    if bad == _ERR_WIRE:
+        raise ValueError(f"{kernel}: list {i} is not a well-formed protobuf list")
+    if bad == _TOO_MANY:
+        raise ValueError(f"{kernel}: the lists hold more than {total} values")
+    if j != total:
+        raise ValueError(f"{kernel}: the lists hold {j} values, not {total}")
+    return 0
 
 
 def read_bytes(const uint8_t[::1] buf, const int64_t[:] firsts, const int64_t[:] lasts, int64_t total):
     """The values of bytes lists located by locate_features, as Arrow binary buffers:
-    (offsets int64 (total + 1), data uint8)."""
-    cdef Py_ssize_t i, j = 0, size = 0, pass_
+    (offsets int64 (total + 1), data uint8).  ValueError as read_numbers."""
+    cdef Py_ssize_t i = 0, j = 0, size = 0, pass_
     cdef const uint8_t* base = &buf[0] if buf.shape[0] else NULL
     cdef const uint8_t* p
     cdef const uint8_t* e
-    cdef const uint8_t* pe
+    cdef const uint8_t* pe = NULL
     cdef uint64_t tag
+    cdef int bad = _OK
+    if total < 0:
+        raise ValueError("read_bytes: a negative total")
+    _check_spans("read_bytes", firsts, lasts, buf.shape[0], False)
     offsets = np.zeros(total + 1, dtype=np.int64)
     cdef int64_t[::1] o = offsets
     data = None
@@ -499,18 +574,26 @@ def read_bytes(const uint8_t[::1] buf, const int64_t[:] firsts, const int64_t[:]
             for i in range(firsts.shape[0]):
                 p = base + firsts[i]
                 e = base + lasts[i]
-                while p < e:
-                    _varint(&p, e, &tag)
-                    if tag == 0x0a:
-                        _delimited(&p, e, &pe)
-                        if pass_ == 1 and pe > p:
-                            memcpy(dp + size, p, pe - p)
-                        size += pe - p
-                        j += 1
-                        o[j] = size
-                        p = pe
-                    else:
-                        _skip(&p, e, tag)
+                while p < e and not bad:
+                    if _varint(&p, e, &tag):
+                        bad = _ERR_WIRE
+                    elif tag == 0x0a:
+                        if _delimited(&p, e, &pe):
+                            bad = _ERR_WIRE
+                        elif j == total:
+                            bad = _TOO_MANY
+                        else:
+                            if pass_ == 1 and pe > p:
+                                memcpy(dp + size, p, pe - p)
+                            size += pe - p
+                            j += 1
+                            o[j] = size
+                            p = pe
+                    elif _skip(&p, e, tag):
+                        bad = _ERR_WIRE
+                if bad:
+                    break
+        _check_read("read_bytes", bad, i, j, total)
     return offsets, data
 
 
@@ -619,6 +702,26 @@ cdef _Column _column(int kind, const uint8_t[::1] name, const int64_t[::1] start
     return c
 
 
+cdef int _check_column(Py_ssize_t f, int kind, Py_ssize_t rows, const int64_t[::1] starts, Py_ssize_t n_ints,
+                       Py_ssize_t n_floats, const int64_t[::1] boffsets, Py_ssize_t n_bytes) except -1:
+    """Feature f's rows must take consecutive values (starts rising) within its arrays."""
+    cdef Py_ssize_t r, i, n
+    if kind != _K_BYTES and kind != _K_FLOAT and kind != _K_INT64:
+        raise ValueError(f"encode_examples: feature {f} has kind {kind}, not K_BYTES, K_FLOAT or K_INT64")
+    if starts.shape[0] != rows + 1:
+        raise ValueError("starts must hold rows + 1 offsets")
+    n = n_ints if kind == _K_INT64 else n_floats if kind == _K_FLOAT else max(boffsets.shape[0] - 1, 0)
+    for r in range(rows):
+        if not 0 <= starts[r] <= starts[r + 1] <= n:
+            raise ValueError(f"encode_examples: feature {f}'s starts must rise within its {n} values (row {r})")
+    if kind == _K_BYTES and rows and starts[rows] > starts[0]:
+        for i in range(starts[0], starts[rows]):
+            if not 0 <= boffsets[i] <= boffsets[i + 1] <= n_bytes:
+                raise ValueError(f"encode_examples: feature {f}'s byte offsets must rise within its {n_bytes} "
+                                 f"bytes (value {i})")
+    return 0
+
+
 def encode_examples(Py_ssize_t rows, list columns):
     """TFRecord records of ``rows`` Examples, framed with their masked CRCs, as a bytearray.
 
@@ -634,12 +737,11 @@ def encode_examples(Py_ssize_t rows, list columns):
     cdef const uint8_t[::1] name, bdata
     cdef const int64_t[::1] starts, ints, boffsets
     cdef const float[::1] floats
-    if F > 8:
-        raise ValueError("at most 8 features")
+    if F > 8 or rows < 0:
+        raise ValueError("at most 8 features, and rows >= 0")
     for f in range(F):
         kind, name, starts, ints, floats, boffsets, bdata = columns[f]
-        if starts.shape[0] != rows + 1:
-            raise ValueError("starts must hold rows + 1 offsets")
+        _check_column(f, kind, rows, starts, ints.shape[0], floats.shape[0], boffsets, bdata.shape[0])
         cols[f] = _column(kind, name, starts, ints, floats, boffsets, bdata)
     sizes = np.empty(rows, dtype=np.int64)
     cdef int64_t[::1] sz = sizes
@@ -746,7 +848,13 @@ def order_within_rows(const int64_t[::1] counts, const int64_t[::1] ids):
     cdef Py_ssize_t n = counts.shape[0], r, a = 0, c, longest = 0
     cdef bint moved = False
     for r in range(n):
+        if counts[r] < 0 or counts[r] > ids.shape[0] - a:
+            raise ValueError(f"order_within_rows: the counts (row {r}) are negative or exceed the {ids.shape[0]} ids")
+        a += counts[r]
         longest = max(longest, counts[r])
+    if a != ids.shape[0]:
+        raise ValueError(f"order_within_rows: the counts add up to {a}, not to the {ids.shape[0]} ids")
+    a = 0
     order = np.arange(ids.shape[0], dtype=np.int64)
     tmp = np.empty(longest if longest > 16 else 0, dtype=np.int64)
     cdef int64_t[::1] o = order, t = tmp

@@ -51,6 +51,7 @@ VALUE_TYPES: dict[str, np.dtype] = {
     "string": np.dtype(object), "binary": np.dtype(object),
 }
 VARIABLE_WIDTH = ("string", "binary")
+_ARROW_NUMBERS = {pa.from_numpy_dtype(dt): name for name, dt in VALUE_TYPES.items() if dt.kind in "biuf"}
 # SemVer 2.0.0: numeric identifiers without leading zeros, no empty identifiers.
 _IDENT = r"(?:0|[1-9]\d*|\d*[A-Za-z-][0-9A-Za-z-]*)"
 _VERSION_RE = re.compile(
@@ -75,6 +76,12 @@ def value_type_of_dtype(dtype) -> str:
         if dt == dtype and name not in VARIABLE_WIDTH:
             return name
     raise FormatError(f"values of dtype {dtype} have no sptool value type")
+
+
+def value_type_of_arrow(t: pa.DataType) -> str | None:
+    """The value_type of an Arrow boolean, integer or floating type; None for any other.  Not by
+    DataType.to_pandas_dtype, which needs pandas in the pyarrow releases before 26."""
+    return _ARROW_NUMBERS.get(t)
 
 
 def arrow_element_type(value_type: str) -> pa.DataType:

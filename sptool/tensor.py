@@ -5,6 +5,7 @@ from __future__ import annotations
 import numpy as np
 
 from . import _kernels
+from ._args import shape_of
 from ._messages import out_of_bounds, repeated
 from .errors import DataError, UsageError
 from .format import VALUE_TYPES, TensorMeta, default_fill, value_type_of_dtype
@@ -100,8 +101,8 @@ class SparseTensor:
     def __init__(self, indices, values, shape, *, fill_value=None, sort_order=None, unique=None,
                  value_type: str | None = None, dimension_names=None, attributes=None, iso=False):
         values = np.asarray(values)
-        shape = tuple(int(s) for s in shape)
-        indices = np.asarray(indices, dtype=np.int64)
+        shape = shape_of(shape, "shape")
+        indices = _integer_indices(indices)
         n = len(values)
         if indices.size == 0:
             K = len(shape) - (values.ndim - 1) if values.ndim > 1 else None
@@ -408,6 +409,17 @@ def _api(name: str):
 
 def _is_number(x) -> bool:
     return isinstance(x, (int, float, complex, np.number)) and not isinstance(x, (bool, np.bool_))
+
+
+def _integer_indices(indices) -> np.ndarray:
+    """The indices as an int64 array: integers, or an empty list; a float is not cut to one."""
+    try:
+        arr = np.asarray(indices)
+    except ValueError:  # ragged rows
+        raise UsageError("indices must be an (N, K) array of whole numbers; its rows differ in length") from None
+    if arr.size and arr.dtype.kind not in "iu":
+        raise UsageError(f"indices must be whole numbers, not {arr.dtype} values")
+    return arr.astype(np.int64, copy=False)
 
 
 def _is_zero_fill(v) -> bool:

@@ -1,4 +1,5 @@
-"""The README's and the --help texts' example command lines, run where they cannot touch /tmp.
+"""The README's, the documentation's and the --help texts' example command lines, run where they
+cannot touch /tmp.
 
 The examples write to /tmp/... because that is what a reader can paste; a test runs each one in
 its own temporary directory instead (with sample_data/ linked in, read only), so two test runs
@@ -19,8 +20,12 @@ from sptool.cli import cli
 ROOT = Path(__file__).resolve().parent.parent
 
 
+def fenced_blocks(path: Path, language: str = "bash") -> list[str]:
+    return re.findall(rf"```{language}\n(.*?)```", path.read_text(), flags=re.S)
+
+
 def readme_blocks() -> list[str]:
-    return re.findall(r"```bash\n(.*?)```", (ROOT / "README.md").read_text(), flags=re.S)
+    return fenced_blocks(ROOT / "README.md")
 
 
 def readme_commands() -> list[str]:
@@ -37,8 +42,11 @@ def readme_job() -> str:
     return first.removeprefix(INSTALL)
 
 
-def tour_lines() -> list[str]:
-    return [ln.split("  #")[0].strip() for ln in readme_blocks()[2].strip().splitlines()]
+def readme_tour() -> list[str]:
+    """The command names of the README's tour, one line a command."""
+    section = (ROOT / "README.md").read_text().split("## Commands", 1)[1]
+    (block,) = re.findall(r"```text\n(.*?)```", section, flags=re.S)[:1]
+    return [line.split()[0] for line in block.splitlines()]
 
 
 def help_examples() -> list[tuple[str, list[str]]]:

@@ -271,12 +271,17 @@ def mutate_npy(data: bytes, rng: random.Random) -> tuple[bytes, str]:
         head = data[:header_end]
         r = rng.randrange(4)
         if r == 0:
+            # Some relabellings keep the element's 8 bytes, so that the data is read as that type.
             head = head.replace(b"'descr': '<f8'", rng.choice([b"'descr': '<c8'", b"'descr': 'O'",
                                                              b"'descr': '<U4'", b"'descr': 'zz'",
-                                                             b"'descr': '<i8'", b"'descr': '>f8'"]))
+                                                             b"'descr': '<i8'", b"'descr': '>f8'",
+                                                             b"'descr': '<U2'", b"'descr': '>U2'",
+                                                             b"'descr': '|S8'", b"'descr': '<M8[s]'",
+                                                             b"'descr': '|V8'", b"'descr': [('a', '<f8')]"]))
         elif r == 1:
             head = head.replace(b"(4, 5)", rng.choice([b"(4, 50)", b"(-1, 5)", b"(99999999999999999999,)",
-                                                       b"()", b"(0, 5)", b"(4, 5, 1)", b"(" * 2000]))
+                                                       b"()", b"(0, 5)", b"(4, 5, 1)", b"(" * 2000,
+                                                       b"(20,)", b"(2, 2, 5)", b"(1,)"]))
         elif r == 2:
             head = head.replace(b"False", b"True")
         else:

@@ -7,12 +7,14 @@ from __future__ import annotations
 
 import json
 import os
+import sys
 import warnings
 
 import numpy as np
 import pytest
 import scipy.sparse as sp
 from click.testing import CliRunner
+from conftest import dense_oracle, random_tensor, small_runs, write_tensor
 
 import sptool
 from sptool.cli import cli
@@ -346,3 +348,240 @@ def test_a_cut_off_file_is_refused(cells, tmp_path):
     result = CliRunner().invoke(cli, ["convert", path, "-o", out])
     assert result.exit_code in (1, 2) and path in result.output and "Traceback" not in result.output
     assert not os.path.exists(out)
+
+
+# ---------------------------------------------------------------------------------------------
+# files sptool writes, read by anndata
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64", "int64", "int32", "uint8", "bool"])
+@pytest.mark.parametrize("order", ["canonical", "unsorted, repeats"])
+def test_anndata_reads_back_what_sptool_writes(tmp_path, rng, dtype, order, tiny_batches, monkeypatch):
+    small_runs(monkeypatch, 16, 8)  # the row-major sort spills runs, even on this small input
+    t = random_tensor(rng, (40, 30), 150, dtype=dtype, duplicates=order != "canonical", sort=order == "canonical")
+    src = write_tensor(tmp_path, "t.parquet", t)
+    path = str(tmp_path / "cells.h5ad")
+    result = convert(src, path)
+    a = _read_back(path)
+    assert isinstance(a.X, sp.csr_matrix) and a.X.dtype == np.dtype(dtype) and a.shape == (40, 30)
+    if order == "canonical" or np.dtype(dtype).kind != "f":
+        np.testing.assert_array_equal(a.X.toarray(), dense_oracle(t))
+    else:  # repeats summed in another order than the oracle's
+        np.testing.assert_allclose(a.X.toarray(), dense_oracle(t), rtol=1e-6)
+    assert a.X.has_canonical_format  # sorted, one entry per coordinate, as the input summed
+    assert list(a.obs_names) == [str(i) for i in range(40)] and list(a.var_names) == [str(i) for i in range(30)]
+    assert (any("sorted row-major" in n for n in result["notes"])) == (order != "canonical")
+    with h5py.File(path) as f:  # the empty groups anndata writes, and the spec's attributes
+        assert dict(f.attrs) == {"encoding-type": "anndata", "encoding-version": "0.1.0"}
+        for name in ("layers", "obsm", "obsp", "varm", "varp", "uns"):
+            assert f[name].attrs["encoding-type"] == "dict" and len(f[name]) == 0
+    # And sptool reads its own file back as anndata does.
+    np.testing.assert_array_equal(sptool.read(path).to_dense(), a.X.toarray())
+
+
+@pytest.mark.parametrize("shape, rows", [((10, 6), [2, 3]), ((0, 6), []), ((7, 0), []), ((12, 4), [11])])
+def test_empty_rows_keep_their_place(tmp_path, rng, shape, rows, tiny_batches):
+    idx = np.array([[r, c] for r in rows for c in range(0, shape[1], 2)], dtype=np.int64).reshape(-1, 2)
+    t = sptool.SparseTensor(idx, rng.standard_normal(len(idx)).astype(np.float32), shape)
+    src = write_tensor(tmp_path, "t.parquet", t)
+    path = str(tmp_path / "cells.h5ad")
+    convert(src, path)
+    a = _read_back(path)
+    assert a.shape == shape and a.n_obs == shape[0] and a.n_vars == shape[1]
+    np.testing.assert_array_equal(a.X.toarray(), t.to_dense())
+
+
+def test_round_trip_through_parquet(tmp_path, rng, tiny_batches):
+    a = ad.AnnData(X=_unsorted_csr(rng, (25, 40), 6))
+    path, back, again = (str(tmp_path / n) for n in ("a.h5ad", "a.parquet", "b.h5ad"))
+    a.write_h5ad(path)
+    convert(path, back)
+    convert(back, again)
+    np.testing.assert_array_equal(_read_back(again).X.toarray(), a.X.toarray())
+    # An .h5ad's other matrix straight into a new file: its X.
+    a.layers["counts"] = a.X.tocsc().astype(np.int64)
+    a.write_h5ad(path)
+    convert(path, again, key="layers/counts")
+    b = _read_back(again)
+    assert b.X.dtype == np.int64
+    np.testing.assert_array_equal(b.X.toarray(), a.layers["counts"].toarray())
+
+
+@pytest.mark.parametrize("case", ["3-D", "hybrid", "strings", "fill value"])
+def test_only_a_2d_tensor_of_numbers_is_written(tmp_path, rng, case):
+    tensors = {
+        "3-D": random_tensor(rng, (4, 5, 6), 10),
+        "hybrid": random_tensor(rng, (4, 5, 3), 6, sparse_ndim=2),
+        "strings": sptool.SparseTensor(np.array([[0, 1]]), np.array(["a"], dtype=object), (2, 2)),
+        "fill value": random_tensor(rng, (4, 5), 6, fill_value=1.0),
+    }
+    src = write_tensor(tmp_path, "t.parquet", tensors[case])
+    out = str(tmp_path / "cells.h5ad")
+    result = _run(["convert", src, "-o", out], code=2)
+    assert len(result.output.strip().splitlines()) == 1 and not os.path.exists(out)
+    assert sorted(os.listdir(tmp_path)) == ["t.parquet"]
+
+
+# ---------------------------------------------------------------------------------------------
+# AnnData .zarr stores (zarr formats 2 and 3)
+
+
+@pytest.fixture
+def zarr_format():
+    """Zarr format for anndata's writes, restored afterwards."""
+    pytest.importorskip("zarr")
+    before = ad.settings.zarr_write_format
+    yield lambda fmt: setattr(ad.settings, "zarr_write_format", fmt)
+    ad.settings.zarr_write_format = before
+
+
+@pytest.mark.parametrize("fmt", [2, 3])
+def test_reads_zarr_stores_as_anndata_returns_them(tmp_path, rng, fmt, zarr_format, tiny_batches):
+    zarr_format(fmt)
+    a = ad.AnnData(X=_matrix(rng, (30, 20), 0.2, "csr", "float32"))
+    a.layers["counts"] = _matrix(rng, (30, 20), 0.2, "csc", "int64")
+    a.obsm["X_pca"] = rng.standard_normal((30, 3))
+    path = str(tmp_path / "cells.zarr")
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        a.write_zarr(path)
+    assert os.path.exists(os.path.join(path, "zarr.json" if fmt == 3 else ".zattrs"))
+    back = _read_back(path)
+    for key, matrix in {"X": back.X, "layers/counts": back.layers["counts"], "obsm/X_pca": back.obsm["X_pca"]}.items():
+        dense, t = _sptool_dense(path, key=key)
+        np.testing.assert_array_equal(dense, _dense(matrix), err_msg=key)
+        assert t.meta.value_type == str(matrix.dtype), key
+    genes = str(tmp_path / "genes.npy")
+    _run(["reduce", path, "--op", "sum", "--axis", "0", "-o", genes])  # every command reads its X
+    np.testing.assert_allclose(np.load(genes), np.asarray(back.X.sum(axis=0)).ravel(), rtol=1e-5)
+    assert [m["key"] for m in sptool.info(path)["matrices"]] == ["X", "layers/counts", "obsm/X_pca"]
+    assert sptool.validate(path).valid
+
+
+def test_zarr_written_with_to_anndata(tmp_path, rng, tiny_batches):
+    pytest.importorskip("zarr")
+    t = random_tensor(rng, (30, 20), 80, dtype="float32")
+    src = write_tensor(tmp_path, "t.parquet", t)
+    path = str(tmp_path / "cells.zarr")
+    convert(src, path, to_format="anndata")
+    a = _read_back(path)
+    assert isinstance(a.X, sp.csr_matrix) and a.X.dtype == np.float32
+    np.testing.assert_array_equal(a.X.toarray(), dense_oracle(t))
+    assert list(a.obs_names) == [str(i) for i in range(30)]
+    # A bare .zarr output stays binsparse, as before.
+    bare = str(tmp_path / "bare.zarr")
+    pytest.importorskip("binsparse")
+    convert(src, bare)
+    with open(os.path.join(bare, "zarr.json")) as f:
+        assert "binsparse" in json.load(f)["attributes"]
+
+
+def test_a_bad_zarr_store_is_refused(tmp_path, rng, zarr_format):
+    zarr = pytest.importorskip("zarr")
+    zarr_format(2)
+    path = str(tmp_path / "cells.zarr")
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        ad.AnnData(X=_matrix(rng, (30, 20), 0.2, "csr", "float32")).write_zarr(path)
+    indptr = zarr.open_array(os.path.join(path, "X", "indptr"), mode="r+")
+    indptr[7] = indptr[6] - 1
+    out = str(tmp_path / "x.parquet")
+    result = _run(["convert", path, "-o", out], code=1)
+    assert f"{path}: X: indptr[7] = " in result.output and not os.path.exists(out)
+
+
+def test_min_dtype_indices(tmp_path, rng):
+    """anndata may write indices in the smallest unsigned type that holds them (a setting)."""
+    X = _matrix(rng, (30, 300), 0.1, "csr", "float32")
+    path = str(tmp_path / "cells.h5ad")
+    with ad.settings.override(write_csr_csc_indices_with_min_possible_dtype=True):
+        ad.AnnData(X=X).write_h5ad(path)
+    with h5py.File(path) as f:
+        assert f["X/indices"].dtype == np.uint16
+    np.testing.assert_array_equal(sptool.read(path).to_dense(), X.toarray())
+
+
+# ---------------------------------------------------------------------------------------------
+# --memory: a file several times the budget, streamed
+
+
+def _big_h5ad(path: str, n_obs: int, n_vars: int, per_row: int) -> np.ndarray:
+    """A CSR .h5ad of n_obs rows of ``per_row`` (or fewer) entries each, written in blocks of rows
+    with h5py as anndata lays it out; returns its per-column sums (float64)."""
+    rng = np.random.default_rng(11)
+    counts = rng.integers(0, 2 * per_row, size=n_obs)
+    indptr = np.concatenate([[0], np.cumsum(counts)])
+    sums = np.zeros(n_vars)
+    with h5py.File(path, "w") as f:
+        f.attrs.update({"encoding-type": "anndata", "encoding-version": "0.1.0"})
+        g = f.create_group("X")
+        g.attrs.update({"encoding-type": "csr_matrix", "encoding-version": "0.1.0", "shape": [n_obs, n_vars]})
+        g["indptr"] = indptr
+        indices = g.create_dataset("indices", shape=(indptr[-1],), dtype=np.int32)
+        data = g.create_dataset("data", shape=(indptr[-1],), dtype=np.float32)
+        for r0 in range(0, n_obs, 20_000):
+            k = counts[r0:r0 + 20_000]
+            a, b = indptr[r0], indptr[r0 + len(k)]
+            # Entry j of a row of k: a column among the floor(c) from ceil(j * c), c = n_vars / k, so
+            # each row is sorted and unique.
+            j = np.arange(b - a) - np.repeat(indptr[r0:r0 + len(k)] - a, k)
+            c = n_vars / np.repeat(k, k)
+            cols = (np.ceil(j * c) + np.floor(rng.random(b - a) * np.floor(c))).astype(np.int32)
+            vals = rng.random(b - a, dtype=np.float32)
+            indices[a:b], data[a:b] = cols, vals
+            sums += np.bincount(cols, weights=vals, minlength=n_vars)
+    return sums
+
+
+def test_a_file_several_times_the_budget(tmp_path):
+    from test_memory import OVERHEAD, peak_rss
+
+    path = str(tmp_path / "big.h5ad")
+    sums = _big_h5ad(path, 500_000, 20_000, 48)  # about 24M entries: 190 MB of data and indices
+    budget = 64 << 20
+    assert os.path.getsize(path) > 2.5 * budget
+    for command in (["reduce", path, "--op", "sum", "--axis", "0", "-o", "genes.npy"],
+                    ["convert", path, "-o", "cells.parquet"]):
+        rss = peak_rss(["--memory", str(budget), *command], tmp_path)
+        assert rss <= budget + OVERHEAD, f"{command[0]}: peak RSS {rss >> 20} MiB over --memory 64 MiB + 256 MiB"
+    np.testing.assert_allclose(np.load(tmp_path / "genes.npy"), sums, rtol=1e-4)
+    assert sptool.info(str(tmp_path / "cells.parquet"))["nnz"] == h5py.File(path)["X/data"].shape[0]
+
+
+# ---------------------------------------------------------------------------------------------
+# usage
+
+
+def test_key_names_a_matrix_of_an_anndata_input(cells, tmp_path):
+    path, _ = cells
+    out = str(tmp_path / "x.parquet")
+    result = _run(["convert", path, "--key", "layers/counts", "-o", out], code=1)
+    assert "no matrix 'layers/counts'" in result.output and "its matrices: X" in result.output
+    src = write_tensor(tmp_path, "t.parquet", random_tensor(np.random.default_rng(1), (4, 5), 6))
+    result = _run(["convert", src, "--key", "X", "-o", str(tmp_path / "t.csv")], code=2)
+    assert "--key picks a matrix of an AnnData input" in result.output
+    assert not os.path.exists(out)
+
+
+def test_without_h5py_the_message_names_the_extra(cells, tmp_path, monkeypatch):
+    path, _ = cells
+    monkeypatch.setitem(sys.modules, "h5py", None)  # import h5py now fails, as where it is not installed
+    for args in (["convert", path, "-o", str(tmp_path / "x.parquet")], ["info", path]):
+        result = _run(args, code=2)
+        assert result.output.strip() == f"Error: {path}: AnnData files need h5py: pip install 'sptool[anndata]'"
+    src = write_tensor(tmp_path, "t.parquet", random_tensor(np.random.default_rng(1), (4, 5), 6))
+    out = str(tmp_path / "t.h5ad")
+    result = _run(["convert", src, "-o", out], code=2)
+    assert result.output.strip() == f"Error: {out}: AnnData files need h5py: pip install 'sptool[anndata]'"
+    assert sorted(os.listdir(tmp_path)) == ["t.parquet"]
+
+
+def test_commands_on_a_cluster_read_h5ad(cells, tmp_path, cluster_client):
+    """On a cluster the driver reads the .h5ad's X once into the job's scratch, which the workers
+    read in pieces (as an Arrow stream file is)."""
+    import sptool.distributed
+
+    path, X = cells
+    out = str(tmp_path) + "/genes/"
+    sptool.distributed.reduce(path, out, op="sum", axis=[0], client=cluster_client)
+    np.testing.assert_allclose(sptool.read(out).to_dense(), np.asarray(X.sum(axis=0)).ravel(), rtol=1e-5)

@@ -691,10 +691,10 @@ def test_torn_journal_tail_is_ignored_and_a_committed_one_replayed(tmp_path, mon
     assert recover(applied) == 5 and np.array_equal(np.load(tmp_path / "a.npy"), want)
 
 
-def test_readme_row_sparse_tour(tmp_path):
-    from command_examples import ROOT, in_workdir, readme_blocks
+def test_docs_row_sparse_tour(tmp_path):
+    from command_examples import ROOT, fenced_blocks, in_workdir
 
-    (block,) = [b for b in readme_blocks() if "sptool apply" in b]
+    (block,) = [b for b in fenced_blocks(ROOT / "docs" / "row-sparse.md") if "sptool apply" in b]
     p = subprocess.run(["bash", "-e", "-o", "pipefail", "-c", in_workdir(block, tmp_path)], cwd=tmp_path,
                        env=env_with_sptool(), capture_output=True, text=True, timeout=300)
     assert p.returncode == 0, p.stderr

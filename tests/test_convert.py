@@ -497,6 +497,35 @@ def test_npz_refusals(tmp_path, rng):
         convert(str(tmp_path / "big.parquet"), str(tmp_path / "x.npz"), memory="16MiB")
     assert not any(n.startswith(("x.", ".x")) for n in os.listdir(tmp_path))
 
+_COO = dict(format="coo", shape=np.array([2, 3]), row=np.array([0]), col=np.array([1]), data=np.array([1.0]))
+_ROWS = dict(rows=np.array([0, 1]), values=np.ones((2, 3)), height=np.array(4))
+ODD_NPZ = {  # what scipy.sparse.load_npz refuses (a shape that is no integers), or cuts to an int (0.5 -> 0)
+    "text-shape": ({**_COO, "shape": np.array(["2", "x"])}, "shape"),
+    "float-shape": ({**_COO, "shape": np.array([2.5, 3])}, "shape"),
+    "complex-shape": ({**_COO, "shape": np.array([2 + 0j, 3])}, "shape"),
+    "uint64-shape": ({**_COO, "shape": np.array([2**64 - 1, 3], np.uint64)}, "shape"),
+    "float-row": ({**_COO, "row": np.array([0.5])}, "row"),
+    "float-indptr": (dict(format="csr", shape=np.array([2, 3]), indptr=np.array([0, 1.0, 1]), indices=np.array([1]),
+                          data=np.array([1.0])), "indptr"),
+    "text-height": ({**_ROWS, "height": np.array("x")}, "height"),
+    "complex-height": ({**_ROWS, "height": np.array(4 + 0j)}, "height"),
+    "float-dense-shape": (dict(indices=np.array([0, 1]), values=np.ones((2, 3)), dense_shape=np.array([4, 3.0])),
+                          "dense_shape"),
+}
+
+
+@pytest.mark.parametrize("name", list(ODD_NPZ))
+def test_npz_arrays_that_are_no_integers_are_refused(tmp_path, name):
+    """A shape, index, pointer or height array must hold integers: not an internal error (text),
+    nor a value cut to an int (2.5, 0.5), but exit 1 naming the file and the array."""
+    arrays, key = ODD_NPZ[name]
+    src = str(tmp_path / "in.npz")
+    np.savez(src, **arrays)
+    r = CliRunner().invoke(cli, ["-q", "convert", src, "-o", str(tmp_path / "out.parquet")])
+    assert r.exit_code == 1 and r.output.count("\n") == 1, r.output
+    assert src in r.output and f"{key} " in r.output, r.output
+    assert _listing(tmp_path) == ["in.npz"]
+
 
 # ---------------------------------------------------------------------------------------------
 # .npy

@@ -462,12 +462,13 @@ def test_cli_validate_stops_at_an_unreachable_scheduler(tmp_path, rng, monkeypat
     assert tried == ["tcp://127.0.0.1:1"]
     assert "cannot reach the scheduler" in res.output and "UNREADABLE" not in res.output, res.output
 
-def test_readme_cluster_example_on_a_local_cluster_in_a_terminal(tmp_path):
-    """The README's two commands: the first starts a scheduler and workers; the second, run as
+def test_docs_cluster_example_on_a_local_cluster_in_a_terminal(tmp_path):
+    """docs/clusters.md's two commands: the first starts a scheduler and workers; the second, run as
     written but with --scheduler local:2 (a cluster it starts and stops itself, the one CLI test
     that does) under a pseudo-terminal: the bar drawn and taken down, the dashboard link and the
     summary line printed, and the rows NumPy's sums."""
-    block = re.search(r"## Beyond one machine.*?```bash\n(.*?)```", (ROOT / "README.md").read_text(), re.S).group(1)
+    page = (ROOT / "docs" / "clusters.md").read_text()
+    block = re.search(r"## Commands on a Dask cluster.*?```bash\n(.*?)```", page, re.S).group(1)
     start, job = block.strip().splitlines()
     assert start.startswith("dask scheduler --port 8786 & dask worker tcp://127.0.0.1:8786")
     assert "--scheduler tcp://127.0.0.1:8786 " in job

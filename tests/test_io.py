@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import time
 
 import numpy as np
 import pyarrow as pa
@@ -264,6 +265,11 @@ def test_read_chunks_stops_cleanly(tmp_path, rng):
     assert first.column("a").equals(table.column("a").slice(0, first.num_rows).combine_chunks())
     assert [t for t in set(threading.enumerate()) - before if t.name.startswith("sptool-read")]  # it read on threads
     it.close()
+    # Not joined (sptool._threads.stop_pool), the read's threads end on their own, at once.
+    for _ in range(1000):
+        if not [t for t in set(threading.enumerate()) - before if t.name.startswith("sptool-read")]:
+            break
+        time.sleep(0.01)
     assert not [t for t in set(threading.enumerate()) - before if t.name.startswith("sptool-read")]
 
 

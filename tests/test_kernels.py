@@ -82,13 +82,12 @@ def test_scatter_or(rng):
 
 
 def test_linear_offsets_and_minmax(rng):
-    keys = _keys(rng, 3, 100, hi=9)
-    strides = np.array([81, 9, 1], dtype=np.int64)
+    shape = np.array([9, 5, 7], dtype=np.int64)
+    keys = (rng.random((3, 100)) * shape[:, None]).astype(np.int64)
     got, want = np.empty(100, np.int64), np.empty(100, np.int64)
-    _kernels.linear_offsets(keys, strides, got)
-    _reference.linear_offsets(keys, strides, want)
+    _kernels.linear_offsets(keys, shape, got)
+    _reference.linear_offsets(keys, shape, want)
     np.testing.assert_array_equal(got, want)
-    np.testing.assert_array_equal(got, np.ravel_multi_index(tuple(keys), (9, 9, 9)))
     col = rng.integers(-1000, 1000, size=77).astype(np.int64)
     assert _kernels.column_minmax(col) == _reference.column_minmax(col)
     with pytest.raises(ValueError):
@@ -212,12 +211,11 @@ def test_merge_keys_on_threads_matches_a_stable_sort(rng, monkeypatch, parts_min
 
 @pytest.mark.parametrize("radix", [False, True])
 def test_codec_argsort_is_a_stable_sort_whichever_algorithm_it_picks(rng, monkeypatch, radix):
-    """KeyCodec.argsort sorts runs by NumPy's sort of position-tagged keys or by the radix sort,
-    whichever _radix_is_faster finds faster here: both are NumPy's stable lexsort of the rows."""
+    """KeyCodec.argsort sorts runs by NumPy's sort of position-tagged keys or, from RADIX_MIN_ROWS
+    keys on, by the radix sort: both are NumPy's stable lexsort of the rows."""
     from sptool.stream import sort as _sort
 
-    monkeypatch.setattr(_sort, "SORT_CHOICE_MIN_ROWS", 1)
-    monkeypatch.setattr(_sort, "_radix_is_faster", lambda: radix)
+    monkeypatch.setattr(_sort, "RADIX_MIN_ROWS", 1 if radix else 1 << 62)
     shape = (50, 7, 1 << 20)
     codec = _sort.KeyCodec(shape, (2, 0, 1))
     for n in (1, 2, 1000, 5000):

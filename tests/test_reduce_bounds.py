@@ -19,8 +19,10 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 from click.testing import CliRunner
+from test_distributed import client, tiny  # noqa: F401 - fixtures: the session's cluster, tiny batches
 
 import sptool
+import sptool.distributed
 from sptool.cli import cli
 from sptool.errors import DataError
 
@@ -142,3 +144,15 @@ def test_other_commands_that_read_every_entry_refuse_it(damaged, tmp_path, args)
     assert r.exit_code == 1, r.output
     assert "out of bounds" in r.output and f"indices[{row}]" in r.output
     assert not os.path.exists(rest[-1])
+
+
+@pytest.mark.parametrize("axis", [1, 0])
+def test_a_cluster_refuses_it_too(client, tiny, damaged, tmp_path, axis):  # noqa: F811
+    """Integer sums reduced piece by piece (or where a sorted input's pieces stand): each task
+    reads its piece through the same pass."""
+    path, row = damaged
+    out = str(tmp_path / "out") + "/"
+    with pytest.raises(DataError, match=rf"indices\[{row}\] = .* is out of bounds") as e:
+        sptool.distributed.reduce(path, out, op="sum", axis=axis, client=client)
+    assert path in str(e.value)
+    assert not os.path.exists(out)

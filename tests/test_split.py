@@ -129,11 +129,25 @@ def _out_of_bounds_file(tmp_path):
     return path
 
 
+@pytest.mark.parametrize("axis", [0, 1, -1])
+def test_an_entry_out_of_bounds_is_named_as_slice_names_it(tmp_path, axis):
+    """The file, the entry's row and coordinates in it, and its shape: what slice says of the same
+    file, not a piece's rebased coordinates and shape."""
+    bad = _out_of_bounds_file(tmp_path)
+    with pytest.raises(DataError) as by_slice:
+        sptool.slice_(bad, str(tmp_path / "s.parquet"), start=[0, 0], size=[-1, -1])
+    with pytest.raises(DataError) as by_split:
+        split(bad, str(tmp_path / "p{i}.parquet"), axis=axis, num=2)
+    assert str(by_split.value) == str(by_slice.value)
+    assert by_split.value.path == bad and "indices[3] = [7,0]" in str(by_split.value) and "[6,3]" in str(by_split.value)
+    assert sorted(os.listdir(tmp_path)) == ["bad.parquet"]
+
+
 def test_no_piece_left_behind(tmp_path, rng, monkeypatch):
     bad = _out_of_bounds_file(tmp_path)
     out = tmp_path / "out"
     out.mkdir()
-    with pytest.raises(DataError, match=r"\[4,0\] is out of bounds"):
+    with pytest.raises(DataError, match=r"\[7,0\] is out of bounds"):
         split(bad, str(out / "p{i}.parquet"), axis=0, num=2)
     assert os.listdir(out) == []
     # A piece that fails while finishing, after others were finished: none is moved into place.

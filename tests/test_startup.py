@@ -1,7 +1,6 @@
-"""The ``sptool`` script loads its modules with Python's cyclic collector paused and then frozen;
-the Python API's callers keep their collector as they set it.  The oracle is the interpreter's
-own account: gc.callbacks (one call per collection) and gc.get_freeze_count().  Each case runs in
-a subprocess, since freezing would change the test process's own collector."""
+"""``import sptool`` and the Python API leave the host process as it was: no garbage-collector
+callback, freeze or switch, no import hook.  The ``sptool`` script sets up only its own process.
+Each case runs in a fresh subprocess, as a user's program would."""
 
 from __future__ import annotations
 
@@ -13,85 +12,54 @@ import sys
 import pytest
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-SAMPLE = os.path.join(ROOT, "sample_data", "tensor3d.parquet")
+SAMPLE = os.path.join(ROOT, "sample_data", "unsorted.parquet")
 
-# Runs the script's entry point on `sptool info SAMPLE`; reports, where the script leaves the
-# process (os._exit), the collections run, the frozen objects and whether the collector is on.
-SCRIPT_RUN = """
-import gc, json, os, sys
-collections = []
-gc.callbacks.append(lambda phase, info: phase == "start" and collections.append(info["generation"]))
-if sys.argv[1] == "control":
-    import sptool._collector
-    sptool._collector.script_process = lambda: None
-real_exit = os._exit
-def leave(code):
-    sys.stdout.flush()
-    sys.stderr.write(json.dumps({"code": code, "collections": len(collections), "frozen": gc.get_freeze_count(),
-                                 "enabled": gc.isenabled()}) + "\\n")
-    real_exit(code)
-os._exit = leave
-import sptool.__main__
-sys.argv = ["sptool", "info", sys.argv[2]]
-sptool.__main__.run()
+# A user's program: what it can see of its own process before and after using sptool (the API,
+# whose ops start thread pools, then the command line in-process through click's CliRunner).
+HOST = """
+import gc, json, sys
+
+def state():
+    return {"callbacks": len(gc.callbacks), "enabled": gc.isenabled(), "frozen": gc.get_freeze_count(),
+            "meta_path": [repr(f) for f in sys.meta_path]}
+
+seen = {"before": state()}
+import sptool
+seen["import"] = state()
+sptool.reorder(sys.argv[1], "api.parquet")
+sptool.info("api.parquet")
+seen["api"] = state()
+from click.testing import CliRunner
+from sptool.cli import cli
+result = CliRunner().invoke(cli, ["reorder", sys.argv[1], "-o", "cli.parquet"])
+assert result.exit_code == 0, result.output
+seen["cli"] = state()
+print(json.dumps(seen))
 """
 
 
-def _run(code: str, *args, tmp_path) -> dict:
-    p = subprocess.run([sys.executable, "-c", code, *args], capture_output=True, text=True, cwd=tmp_path,
+def test_sptool_leaves_its_host_process_as_it_was(tmp_path):
+    p = subprocess.run([sys.executable, "-c", HOST, SAMPLE], capture_output=True, text=True, cwd=tmp_path,
                        timeout=300)
     assert p.returncode == 0, p.stderr
-    return p, json.loads(p.stderr.strip().splitlines()[-1])
+    seen = json.loads(p.stdout)
+    assert seen["before"]["enabled"] and seen["before"]["frozen"] == 0
+    for stage in ("import", "api", "cli"):
+        assert seen[stage] == seen["before"], stage
+    assert (tmp_path / "api.parquet").exists() and (tmp_path / "cli.parquet").exists()
 
 
-def test_the_script_freezes_what_it_loads(tmp_path):
-    script_p, script = _run(SCRIPT_RUN, "script", SAMPLE, tmp_path=tmp_path)
-    control_p, control = _run(SCRIPT_RUN, "control", SAMPLE, tmp_path=tmp_path)
-    assert script["code"] == control["code"] == 0
-    assert script_p.stdout == control_p.stdout and "tensor3d" in script_p.stdout  # the same report
-    assert script["enabled"] and control["enabled"]  # the command itself runs with the collector on
-    assert control["frozen"] == 0 and script["frozen"] > 10_000
-    assert control["collections"] > script["collections"] + 20, (script, control)
-
-
-DISTRIBUTED_IMPORT = """
-import gc, json, sys
-import sptool._collector
-if sys.argv[1] == "script":
-    sptool._collector.script_process()
-from sptool.distributed.cluster import require_distributed
-collections = []
-gc.callbacks.append(lambda phase, info: phase == "start" and collections.append(info["generation"]))
-require_distributed()
-sys.stderr.write(json.dumps({"collections": len(collections), "frozen": gc.get_freeze_count(),
-                             "enabled": gc.isenabled()}) + "\\n")
-"""
-
-
-def test_importing_distributed_in_the_script_and_in_a_callers_process(tmp_path):
-    pytest.importorskip("distributed")
-    _, script = _run(DISTRIBUTED_IMPORT, "script", tmp_path=tmp_path)
-    _, caller = _run(DISTRIBUTED_IMPORT, "caller", tmp_path=tmp_path)
-    assert script["enabled"] and caller["enabled"]
-    assert script["collections"] <= 1 and script["frozen"] > 10_000, script
-    # A caller's process is left as it was: its collector runs through the import, nothing frozen.
-    assert caller["collections"] > 20 and caller["frozen"] == 0, caller
-
-
-CALLER_OFF = """
-import gc, json, sys
-import sptool._collector
-sptool._collector.script_process()
-gc.disable()
-with sptool._collector.paused_for_imports():
-    import decimal
-sys.stderr.write(json.dumps({"frozen": gc.get_freeze_count(), "enabled": gc.isenabled()}) + "\\n")
-"""
-
-
-def test_a_collector_turned_off_stays_off(tmp_path):
-    _, r = _run(CALLER_OFF, tmp_path=tmp_path)
-    assert r == {"frozen": 0, "enabled": False}
+def test_pandas_stays_importable_beside_the_command_line(tmp_path):
+    """The command line keeps pandas out of the script's own process only: a program that runs
+    it in-process can still import pandas afterwards."""
+    pytest.importorskip("pandas")
+    code = ("import sys; from click.testing import CliRunner; from sptool.cli import cli; "
+            "r = CliRunner().invoke(cli, ['reorder', sys.argv[1], '-o', 'o.parquet']); "
+            "assert r.exit_code == 0, r.output; import pandas; print(pandas.DataFrame({'a': [1]}).shape)")
+    p = subprocess.run([sys.executable, "-c", code, SAMPLE], capture_output=True, text=True, cwd=tmp_path,
+                       timeout=300)
+    assert p.returncode == 0, p.stderr
+    assert p.stdout.split() == ["(1,", "1)"]
 
 
 @pytest.mark.skipif(not hasattr(os, "sched_setaffinity") or len(os.sched_getaffinity(0)) < 2,

@@ -14,7 +14,6 @@ import traceback
 
 import click
 
-from .._collector import paused_for_imports
 from .._commits import record as record_commits
 from .._commits import recorded as recorded_commits
 from .._version import FORMAT_VERSION, __version__
@@ -22,7 +21,6 @@ from ..errors import SptoolError
 from ._cluster import note_help, refuse_unless_distributed
 from ._console import err, json_summary_written, start_json_summaries, stop_all_bars, write_json_summary
 from ._options import JSON_SUMMARY_HELP, MEMORY_HELP, _store
-from ._without_pandas import keep_pandas_out
 
 CONTEXT_SETTINGS = {"help_option_names": ["-h", "--help"], "max_content_width": 100}
 INTERNAL_ERROR = 3
@@ -91,8 +89,8 @@ class SptoolGroup(click.Group):
             _fail(ctx, "ran out of memory; lower --memory or free some", 2)
         except Exception as e:  # noqa: BLE001 - the one place unexpected errors are reported
             _abort_outputs()
-            _fail(ctx, f"internal error: {type(e).__name__}: {e} (run with --debug for a traceback)",
-                  INTERNAL_ERROR)
+            hint = "" if _debugging(ctx) else " (run with --debug for a traceback)"  # with it, printed above
+            _fail(ctx, f"internal error: {type(e).__name__}: {e}{hint}", INTERNAL_ERROR)
         finally:
             # The command has ended, its exit code decided: what is left is the exit.  A signal
             # now would reach click's own handler ("Aborted!", exit 1), even after a success.
@@ -115,9 +113,13 @@ class SptoolGroup(click.Group):
                 write_json_summary({"command": ctx.invoked_subcommand, "ok": True})
 
 
+def _debugging(ctx: click.Context) -> bool:
+    """Whether errors show their traceback: --debug, or $SPTOOL_DEBUG."""
+    return bool(ctx.ensure_object(dict).get("debug") or os.environ.get("SPTOOL_DEBUG"))
+
+
 def _fail(ctx: click.Context, message: str, code: int):
-    obj = ctx.ensure_object(dict)
-    if obj.get("debug") or os.environ.get("SPTOOL_DEBUG"):
+    if _debugging(ctx):
         traceback.print_exc()
     message = " ".join(message.split())  # one line, always
     click.echo(f"Error: {message}", err=True)
@@ -264,7 +266,6 @@ def main(argv=None):
     os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
     _from_main = True
     try:
-        keep_pandas_out()
         cli.main(args=argv, prog_name="sptool")
         code = 0
     except SystemExit as e:
@@ -306,8 +307,7 @@ def load_command(name: str):
     """The click command ``name`` from its module (None if that module does not provide it)."""
     import importlib
 
-    with paused_for_imports():
-        module = importlib.import_module(f".{COMMANDS[name]}", __name__)
+    module = importlib.import_module(f".{COMMANDS[name]}", __name__)
     found = click.Group()
     module.register(found)
     return found.commands.get(name)

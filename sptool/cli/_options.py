@@ -80,14 +80,14 @@ def _local_dir(ctx, param, value):
     # Refused before any work, even when the input turns out sorted and nothing is spilled.
     from ..io import local_only
 
-    return None if value is None else local_only(value, "--tmp-dir")
+    return None if value is None else local_only(value, "--tmp-dir", directory=True)
 
 
 def tmp_dir_option(fn):
     return click.option("--tmp-dir", metavar="DIR", default=None, type=click.Path(file_okay=False),
                         callback=_local_dir,
                         help="Where sorted runs are spilled [default: the system temp dir]; removed afterwards. "
-                        "A local directory (or a file:// URL).")(fn)
+                        "An existing local directory (or a file:// URL).")(fn)
 
 
 def parse_scalar(text):

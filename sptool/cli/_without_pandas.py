@@ -1,4 +1,4 @@
-"""Keeping pandas out of the command line's process (it is no dependency of sptool)."""
+"""Keeping pandas out of the ``sptool`` script's own process (it is no dependency of sptool)."""
 
 from __future__ import annotations
 
@@ -8,9 +8,10 @@ import sys
 class _WithoutPandas:
     """An import finder that makes pandas look absent, as it is from sptool's dependencies.
 
-    pyarrow's to_numpy imports pandas whenever it is installed (for its conversion tables), on
-    the first call, on a decoding thread that holds the import lock meanwhile: 0.25 CPU-second
-    a command, and 0.57 of a 5M-row reorder's 1.49 (median of 5 interleaved runs)."""
+    pyarrow imports pandas whenever it is installed (its to_numpy and array conversions look for
+    pandas types), on the first call, often on a decoding thread that holds the import lock
+    meanwhile.  pyarrow supports running without pandas, and sptool's own code never needs it
+    (tests/test_versions.py runs the command line where pandas is installed)."""
 
     @staticmethod
     def find_spec(name, path=None, target=None):
@@ -20,6 +21,6 @@ class _WithoutPandas:
 
 
 def keep_pandas_out():
-    """For the command line only: the Python API leaves its caller's imports alone."""
+    """For the ``sptool`` script only (sptool.__main__.run): a host process's imports are its own."""
     if "pandas" not in sys.modules and _WithoutPandas not in sys.meta_path:
         sys.meta_path.insert(0, _WithoutPandas)

@@ -88,7 +88,7 @@ class _HDF5Tree:
     """The groups and datasets of an .h5ad file being written, through h5py."""
 
     def __init__(self, path: str):
-        self.h5py = anndata_h5py()
+        self.h5py = anndata_h5py(path)
         self.file = self.h5py.File(path, "w")
 
     def group(self, name: str, attrs: dict):
@@ -101,7 +101,7 @@ class _HDF5Tree:
 
     def strings(self, name: str, n: int, attrs: dict):
         ds = self.file.create_dataset(name, shape=(n,), dtype=self.h5py.string_dtype("utf-8"),
-                                      chunks=(min(max(n, 1), CHUNK),))
+                                      chunks=(min(n, CHUNK),) if n else None)
         ds.attrs.update(attrs)
         return ds
 
@@ -116,7 +116,7 @@ class _ZarrTree(_HDF5Tree):
     """The same through zarr: an AnnData .zarr store in Zarr format 2 (anndata's default)."""
 
     def __init__(self, path: str):
-        self.zarr = anndata_zarr()
+        self.zarr = anndata_zarr(path)
         self.file = self.zarr.open_group(path, mode="w", zarr_format=2)
 
     def group(self, name: str, attrs: dict):
@@ -170,6 +170,7 @@ class AnnDataWriter:
         check_zero_fill(meta, "h5ad")
         self.meta = meta
         self.zarr = dst.rstrip("/").lower().endswith(".zarr")
+        (anndata_zarr if self.zarr else anndata_h5py)(dst)  # installed, before anything is made
         self.target = AtomicTarget(dst, is_dir=self.zarr)
         self.notes = []
         if not (unique_claim is True and meta.row_major):

@@ -37,7 +37,7 @@ from .._memory import format_size
 from .._messages import out_of_bounds, out_of_order, repeated
 from ..errors import DataError, InputError, ResourceError, UsageError
 from ..format import TensorMeta, value_type_of_dtype
-from ..io import AtomicTarget, row_bytes
+from ..io import AtomicTarget, pointer_problem, row_bytes
 from .common import Options, Reader, cast_or_fail, check_not_hybrid, coerce_fill
 from .gather import GatheringWriter
 
@@ -148,9 +148,12 @@ def _coordinates(level, shape_of_level: list[int], path: str):
             else:
                 ptr = np.asarray(level.pointers_to_next, dtype=np.int64).reshape(-1)
                 n = indices.shape[1]
-                if len(ptr) != npos + 1 or ptr[0] != 0 or ptr[-1] != n or np.any(np.diff(ptr) < 0):
-                    raise DataError(f"pointers_to_{depth} is not a valid pointer array for {npos} positions and "
-                                    f"{n} indices", path=path)
+                if len(ptr) != npos + 1:
+                    raise DataError(f"pointers_to_{depth} holds {len(ptr)} pointers, not {npos + 1} (one per position "
+                                    "and one more)", path=path)
+                problem = pointer_problem(ptr, f"pointers_to_{depth}", first=0, last=n)
+                if problem:
+                    raise DataError(problem, path=path)
                 parent = np.repeat(np.arange(npos, dtype=np.int64), np.diff(ptr))
             coords = np.concatenate([coords[:, parent], indices])
         else:
@@ -278,10 +281,9 @@ class _HDF5Slices:
                 raise ResourceError(f"the {m + 1} pointers are held whole and need more than --memory allows",
                                     path=path)
             self.pointers = self._dataset("pointers_to_1", types, m + 1)[...].astype(np.int64)
-            ptr = self.pointers
-            if ptr[0] != 0 or ptr[-1] != n or np.any(np.diff(ptr) < 0):
-                raise DataError(f"pointers_to_1 is not a valid pointer array for {m} positions and {n} entries",
-                                path=path)
+            problem = pointer_problem(self.pointers, "pointers_to_1", first=0, last=n)
+            if problem:
+                raise DataError(f"{problem} (a pointer array for {m} positions)", path=path)
             self.outer_index = self._dataset("indices_0", types, m)[...].astype(np.int64) \
                 if outer == "sparse" else None
 

@@ -47,6 +47,17 @@ def parse_shape(shape) -> tuple | None:
     return shape
 
 
+def integer_array(value, what: str, path: str) -> np.ndarray:
+    """An index, pointer or shape array read from a file, as int64: integers only, since a float
+    or text there is a damaged or foreign file, not something to cut to an int."""
+    arr = np.asarray(value)
+    if arr.size and arr.dtype.kind not in "iu":
+        raise DataError(f"{what} must hold integers, not {arr.dtype} values", path=path)
+    if arr.size and arr.dtype.kind == "u" and int(arr.max()) > np.iinfo(np.int64).max:
+        raise DataError(f"{what} holds {int(arr.max())}, past the int64 indices can be", path=path)
+    return arr.astype(np.int64)
+
+
 def check_value_type(value_type: str | None) -> str | None:
     if value_type is not None and value_type not in VALUE_TYPES:
         raise UsageError(f"unknown value type {value_type!r}; use one of {', '.join(VALUE_TYPES)}")

@@ -30,7 +30,7 @@ from ..errors import DataError, InputError, ResourceError, UsageError
 from ..format import TensorMeta, value_type_of_dtype
 from ..io import AtomicTarget
 from ..stream.dense import NPY_HEADER_ERRORS
-from .common import Options, Reader, cast_or_fail, check_not_hybrid, check_zero_fill, coerce_fill
+from .common import Options, Reader, cast_or_fail, check_not_hybrid, check_zero_fill, coerce_fill, integer_array
 from .gather import GatheringWriter
 
 BATCH_ROWS = 1 << 20
@@ -103,7 +103,7 @@ class NpzReader(Reader):
         if missing:
             raise DataError(f"missing key{'s' if len(missing) > 1 else ''} {', '.join(missing)} for format "
                             f"{fmt!r}", path=path)
-        shape = tuple(int(s) for s in np.asarray(arrays["shape"]).reshape(-1))
+        shape = tuple(int(s) for s in integer_array(arrays["shape"], "shape", path).reshape(-1))
         data = np.asarray(arrays["data"])
         if data.dtype.kind not in "biufc":
             raise DataError(f"data of dtype {data.dtype} is not numeric", path=path)
@@ -150,12 +150,12 @@ def _coo(arrays: dict, shape: tuple, data: np.ndarray, path: str):
     """(keys, values) of a coo matrix or n-D array."""
     data = data.reshape(-1)
     if "coords" in arrays:
-        keys = np.asarray(arrays["coords"], dtype=np.int64)
+        keys = integer_array(arrays["coords"], "coords", path)
         if keys.ndim != 2:
             keys = keys.reshape(len(shape), -1)
     else:
-        keys = np.stack([np.asarray(arrays["row"], dtype=np.int64).reshape(-1),
-                         np.asarray(arrays["col"], dtype=np.int64).reshape(-1)])
+        keys = np.stack([integer_array(arrays["row"], "row", path).reshape(-1),
+                         integer_array(arrays["col"], "col", path).reshape(-1)])
     if keys.shape[0] != len(shape) or keys.shape[1] != len(data):
         raise DataError(f"coordinates of shape {keys.shape} do not match shape {list(shape)} and "
                         f"{len(data)} values", path=path)
@@ -183,7 +183,7 @@ def _dia(arrays: dict, shape: tuple, data: np.ndarray, path: str):
     """(keys, values) of a dia matrix in row-major order: data[k, j] is the cell (j - offsets[k], j),
     kept when it lies in the matrix and is not zero (stored zeros are the diagonals' padding)."""
     _check_2d("dia", shape, path)
-    offsets = np.asarray(arrays["offsets"], dtype=np.int64).reshape(-1)
+    offsets = integer_array(arrays["offsets"], "offsets", path).reshape(-1)
     if data.ndim != 2 or data.shape[0] != len(offsets):
         raise DataError(f"dia data of shape {list(data.shape)} does not match {len(offsets)} offsets", path=path)
     if len(np.unique(offsets)) != len(offsets):
@@ -205,8 +205,8 @@ def _check_2d(fmt: str, shape: tuple, path: str):
 def _pointers(arrays: dict, fmt: str, major: int, nnz: int, shape: tuple, path: str):
     """(outer, inner) indices of the ``nnz`` stored items of a compressed matrix with ``major``
     pointer rows: csr's rows, csc's columns, bsr's block rows."""
-    indptr = np.asarray(arrays["indptr"], dtype=np.int64).reshape(-1)
-    indices = np.asarray(arrays["indices"], dtype=np.int64).reshape(-1)
+    indptr = integer_array(arrays["indptr"], "indptr", path).reshape(-1)
+    indices = integer_array(arrays["indices"], "indices", path).reshape(-1)
     if len(indptr) != major + 1 or indptr[0] != 0 or indptr[-1] != nnz or len(indices) != nnz or \
             (len(indptr) > 1 and np.any(np.diff(indptr) < 0)):
         raise DataError(f"indptr is not a valid {fmt} pointer array for shape {list(shape)} and {nnz} entries",

@@ -22,7 +22,7 @@ from .._memory import format_size
 from ..errors import DataError, InputError, ResourceError, UsageError
 from ..format import TensorMeta, value_type_of_dtype
 from ..stream.dense import NPY_HEADER_ERRORS, open_npy
-from .common import Options, Reader, cast_or_fail, coerce_fill
+from .common import Options, Reader, cast_or_fail, coerce_fill, integer_array
 from .npz import NpzReader, NpzWriter, member_headers
 
 # The key sets an .npz of row-sparse data holds: sptool's own, then TensorFlow's IndexedSlices.
@@ -125,7 +125,7 @@ def _npz_rows(path: str, opts: Options) -> Reader:
             ids, blocks, extent = (z[k] for k in names)
     except (zipfile.BadZipFile, *NPY_HEADER_ERRORS) as e:
         raise DataError(f"cannot load the arrays ({e})", path=path) from None
-    extent = np.asarray(extent).reshape(-1)
+    extent = integer_array(extent, names[2], path).reshape(-1)
     if names == SLICES_KEYS and tuple(int(d) for d in extent[1:]) != tuple(blocks.shape[1:]):
         raise DataError(f"dense_shape {extent.tolist()} does not match values of shape {list(blocks.shape)}",
                         path=path)

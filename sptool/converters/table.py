@@ -23,7 +23,7 @@ import pyarrow.parquet as pq
 
 from .. import _kernels
 from ..errors import DataError, InputError, UsageError
-from ..format import INT64_MAX, TensorMeta, index_column, value_type_of_dtype
+from ..format import INT64_MAX, TensorMeta, index_column, value_type_of_arrow
 from ..io import READ_ERRORS, AtomicTarget, join_path, list_parts, locate, make_batch, parquet_file
 from .common import Options, Reader, cast_or_fail, coerce_fill
 from .compression import _Prefixed, open_binary, reading
@@ -180,12 +180,11 @@ class TableReader(Reader):
             return "string"
         if pa.types.is_binary(dtype) or pa.types.is_large_binary(dtype):
             return "binary"
-        try:
-            return value_type_of_dtype(np.dtype(dtype.to_pandas_dtype()))
-        # ImportError: pyarrow needs pandas for a zoned timestamp's type (absent, or kept out by the CLI).
-        except (NotImplementedError, TypeError, ValueError, DataError, ImportError):
+        value_type = value_type_of_arrow(dtype)
+        if value_type is None:
             raise UsageError(f"--values-column {self.schema.names[self.value]!r} holds {dtype}, which is not a "
-                             "number or a boolean; give --value-type to convert it", path=self.name) from None
+                             "number or a boolean; give --value-type to convert it", path=self.name)
+        return value_type
 
     # -- CSV / TSV -------------------------------------------------------------------------
     def _csv_header(self, path: str, fmt: str) -> pa.Schema:

@@ -12,7 +12,6 @@ import logging
 import os
 import re
 
-from .._collector import paused_for_imports
 from ..errors import SchedulerUnreachable, UsageError
 
 ENV_VAR = "SPTOOL_SCHEDULER"
@@ -40,8 +39,7 @@ def scheduler_of(given: str | None) -> str | None:
 def require_distributed():
     """The ``distributed`` module, or a UsageError saying how to install it."""
     try:
-        with paused_for_imports():
-            import distributed
+        import distributed
     except ImportError:
         raise UsageError(f"running on a cluster needs Dask's 'distributed' package; {INSTALL_HINT}") from None
     return distributed
@@ -87,15 +85,10 @@ def keep_restarted_workers():
 
 def dask_setup(worker=None) -> None:
     """Dask's preload hook (``--preload sptool.distributed.cluster``): PRELOAD imported as the
-    worker starts, not in the first job's tasks, and glibc's malloc set up as the ``sptool``
-    script sets it up (``lean_allocators``): the workers' CPU for a 20M-entry reduce 0.78 -> 0.55
-    s, for a 2 x 10M add 2.50 -> 2.02 s (medians of 4-5 interleaved runs, benchmarks/README.md,
-    session 9)."""
+    worker starts, not in the first job's tasks.  The worker's process is otherwise left as Dask
+    set it up (its allocator's settings are the environment's: docs/performance.md)."""
     import importlib
 
-    from .._memory import lean_allocators
-
-    lean_allocators()
     for module in PRELOAD:
         try:
             importlib.import_module(module)

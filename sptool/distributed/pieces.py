@@ -91,9 +91,9 @@ def refuse_stdin(path) -> str:
 
 def shared_copy(path: str, spool: str, budget: Budget) -> str:
     """``path`` itself when workers can read it in pieces (a Parquet file or part directory);
-    an Arrow stream file is read once, here, into the Parquet file ``spool`` (on the job's shared
-    scratch), which they can."""
-    if refuse_stdin(path) != "stream":
+    an Arrow stream file or an AnnData file (its X) is read once, here, into the Parquet file
+    ``spool`` (on the job's shared scratch), which they can."""
+    if refuse_stdin(path) not in ("stream", "hdf5", "anndata"):
         return path
     return _copy(path, spool, budget)
 

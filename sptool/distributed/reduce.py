@@ -40,7 +40,7 @@ from .seamed import by_seams, piece_edges
 
 # The partials' and the ranges' modules (maps.py, ranges.py, seams.py) are imported by the
 # strategies that use them: a float reduce of a sorted directory (seamed.py) never does, and
-# its driver's start is what bounds it against one machine (benchmarks/README.md, session 9).
+# its driver's start is what bounds it against one machine (docs/performance.md).
 
 ORDER_FREE = {"sum": "iu", "prod": "iu", "max": "iu", "min": "iu", "count": None}  # op -> value kinds
 

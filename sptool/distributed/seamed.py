@@ -103,8 +103,9 @@ class SeamedPiece(ParquetSource):
         def cut(batch):  # on the decoding threads, as the op's own prepare (the reduce's kernel) runs there
             n = batch.num_rows
             column = batch.column(batch.schema.get_field_index(name))
-            if column.null_count:  # refused once read (E_NULL_INDEX), as on one machine
-                return batch, None, _Seen(column.to_numpy(zero_copy_only=False)[:0], n, -1, n)
+            if column.null_count:  # refused once read (E_NULL_INDEX), as on one machine: prepare refuses it
+                prepared = prepare(batch) if prepare is not None else None
+                return batch, prepared, _Seen(column.to_numpy(zero_copy_only=False)[:0], n, -1, n)
             column = column.to_numpy()
             other, last_hit = n, -1
             if value is not None:

@@ -9,6 +9,8 @@ from ._arrays import arrow_of, batch_keys, batch_values, make_batch, normalize_b
 from ._atomic import AtomicTarget, ClosesOrAborts, SideOutputs, abort_live_targets, commit_all
 from ._digest import DigestReader, digest_problem
 from ._footer import FooterError, pages_without_crc
+from ._iso import IsoCheck
+from ._pointers import pointer_problem
 from ._prefetch import prefetch
 from ._rowgroups import check_text, parquet_file, plan_chunks, read_chunks, read_failure_code
 from ._scratch import before_removal, make_scratch_dir, remove_live_scratch, scratch_dir, sibling_name, sweep
@@ -83,9 +85,9 @@ __all__ = [
     "edge_keys",
     "filled_groups",
     "index_bounds",
-    "FooterError", "pages_without_crc",
+    "FooterError", "pages_without_crc", "IsoCheck",
     "file_size", "is_remote", "join_path", "local_only", "local_path", "make_dir", "register_filesystem", "remove_path",
     "absolute", "bare", "files_in", "is_npy", "kind_of", "move", "remove_hidden",
     "listing", "matching", "open_output", "open_read", "open_sequential", "split",
-    "AnnDataSource", "anndata_h5py", "anndata_zarr", "is_anndata",
+    "AnnDataSource", "anndata_h5py", "anndata_zarr", "is_anndata", "pointer_problem",
 ]

@@ -28,6 +28,7 @@ import numpy as np
 
 from ..errors import DataError, InputError, ResourceError, UsageError
 from ..format import TensorMeta, value_type_of_dtype
+from ._pointers import pointer_problem
 from ._url import is_remote
 
 HDF5_MAGIC = b"\x89HDF\r\n\x1a\n"
@@ -44,19 +45,21 @@ LEGACY_KEYS = {"raw/X": "raw.X", "obsp/distances": "uns/neighbors/distances",
 POINTER_WINDOW_BYTES = 8 << 20
 
 
-def anndata_h5py():
+def anndata_h5py(path: str | None = None):
+    """The h5py module, or a UsageError (naming ``path``) that says how to install it."""
     try:
         import h5py
     except ImportError:
-        raise UsageError(INSTALL) from None
+        raise UsageError(INSTALL, path=path) from None
     return h5py
 
 
-def anndata_zarr():
+def anndata_zarr(path: str | None = None):
+    """The zarr module, or a UsageError (naming ``path``) that says how to install it."""
     try:
         import zarr
     except ImportError:
-        raise UsageError(ZARR_INSTALL) from None
+        raise UsageError(ZARR_INSTALL, path=path) from None
     return zarr
 
 
@@ -187,14 +190,14 @@ class AnnDataFile:
         self.path = path
         self.kind = "zarr" if os.path.isdir(path) else "hdf5"
         if self.kind == "zarr":
-            zarr = anndata_zarr()
+            zarr = anndata_zarr(path)
             try:
                 self.root = zarr.open_group(path, mode="r")
             except Exception as e:  # zarr raises its own errors for a broken store
                 raise InputError(f"cannot open as a Zarr store ({_short(e)})", path=path) from None
             self._handle = None
         else:
-            h5py = anndata_h5py()
+            h5py = anndata_h5py(path)
             try:
                 self._handle = self.root = h5py.File(path, "r")
             except OSError as e:
@@ -463,7 +466,9 @@ class MatrixReader:
         for w0 in range(0, major, window):
             w1 = min(w0 + window, major)
             ptr = self._read(indptr, w0, w1 + 1, "indptr").astype(np.int64, copy=False)
-            self._check_pointers(ptr, w0)
+            problem = pointer_problem(ptr, "indptr", offset=w0)
+            if problem:
+                self.fail(problem)
             i = 0
             while i < w1 - w0:
                 j = int(np.searchsorted(ptr, ptr[i] + step, side="right")) - 1
@@ -474,15 +479,9 @@ class MatrixReader:
                     yield from self._block(w0 + i, ptr[i:j + 1])
                 i = j
 
-    def _check_pointers(self, ptr: np.ndarray, w0: int):
-        down = np.flatnonzero(ptr[1:] < ptr[:-1])
-        if len(down):
-            at = w0 + int(down[0]) + 1
-            self.fail(f"indptr[{at}] = {ptr[down[0] + 1]} is below indptr[{at - 1}] = {ptr[down[0]]}: indptr never "
-                      "decreases")
-
     def _entries(self, a: int, b: int) -> tuple[np.ndarray, np.ndarray]:
-        """(minor indices as int64, values) of entries [a, b), the indices checked within the shape."""
+        """(minor indices as stored, values) of entries [a, b), the indices checked within the shape
+        (they become int64 as they are copied into the keys)."""
         m = self.matrix
         node = m.node
         minor_extent = m.shape[1] if m.layout == "csr" else m.shape[0]
@@ -494,7 +493,7 @@ class MatrixReader:
                 at = int(np.argmax((minor < 0) | (minor >= minor_extent)))
                 self.fail(f"indices[{a + at}] = {minor[at]} is outside the shape {list(m.shape)}: a {m.layout} "
                           f"matrix's indices lie in [0, {minor_extent})", "E_INDEX_OUT_OF_BOUNDS")
-        return minor.astype(np.int64, copy=False), values
+        return minor, values
 
     def _keys(self, major: np.ndarray, minor: np.ndarray) -> np.ndarray:
         keys = np.empty((2, len(major)), dtype=np.int64)
@@ -511,16 +510,22 @@ class MatrixReader:
         rising = minor[1:] > minor[:-1]
         rising[ptr[1:-1][(ptr[1:-1] > a) & (ptr[1:-1] < b)] - a - 1] = True  # a new position starts
         if not rising.all():
-            major, minor, values = self._sorted(major, minor, values)
+            major, minor, values = self._canonical(major, minor, values, np.flatnonzero(~rising) + 1)
         yield self._keys(major, minor), values
 
-    def _sorted(self, major, minor, values):
-        """Entries sorted by (major, minor) position by position, an index repeated within a
+    def _canonical(self, major, minor, values, stalled):
+        """Entries sorted by (major, minor) within the positions holding an index at ``stalled``
+        not above the one before it (only those are sorted), then an index repeated within a
         position summed into one entry."""
-        order = np.lexsort((minor, major))
-        moved = order != np.arange(len(order))
-        self.unsorted += len(np.unique(major[moved]))
-        major, minor, values = major[order], minor[order], values[order]
+        fallen = stalled[minor[stalled] < minor[stalled - 1]]
+        if len(fallen):
+            minor = minor if minor.flags.writeable else minor.copy()
+            values = values if values.flags.writeable else values.copy()
+            lines = np.unique(major[fallen])
+            self.unsorted += len(lines)
+            at = np.flatnonzero(np.isin(major, lines))  # those positions' entries, each a run
+            order = at[np.lexsort((minor[at], major[at]))]
+            minor[at], values[at] = minor[order], values[order]
         repeat = (major[1:] == major[:-1]) & (minor[1:] == minor[:-1])
         if repeat.any():
             starts = np.flatnonzero(np.concatenate([[True], ~repeat]))

@@ -131,17 +131,13 @@ def read_chunks(path: str, pf: pq.ParquetFile, chunks: list[list[int]], *, batch
 
     from concurrent.futures import ThreadPoolExecutor
 
-    local = threading.local()
-    handles: list[pq.ParquetFile] = []
-    lock = threading.Lock()
+    local = threading.local()  # each thread's open file, closed as its thread ends
 
     def work(groups):
         f = getattr(local, "file", None)
         if f is None:
             # The footer is parsed once, by the caller; each thread only opens the file.
             f = local.file = parquet_file(path, metadata=pf.metadata)
-            with lock:
-                handles.append(f)
         return split(f.read_row_groups(groups, columns=columns, use_threads=False))
 
     pool = ThreadPoolExecutor(threads, thread_name_prefix="sptool-read")
@@ -160,6 +156,4 @@ def read_chunks(path: str, pf: pq.ParquetFile, chunks: list[list[int]], *, batch
             yield from items
             del items
     finally:
-        if stop_pool(pool):  # the chunks not begun are cancelled
-            for f in handles:
-                f.close()  # else each closes as its thread ends (a thread-local, then unreferenced)
+        stop_pool(pool)  # the chunks not begun are cancelled; no join (sptool._threads)

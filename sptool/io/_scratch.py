@@ -143,7 +143,7 @@ def before_removal(path: str, stop) -> None:
 def scratch_dir(kind: str, tmp_dir: str | None = None) -> tempfile.TemporaryDirectory:
     """A TemporaryDirectory sptool-KIND-HOST-PID-START-RAND in ``tmp_dir`` (default: the system's),
     made after sweeping that directory of this host's dead processes' scratch directories."""
-    tmp_dir = local_only(tmp_dir, "--tmp-dir")  # spilled runs are read back by memory maps
+    tmp_dir = local_only(tmp_dir, "--tmp-dir", directory=True)  # spilled runs are read back by memory maps
     _PARENTS.add(os.path.abspath(tmp_dir or tempfile.gettempdir()))
     sweep(tmp_dir or tempfile.gettempdir())
     made = tempfile.TemporaryDirectory(prefix=f"sptool-{kind}-{owner()}-", dir=tmp_dir)
@@ -153,7 +153,7 @@ def scratch_dir(kind: str, tmp_dir: str | None = None) -> tempfile.TemporaryDire
 
 def make_scratch_dir(kind: str, tmp_dir: str | None = None) -> str:
     """As scratch_dir, for a caller that removes the directory itself."""
-    tmp_dir = local_only(tmp_dir, "--tmp-dir")  # spilled runs are read back by memory maps
+    tmp_dir = local_only(tmp_dir, "--tmp-dir", directory=True)  # spilled runs are read back by memory maps
     _PARENTS.add(os.path.abspath(tmp_dir or tempfile.gettempdir()))
     sweep(tmp_dir or tempfile.gettempdir())
     return _registered(tempfile.mkdtemp(prefix=f"sptool-{kind}-{owner()}-", dir=tmp_dir))

@@ -80,15 +80,24 @@ def local_path(name):
     return unquote(parts.path) or "/"
 
 
-def local_only(name, what: str, why: str = ""):
+def local_only(name, what: str, why: str = "", *, directory: bool = False):
     """``name`` as a local path (a file:// URL resolved) for ``what``, which reads or writes
     through local files (``why``, said in the message); another filesystem's URL is refused,
-    naming what does take one."""
+    naming what does take one.  With ``directory``, a directory to write scratch files in
+    (--tmp-dir): it must exist and be writable, checked when it is named rather than when the
+    data first grows large enough to spill; a missing one is not made, since a mistyped name
+    would then spill somewhere unintended."""
     if is_remote(name):
         raise UsageError(f"{what} takes local paths (or file:// URLs) only{f': {why}' if why else ''}; URLs of other "
                          "filesystems are taken where tensors (.parquet files, part directories, .arrows streams), "
                          "text formats and TFRecord files are read and written: copy it locally first", path=name)
-    return local_path(name)
+    path = local_path(name)
+    if directory and path is not None:
+        if not os.path.isdir(path):
+            raise UsageError(f"{what} names no directory (it must exist)", path=path)
+        if not os.access(path, os.W_OK | os.X_OK):
+            raise UsageError(f"{what} names a directory this process cannot write in", path=path)
+    return path
 
 
 def file_size(name: str) -> int:

@@ -33,6 +33,7 @@ from ..format import (
 from ._arrays import batch_values, make_batch
 from ._atomic import AtomicTarget, ClosesOrAborts
 from ._digest import DigestWriter
+from ._iso import IsoCheck
 from ._stitch import StitchedWriter
 from ._url import bare, is_remote, join_path, kind_of, local_path, located, open_output, total_size
 from .source import part_name, row_bytes
@@ -98,6 +99,8 @@ def column_compression(meta: TensorMeta, sample=None) -> dict:
 
 # Values whose byte planes zstd shrinks by less than this share get lz4_raw instead.
 _ZSTD_MIN_SAVING = 0.15
+# LZ4_RAW pages, by the one name every pyarrow from 16 on takes for them ("lz4_raw" only from 24).
+LZ4_RAW = "lz4"
 _SAMPLE_VALUES = 1 << 16
 
 
@@ -123,7 +126,7 @@ def values_codec(meta: TensorMeta, sample=None) -> str:
         return "zstd"
     planes = values.view(np.uint8).reshape(len(values), values.itemsize).T.tobytes()
     packed = pa.compress(planes, codec="zstd", asbytes=False)
-    return "zstd" if packed.size <= (1 - _ZSTD_MIN_SAVING) * len(planes) else "lz4_raw"
+    return "zstd" if packed.size <= (1 - _ZSTD_MIN_SAVING) * len(planes) else LZ4_RAW
 
 
 @functools.lru_cache(maxsize=64)
@@ -195,6 +198,7 @@ class OrderTracker:
         cols = list(cols)
         n = len(cols[0]) if cols else 0
         if n == 0 or not len(self.order):
+            self.offset += n  # rows still counted: other checks of the same rows name them by it
             return -1, 0
         row, kind = _kernels.columns_order_violation(cols, self.order, self.check_repeats, self.prev)
         if row >= 0 and kind == _kernels.REPEATED and self.tolerate_repeats:
@@ -228,8 +232,8 @@ class OrderTracker:
 class TensorSink(ClosesOrAborts):
     """Writes batches, checking every claim it will put in the metadata.
 
-    ``meta.sort_order`` and ``unique_claim`` are claims made by the caller: the sink verifies
-    them as rows pass (a broken claim is an error, never a false header); a uniqueness claim
+    ``meta.sort_order``, ``meta.iso`` and ``unique_claim`` are claims made by the caller: the sink
+    verifies them as rows pass (a broken claim is an error, never a false header); a uniqueness claim
     on rows in no full sort order cannot be checked in one pass and is the caller's guarantee.  ``unique=None``
     means "find out": the output is marked unique when the rows turned out strictly
     increasing in a full sort order.  Shape entries that are None are inferred as max + 1.
@@ -262,6 +266,7 @@ class TensorSink(ClosesOrAborts):
         self.order = OrderTracker(meta.sort_order, self.K, check_repeats=unique_claim is not False,
                                   tolerate_repeats=unique_claim is None)
         self.still_unique = unique_claim is not False and len(meta.sort_order) == self.K
+        self.iso = IsoCheck() if meta.iso else None
         # Found order: a row-major tracker while the rows keep that order (repeats noted).
         self._found = OrderTracker(tuple(range(self.K)), self.K, check_repeats=True, tolerate_repeats=True) \
             if detect_order and not meta.sort_order and self.kind in ("file", "dir", "memory") else None
@@ -370,6 +375,11 @@ class TensorSink(ClosesOrAborts):
 
     def _append(self, batch: pa.RecordBatch) -> None:
         n = batch.num_rows
+        if self.iso is not None:
+            at = self._first_row + self.rows
+            row = self.iso.first_break(batch_values(batch, self.meta), at)
+            if row >= 0:
+                raise DataError(self.iso.broken(at + row), path=self._source)
         self.rows += n
         if self.kind == "memory":
             self.bytes_written += batch.nbytes

@@ -31,6 +31,7 @@ from ..format import (
 from ._anndata import HDF5_MAGIC, MatrixReader, is_anndata_store
 from ._arrays import batch_keys, batch_values, make_batch, normalize_batch
 from ._digest import DigestReader, digest_problem
+from ._iso import IsoCheck
 from ._prefetch import prefetch
 from ._rowgroups import check_text, parquet_file, plan_chunks, read_chunks, read_failure_code
 from ._scratch import scratch_dir
@@ -318,7 +319,27 @@ def dataset_meta(parts: list[Part], path: str) -> TensorMeta:
     if len(parts) == 1:
         return first
     order, unique = derived_claims(parts)
-    return first.with_(nnz=nnz, sort_order=order, unique=unique, attributes=first.attributes)
+    iso = first.iso and first_values_agree(parts)
+    return first.with_(nnz=nnz, sort_order=order, unique=unique, iso=iso, attributes=first.attributes)
+
+
+def first_values_agree(parts: list[Part]) -> bool:
+    """Whether the first values of a directory's non-empty parts have one bit pattern: then, and
+    only then, are the whole's values iso when every part's are (SPEC section 7).  A part whose
+    first row cannot be read gives no claim: reading the rows reports the damage."""
+    check = IsoCheck()
+    try:
+        for p in parts:
+            filled = filled_groups(p.file.metadata)
+            if not filled:
+                continue
+            batch = next(p.file.iter_batches(batch_size=1, row_groups=filled[:1]))
+            first = normalize_batch(batch, p.meta, p.meta.arrow_schema(), p.path)
+            if check.first_break(batch_values(first, p.meta)) >= 0:
+                return False
+    except READ_ERRORS:
+        return False
+    return True
 
 
 def open_dataset(path: str, read_parts=None) -> ParquetSource:

@@ -8,6 +8,7 @@ import contextlib
 import numpy as np
 
 from .. import _kernels
+from .._args import whole_number
 from .._memory import Budget, budget_of
 from .._messages import row_text
 from ..errors import DataError, ShapeMismatch, UsageError
@@ -58,6 +59,7 @@ def bincount(path, output: str | None = None, *, weights=None, minlength: int | 
     """
     budget = budget_of(memory)
     minlength, maxlength = _length(minlength, "minlength"), _length(maxlength, "maxlength")
+    axis = whole_number(axis, "--axis")
     if axis not in (0, -1):
         raise UsageError(f"Unsupported axis value {axis}. Only 0 and -1 are currently supported.")
     if weights is not None and binary_output:
@@ -131,10 +133,7 @@ class Bincount(StreamOp):
 def _length(value, name: str) -> int:
     if value is None:
         return -1
-    try:
-        n = int(value)
-    except (TypeError, ValueError):
-        raise UsageError(f"--{name} must be an integer, not {value!r}") from None
+    n = whole_number(value, f"--{name}")
     if n < -1:
         raise UsageError(f"--{name} must be >= -1 (TensorFlow's attribute), not {n}")
     return n

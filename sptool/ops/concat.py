@@ -19,6 +19,7 @@ import numpy as np
 import pyarrow as pa
 
 from .. import _kernels
+from .._args import whole_number
 from .._memory import Budget, budget_of
 from .._messages import out_of_bounds
 from ..errors import DataError, UsageError
@@ -155,6 +156,7 @@ def concat(paths, output: str | None, *, axis: int, expand_nonconcat: bool = Fal
     ``sptool.distributed.concat`` runs it on a Dask cluster, writing a part directory.
     """
     paths = input_paths(paths)
+    axis = whole_number(axis, "--axis")
     budget = budget_of(memory)
     with open_operands(paths, tmp_dir) as srcs:
         op = Concat(axis, expand_nonconcat)

@@ -17,6 +17,7 @@ from dataclasses import replace
 
 import numpy as np
 
+from .._args import optional_whole_number, shape_of
 from .._memory import Budget, budget_of
 from ..converters import (
     EXTENSIONS,
@@ -247,8 +248,11 @@ def convert(src: str | None, dst: str, *, from_format: str | None = None, to_for
     memory : str or int, optional
         The memory budget (default 1GiB or $SPTOOL_MEMORY).
 
-    Returns a summary: ``{"input", "output", "from", "to", "rows_in", "rows", "shape",
-    "value_type"}``.  ``rows`` can exceed ``rows_in`` when a symmetric .mtx is expanded.
+    Returns
+    -------
+    dict
+        A summary: ``{"input", "output", "from", "to", "rows_in", "rows", "shape",
+        "value_type"}``.  ``rows`` can exceed ``rows_in`` when a symmetric .mtx is expanded.
 
     Examples
     --------
@@ -258,6 +262,11 @@ def convert(src: str | None, dst: str, *, from_format: str | None = None, to_for
     'sptool'
     """
     src, dst = local_path(src), local_path(dst)
+    shape = shape if shape is None or isinstance(shape, str) else shape_of(shape, "--shape")
+    index_base, n_features, vocab_size, height = (
+        optional_whole_number(value, name) for value, name in (
+            (index_base, "--index-base"), (n_features, "--n-features"), (vocab_size, "--vocab-size"),
+            (height, "--height")))
     row_sparse = _row_sparse_input(src, rows, values, height)
     if row_sparse is not None:
         src, from_format, values = row_sparse.values, "rows", None

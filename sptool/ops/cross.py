@@ -9,6 +9,7 @@ import numpy as np
 import pyarrow as pa
 
 from .. import _cross
+from .._args import optional_whole_number, whole_number
 from .._memory import Budget, budget_of
 from ..errors import DataError, ShapeMismatch, UsageError
 from ..format import TensorMeta
@@ -78,11 +79,8 @@ def cross_hashed(inputs, output: str | None = None, *, num_buckets: int = 0, has
     ...              num_buckets=1000)["value_type"]
     'int64'
     """
-    try:
-        buckets = int(num_buckets)
-        key = 0 if hash_key is None else int(hash_key)
-    except (TypeError, ValueError):
-        raise UsageError("--num-buckets and --hash-key must be integers") from None
+    buckets = whole_number(num_buckets, "--num-buckets")
+    key = optional_whole_number(hash_key, "--hash-key") or 0
     if buckets < 0 or buckets > INT64_MAX:
         raise UsageError(f"--num-buckets must be in [0, 2**63), not {buckets}")
     if not INT64_MIN <= key <= INT64_MAX:

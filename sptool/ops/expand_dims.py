@@ -5,6 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pyarrow as pa
 
+from .._args import whole_number
 from .._memory import budget_of
 from ..errors import UsageError
 from ..format import TensorMeta
@@ -15,7 +16,7 @@ from ..tensor import SparseTensor
 
 def normalize_axis(axis: int, ndim: int) -> int:
     """TensorFlow's rule: axis in [-ndim-1, ndim]; a negative axis counts from the end of the result."""
-    axis = int(axis)
+    axis = whole_number(axis, "--axis")
     if not -ndim - 1 <= axis <= ndim:
         raise UsageError(f"axis {axis} is out of range for a tensor of {ndim} dimensions "
                          f"(valid: {-ndim - 1}..{ndim})")

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from .._args import whole_number
 from .._memory import ROW_GROUP_ROWS, Budget, budget_of
 from ..errors import UsageError
 from ..format import VALUE_TYPES, TensorMeta
@@ -28,11 +29,8 @@ def eye(num_rows: int, num_columns: int | None = None, output: str | None = None
     >>> eye(3, 5, out)["rows"]
     3
     """
-    try:
-        n = int(num_rows)
-        m = n if num_columns is None else int(num_columns)
-    except (TypeError, ValueError):
-        raise UsageError("eye needs integer sizes") from None
+    n = whole_number(num_rows, "num_rows")
+    m = n if num_columns is None else whole_number(num_columns, "num_columns")
     if n < 0 or m < 0:
         raise UsageError(f"eye needs non-negative sizes, not {n} x {m}")
     if dtype not in VALUE_TYPES or dtype in ("string", "binary"):

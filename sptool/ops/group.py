@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
+from .._args import whole_numbers
 from .._memory import budget_of
 from ..io import TensorSource, open_source
 from ..stream.group import group_source, group_tensor
@@ -23,6 +24,7 @@ def group(tensor, dims, *, sort: bool = False, memory=None, tmp_dir: str | None 
     >>> [key for key, _, _ in group("sample_data/tensor3d.parquet", [0])][:3]
     [(0,), (1,), (2,)]
     """
+    dims = whole_numbers(dims, "dims")
     budget = budget_of(memory)
     if isinstance(tensor, SparseTensor):
         yield from group_tensor(tensor, dims, sort=sort)

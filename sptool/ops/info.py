@@ -11,6 +11,7 @@ import math
 import numpy as np
 
 from .. import _kernels
+from .._args import whole_number
 from .._memory import Budget, budget_of, format_size
 from ..errors import DataError, UsageError
 from ..format import encode_fill, index_column
@@ -226,6 +227,7 @@ def head(path: str, n: int = 10, *, memory=None) -> tuple[np.ndarray, np.ndarray
     >>> idx.shape
     (3, 3)
     """
+    n = whole_number(n, "n")
     budget = budget_of(memory)
     with open_input(path) as src:
         keys_list, vals_list, got = [], [], 0

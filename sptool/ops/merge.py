@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from .._args import whole_number
 from .._memory import Budget, budget_of
 from ..errors import DataError, ShapeMismatch, UsageError
 from ..format import TensorMeta
@@ -71,9 +72,9 @@ def merge(ids, values, output: str | None = None, *, vocab_size: int, memory=Non
     >>> merge(ids, vals, os.path.join(tmp, "merged.parquet"), vocab_size=20)["shape"]
     [8, 20]
     """
-    if vocab_size is None or int(vocab_size) < 0:
-        raise UsageError("--vocab-size must be a non-negative integer")
-    vocab_size = int(vocab_size)
+    vocab_size = whole_number(vocab_size, "--vocab-size")
+    if vocab_size < 0:
+        raise UsageError(f"--vocab-size must be >= 0, not {vocab_size}")
     budget = budget_of(memory)
     with open_operands([ids, values], tmp_dir) as srcs:
         sink = run(Merge(vocab_size, srcs[0].path), srcs, output, budget=budget, tmp_dir=tmp_dir, progress=progress)

@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import numpy as np
 
+from .._args import whole_number
 from .._memory import budget_of
-from ..errors import ResourceError
+from ..errors import ResourceError, UsageError
 from ..io import TensorSource, open_sink, open_source, read_all, row_bytes
 from ..tensor import SparseTensor, refuse_repeats
 
@@ -63,6 +64,9 @@ def write(tensor: SparseTensor, path: str | None, *, batch_rows: int = 1 << 20):
     >>> meta.canonical
     True
     """
+    batch_rows = whole_number(batch_rows, "batch_rows")
+    if batch_rows < 1:
+        raise UsageError(f"batch_rows must be >= 1, not {batch_rows}")
     meta = tensor.meta
     keys = tensor.keys
     with open_sink(path, meta, unique_claim=True if meta.unique else False) as sink:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from .._args import whole_numbers
 from .._memory import budget_of
 from ..io import known_shape, open_input
 from ..stream.engine import run
@@ -26,6 +27,7 @@ def reorder(path: str, output: str | None, *, order=None, duplicates: str = "kee
 
     ``sptool.distributed.reorder`` runs the sort on a Dask cluster, writing a part directory.
     """
+    order = None if order is None else whole_numbers(order, "--order")
     budget = budget_of(memory)
     with open_input(path) as opened, known_shape(opened, tmp_dir) as src:
         rows_in = src.meta.nnz

@@ -6,6 +6,7 @@ import numpy as np
 import pyarrow as pa
 
 from .. import _kernels
+from .._args import whole_numbers
 from .._memory import budget_of
 from ..errors import DataError, UsageError
 from ..format import INT64_MAX, TensorMeta, index_column
@@ -16,7 +17,7 @@ from ..tensor import SparseTensor
 
 def check_new_shape(new_shape, meta) -> tuple:
     """The new shape as ints: same rank, non-negative, dense dimensions unchanged."""
-    new_shape = tuple(int(s) for s in new_shape)
+    new_shape = whole_numbers(new_shape, "--shape")
     if len(new_shape) != meta.ndim:
         raise UsageError(f"the new shape {list(new_shape)} has {len(new_shape)} dimensions but the tensor has "
                          f"{meta.ndim}: reset_shape keeps the rank")

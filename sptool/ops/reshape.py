@@ -8,6 +8,7 @@ import numpy as np
 import pyarrow as pa
 
 from .. import _kernels, _widekeys
+from .._args import whole_numbers
 from .._memory import budget_of
 from ..errors import UsageError
 from ..format import INT64_MAX, TensorMeta
@@ -22,7 +23,7 @@ def resolve_shape(new_shape, old_sparse: tuple, dense: tuple) -> tuple:
     For a hybrid tensor the dense dimensions are kept: ``new_shape`` must end with them, and
     only the sparse part before them is reshaped.
     """
-    new_shape = [int(s) for s in new_shape]
+    new_shape = list(whole_numbers(new_shape, "--shape"))
     if dense:
         tail = new_shape[len(new_shape) - len(dense):] if len(new_shape) >= len(dense) else None
         if tail != list(dense) or len(new_shape) == len(dense):
@@ -61,15 +62,6 @@ def resolve_shape(new_shape, old_sparse: tuple, dense: tuple) -> tuple:
     return tuple(new_shape)
 
 
-def strides_of(shape) -> np.ndarray:
-    """Row-major strides (in elements) of a shape whose product fits in int64."""
-    out, acc = [], 1
-    for s in reversed(shape):
-        out.append(acc)
-        acc *= max(int(s), 1)
-    return np.asarray(out[::-1], dtype=np.int64)
-
-
 def relinearize(keys: np.ndarray, old_shape, new_shape) -> np.ndarray:
     """(K', n) keys in ``new_shape`` of the rows at (K, n) ``keys`` in ``old_shape`` (same row-major
     linear index).  Indices must be in bounds and the shapes' products equal.  The linear index
@@ -87,7 +79,7 @@ def relinearize(keys: np.ndarray, old_shape, new_shape) -> np.ndarray:
                               out)
         return out
     lin = np.empty(n, dtype=np.int64)
-    _kernels.linear_offsets(keys, strides_of(old_shape), lin)
+    _kernels.linear_offsets(keys, np.asarray(old_shape, dtype=np.int64), lin)
     for k in range(len(new_shape) - 1, 0, -1):
         np.divmod(lin, int(new_shape[k]), out=(lin, out[k]))
     out[0] = lin

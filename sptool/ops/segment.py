@@ -10,6 +10,7 @@ from __future__ import annotations
 import numpy as np
 
 from .. import _kernels
+from .._args import optional_whole_number
 from .._memory import Budget, budget_of
 from ..errors import DataError, ShapeMismatch, UsageError
 from ..format import TensorMeta, value_type_of_dtype
@@ -123,8 +124,9 @@ class _Segment(StreamOp):
         idx, seg = _ids(self.indices, "--indices"), _ids(self.segment_ids, "--segment-ids")
         if len(idx) != len(seg):
             raise ShapeMismatch(f"segment_ids and indices should have same size: {len(seg)} and {len(idx)}")
-        if num_segments is not None and (not isinstance(num_segments, (int, np.integer)) or num_segments < 0):
-            raise UsageError(f"--num-segments must be a whole number >= 0, not {num_segments!r}")
+        num_segments = optional_whole_number(num_segments, "--num-segments")
+        if num_segments is not None and num_segments < 0:
+            raise UsageError(f"--num-segments must be >= 0, not {num_segments}")
         S = num_segments if num_segments is not None else self._segments_to_the_last_id(seg)
         self.n = table.shape[0]
         self.m = int(np.prod(table.shape[1:], dtype=np.int64))

@@ -6,6 +6,7 @@ from __future__ import annotations
 import numpy as np
 import pyarrow as pa
 
+from .._args import whole_numbers
 from .._memory import budget_of
 from ..errors import DataError, UsageError
 from ..format import stats_problem
@@ -32,7 +33,7 @@ def slice_box(shape, start, size, sparse_ndim: int) -> tuple[list[int], list[int
     ones (the dense dimensions are then kept whole).  A size of -1 means "to the end".
     """
     rank = len(shape)
-    start, size = [int(s) for s in start], [int(s) for s in size]
+    start, size = list(whole_numbers(start, "--start")), list(whole_numbers(size, "--size"))
     for name, v in (("start", start), ("size", size)):
         if len(v) != rank and not (len(v) == sparse_ndim < rank):
             also = f" (or {sparse_ndim}, the sparse dimensions only)" if sparse_ndim < rank else ""
@@ -189,7 +190,7 @@ class Slice(StreamOp):
                 raise bounds_error(start, row, cols, src.meta, src.path)
             if claim is not None:
                 claim.tracker.offset = start
-                claim.check(cols)
+                claim.check_rows(batch, cols)
             yield batch, np.stack(cols)
 
     def map(self, batch, keys):

@@ -10,6 +10,7 @@ import shutil
 import numpy as np
 import pyarrow as pa
 
+from .._args import whole_number
 from .._memory import Budget, budget_of, format_size
 from ..errors import ResourceError, UsageError
 from ..format import TensorMeta
@@ -91,6 +92,7 @@ def split(path: str, pattern: str, *, axis: int, num: int, memory=None, progress
     >>> [s[0] for s in r["shapes"]]
     [14, 13, 13]
     """
+    axis, num = whole_number(axis, "--axis"), whole_number(num, "--num")
     budget = budget_of(memory)
     with open_input(path) as opened, known_shape(opened) as src:
         op = Split(pattern, axis, num, budget)
@@ -133,7 +135,9 @@ class Split(StreamOp):
             raise UsageError(f"splitting into {num} pieces keeps {num} writers open (about "
                              f"{format_size(WRITER_OVERHEAD)} each): raise --memory to at least {need}")
         self.pieces = (meta, axis, starts, metas)
-        return Plan(meta, unique_claim=True if meta.unique else None)
+        # Bounds checked on the input's rows as they are read: an error names the file, its row
+        # and coordinates, and its shape (a piece's sink would name the rebased ones).
+        return Plan(meta, unique_claim=True if meta.unique else None, bounds_checked=True)
 
     def open_output(self, output, plan: Plan, *, budget: Budget):
         return _Pieces(self.paths, *self.pieces, unique_claim=plan.unique_claim, budget=budget)

@@ -16,6 +16,7 @@ import re
 import numpy as np
 
 from .. import _kernels
+from .._args import whole_numbers
 from .._memory import Budget, budget_of, format_size
 from ..errors import UsageError
 from ..io import AtomicTarget, ClosesOrAborts, known_shape, open_input
@@ -39,7 +40,10 @@ def parse_size(size, default: tuple[int, int]) -> tuple[int, int]:
         if not m:
             raise UsageError(f"--size {size!r} must be WIDTHxHEIGHT (e.g. 512x512) or one number for a square")
         size = (int(m.group(1)), int(m.group(2) or m.group(1)))
-    width, height = (int(s) for s in size)
+    sides = whole_numbers(size, "--size")
+    if len(sides) != 2:
+        raise UsageError(f"--size {list(sides)} must be two numbers, a width and a height")
+    width, height = sides
     if not (1 <= width <= 1 << 16 and 1 <= height <= 1 << 16):
         raise UsageError(f"--size {width}x{height}: each side must be 1 to 65536")
     return width, height

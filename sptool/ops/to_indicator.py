@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from .._args import whole_number
 from .._memory import Budget, budget_of
 from .._messages import row_text, tuple_text
 from ..errors import DataError, UsageError
@@ -40,10 +41,7 @@ def to_indicator(path: str, output: str | None = None, *, vocab_size: int, memor
     (1797, 17)
     """
     budget = budget_of(memory)
-    try:
-        V = int(vocab_size)
-    except (TypeError, ValueError):
-        raise UsageError(f"--vocab-size must be an integer, not {vocab_size!r}") from None
+    V = whole_number(vocab_size, "--vocab-size")
     if V < 0:
         raise UsageError(f"--vocab-size must be >= 0, not {V}")
     dense_out = is_npy(output)

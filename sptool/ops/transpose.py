@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pyarrow as pa
 
+from .._args import whole_numbers
 from .._memory import budget_of
 from ..errors import UsageError
 from ..format import TensorMeta
@@ -18,7 +19,7 @@ def normalize_perm(perm, K: int, ndim: int) -> tuple[int, ...]:
     hybrid tensor is accepted when it leaves the dense dimensions in place."""
     if perm is None:
         return tuple(range(K - 1, -1, -1))
-    perm = list(perm)
+    perm = list(whole_numbers(perm, "--perm"))
     if len(perm) == ndim and ndim > K:
         axes = normalize_axes(perm, ndim, "perm entry")
         if axes[K:] != list(range(K, ndim)):

@@ -39,6 +39,7 @@ from ..io import (
     DamagedBatch,
     DigestReader,
     FooterError,
+    IsoCheck,
     check_text,
     digest_problem,
     edge_keys,
@@ -107,7 +108,7 @@ class Scanner:
         self.row = 0
         self.found: set[str] = set()
         self.explicit_fill = 0
-        self.iso_first = None
+        self.iso = IsoCheck()
         self.deep = deep and meta.unique and not self.full_order
         self.deep_keys: list[np.ndarray] = []
         self.deep_bytes = 0
@@ -266,21 +267,11 @@ class Scanner:
         except (TypeError, ValueError):
             pass
         if meta.iso and n:
-            rows = flat.reshape(n, -1) if meta.hybrid else flat.reshape(n, 1)
-            if self.iso_first is None:
-                self.iso_first = rows[0].copy()
-            if meta.value_type in ("string", "binary"):
-                differ = np.fromiter((r[0] != self.iso_first[0] for r in rows), dtype=bool, count=n)
-            else:
-                # Compare bit patterns so that NaN equals NaN.
-                raw = np.ascontiguousarray(rows).view(np.uint8).reshape(n, -1)
-                ref = np.ascontiguousarray(self.iso_first).view(np.uint8).reshape(1, -1)
-                differ = (raw != ref).any(axis=1)
-            bad = np.flatnonzero(differ)
-            if len(bad):
+            bad = self.iso.first_break(flat, self.row)
+            if bad >= 0:
                 self._report("E_ISO_VALUES_DIFFER",
-                             f"values[{self.row + bad[0]}] differs from values[0] although iso is true",
-                             self.row + int(bad[0]), row_group=row_group)
+                             f"values[{self.row + bad}] differs from values[{self.iso.first_at}] although iso is true",
+                             self.row + bad, row_group=row_group)
 
     def check_final_shape(self, shape):
         """Bounds of the extents that were unknown while scanning, now that the trailer gave them."""
@@ -455,10 +446,9 @@ def _iso_reference(path: str, pf: pq.ParquetFile, meta: TensorMeta, chunks, rows
     scanner = _silent(meta)
     try:
         for _, batch in _row_group_batches(path, pf, chunks, rows, ends, 0):
-            at = scanner.row
             scanner.feed(batch)
-            if scanner.iso_first is not None:
-                return at, scanner.iso_first
+            if scanner.iso.first is not None:
+                return scanner.iso.first_at, scanner.iso.first
     except READ_ERRORS:
         pass
     return None
@@ -505,7 +495,7 @@ def scan_run(path: str, chunks: list, before: list | None, *, meta: TensorMeta, 
             seed.feed(last)  # the previous row, as the whole scan leaves it after that batch
         scanner.prev = seed.prev
     if iso_first is not None and iso_first[0] < scanner.row:
-        scanner.iso_first = iso_first[1]
+        scanner.iso.first_at, scanner.iso.first = iso_first
 
     def fail(problem: Problem):
         problem.location = {**location, **problem.location}

@@ -2,14 +2,14 @@
 
 from __future__ import annotations
 
+from .._args import whole_numbers
 from ..errors import UsageError
 
 
 def normalize_axes(axes, ndim: int, what: str = "axis") -> list[int]:
     """Axes as non-negative ints; negative ones count from the end (TensorFlow's rule)."""
     out = []
-    for a in axes:
-        a = int(a)
+    for a in whole_numbers(axes, what):
         if not -ndim <= a < ndim:
             raise UsageError(f"{what} {a} is out of range for {ndim} dimensions (valid: {-ndim}..{ndim - 1})")
         out.append(a % ndim)

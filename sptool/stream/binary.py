@@ -271,7 +271,7 @@ def run_join(op: JoinOp, sa, sb, output, *, budget: Budget, tmp_dir=None, progre
     fa, fb = scalar(ma.fill_value, dtype), scalar(mb.fill_value, dtype)
     # The fused kernel's output rows per piece: a piece's index columns stay well below glibc's
     # mmap threshold, so each piece reuses heap pages freed by the last instead of mapping fresh
-    # ones that the kernel zeroes (6% of add's CPU on issue 15's shape, in the merging thread).
+    # ones that the kernel zeroes (a measurable share of add's CPU in the merging thread).
     # Tuned batch rows (the tests' tiny batches) set it too, so that pieces end inside rounds.
     piece = budget.batch_rows or max(1024, MMAP_THRESHOLD // (16 * K))
     dropped = 0

@@ -45,6 +45,6 @@ def checked(batches: Iterable[pa.RecordBatch], meta: TensorMeta, *, path: str | 
         if row >= 0:
             raise bounds_error(seen, row, cols, meta, path)
         if claim is not None:
-            claim.check(cols)
+            claim.check_rows(batch, cols)
         seen += n
         yield batch, cols

@@ -25,13 +25,6 @@ _COMPILED = {np.dtype(t) for t in (
 )}
 
 
-def row_major_strides(dims) -> np.ndarray:
-    strides = np.ones(len(dims), dtype=np.int64)
-    for k in range(len(dims) - 2, -1, -1):
-        strides[k] = strides[k + 1] * dims[k + 1]
-    return strides
-
-
 def is_zero(value) -> bool:
     try:
         return value == 0 and not (isinstance(value, float) and math.copysign(1.0, value) < 0)
@@ -43,11 +36,12 @@ def cell_offsets(keys: np.ndarray, meta: TensorMeta, seen: int) -> np.ndarray:
     """The row-major cell of each row's sparse coordinate; an index outside the shape is an
     error naming the row (``seen`` rows came before this batch)."""
     shape = np.asarray(meta.shape[: meta.sparse_ndim], dtype=np.int64)
-    row, _ = _kernels.first_out_of_bounds(keys, shape)
-    if row >= 0:
-        raise DataError(out_of_bounds(seen + row, keys, row, meta.shape[: meta.sparse_ndim]))
     offsets = np.empty(keys.shape[1], dtype=np.int64)
-    _kernels.linear_offsets(keys, row_major_strides(meta.shape[: meta.sparse_ndim]), offsets)
+    try:
+        _kernels.linear_offsets(keys, shape, offsets)  # checks the bounds as it goes
+    except IndexError:
+        row, _ = _kernels.first_out_of_bounds(keys, shape)  # the first row outside, for the message
+        raise DataError(out_of_bounds(seen + row, keys, row, meta.shape[: meta.sparse_ndim])) from None
     return offsets
 
 

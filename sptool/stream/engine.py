@@ -25,7 +25,7 @@ import pyarrow as pa
 
 from .._memory import Budget
 from ..format import TensorMeta
-from ..io import Background, make_scratch_dir, open_sink, open_source, part_name
+from ..io import Background, local_only, make_scratch_dir, open_sink, open_source, part_name
 from .bounds import checked
 from .order import claim_check, sorted_batches
 
@@ -113,6 +113,8 @@ def run(op: StreamOp, src, output, *, budget: Budget, tmp_dir=None, progress=Non
     none, for one that makes its rows) into
     ``output`` (a path, a directory, '-' for stdout, or None to keep the result in memory:
     ``sink.result()``); the closed sink, whose ``final_meta`` describes what was written."""
+    if tmp_dir is not None:  # refused now, not once the data grows large enough to spill
+        local_only(tmp_dir, "--tmp-dir", directory=True)
     srcs = list(src) if isinstance(src, (list, tuple)) else [src]
     plan = op.plan(*(s.meta for s in srcs))
     if progress:

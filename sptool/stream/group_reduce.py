@@ -8,7 +8,7 @@ import math
 import numpy as np
 
 from .. import _kernels, _reduce
-from .values import addresses, runs, segment
+from .values import runs, segment
 
 _SCATTER = {"sum": _reduce.scatter_sum, "prod": _reduce.scatter_prod, "max": _reduce.scatter_max,
             "min": _reduce.scatter_min}
@@ -97,7 +97,7 @@ class GroupReducer:
             self._cells = np.empty(n, dtype=np.int64)
             self._starts = np.empty(n + 1, dtype=np.int64)
         cells, starts = self._cells[:n], self._starts
-        G = _reduce.group_cells(addresses(columns, n), n, np.asarray(bounds, dtype=np.int64), self.n_prefix,
+        G = _reduce.group_cells(list(columns), n, np.asarray(bounds, dtype=np.int64), self.n_prefix,
                                 self._strides(len(columns)), E, cells, starts)
         if G < 0:
             return -G - 1
@@ -141,7 +141,7 @@ class GroupReducer:
         keys = np.empty((1 + len(self.rest_extents), n), dtype=np.int64)
         sums = np.empty((n, self.m), dtype=self.kdtype)
         counts = np.empty(n, dtype=np.int64)
-        code, g = _reduce.group_block_sum(addresses(columns, n), n, np.asarray(bounds, dtype=np.int64),
+        code, g = _reduce.group_block_sum(list(columns), n, np.asarray(bounds, dtype=np.int64),
                                           self._strides(len(columns)), self._extents, vals, head, head_counts,
                                           tail, tail_counts, keys, sums, counts)
         if code >= 0:

@@ -10,7 +10,7 @@ from .. import _checks, _kernels
 from .._memory import Budget, budget_of
 from .._messages import out_of_order, repeated
 from ..errors import DataError
-from ..io import OrderTracker, TensorSource, batch_keys, batch_values, make_batch
+from ..io import IsoCheck, OrderTracker, TensorSource, batch_keys, batch_values, make_batch
 from .bounds import checked
 from .duplicates import deduplicated, sum_duplicates
 from .sort import key_preparer, prepared_batches, sorted_stream
@@ -27,12 +27,31 @@ class ClaimCheck:
     says, then ``note`` (what the caller offers instead).  ``row_keys(row)``: the (K, 1)
     coordinates of a row counted as the tracker counts, for a caller that checks fewer columns
     than the coordinates (the leading dimensions of the order it relies on), so the error shows
-    the whole row."""
+    the whole row.  With ``iso``, a claim of iso values is checked too, on the rows whose values
+    it is given (check_batch, check_rows): an output that keeps its input's values keeps the
+    claim, and the sink would refuse it broken, so it is refused here, naming the input's row."""
 
-    def __init__(self, meta, order, unique: bool, *, path=None, note: str = "", row_keys=None):
+    def __init__(self, meta, order, unique: bool, *, path=None, note: str = "", row_keys=None, iso: bool = False):
         self.meta, self.path, self.note, self.row_keys = meta, path, note, row_keys
         self.failed_at = -1
         self.tracker = OrderTracker(tuple(order), meta.sparse_ndim, check_repeats=unique)
+        self.iso = IsoCheck() if iso and meta.iso else None
+
+    def check_values(self, batch) -> None:
+        """The iso claim on a batch's values, its rows counted from the tracker's next one (so,
+        before the same rows' order is checked)."""
+        if self.iso is None or not batch.num_rows:
+            return
+        at = self.tracker.offset
+        row = self.iso.first_break(batch_values(batch, self.meta), at)
+        if row >= 0:
+            self.failed_at = at + row
+            raise DataError(self.iso.broken(at + row), path=self.path)
+
+    def check_rows(self, batch, cols) -> None:
+        """A batch's values and its index columns ``cols`` (the K columns as a list or (K, n))."""
+        self.check_values(batch)
+        self.check(cols)
 
     def check(self, keys) -> None:
         """``keys``: the K index columns of a batch (a (K, n) array or a list of int64 columns)."""
@@ -45,6 +64,7 @@ class ClaimCheck:
         """A batch's rows, by their packed sort codes in the tracker's full order when given (one
         vectorised comparison), else by its index columns."""
         K = self.meta.sparse_ndim
+        self.check_values(batch)
         if codes is None or codes.dtype != np.uint64 or not self.tracker.full:
             self.check([batch.column(k).to_numpy() for k in range(K)])
             return
@@ -71,13 +91,13 @@ class ClaimCheck:
 
 
 def claim_check(src, meta=None) -> ClaimCheck | None:
-    """The check of what ``src`` claims (its order, and unique rows where it claims them in a
-    full order: TensorMeta.trusted; or what ``meta`` claims, for a piece of a larger input),
-    counting rows from the input's first; None when it claims no order."""
+    """The check of what ``src`` claims (its order, unique rows where it claims them in a full
+    order: TensorMeta.trusted, and iso values; or what ``meta`` claims, for a piece of a larger
+    input), counting rows from the input's first; None when it claims neither an order nor iso."""
     meta = src.meta if meta is None else meta
-    if not meta.sort_order:
+    if not meta.sort_order and not meta.iso:
         return None
-    check = ClaimCheck(meta, meta.sort_order, meta.unique, path=src.path)
+    check = ClaimCheck(meta, meta.sort_order, meta.unique, path=src.path, iso=True)
     check.tracker.offset = src.start
     return check
 

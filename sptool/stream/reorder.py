@@ -28,7 +28,9 @@ class Reorder(StreamOp, Partwise):
     def plan(self, meta: TensorMeta) -> Plan:
         self.check(meta)
         order = normalize_order(self.order, meta.sparse_ndim)
-        out_meta = meta.with_(sort_order=order, unique=self.duplicates != "keep", nnz=None)
+        # Sums of different numbers of equal values differ: iso values do not stay so when summed.
+        out_meta = meta.with_(sort_order=order, unique=self.duplicates != "keep", nnz=None,
+                              iso=meta.iso and self.duplicates != "sum")
         self.columns = range(meta.sparse_ndim + 1)
         return Plan(out_meta, order=order, duplicates=self.duplicates,
                     unique_claim=True if self.duplicates != "keep" else None)

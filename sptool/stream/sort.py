@@ -19,9 +19,7 @@ is sorted whole instead (``sort_in_memory``): one sort, no merge.
 
 from __future__ import annotations
 
-import functools
 import os
-import time
 from collections import deque
 from collections.abc import Iterable, Iterator
 from concurrent.futures import ThreadPoolExecutor
@@ -34,7 +32,7 @@ import pyarrow.ipc as ipc
 from .. import _kernels, _widekeys
 from .._memory import ROW_GROUP_ROWS, Budget
 from .._threads import THREADS, stop_pool
-from ..format import TensorMeta
+from ..format import VALUE_TYPES, TensorMeta, value_type_of_arrow
 from ..io import arrow_of, before_removal, scratch_dir
 from .bounds import bounds_error, checked, first_bad_row
 
@@ -45,32 +43,9 @@ MERGE_PARALLEL_MIN = 1 << 16
 MERGE_TREE_MAX_RUNS = 4
 
 
-# Sorts of at least this many keys choose their algorithm by _radix_is_faster (below it both
-# take a few milliseconds at most, and the measurement would cost as much).
-SORT_CHOICE_MIN_ROWS = 1 << 18
-
-
-@functools.cache
-def _radix_is_faster() -> bool:
-    """Whether the compiled radix sort beats NumPy's sort of position-tagged keys here, timed
-    once per process on 32K keys (about 5 ms).  NumPy's sort is a SIMD sort on some machines (a
-    few ns per key) and an introsort on others: 50-70 ns per key for 1-4M keys on this project's
-    2-core AMD EPYC VM with NumPy 2.2 and 2.4, where the radix sort takes 21-25.  Both give the
-    same permutation, so only the speed depends on the answer."""
-    keys = np.random.default_rng(0).integers(0, 1 << 40, 1 << 15, dtype=np.uint64)
-    n, pos_bits = len(keys), 15
-    tagged, perm, out = np.empty(n, dtype=np.uint64), np.empty(n, dtype=np.int64), np.empty(n, dtype=np.uint64)
-    best = {}
-    for name in ("tagged", "radix") * 3:
-        t = time.perf_counter()
-        if name == "tagged":
-            _kernels.tag_positions(keys, pos_bits, tagged)
-            tagged.sort()
-            _kernels.untag_positions(tagged, pos_bits, perm, tagged)
-        else:
-            _kernels.radix_argsort(keys, perm, out)
-        best[name] = min(best.get(name, np.inf), time.perf_counter() - t)
-    return best["radix"] < best["tagged"]
+# Sorts of at least this many packed keys use the compiled radix sort, smaller ones NumPy's sort
+# of position-tagged keys (both give the same permutation; docs/performance.md has the figures).
+RADIX_MIN_ROWS = 1 << 18
 
 
 # Keys of up to this many bits are two uint64 words; wider ones the bytes of every index column.
@@ -160,7 +135,7 @@ class KeyCodec:
             _widekeys.radix_argsort(_words(key), perm, _words(out))
             return perm, out
         pos_bits = max(int(n - 1).bit_length(), 1)
-        radix = n >= SORT_CHOICE_MIN_ROWS and _radix_is_faster()
+        radix = n >= RADIX_MIN_ROWS
         if key.dtype == np.uint64 and self.bits + pos_bits <= 64 and not radix:
             # Key and row position in one uint64: the position breaks ties in input order, so
             # NumPy's unstable sort is stable here, and one array moves instead of two.
@@ -545,7 +520,7 @@ def sort_in_memory(held: deque, n: int, codec: KeyCodec, schema: pa.Schema, slic
     # nxt[w, b]: where share w's next row of bucket b goes (after every earlier share's rows of b).
     words = f"u{schema.field(len(schema) - 1).type.bit_width // 8}"
     tagged = np.empty(n, dtype="V16" if codec.wide else np.uint64)  # wide keys go untagged
-    values = np.empty(n, dtype=schema.field(len(schema) - 1).type.to_pandas_dtype())
+    values = np.empty(n, dtype=VALUE_TYPES[value_type_of_arrow(schema.field(len(schema) - 1).type)])
 
     def scatter(w):
         for i in range(shares[w], shares[w + 1]):

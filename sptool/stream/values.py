@@ -72,11 +72,3 @@ def values_of_array(arr, meta) -> np.ndarray:
     return batch_values(batch, meta.with_(sparse_ndim=0, shape=tuple(meta.dense_shape)))
 
 
-def addresses(columns, n: int) -> np.ndarray:
-    """The data addresses of C-contiguous int64 arrays of n rows, as the column kernels take them."""
-    for c in columns:
-        if c.dtype != np.int64 or not c.flags.c_contiguous or len(c) != n:
-            raise ValueError("index columns must be C-contiguous int64 arrays of n rows")
-    return np.array([c.ctypes.data for c in columns], dtype=np.uint64)
-
-

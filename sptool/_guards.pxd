@@ -1,0 +1,78 @@
+# What every kernel module shares to stay within its arrays (cimport from here):
+# - 64-bit multiply and bit scans, with compile-time fallbacks: ``unsigned __int128`` and the
+#   ``__builtin_*`` calls are GCC/Clang extensions, so other compilers (or a build with
+#   -DSPTOOL_PORTABLE_BITS, which the debug CI build uses so that the tests cover the fallbacks)
+#   get plain C;
+# - the checks of arguments the kernels index or shift by, raising one-line errors:
+#   ValueError for an argument out of its range, IndexError for an offset outside its array.
+
+from libc.stdint cimport int64_t, uint64_t
+
+cdef extern from *:
+    """
+    #include <stdint.h>
+    #if defined(__SIZEOF_INT128__) && !defined(SPTOOL_PORTABLE_BITS)
+    #define SPTOOL_HAVE_INT128 1
+    #endif
+    #if (defined(__GNUC__) || defined(__clang__)) && !defined(SPTOOL_PORTABLE_BITS)
+    #define SPTOOL_HAVE_BUILTIN_CLZ 1
+    #endif
+
+    /* a * b as 128 bits: the high half returned, the low half in *lo. */
+    static inline uint64_t sptool_mul128(uint64_t a, uint64_t b, uint64_t *lo) {
+    #ifdef SPTOOL_HAVE_INT128
+        unsigned __int128 r = (unsigned __int128)a * b;
+        *lo = (uint64_t)r;
+        return (uint64_t)(r >> 64);
+    #else
+        uint64_t a0 = a & 0xffffffffu, a1 = a >> 32, b0 = b & 0xffffffffu, b1 = b >> 32;
+        uint64_t p00 = a0 * b0, p01 = a0 * b1, p10 = a1 * b0, p11 = a1 * b1;
+        uint64_t mid = (p00 >> 32) + (p01 & 0xffffffffu) + (p10 & 0xffffffffu);
+        *lo = (mid << 32) | (p00 & 0xffffffffu);
+        return p11 + (p01 >> 32) + (p10 >> 32) + (mid >> 32);
+    #endif
+    }
+
+    static inline uint64_t sptool_mulhi64(uint64_t a, uint64_t b) {
+        uint64_t lo;
+        return sptool_mul128(a, b, &lo);
+    }
+
+    /* Leading and trailing zero bits of x != 0 (zero is undefined for the builtins). */
+    static inline int sptool_clz64(uint64_t x) {
+    #ifdef SPTOOL_HAVE_BUILTIN_CLZ
+        return __builtin_clzll(x);
+    #else
+        int n = 0;
+        while (!(x & 0x8000000000000000ull)) { x <<= 1; n++; }
+        return n;
+    #endif
+    }
+
+    static inline int sptool_ctz64(uint64_t x) {
+    #ifdef SPTOOL_HAVE_BUILTIN_CLZ
+        return __builtin_ctzll(x);
+    #else
+        int n = 0;
+        while (!(x & 1u)) { x >>= 1; n++; }
+        return n;
+    #endif
+    }
+    """
+    uint64_t sptool_mul128(uint64_t a, uint64_t b, uint64_t* lo) noexcept nogil
+    uint64_t sptool_mulhi64(uint64_t a, uint64_t b) noexcept nogil
+    int sptool_clz64(uint64_t x) noexcept nogil
+    int sptool_ctz64(uint64_t x) noexcept nogil
+
+
+cdef inline int check_shift(str kernel, str what, int64_t shift, int64_t limit=63) except -1:
+    """A shift amount must be in 0..limit: a C shift by 64 or more, or by a negative amount, is
+    undefined."""
+    if shift < 0 or shift > limit:
+        raise ValueError(f"{kernel}: {what} {shift} is outside 0..{limit}")
+    return 0
+
+
+cdef inline object outside(str kernel, str what, Py_ssize_t at, int64_t value, int64_t size):
+    """The IndexError for a data offset outside its array, at position ``at`` of its input."""
+    return IndexError(f"{kernel}: {what} {value} at position {at} is outside [0, {size})")
