@@ -20,10 +20,76 @@ word when s >= 64, and across both otherwise.  sptool/_widekeys_reference.py hol
 from libc.stdint cimport int32_t, int64_t, uint8_t, uint16_t, uint32_t, uint64_t
 from libc.stdlib cimport free, malloc
 
+from ._guards cimport outside
+
 import numpy as np
 
 cdef extern from *:
-    uint64_t _bswap64 "__builtin_bswap64"(uint64_t) nogil
+    """
+    #include <stdint.h>
+    /* Byte swaps, and 128-bit arithmetic on (hi, lo) pairs: ``unsigned __int128`` and the builtins
+       are GCC/Clang extensions, so other compilers (and -DSPTOOL_PORTABLE_BITS, as in
+       sptool/_guards.pxd) get plain C. */
+    #if defined(__SIZEOF_INT128__) && !defined(SPTOOL_PORTABLE_BITS)
+    #define SPTOOL_WIDE_INT128 1
+    #endif
+    #if (defined(__GNUC__) || defined(__clang__)) && !defined(SPTOOL_PORTABLE_BITS)
+    #define sptool_bswap64(x) __builtin_bswap64(x)
+    #else
+    static inline uint64_t sptool_bswap64(uint64_t x) {
+        x = (x << 32) | (x >> 32);
+        x = ((x & 0x0000ffff0000ffffull) << 16) | ((x >> 16) & 0x0000ffff0000ffffull);
+        return ((x & 0x00ff00ff00ff00ffull) << 8) | ((x >> 8) & 0x00ff00ff00ff00ffull);
+    }
+    #endif
+
+    /* (hi, lo) = (hi, lo) * m + a, the caller knowing the result fits in 128 bits. */
+    static inline void sptool_wide_mad(uint64_t *hi, uint64_t *lo, uint64_t m, uint64_t a) {
+    #ifdef SPTOOL_WIDE_INT128
+        unsigned __int128 v = ((((unsigned __int128) *hi) << 64) | *lo) * m + a;
+        *hi = (uint64_t) (v >> 64);
+        *lo = (uint64_t) v;
+    #else
+        uint64_t a0 = *lo & 0xffffffffu, a1 = *lo >> 32, b0 = m & 0xffffffffu, b1 = m >> 32;
+        uint64_t p00 = a0 * b0, p01 = a0 * b1, p10 = a1 * b0, p11 = a1 * b1;
+        uint64_t mid = (p00 >> 32) + (p01 & 0xffffffffu) + (p10 & 0xffffffffu);
+        uint64_t l = (mid << 32) | (p00 & 0xffffffffu);
+        uint64_t h = p11 + (p01 >> 32) + (p10 >> 32) + (mid >> 32) + *hi * m;
+        l += a;
+        h += l < a;
+        *hi = h;
+        *lo = l;
+    #endif
+    }
+
+    /* (hi, lo) = (hi, lo) / d, the remainder returned (d > 0). */
+    static inline uint64_t sptool_wide_divmod(uint64_t *hi, uint64_t *lo, uint64_t d) {
+    #ifdef SPTOOL_WIDE_INT128
+        unsigned __int128 v = (((unsigned __int128) *hi) << 64) | *lo;
+        unsigned __int128 q = v / d;
+        *hi = (uint64_t) (q >> 64);
+        *lo = (uint64_t) q;
+        return (uint64_t) (v - q * d);
+    #else
+        uint64_t r = *hi % d, q = 0, top;
+        int i;
+        *hi = *hi / d;
+        for (i = 63; i >= 0; i--) {  /* long division of (r, lo) by d, one bit at a time; r < d */
+            top = r >> 63;
+            r = (r << 1) | ((*lo >> i) & 1u);
+            if (top || r >= d) {
+                r -= d;
+                q |= (uint64_t) 1 << i;
+            }
+        }
+        *lo = q;
+        return r;
+    #endif
+    }
+    """
+    uint64_t _bswap64 "sptool_bswap64"(uint64_t) noexcept nogil
+    void _wide_mad "sptool_wide_mad"(uint64_t* hi, uint64_t* lo, uint64_t m, uint64_t a) noexcept nogil
+    uint64_t _wide_divmod "sptool_wide_divmod"(uint64_t* hi, uint64_t* lo, uint64_t d) noexcept nogil
 
 ctypedef fused value_t:
     int32_t
@@ -449,20 +515,14 @@ def merge_add(const uint64_t[:, ::1] a, const uint64_t[:, ::1] b, const value_t[
     return t
 
 
-cdef extern from *:
-    """
-    typedef unsigned __int128 sptool_u128;
-    """
-    ctypedef unsigned long long u128 "sptool_u128"  # 128 bits in C (GCC and Clang)
-
-
 def relinearize(const int64_t[:, :] keys, const int64_t[::1] old_shape, const int64_t[::1] new_shape,
                 int64_t[:, ::1] out):
     """out[:, i]: the coordinates in ``new_shape`` of the row-major linear index that keys[:, i]
     has in ``old_shape`` (reshape), that index held in 128 bits: the caller checks the shapes'
-    products are equal and below 2^128, and the indices within ``old_shape``."""
+    products are equal and below 2^128.  IndexError names an index outside ``old_shape``."""
     cdef Py_ssize_t K = keys.shape[0], K2 = out.shape[0], n = keys.shape[1], i, k
-    cdef u128 lin, e
+    cdef uint64_t hi, lo
+    cdef bint bad = False
     if old_shape.shape[0] != K or new_shape.shape[0] != K2 or out.shape[1] != n or K2 == 0:
         raise ValueError("shape mismatch in relinearize")
     for k in range(1, K2):
@@ -470,11 +530,17 @@ def relinearize(const int64_t[:, :] keys, const int64_t[::1] old_shape, const in
             raise ValueError("relinearize needs positive extents in the new shape")
     with nogil:
         for i in range(n):
-            lin = 0
+            hi = 0
+            lo = 0
             for k in range(K):
-                lin = lin * <u128> old_shape[k] + <u128> keys[k, i]
+                bad |= <uint64_t> keys[k, i] >= <uint64_t> old_shape[k]
+                _wide_mad(&hi, &lo, <uint64_t> old_shape[k], <uint64_t> keys[k, i])
+            if bad:
+                break
             for k in range(K2 - 1, 0, -1):
-                e = <u128> new_shape[k]
-                out[k, i] = <int64_t> (lin % e)
-                lin = lin / e
-            out[0, i] = <int64_t> lin
+                out[k, i] = <int64_t> _wide_divmod(&hi, &lo, <uint64_t> new_shape[k])
+            out[0, i] = <int64_t> lo
+    if bad:
+        for k in range(K):
+            if <uint64_t> keys[k, i] >= <uint64_t> old_shape[k]:
+                raise outside("relinearize", f"index of dimension {k}", i, keys[k, i], old_shape[k])

@@ -149,3 +149,11 @@ def test_relinearize(rng, old, new):
     ref.relinearize(keys, *args, want)
     assert np.array_equal(got, want)
     assert got[:, 0].tolist() == [s - 1 for s in new]
+
+
+def test_relinearize_names_an_index_outside_the_shape():
+    keys = np.array([[0, 4821207], [1, 0], [2, 0]], dtype=np.int64)
+    out = np.empty((2, 2), np.int64)
+    old, new = np.array((4821207, 1774269, 1805187), np.int64), np.array((4821207 * 1774269, 1805187), np.int64)
+    with pytest.raises(IndexError, match="index of dimension 0 4821207 at position 1 is outside"):
+        _widekeys.relinearize(keys, old, new, out)
