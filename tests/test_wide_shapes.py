@@ -455,19 +455,25 @@ def test_dense_outputs_refuse_with_the_reason(tmp_path, rng):
     idx, vals = entries(rng, shape, 50, dups=0)
     src = write(tmp_path, "a.parquet", idx, vals, shape)
     matrix = write(tmp_path, "m.parquet", *entries(rng, TEN_TO_TEN, 50, dups=0), TEN_TO_TEN)
+    tall_shape = (10**15, 10**10)  # a line, record or pointer a row: petabytes, more than any disk holds
+    tall = write(tmp_path, "t.parquet", *entries(rng, tall_shape, 50, dups=0), tall_shape)
+    rows = "for each of its 1000000000000000 rows"
     cases = [
         (["todense", src, "-o", str(tmp_path / "d.npy")], "a dense output of this tensor cannot exist"),
         (["reduce", src, "--op", "sum", "--axis", "0", "-o", str(tmp_path / "r.npy")], "dense array of shape"),
-        (["fill-empty-rows", matrix, "--value", "0", "-o", str(tmp_path / "f.parquet")],
-         "dense along dimension 0 (an entry for each of its 10000000000 rows)"),
+        (["fill-empty-rows", tall, "--value", "0", "-o", str(tmp_path / "f.parquet")],
+         f"dense along dimension 0 (24 bytes or more {rows})"),
         (["info", matrix, "--histogram", "0"], "10000000000 indices"),
+        (["convert", tall, "-o", str(tmp_path / "t.jsonl")], "a JSON lines file, dense along dimension 0 (26 bytes"),
+        (["convert", tall, "-o", str(tmp_path / "t.svm"), "--to", "svmlight"], f"(2 bytes or more {rows})"),
+        (["convert", tall, "-o", str(tmp_path / "t.tfrecord"), "--ids", "ids"], f"(16 bytes or more {rows})"),
     ]
     for args, why in cases:
         r = CliRunner().invoke(cli, args)
         assert r.exit_code in (1, 2), (args, r.output)
         assert why in r.output and "Traceback" not in r.output, r.output
         assert len([line for line in r.output.splitlines() if line.strip()]) == 1, r.output
-    assert sorted(os.listdir(tmp_path)) == ["a.parquet", "m.parquet"]
+    assert sorted(os.listdir(tmp_path)) == ["a.parquet", "m.parquet", "t.parquet"]
     with pytest.raises(SptoolError, match="dense along dimension 0"):
         sptool.fill_empty_rows(matrix, None, value=0)
     # Along a dimension of FROSTT's extents fill_empty_rows still runs: 4.8M rows fit.

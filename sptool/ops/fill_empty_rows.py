@@ -8,8 +8,8 @@ import pyarrow as pa
 from .._memory import Budget, budget_of, format_size
 from ..errors import DataError, ResourceError, UsageError
 from ..format import scalar_of_value_type
-from ..io import AtomicTarget, arrow_of, batch_keys, is_remote, known_shape, open_input, schema_of, values_array
-from ..stream.dense import check_dense_size, check_room
+from ..io import AtomicTarget, arrow_of, batch_keys, known_shape, open_input, schema_of, values_array
+from ..stream.dense import check_dense_rows, check_dense_size
 from ..stream.engine import Plan, StreamOp, run
 from ..tensor import SparseTensor
 
@@ -174,13 +174,12 @@ def _check_dense_rows(meta, output, budget: Budget) -> None:
     memory) or the free space of a local output's disk."""
     rows = meta.shape[0]
     value_bytes = 8 if meta.value_type in ("string", "binary") else meta.dtype.itemsize
-    need = rows * (8 * meta.sparse_ndim + value_bytes * meta.block_size)
-    what = f"the output, dense along dimension 0 (an entry for each of its {rows} rows),"
-    if output is None and need > budget.total:
-        raise ResourceError(f"{what} needs {format_size(need)} before compression, over --memory "
-                            f"{format_size(budget.total)}; give an output path")
-    if output is not None and output != "-" and not is_remote(output):
-        check_room(need, output, what)
+    row_bytes = 8 * meta.sparse_ndim + value_bytes * meta.block_size  # an entry
+    if output is None and rows * row_bytes > budget.total:
+        raise ResourceError(f"the output, dense along dimension 0 (an entry for each of its {rows} rows), needs "
+                            f"{format_size(rows * row_bytes)}, over --memory {format_size(budget.total)}; give an "
+                            "output path")
+    check_dense_rows(rows, row_bytes, output, "the output")
 
 
 class FillEmptyRows(StreamOp):

@@ -15,7 +15,7 @@ from .._memory import Budget, format_size
 from .._messages import out_of_bounds
 from ..errors import DataError, InputError, ResourceError, UsageError
 from ..format import INT64_MAX, TensorMeta
-from ..io import AtomicTarget, batch_keys, batch_values, known_shape, local_only
+from ..io import AtomicTarget, batch_keys, batch_values, is_remote, known_shape, local_only
 from .engine import Plan, StreamOp, run
 from .order import ClaimCheck
 
@@ -249,6 +249,17 @@ def check_dense_size(shape, dtype: np.dtype, where: str) -> int:
                             "exist; take a part of it first (sptool slice) or reduce it (sptool reduce)", path=where)
     check_room(nbytes, where, f"the dense array of shape {list(shape)}")
     return nbytes
+
+
+def check_dense_rows(rows: int, row_bytes: int, where: str | None, what: str) -> None:
+    """Refuse an output that holds something for every one of the ``rows`` rows of dimension 0
+    (dense along it: a line, a record, a pointer or an entry) when those ``row_bytes`` a row,
+    before compression, outgrow the free space of the local disk ``where`` is on (not checked
+    for stdout or another filesystem)."""
+    if where is None or where == "-" or is_remote(where):
+        return
+    check_room(rows * row_bytes, where, f"{what}, dense along dimension 0 ({row_bytes} bytes or more for each of "
+                                        f"its {rows} rows),")
 
 
 def check_room(nbytes: int, where: str, what: str) -> None:
