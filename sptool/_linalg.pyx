@@ -4,7 +4,7 @@
   minimum), on packed uint64 keys or on the big-endian byte keys of wide shapes;
 - ``merge_add``: add's merge join in one pass: the union of the packed keys, the sums, and the union's
   keys unpacked into index columns with their maxima (three passes over every output row before: the
-  unpacking was 14% and the maxima 5% of the merging thread's time on issue 15's shape);
+  unpacking and the maxima took a fifth of the merging thread's time);
 - ``split_rows``: a stable two-way partition of COO entries by row, so that two threads can work on
   disjoint output rows;
 - ``spmm_coo``: out[row] += value * dense[col] for COO entries (sparse x dense matmul);
