@@ -547,9 +547,9 @@ def _(d):
     write_parquet(data_file(d), table_2d(), meta(version="1.0.3-rc.1+build.5"))
 
 
-@case("version_newer_minor", valid=True, codes=["W_VERSION_NEWER_MINOR"], description="version \"1.1.0\"")
+@case("version_newer_minor", valid=True, codes=["W_VERSION_NEWER_MINOR"], description="version \"1.2.0\"")
 def _(d):
-    write_parquet(data_file(d), table_2d(), meta(version="1.1.0"))
+    write_parquet(data_file(d), table_2d(), meta(version="1.2.0"))
 
 
 @case("unknown_key", valid=True, codes=["W_UNKNOWN_KEY"],
@@ -728,6 +728,12 @@ _shape_case("shape_float_entry", "shape [4, 5.0]", [4, 5.0])
 _shape_case("shape_entry_too_large", "shape [4, 2^63]", [4, INT64_MAX + 1])
 _shape_case("shape_null_in_parquet", "shape [null, 5] outside a stream header", [None, 5])
 _shape_case("shape_overflow", "shape [2^62, 5]: the product exceeds 2^63 - 1", [2**62, 5], "E_SHAPE_OVERFLOW")
+
+
+@case("shape_overflow_version_1_1", valid=True,
+      description="shape [2^62, 5] under version 1.1.0, whose extents may multiply past 2^63 - 1 (SPEC 4.6)")
+def _(d):
+    write_parquet(data_file(d), table_2d(), meta(shape=[2**62, 5], version="1.1.0"))
 
 
 @case("sparse_ndim_too_large", valid=False, codes=["E_SPARSE_NDIM"], description="sparse_ndim 3 for shape [4, 5]")
@@ -1324,6 +1330,15 @@ def _():
 def _():
     t = table_2d()
     return stream_bytes(t.schema, smeta(shape=[None, 2**62], nnz=None),
+                        [(t, None), (empty_like(t), trailer(4, [4, 2**62]))])
+
+
+@_stream_case("stream_final_shape_overflow_version_1_1", codes=[], valid=True,
+              description="header shape [null, 2^62] under version 1.1.0; the trailer's [4, 2^62] may exceed "
+                          "2^63 - 1 elements (SPEC 4.6)")
+def _():
+    t = table_2d()
+    return stream_bytes(t.schema, smeta(shape=[None, 2**62], nnz=None, version="1.1.0"),
                         [(t, None), (empty_like(t), trailer(4, [4, 2**62]))])
 
 

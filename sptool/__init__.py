@@ -17,7 +17,7 @@ from .errors import DataError, FormatError, InputError, ResourceError, ShapeMism
 # The compiled kernels are mandatory: a checkout without them fails here, not at first use.
 # They are found, not imported: importing them loads numpy, which the command line defers
 # until it has set up the process (sptool/cli/__init__.py, main).
-_missing = [m for m in ("_kernels", "_linalg", "_reduce", "_textparse", "_tfrecord", "_cross")
+_missing = [m for m in ("_kernels", "_linalg", "_reduce", "_textparse", "_tfrecord", "_cross", "_widekeys")
             if importlib.util.find_spec(f"{__name__}.{m}") is None]
 if _missing:  # pragma: no cover - exercised only by a broken build
     raise ImportError(

@@ -1,2 +1,2 @@
 __version__ = "0.1.0"
-FORMAT_VERSION = "1.0.0"  # formats/SPEC.md
+FORMAT_VERSION = "1.1.0"  # formats/SPEC.md

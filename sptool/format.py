@@ -29,6 +29,9 @@ CHECKSUMS_KEY = "sptool.page_checksums"
 # The trailer's optional whole-content digest of a stream (SPEC §8): CRC-32C of the bytes before it.
 DIGEST_KEY = "crc32c"
 INT64_MAX = 2**63 - 1
+# What a writer declares (SPEC §9: the lowest version whose features it uses): 1.1.0 only for a
+# tensor whose extents multiply past INT64_MAX, which 1.0 refuses (E_SHAPE_OVERFLOW).
+NARROW_VERSION, WIDE_VERSION = "1.0.0", "1.1.0"
 
 REQUIRED_KEYS = (
     "format", "version", "shape", "sparse_ndim", "value_type", "fill_value",
@@ -276,7 +279,7 @@ class TensorMeta:
     def to_dict(self, *, stream: bool = False) -> dict:
         d = {
             "format": FORMAT_ID,
-            "version": FORMAT_VERSION,
+            "version": version_for(self.shape),
             "shape": list(self.shape),
             "sparse_ndim": self.sparse_ndim,
             "value_type": self.value_type,
@@ -457,6 +460,26 @@ def _is_int(v) -> bool:
     return isinstance(v, int) and not isinstance(v, bool)
 
 
+def version_for(shape) -> str:
+    """The lowest format version a tensor of ``shape`` can be written under (SPEC §9): 1.1.0 once
+    its extents multiply past 2^63-1 (or may, a stream's extent still unknown), else 1.0.0."""
+    if any(s is None for s in shape) or math.prod(shape) > INT64_MAX:
+        return WIDE_VERSION
+    return NARROW_VERSION
+
+
+def shape_overflow(shape, version: str) -> str | None:
+    """Why ``shape`` breaks E_SHAPE_OVERFLOW under ``version``, or None: a 1.0.x tensor's extents
+    (those known) multiply to at most 2^63-1; from 1.1.0 on the product is unbounded."""
+    m = _VERSION_RE.match(version)
+    if m and (int(m.group(1)), int(m.group(2))) > (1, 0):
+        return None
+    if math.prod(s for s in shape if s is not None) > INT64_MAX:
+        return (f"shape {json.dumps(list(shape))} has more than 2^63-1 elements, which format version {version} "
+                f"does not allow ({WIDE_VERSION} does)")
+    return None
+
+
 def check_metadata(raw, *, stream: bool = False) -> tuple[dict | None, list[Problem]]:
     """Check the raw `sptool` value (bytes or str) against the metadata rules.
 
@@ -533,9 +556,9 @@ def check_metadata(raw, *, stream: bool = False) -> tuple[dict | None, list[Prob
     ):
         fail("E_SHAPE", f"shape {json.dumps(shape)} must be a non-empty list of integers in [0, 2^63-1]")
         return obj, problems
-    known = [s for s in shape if s is not None]
-    if math.prod(known) > INT64_MAX:
-        fail("E_SHAPE_OVERFLOW", f"shape {json.dumps(shape)} has more than 2^63-1 elements")
+    overflow = shape_overflow(shape, version)
+    if overflow:
+        fail("E_SHAPE_OVERFLOW", overflow)
         return obj, problems
     K = obj["sparse_ndim"]
     if not 1 <= K <= len(shape):
@@ -543,6 +566,9 @@ def check_metadata(raw, *, stream: bool = False) -> tuple[dict | None, list[Prob
         return obj, problems
     if any(s is None for s in shape[K:]):
         fail("E_SHAPE", "dense (trailing) dimensions must be known in a stream header")
+        return obj, problems
+    if math.prod(shape[K:]) > INT64_MAX:
+        fail("E_SHAPE_OVERFLOW", f"the dense dimensions {json.dumps(shape[K:])} hold more than 2^63-1 elements a row")
         return obj, problems
     vt = obj["value_type"]
     if vt not in VALUE_TYPES:

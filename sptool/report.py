@@ -23,7 +23,7 @@ CODES: dict[str, tuple[str, str]] = {
     "W_VERSION_NEWER_MINOR": (WARNING, "minor version is not newer than this implementation"),
     "W_UNKNOWN_KEY": (WARNING, "no unknown top-level keys"),
     "E_SHAPE": (FATAL, "shape is a non-empty list of integers in [0, 2^63-1]"),
-    "E_SHAPE_OVERFLOW": (FATAL, "the number of dense elements fits in int64"),
+    "E_SHAPE_OVERFLOW": (FATAL, "the dense elements fit in int64 (format 1.0; from 1.1 only a row's dense block)"),
     "E_SPARSE_NDIM": (FATAL, "1 <= sparse_ndim <= len(shape)"),
     "E_VALUE_TYPE": (FATAL, "value_type is in the v1 vocabulary"),
     "E_FILL_VALUE": (ERROR, "fill_value is a valid encoding for value_type"),

@@ -332,13 +332,17 @@ def test_csv_line_with_a_missing_field(tmp_path, text):
     assert snapshot(tmp_path) == before
 
 
-@pytest.mark.parametrize("size_line", ["99999999999999999999 0 1", "9223372036854775808 0 0",
-                                       "4294967296 4294967296 1", "3 3 99999999999999999999"])
-def test_mtx_size_line_out_of_range(tmp_path, size_line):
-    rows, cols, entries = (int(v) for v in size_line.split())
-    assert max(rows, cols, entries) > 2**63 - 1 or rows * cols > 2**63 - 1  # the rule, by Python's ints
+@pytest.mark.parametrize("kind,size_line", [("coordinate", "99999999999999999999 0 1"),
+                                            ("coordinate", "9223372036854775808 0 0"),
+                                            ("array", "4294967296 4294967296"),
+                                            ("coordinate", "3 3 99999999999999999999")])
+def test_mtx_size_line_out_of_range(tmp_path, kind, size_line):
+    """A number past int64, or an array file (one value per cell) of more than 2^63 - 1 cells; a
+    coordinate file's rows x columns may pass 2^63 - 1 (format 1.1)."""
+    rows, cols, *entries = (int(v) for v in size_line.split())
+    assert max(rows, cols, *entries) > 2**63 - 1 or (kind == "array" and rows * cols > 2**63 - 1)  # Python's ints
     src = tmp_path / "huge.mtx"
-    src.write_text(f"%%MatrixMarket matrix coordinate real general\n{size_line}\n1 1 1.0\n")
+    src.write_text(f"%%MatrixMarket matrix {kind} real general\n{size_line}\n1 1 1.0\n")
     before = snapshot(tmp_path)
     for out in ("out.parquet", "out.tns"):
         refused(sptool_run(tmp_path, "convert", src.name, "-o", out), 1, src.name, "line 2", "out of range")

@@ -80,9 +80,11 @@ def test_fill_values_survive(tmp_path):
             assert got == fill and str(got) == str(fill)
 
 
-def test_shape_overflow_refused(tmp_path):
-    with pytest.raises(DataError, match="more than 2"):
-        sptool.SparseTensor([[0, 0]], [1.0], (2**62 + 1, 2))
+def test_shape_extent_past_int64_refused(tmp_path):
+    """An extent must be an int64; the extents' product may pass 2^63 - 1 (format 1.1)."""
+    with pytest.raises(DataError, match="extent past 2"):
+        sptool.SparseTensor([[0, 0]], [1.0], (2**63, 2))
+    assert sptool.SparseTensor([[0, 0]], [1.0], (2**62 + 1, 2)).shape == (2**62 + 1, 2)
 
 
 def test_big_shape_entries_exact(tmp_path):

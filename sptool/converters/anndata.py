@@ -23,6 +23,7 @@ import numpy as np
 from ..errors import UsageError
 from ..format import TensorMeta
 from ..io import AnnDataSource, AtomicTarget, anndata_h5py, anndata_zarr
+from ..stream.dense import check_dense_rows
 from .common import Options, Reader, cast_or_fail, check_zero_fill, coerce_fill
 
 # The spec's versions of what sptool writes, as anndata 0.8 to 0.12 write them.
@@ -168,6 +169,8 @@ class AnnDataWriter:
         if meta.value_type in ("string", "binary"):
             raise UsageError(f"AnnData's X holds numbers, not {meta.value_type} values", path=dst)
         check_zero_fill(meta, "h5ad")
+        if meta.shape[0] is not None:
+            check_dense_rows(meta.shape[0], 8, dst, "an AnnData file's X")  # a CSR pointer a row
         self.meta = meta
         self.zarr = dst.rstrip("/").lower().endswith(".zarr")
         (anndata_zarr if self.zarr else anndata_h5py)(dst)  # installed, before anything is made

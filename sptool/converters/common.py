@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import math
 from collections.abc import Iterator
 from dataclasses import dataclass
 
@@ -43,8 +42,8 @@ def parse_shape(shape) -> tuple | None:
     shape = tuple(int(s) for s in shape)
     if not shape or any(s < 0 for s in shape):
         raise UsageError(f"--shape {list(shape)} must list one or more non-negative extents")
-    if math.prod(shape) > 2**63 - 1:
-        raise UsageError(f"--shape {list(shape)} has more than 2^63-1 elements")
+    if any(s > 2**63 - 1 for s in shape):
+        raise UsageError(f"--shape {list(shape)} has an extent past 2^63-1, which no int64 index reaches")
     return shape
 
 

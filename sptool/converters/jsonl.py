@@ -181,6 +181,7 @@ class JsonlWriter(RowLinesWriter):
     """``{"ids": [...], "values": [...], "label": ...}`` per row (the label only with --labels)."""
 
     what = "JSON lines"
+    empty_line = b'{"ids": [], "values": []}\n'
 
     def __init__(self, dst: str, meta: TensorMeta, opts: Options, unique_claim=None):
         ex = example_options(opts, "JSON lines", WRITE_OPTIONS, "writing")

@@ -55,9 +55,9 @@ class MtxReader(TextReader):
         array = self.storage == "array"
         size, no = self._size_line(2 if array else 3)
         rows, cols = size[0], size[1]
-        if rows * cols > INT64_MAX:
-            raise DataError(f"line {no}: the size line's {rows} x {cols} is out of range: rows x columns must be at "
-                            "most 2^63-1", path=self.name)
+        if array and rows * cols > INT64_MAX:
+            raise DataError(f"line {no}: the size line's {rows} x {cols} is out of range: an array file lists every "
+                            "cell, and rows x columns must be at most 2^63-1", path=self.name)
         if symmetry != "general" and rows != cols:
             raise DataError(f"line {no}: a {symmetry} matrix must be square, got {rows} x {cols}", path=self.name)
         self.expected_rows = _stored_cells(rows, cols, symmetry) if array else size[2]

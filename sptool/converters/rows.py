@@ -14,10 +14,11 @@ from .._tfrecord import order_within_rows
 from ..errors import ResourceError, UsageError
 from ..format import TensorMeta
 from ..io import open_source, read_all
-from ..stream.dense import open_npy
+from ..stream.dense import check_dense_rows, open_npy
 from ..stream.duplicates import combine_runs
 from ..stream.values import runs
 from .common import Options, check_not_hybrid, check_zero_fill
+from .compression import codec_of_name
 from .text import TextWriter, check_printable
 
 
@@ -111,6 +112,7 @@ class RowLinesWriter:
 
     needs_row_major = True  # rows whole and in order within each write (convert's RowMajorReader)
     what = ""
+    empty_line = b"\n"  # an empty row's line, the shortest
 
     def __init__(self, dst: str, meta: TensorMeta, opts: Options, ex: ExampleOptions):
         if meta.ndim != 2:
@@ -124,6 +126,8 @@ class RowLinesWriter:
             raise UsageError(f"{self.what} values are real numbers; a complex tensor cannot be written as one")
         self.meta = meta
         self.n_rows = int(meta.shape[0])
+        if not codec_of_name(dst):
+            check_dense_rows(self.n_rows, len(self.empty_line), dst, f"a {self.what} file")
         self.budget = opts.budget
         self.labels = self._tensor_labels(ex.labels) if (ex.labels or "").endswith(".parquet") else \
             self._sidecar(ex.labels, "--labels", "f")

@@ -317,6 +317,7 @@ class SvmlightWriter(RowLinesWriter):
     """``label [qid:Q] id:value ...`` per row, ids one-based unless --zero-based."""
 
     what = "svmlight"
+    empty_line = b"0\n"
 
     def __init__(self, dst: str, meta: TensorMeta, opts: Options, unique_claim=None):
         ex = example_options(opts, "svmlight", WRITE_OPTIONS, "writing")

@@ -37,7 +37,7 @@ from .. import _tfrecord as tfr
 from ..errors import DataError, InputError, UsageError
 from ..format import TensorMeta, default_fill
 from ..io import AtomicTarget, SideOutputs, open_output
-from ..stream.dense import GrowingNpy, open_npy
+from ..stream.dense import GrowingNpy, check_dense_rows, open_npy
 from . import text
 from .common import Options, Reader, cast_or_fail, check_not_hybrid, check_zero_fill
 from .compression import open_binary
@@ -572,6 +572,8 @@ class TFRecordWriter:
             self.codec = t.compression.lower()
         self.t, self.meta = t, meta
         self.rows = meta.shape[0]
+        if self.codec == "none" and self.rows is not None:
+            check_dense_rows(self.rows, 16, dst, "a TFRecord file")  # a record's framing, an empty Example's
         self.value_kind = _kind_of(meta.value_type) if t.values is not None else tfr.K_NONE
         self.labels = None
         if t.labels is not None:

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import functools
 import json
-import math
 import os
 import sys
 import threading
@@ -29,6 +28,7 @@ from ..format import (
     VARIABLE_WIDTH,
     TensorMeta,
     index_column,
+    version_for,
 )
 from ._arrays import batch_values, make_batch
 from ._atomic import AtomicTarget, ClosesOrAborts
@@ -172,8 +172,8 @@ def check_shape(shape):
     known = [s for s in shape if s is not None]
     if any(s < 0 for s in known):
         raise DataError(f"shape {list(shape)} has a negative dimension")
-    if math.prod(known) > INT64_MAX:
-        raise DataError(f"shape {list(shape)} has more than 2^63-1 elements")
+    if any(s > INT64_MAX for s in known):
+        raise DataError(f"shape {list(shape)} has an extent past 2^63-1")
 
 
 class OrderTracker:
@@ -318,7 +318,7 @@ class TensorSink(ClosesOrAborts):
         if schema is None:
             # Unknown extents go out as null; the trailer resolves them.
             d = header.with_(shape=tuple(s if s is not None else 0 for s in header.shape)).to_dict(stream=True)
-            d["shape"] = list(self.meta.shape)
+            d["shape"], d["version"] = list(self.meta.shape), version_for(self.meta.shape)
             schema = self.schema.with_metadata({METADATA_KEY: json.dumps(d, separators=(",", ":"))})
         self._digest = DigestWriter(out)
         self._writer = pa.ipc.new_stream(self._digest, schema)

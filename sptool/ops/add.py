@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .. import _linalg
+from .. import _linalg, _widekeys
 from .._memory import budget_of
 from ..errors import UsageError
 from ..format import TensorMeta, number_of, value_type_of_dtype
@@ -56,6 +56,7 @@ class Sum(JoinOp):
     def __init__(self, thresh, prune: bool):
         self.thresh, self.prune = thresh, prune
         self.fused = _linalg.merge_add if thresh is None else None
+        self.fused_wide = _widekeys.merge_add if thresh is None else None
 
     def out_fill(self, fa, fb, dtype):
         return _sum_fill(fa, fb, dtype)

@@ -13,7 +13,6 @@ merged without comparing values:
 
 from __future__ import annotations
 
-import math
 from dataclasses import replace
 
 import numpy as np
@@ -83,8 +82,8 @@ def plan_concat(metas: list[TensorMeta], axis: int, expand_nonconcat: bool = Fal
     for m in metas[:-1]:
         offsets.append(offsets[-1] + m.shape[axis])
     names = first.dimension_names if all(m.dimension_names == first.dimension_names for m in metas) else None
-    if math.prod(shape) > 2**63 - 1:
-        raise UsageError(f"the output shape {shape} would have more than 2^63-1 elements")
+    if shape[axis] > 2**63 - 1:
+        raise UsageError(f"the output's dimension {axis} would span {shape[axis]} indices, past an int64 index")
     out = first.with_(shape=tuple(shape), nnz=None, sort_order=tuple(range(K)),
                       unique=all(m.unique for m in metas), iso=False, dimension_names=names, created_by=None)
     return out, axis, offsets

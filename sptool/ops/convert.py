@@ -11,7 +11,6 @@ needing whole rows in order (or mtx's size line) is fed through."""
 from __future__ import annotations
 
 import contextlib
-import math
 import os
 import tempfile
 from dataclasses import replace
@@ -42,8 +41,7 @@ from ..converters.rowsparse import RowsOptions
 from ..converters.svmlight import IndexBaseRestart
 from ..converters.table import table_options
 from ..converters.tfrecord import tfrecord_options
-from ..errors import DataError, UsageError
-from ..format import INT64_MAX
+from ..errors import UsageError
 from ..io import ClosesOrAborts, is_remote, local_path, open_source, sibling_name
 from ..stream.dense import write_dense
 from ..stream.engine import Plan, StreamOp, run
@@ -106,10 +104,6 @@ class _Pump(StreamOp):
         resolve = getattr(self.writer, "resolve_shape", None)
         if resolve is not None and all(s is not None for s in self.reader.meta.shape):
             resolve(self.reader.meta.shape)  # extents a reader knows only at the end (svmlight's rows)
-        shape = self.shape(self.reader.meta)
-        if any(s is None for s in self.reader.meta.shape) and math.prod(shape) > INT64_MAX:
-            raise DataError(f"the largest indices give the shape {shape}, which has more than 2^63-1 elements",
-                            path=self.reader.name)
         return ()
 
     def shape(self, meta) -> list:

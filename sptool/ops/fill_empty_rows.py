@@ -5,11 +5,11 @@ from __future__ import annotations
 import numpy as np
 import pyarrow as pa
 
-from .._memory import budget_of
-from ..errors import DataError, UsageError
+from .._memory import Budget, budget_of, format_size
+from ..errors import DataError, ResourceError, UsageError
 from ..format import scalar_of_value_type
 from ..io import AtomicTarget, arrow_of, batch_keys, known_shape, open_input, schema_of, values_array
-from ..stream.dense import check_dense_size
+from ..stream.dense import check_dense_rows, check_dense_size
 from ..stream.engine import Plan, StreamOp, run
 from ..tensor import SparseTensor
 
@@ -142,6 +142,7 @@ def fill_empty_rows(path: str, output: str | None, *, value, indicator: str | No
         raise UsageError("the indicator is a .npy file; name it *.npy", path=str(indicator))
     with open_input(path) as opened, known_shape(opened, tmp_dir) as src:
         rows = src.meta.shape[0]
+        _check_dense_rows(src.meta, output, budget)
         target = None
         if indicator is not None:
             check_dense_size((rows,), np.dtype(bool), str(indicator))
@@ -165,6 +166,20 @@ def fill_empty_rows(path: str, output: str | None, *, value, indicator: str | No
         filled = op.filler.filled
         return {"rows_in": src.meta.nnz if src.meta.nnz is not None else final.nnz - filled, "rows_out": final.nnz,
                 "empty_rows": filled}
+
+
+def _check_dense_rows(meta, output, budget: Budget) -> None:
+    """The output holds an entry for every row of dimension 0 (dense along it): refused before
+    any work when those entries alone, before compression, outgrow --memory (a result kept in
+    memory) or the free space of a local output's disk."""
+    rows = meta.shape[0]
+    value_bytes = 8 if meta.value_type in ("string", "binary") else meta.dtype.itemsize
+    row_bytes = 8 * meta.sparse_ndim + value_bytes * meta.block_size  # an entry
+    if output is None and rows * row_bytes > budget.total:
+        raise ResourceError(f"the output, dense along dimension 0 (an entry for each of its {rows} rows), needs "
+                            f"{format_size(rows * row_bytes)}, over --memory {format_size(budget.total)}; give an "
+                            "output path")
+    check_dense_rows(rows, row_bytes, output, "the output")
 
 
 class FillEmptyRows(StreamOp):

@@ -15,9 +15,11 @@ emitting rows in order: the output is canonical.  An output entry exists whereve
 A[i,k] * B[k,j] exists (cancellation leaves an explicit zero, as the format keeps explicit
 entries).  When B does not fit in half of ``memory`` it is multiplied in slabs of rows that
 do: A (sorted once) is read once per slab, and the slabs' products are summed by the external
-sort, so memory stays bounded for any B.  Two dense accumulators of B's column count must fit
-in a quarter of ``memory``; otherwise the command refuses (swap the operands:
-A B = (B^H A^H)^H with the adjoint flags).
+sort, so memory stays bounded for any B.  When two dense accumulators of B's column count do
+not fit in a quarter of ``memory`` (10^10 columns would want 480 GB), a block's products are
+accumulated by sorting them instead: sparse, its memory bounded by the block.  B's rows are
+indexed densely (CSR) while that index fits in a sixteenth of ``memory``, else by the rows it
+has, found by binary search.
 
 Kernel value types are float32/64, int32/64 and complex64/128; other types are computed in a
 wider one and cast back at the end (integer results then wrap exactly as in their own type;
@@ -41,7 +43,7 @@ import numpy as np
 from .. import _kernels, _linalg
 from .._memory import Budget, budget_of
 from .._messages import out_of_bounds
-from ..errors import DataError, ResourceError, ShapeMismatch, UsageError
+from ..errors import DataError, ShapeMismatch, UsageError
 from ..format import TensorMeta, value_type_of_dtype
 from ..io import (
     AtomicTarget,
@@ -322,7 +324,9 @@ def _dense_product(sparse_path: str, dense_path, output, *, sparse_left: bool, a
 
 class _CSR:
     """B' (k x n) in memory, rows = B' rows, built from any entry order (duplicates accumulate).
-    The caller has checked that B fits (else it takes B in slabs, _slabs)."""
+    The caller has checked that B fits (else it takes B in slabs, _slabs).  ``row_ids``: None
+    when ``indptr`` has a slot for every row; else the rows B' has, sorted, and ``indptr`` one
+    slot for each of them (a dense index of 10^10 rows would want 80 GB)."""
 
     def __init__(self, src, path, transpose: bool, conj: bool, k: int, dtype: np.dtype, budget: Budget):
         meta = src.meta
@@ -342,23 +346,38 @@ class _CSR:
         c = np.concatenate(cols) if cols else np.empty(0, np.int64)
         x = np.concatenate(vals) if vals else np.empty(0, dtype)
         del rows, cols, vals
-        self._build(r, c, x, 0, k)
+        self._build(r, c, x, 0, k, budget)
 
     @classmethod
-    def from_rows(cls, r, c, x, lo: int, hi: int) -> _CSR:
+    def from_rows(cls, r, c, x, lo: int, hi: int, budget: Budget) -> _CSR:
         """B' rows lo..hi-1 (entries given with their global row numbers); row i - lo here."""
         self = cls.__new__(cls)
-        self._build(r - lo, c, x, lo, hi - lo)
+        self._build(r - lo, c, x, lo, hi - lo, budget)
         return self
 
-    def _build(self, r, c, x, lo: int, k: int):
+    def _build(self, r, c, x, lo: int, k: int, budget: Budget):
         order = np.argsort(r, kind="stable")
         self.cols = np.ascontiguousarray(c[order])
         self.vals = np.ascontiguousarray(x[order])
-        self.indptr = np.zeros(k + 1, dtype=np.int64)
-        np.cumsum(np.bincount(r, minlength=k), out=self.indptr[1:])
         self.nnz = len(r)
         self.lo = lo
+        self.rows = k
+        if (k + 1) * 8 <= budget.total // 16:
+            self.row_ids = None
+            self.indptr = np.zeros(k + 1, dtype=np.int64)
+            np.cumsum(np.bincount(r, minlength=k), out=self.indptr[1:])
+            return
+        self.row_ids, counts = np.unique(r[order], return_counts=True)
+        self.indptr = np.concatenate([[0], np.cumsum(counts)]).astype(np.int64)
+
+    def local(self, rows, cols, vals):
+        """A's entries (rows, cols, vals) that meet a row of B', their cols turned into that row's
+        slot in ``indptr``."""
+        if self.row_ids is None:
+            return rows, cols, vals
+        at = np.minimum(np.searchsorted(self.row_ids, cols), max(len(self.row_ids) - 1, 0))
+        hit = self.row_ids[at] == cols if len(self.row_ids) else np.zeros(len(cols), dtype=bool)
+        return rows[hit], np.ascontiguousarray(at[hit]), vals[hit]
 
 
 class _RowBlocks:
@@ -388,17 +407,23 @@ class _RowBlocks:
 
 
 class _SpGEMM:
-    """Products of row blocks of A with B (CSR), on two threads with their own accumulators."""
+    """Products of row blocks of A with B (CSR), on two threads with their own accumulators:
+    dense ones over B's n columns, or with ``sparse`` the products of a block sorted and summed
+    (_sorted_products), a block then holding at most ``cap_entries`` products."""
 
-    def __init__(self, csr: _CSR, n: int, dtype: np.dtype, pool, cap_entries: int, parallel_rows: int):
+    def __init__(self, csr: _CSR, n: int, dtype: np.dtype, pool, cap_entries: int, parallel_rows: int,
+                 sparse: bool = False):
         self.csr, self.n, self.dtype, self.pool = csr, n, dtype, pool
         self.cap_entries = cap_entries
         self.parallel_rows = parallel_rows
+        self.sparse = sparse
         # A block is split in two halves at most, each with an accumulator of its own.
-        self.scratch = [(np.zeros(n, dtype), np.full(n, -1, np.int64), np.empty(n, np.int64))
-                        for _ in range(1 if pool is None else 2)]
+        self.scratch = [] if sparse else [(np.zeros(n, dtype), np.full(n, -1, np.int64), np.empty(n, np.int64))
+                                          for _ in range(1 if pool is None else 2)]
 
     def _run(self, t, rows, cols, vals, cap):
+        if self.sparse:
+            return _sorted_products(self.csr, rows, cols, vals)
         acc, mark, touched = self.scratch[t]
         keys, vals_out = np.empty((2, cap), np.int64), np.empty(cap, self.dtype)
         got = _linalg.spgemm_rows(rows, cols, vals, self.csr.indptr, self.csr.cols, self.csr.vals, acc, mark,
@@ -407,10 +432,13 @@ class _SpGEMM:
 
     def blocks(self, rows, cols, vals):
         """Yield ((2, n) keys, values) of the product for complete rows, in order."""
+        rows, cols, vals = self.csr.local(rows, cols, vals)
         indptr = self.csr.indptr
         lens = indptr[cols + 1] - indptr[cols]
         starts = np.concatenate([[0], np.flatnonzero(rows[1:] != rows[:-1]) + 1])
-        per_row = np.minimum(np.add.reduceat(lens, starts), self.n) if len(rows) else np.empty(0, np.int64)
+        per_row = np.add.reduceat(lens, starts) if len(rows) else np.empty(0, np.int64)
+        if not self.sparse:  # a dense accumulator's row gives at most n entries
+            per_row = np.minimum(per_row, self.n)
         bounds = np.append(starts, len(rows))
         cum = np.cumsum(per_row)
         # Blocks of whole rows whose worst-case output fits in cap_entries (a row alone may exceed it).
@@ -438,6 +466,23 @@ class _SpGEMM:
             yield f.result()
 
 
+def _sorted_products(csr: _CSR, rows, cols, vals):
+    """((2, n) keys, values) of A's entries (rows grouped) times B' (cols already B's slots),
+    accumulated by sorting: every product A[i,k] * B[k,j] formed, sorted stably by (i, j) (each
+    coordinate's products then add in the order a dense accumulator adds them) and summed."""
+    lens = csr.indptr[cols + 1] - csr.indptr[cols]
+    entry = np.repeat(np.arange(len(rows)), lens)
+    at = np.arange(len(entry)) + np.repeat(csr.indptr[cols] - (np.cumsum(lens) - lens), lens)
+    i, j = rows[entry], csr.cols[at]
+    products = vals[entry] * csr.vals[at]
+    order = np.lexsort((j, i))
+    i, j, products = i[order], j[order], products[order]
+    if not len(i):
+        return np.empty((2, 0), np.int64), products
+    starts = np.flatnonzero(np.concatenate([[True], (i[1:] != i[:-1]) | (j[1:] != j[:-1])]))
+    return np.stack([i[starts], j[starts]]), np.add.reduceat(products, starts)
+
+
 
 
 
@@ -451,7 +496,7 @@ def _slabs(sb, path_b, adjoint_b: bool, dtype, cap: int, *, budget: Budget, tmp_
 
     def slab():
         r, c, x = (np.concatenate([h[i] for h in held]) for i in range(3))
-        return _CSR.from_rows(r, c, x, int(r[0]), int(r[-1]) + 1)
+        return _CSR.from_rows(r, c, x, int(r[0]), int(r[-1]) + 1, budget)
 
     for batch, _ in sorted_batches(sb, (r_dim, c_dim), budget=budget, tmp_dir=tmp_dir, keys=False):
         keys = batch_keys(batch, 2)
@@ -493,11 +538,10 @@ class _SparseProduct(StreamOp):
         self.out_dtype = out_dtype = promote(ma.dtype, mb.dtype)
         self.cdt = cdt = compute_dtype(out_dtype)
         scratch_bytes = min(self.budget.workers, 2) * n * (cdt.itemsize + 16)
-        if scratch_bytes > self.budget.share(2).total // 2:
-            raise ResourceError(f"sparse x sparse matmul keeps a dense accumulator of B's {n} columns per thread "
-                                f"({scratch_bytes} bytes), over a quarter of --memory; raise --memory or swap the "
-                                "operands (A B = (B^H A^H)^H)", path=self.path_b)
-        self.cap_entries = max(1 << 14, (self.budget.total // 8) // (16 + cdt.itemsize))
+        # Dense accumulators over B's columns while two fit in a quarter of --memory, else sorted products
+        # (about 64 bytes each while a block's are sorted, so a block holds fewer).
+        self.sparse = scratch_bytes > self.budget.share(2).total // 2
+        self.cap_entries = max(1 << 14, (self.budget.total // 8) // (16 + cdt.itemsize) // (4 if self.sparse else 1))
         # B' in memory as CSR when it fits in half of --memory, else in slabs (_slabbed)
         self.fits = self.budget.slab_entries is None and mb.nnz is not None and \
             mb.nnz * (16 + cdt.itemsize) * 2 <= self.budget.share(2).total
@@ -520,7 +564,7 @@ class _SparseProduct(StreamOp):
             if progress:
                 progress.advance(csr.nnz)
             self.engine = _SpGEMM(csr, self.shape[1], self.cdt, pool, self.cap_entries,
-                                  budget.parallel_rows or PARALLEL_MIN)
+                                  budget.parallel_rows or PARALLEL_MIN, self.sparse)
             yield from ((block, None) for block in _RowBlocks(sa, self.path_a, 1 if self.adjoint_a else 0,
                                                                 self.adjoint_a, self.cdt, budget=half.share(2),
                                                                 tmp_dir=tmp_dir, progress=progress))
@@ -572,9 +616,10 @@ class _SparseProduct(StreamOp):
             def partials():
                 for csr in _slabs(sb, self.path_b, self.adjoint_b, cdt, slab_entries, budget=quarter,
                                   tmp_dir=tmp_dir):
-                    lo, hi = csr.lo, csr.lo + len(csr.indptr) - 1
+                    lo, hi = csr.lo, csr.lo + csr.rows
                     # fresh scratch: rows repeat across slabs
-                    engine = _SpGEMM(csr, n, cdt, pool, self.cap_entries, budget.parallel_rows or PARALLEL_MIN)
+                    engine = _SpGEMM(csr, n, cdt, pool, self.cap_entries, budget.parallel_rows or PARALLEL_MIN,
+                                     self.sparse)
                     with open_source(a_path) as src:
                         for rows, cols, vals in _RowBlocks(src, self.path_a, row_dim, self.adjoint_a, cdt,
                                                            budget=quarter, tmp_dir=tmp_dir, progress=None):

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import math
-
 import numpy as np
 import pyarrow as pa
 
@@ -30,8 +28,8 @@ def check_new_shape(new_shape, meta) -> tuple:
     if meta.hybrid and new_shape[K:] != tuple(meta.dense_shape):
         raise UsageError(f"the new shape {list(new_shape)} changes the dense dimensions {list(meta.dense_shape)}: "
                          f"reset_shape changes only the {K} sparse dimension(s)")
-    if math.prod(new_shape) > INT64_MAX:
-        raise UsageError(f"the new shape {list(new_shape)} has more than 2^63-1 elements")
+    if any(s > INT64_MAX for s in new_shape):
+        raise UsageError(f"the new shape {list(new_shape)} has an extent past 2^63-1, which no int64 index reaches")
     return new_shape
 
 

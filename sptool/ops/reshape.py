@@ -7,7 +7,7 @@ import math
 import numpy as np
 import pyarrow as pa
 
-from .. import _kernels
+from .. import _kernels, _widekeys
 from .._args import whole_numbers
 from .._memory import budget_of
 from ..errors import UsageError
@@ -55,21 +55,44 @@ def resolve_shape(new_shape, old_sparse: tuple, dense: tuple) -> tuple:
     elif known != dense_size:
         raise UsageError(f"Input to reshape is a tensor with {dense_size} dense values, but the requested shape "
                          f"has {known}")
-    assert math.prod(new_shape) <= INT64_MAX
+    wide = next((i for i, s in enumerate(new_shape) if s > INT64_MAX), None)
+    if wide is not None:
+        raise UsageError(f"the new shape {new_shape} has {new_shape[wide]} indices along dimension {wide}, past "
+                         "2^63-1: an index there would not fit the int64 index columns")
     return tuple(new_shape)
 
 
 def relinearize(keys: np.ndarray, old_shape, new_shape) -> np.ndarray:
     """(K', n) keys in ``new_shape`` of the rows at (K, n) ``keys`` in ``old_shape`` (same row-major
-    linear index).  Indices must be in bounds and the shapes' products equal and <= 2^63-1."""
+    linear index).  Indices must be in bounds and the shapes' products equal.  The linear index
+    is an int64 while the product fits one, 128 bits in the compiled kernel up to 2^128, and a
+    Python integer beyond."""
     n = keys.shape[1]
-    lin = np.empty(n, dtype=np.int64)
-    _kernels.linear_offsets(keys, np.asarray(old_shape, dtype=np.int64), lin)
     out = np.empty((len(new_shape), n), dtype=np.int64)
     if n == 0:
         return out
+    size = math.prod(old_shape)
+    if size > INT64_MAX:
+        if size >> 128:
+            return _relinearize_python(keys, old_shape, new_shape, out)
+        _widekeys.relinearize(keys, np.asarray(old_shape, dtype=np.int64), np.asarray(new_shape, dtype=np.int64),
+                              out)
+        return out
+    lin = np.empty(n, dtype=np.int64)
+    _kernels.linear_offsets(keys, np.asarray(old_shape, dtype=np.int64), lin)
     for k in range(len(new_shape) - 1, 0, -1):
         np.divmod(lin, int(new_shape[k]), out=(lin, out[k]))
+    out[0] = lin
+    return out
+
+
+def _relinearize_python(keys: np.ndarray, old_shape, new_shape, out: np.ndarray) -> np.ndarray:
+    lin = np.zeros(keys.shape[1], dtype=object)
+    for k, extent in enumerate(old_shape):
+        lin = lin * int(extent) + keys[k].astype(object)
+    for k in range(len(new_shape) - 1, 0, -1):
+        out[k] = lin % int(new_shape[k])
+        lin = lin // int(new_shape[k])
     out[0] = lin
     return out
 

@@ -5,7 +5,6 @@ since a TensorSource would refuse the broken files it has to describe."""
 
 from __future__ import annotations
 
-import math
 from contextlib import nullcontext
 from dataclasses import dataclass
 
@@ -19,7 +18,6 @@ from .._messages import out_of_bounds, out_of_order, repeated
 from ..format import (
     CHECKSUMS_KEY,
     DIGEST_KEY,
-    INT64_MAX,
     METADATA_KEY,
     TRAILER_KEY,
     TensorMeta,
@@ -31,6 +29,7 @@ from ..format import (
     index_column,
     invariants_differ,
     load_json,
+    shape_overflow,
     stats_problem,
     trailer_problem,
 )
@@ -824,8 +823,8 @@ class _Validator:
             shape = [a if a is not None else b for a, b in zip(shape, t_shape)]
         if any(s is None for s in shape):
             add(Problem("E_STREAM_SHAPE_UNRESOLVED", f"shape {shape} still has unknown entries at the end"))
-        elif math.prod(shape) > INT64_MAX:
-            add(Problem("E_SHAPE_OVERFLOW", f"the final shape {shape} has more than 2^63-1 elements"))
+        elif shape_overflow(shape, header["version"]):
+            add(Problem("E_SHAPE_OVERFLOW", f"the final {shape_overflow(shape, header['version'])}"))
         elif not self.metadata_only:
             scanner.check_final_shape(shape)
         if not self.metadata_only:

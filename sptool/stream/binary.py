@@ -185,6 +185,8 @@ def gather_keys(a: _Chunk | None, b: _Chunk | None, ia, ib, has_a, union, codec:
     if union is not None:
         return codec.decode(union)
     ia0, ib0 = np.maximum(ia, 0), np.maximum(ib, 0)
+    if a.keys is None:  # wide keys, which the index columns are not kept beside
+        return codec.decode(np.where(has_a, a.codes[ia0], b.codes[ib0]))
     return np.where(has_a, a.keys.take(ia0, axis=1), b.keys.take(ib0, axis=1))
 
 
@@ -206,10 +208,12 @@ class JoinOp:
     (``out_dtype(meta_a, meta_b)``, ``out_fill(fill_a, fill_b, dtype)``) and its per-round work
     (``combine``).  ``fused``, a kernel doing the join and ``combine`` in one pass and unpacking
     the union's keys with their maxima (``_linalg.merge_add``), serves the rounds it can: packed
-    keys, scalar values of a kernel type, both sides present."""
+    keys, scalar values of a kernel type, both sides present; ``fused_wide`` does the same on
+    wide keys (``_widekeys.merge_add``)."""
 
     what = ""
     fused = None
+    fused_wide = None
 
     def out_dtype(self, ma: TensorMeta, mb: TensorMeta) -> np.dtype:
         return promote(ma.dtype, mb.dtype)
@@ -243,7 +247,7 @@ def run_join(op: JoinOp, sa, sb, output, *, budget: Budget, tmp_dir=None, progre
     """Drive ``op`` over two opened sparse operands: both read row-major (sorted first when
     stored otherwise, duplicates summed), joined round by round into a canonical output.  The
     closed sink when ``output`` is None (the result in memory), else the summary."""
-    what, out_dtype, out_fill, combine, fused = op.what, op.out_dtype, op.out_fill, op.combine, op.fused
+    what, out_dtype, out_fill, combine = op.what, op.out_dtype, op.out_fill, op.combine
     half = budget.share(2)
     ma, mb = sa.meta, sb.meta
     numeric_dtype(ma, sa.path, what)
@@ -261,6 +265,7 @@ def run_join(op: JoinOp, sa, sb, output, *, budget: Budget, tmp_dir=None, progre
     if progress:
         progress.set_total(ma.nnz + mb.nnz if ma.nnz is not None and mb.nnz is not None else None)
     codec = KeyCodec(ma.shape, tuple(range(K)))
+    fused = op.fused if codec.packed else op.fused_wide if codec.wide else None
     left = _Side(sa, codec, budget=half, tmp_dir=tmp_dir, progress=progress)
     right = _Side(sb, codec, budget=half, tmp_dir=tmp_dir, progress=progress)
     fa, fb = scalar(ma.fill_value, dtype), scalar(mb.fill_value, dtype)
@@ -272,16 +277,17 @@ def run_join(op: JoinOp, sa, sb, output, *, budget: Budget, tmp_dir=None, progre
     dropped = 0
     with open_sink(output, out_meta, unique_claim=True, budget=budget, light_producer=True) as sink:
         tail = tuple(ma.dense_shape)
-        fast = fused is not None and codec.packed and not tail and dtype in FUSED_TYPES
+        fast = fused is not None and not tail and dtype in FUSED_TYPES
         for a, b in join_rounds(left, right, codec.packed):
             if fast and a is not None and b is not None:
                 va, vb = np.ascontiguousarray(a.values, dtype=dtype), np.ascontiguousarray(b.values, dtype=dtype)
+                wa, wb = codec.words(a.codes), codec.words(b.codes)
                 pos = np.zeros(2, dtype=np.int64)
                 while pos[0] < len(a) or pos[1] < len(b):
                     cap = min(len(a) + len(b) - int(pos[0] + pos[1]), piece)
                     keys, vals = np.empty((K, cap), dtype=np.int64), np.empty(cap, dtype=dtype)
                     maxes = np.empty(K, dtype=np.int64)
-                    n = fused(a.codes, b.codes, va, vb, fa, fb, is_zero(fa), is_zero(fb), codec.shifts, codec.widths,
+                    n = fused(wa, wb, va, vb, fa, fb, is_zero(fa), is_zero(fb), codec.shifts, codec.widths,
                               keys, vals, maxes, pos)
                     sink.write(keys[:, :n], vals[:n], maxes)  # vouched for as _vouched_maxes says
                 continue

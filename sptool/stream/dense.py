@@ -15,7 +15,7 @@ from .._memory import Budget, format_size
 from .._messages import out_of_bounds
 from ..errors import DataError, InputError, ResourceError, UsageError
 from ..format import INT64_MAX, TensorMeta
-from ..io import AtomicTarget, batch_keys, batch_values, known_shape, local_only
+from ..io import AtomicTarget, batch_keys, batch_values, is_remote, known_shape, local_only
 from .engine import Plan, StreamOp, run
 from .order import ClaimCheck
 
@@ -244,7 +244,27 @@ def check_dense_size(shape, dtype: np.dtype, where: str) -> int:
     cells = math.prod(shape)
     nbytes = cells * dtype.itemsize
     if cells > INT64_MAX or nbytes > INT64_MAX:
-        raise ResourceError(f"a dense array of shape {list(shape)} has more than 2^63-1 elements or bytes")
+        raise ResourceError(f"a dense array of shape {list(shape)} would hold {cells} elements, more than the 2^63-1 "
+                            "elements or bytes an array (and a .npy) can address: a dense output of this tensor cannot "
+                            "exist; take a part of it first (sptool slice) or reduce it (sptool reduce)", path=where)
+    check_room(nbytes, where, f"the dense array of shape {list(shape)}")
+    return nbytes
+
+
+def check_dense_rows(rows: int, row_bytes: int, where: str | None, what: str) -> None:
+    """Refuse an output that holds something for every one of the ``rows`` rows of dimension 0
+    (dense along it: a line, a record, a pointer or an entry) when those ``row_bytes`` a row,
+    before compression, outgrow the free space of the local disk ``where`` is on (not checked
+    for stdout or another filesystem)."""
+    if where is None or where == "-" or is_remote(where):
+        return
+    check_room(rows * row_bytes, where, f"{what}, dense along dimension 0 ({row_bytes} bytes or more for each of "
+                                        f"its {rows} rows),")
+
+
+def check_room(nbytes: int, where: str, what: str) -> None:
+    """Refuse an output of at least ``nbytes`` bytes that the free space of the disk ``where`` is
+    on could not hold (``what`` names it in the message)."""
     parent = os.path.dirname(os.path.abspath(where)) or "."
     while not os.path.exists(parent):  # the output's directories are made when it is written
         parent = os.path.dirname(parent)
@@ -253,11 +273,10 @@ def check_dense_size(shape, dtype: np.dtype, where: str) -> int:
     free = shutil.disk_usage(parent).free
     if nbytes > free:
         raise ResourceError(
-            f"the dense array of shape {list(shape)} needs {format_size(nbytes)} but only {format_size(free)} "
+            f"{what} needs {format_size(nbytes)} but only {format_size(free)} "
             "are free on the output's disk; take a part of it first (sptool slice) or reduce it (sptool reduce)",
             path=where,
         )
-    return nbytes
 
 
 

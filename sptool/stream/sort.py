@@ -1,11 +1,14 @@
 """External merge sort of tensor rows in bounded memory.
 
 Rows are sorted by a key built from the index columns in the requested dimension order:
-packed into one uint64 when the dimensions' bit widths add up to 64 or less, otherwise the
-big-endian bytes of the columns (NumPy sorts and searches those lexicographically).  Both
-orders are stable, so rows with equal coordinates keep their input order.
+packed into one uint64 when the dimensions' bit widths add up to 64 or less, into two (a
+``wide`` key, sptool/_widekeys.pyx) up to 128 bits, as FROSTT's tensors and any shape whose
+extents multiply past 2^63 need, otherwise the big-endian bytes of the columns.  Wide and byte
+keys are NumPy ``V`` arrays whose bytes compare like the numbers (NumPy sorts and searches them
+lexicographically where speed does not matter); compiled kernels pack, sort and merge wide keys.
+Every order is stable, so rows with equal coordinates keep their input order.
 
-With a packed key the index columns are not carried through the sort at all: they are
+With a packed or wide key the index columns are not carried through the sort at all: they are
 unpacked from the sorted keys at the end, so only the values are gathered and spilled.
 
 The pieces are per-batch kernels plus a merge step: ``sorted_stream`` turns batches into
@@ -26,7 +29,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.ipc as ipc
 
-from .. import _kernels
+from .. import _kernels, _widekeys
 from .._memory import ROW_GROUP_ROWS, Budget
 from .._threads import THREADS, stop_pool
 from ..format import VALUE_TYPES, TensorMeta, value_type_of_arrow
@@ -45,6 +48,15 @@ MERGE_TREE_MAX_RUNS = 4
 RADIX_MIN_ROWS = 1 << 18
 
 
+# Keys of up to this many bits are two uint64 words; wider ones the bytes of every index column.
+WIDE_BITS = 128
+
+
+def _words(keys: np.ndarray) -> np.ndarray:
+    """The (n, 2) uint64 words of wide keys (a V16 array), without a copy when contiguous."""
+    return np.ascontiguousarray(keys).view(np.uint64).reshape(len(keys), 2)
+
+
 class KeyCodec:
     """Sort keys for rows of (K, n) index arrays under a dimension order."""
 
@@ -53,6 +65,8 @@ class KeyCodec:
         self.K = len(self.order) if sparse_ndim is None else sparse_ndim
         widths = [max(int(shape[d] - 1).bit_length(), 0) if shape[d] else 0 for d in order]
         self.packed = sum(widths) <= 64
+        self.wide = 64 < sum(widths) <= WIDE_BITS
+        self.width = 8 if self.packed else 16 if self.wide else 8 * len(self.order)  # bytes a key
         shifts, acc = [], 0
         for w in reversed(widths):
             shifts.append(acc if w else 0)  # a zero-width field holds only 0; never shift by 64
@@ -61,7 +75,7 @@ class KeyCodec:
         self.widths = np.asarray(widths, dtype=np.int64)
         self.bits = acc
         # The index columns can be rebuilt from the key only if it holds every one of them.
-        self.unpackable = self.packed and sorted(int(d) for d in order) == list(range(self.K))
+        self.unpackable = (self.packed or self.wide) and sorted(int(d) for d in order) == list(range(self.K))
 
     def encode(self, keys: np.ndarray) -> np.ndarray:
         n = keys.shape[1]
@@ -69,16 +83,22 @@ class KeyCodec:
             out = np.empty(n, dtype=np.uint64)
             _kernels.pack_keys(keys, self.order, self.shifts, out)
             return out
+        if self.wide:
+            out = np.empty(n, dtype="V16")
+            _widekeys.pack_keys(keys, self.order, self.shifts, self.widths, _words(out))
+            return out
         # Big-endian bytes compare like the numbers (indices are non-negative).
         cols = np.ascontiguousarray(keys[self.order].T.astype(">u8"))
         return cols.view(f"V{8 * len(self.order)}").reshape(n)
 
     def encode_table(self, table: pa.Table) -> np.ndarray:
         """Keys of a table's rows, packed chunk by chunk straight from the column buffers."""
-        if not self.packed:
+        if not (self.packed or self.wide):
             keys = np.stack([table.column(int(d)).to_numpy() for d in range(self.K)])
             return self.encode(keys)
-        out = np.empty(table.num_rows, dtype=np.uint64)
+        out = np.empty(table.num_rows, dtype=np.uint64 if self.packed else "V16")
+        words = out if self.packed else _words(out)
+        or_shifted = _kernels.or_shifted if self.packed else _widekeys.or_shifted
         first = True
         for j, d in enumerate(self.order):
             if self.widths[j] == 0:
@@ -86,22 +106,34 @@ class KeyCodec:
             start = 0
             for chunk in table.column(int(d)).chunks:
                 n = len(chunk)
-                _kernels.or_shifted(chunk.to_numpy(), int(self.shifts[j]), out[start:start + n], first)
+                or_shifted(chunk.to_numpy(), int(self.shifts[j]), words[start:start + n], first)
                 start += n
             first = False
         if first:
-            out[:] = 0
+            words[:] = 0
         return out
 
+    def words(self, keys: np.ndarray) -> np.ndarray:
+        """What the compiled kernels take for ``keys``: packed keys as they are, wide ones as
+        (n, 2) uint64 words."""
+        return _words(keys) if self.wide else keys
+
     def decode(self, key: np.ndarray) -> np.ndarray:
-        """(K, n) index arrays from packed keys."""
+        """(K, n) index arrays from packed or wide keys."""
         out = np.empty((self.K, len(key)), dtype=np.int64)
+        if self.wide:
+            _widekeys.unpack_keys(_words(key), self.order, self.shifts, self.widths, out)
+            return out
         _kernels.unpack_keys(np.ascontiguousarray(key), self.order, self.shifts, self.widths, out)
         return out
 
     def argsort(self, key: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """(permutation, sorted keys), stable."""
         n = len(key)
+        if self.wide:
+            perm, out = np.empty(n, dtype=np.int64), np.empty(n, dtype="V16")
+            _widekeys.radix_argsort(_words(key), perm, _words(out))
+            return perm, out
         pos_bits = max(int(n - 1).bit_length(), 1)
         radix = n >= RADIX_MIN_ROWS
         if key.dtype == np.uint64 and self.bits + pos_bits <= 64 and not radix:
@@ -122,7 +154,7 @@ class KeyCodec:
         return perm, key[perm]
 
     def key_type(self) -> pa.DataType:
-        return pa.uint64() if self.packed else pa.binary(8 * len(self.order))
+        return pa.uint64() if self.packed else pa.binary(self.width)
 
     def to_arrow(self, key: np.ndarray) -> pa.Array:
         if self.packed:
@@ -134,7 +166,7 @@ class KeyCodec:
             arr = arr.combine_chunks()
         if self.packed:
             return arr.to_numpy(zero_copy_only=False)
-        width = 8 * len(self.order)
+        width = self.width
         buf = arr.buffers()[1]
         raw = np.frombuffer(buf, dtype=np.uint8, count=(arr.offset + len(arr)) * width)
         return raw[arr.offset * width:].view(f"V{width}").reshape(len(arr))
@@ -359,7 +391,7 @@ def sorted_stream(batches: Iterable, meta: TensorMeta, order, *, budget: Budget,
     K = meta.sparse_ndim
     schema = meta.arrow_schema()
     codec = KeyCodec(meta.shape, order, K)
-    rb = row_bytes(meta) + (8 if codec.packed else 8 * K)
+    rb = row_bytes(meta) + codec.width
     rows_per_run = run_rows(budget, rb)
     pairs = _keyed(batches, meta, keyed, progress, path)
     values_type = schema.field(len(schema) - 1).type
@@ -439,11 +471,14 @@ def memory_rows(budget: Budget, codec: KeyCodec, value_bytes: int) -> int:
     """Rows that sort_in_memory may sort: their values, keys and position-tagged keys in two
     thirds of the usable budget (the rest for the reads in flight and the output's row groups),
     with room for the positions in the key's spare bits.  None when the budget fixes the runs
-    or the bytes kept of them (the external sort asked for)."""
-    spare = 64 - codec.bits
-    if budget.run_rows is not None or budget.keep_bytes is not None or spare < 1:
+    or the bytes kept of them (the external sort asked for).  Wide keys need no spare bits (their
+    slices are radix sorted, which keeps ties in order), but twice the room."""
+    if budget.run_rows is not None or budget.keep_bytes is not None:
         return 0
-    return min(budget.usable * 2 // 3 // (value_bytes + 16), 1 << spare)
+    if codec.wide:
+        return budget.usable * 2 // 3 // (value_bytes + 32)
+    spare = 64 - codec.bits
+    return 0 if spare < 1 else min(budget.usable * 2 // 3 // (value_bytes + 16), 1 << spare)
 
 
 def sort_in_memory(held: deque, n: int, codec: KeyCodec, schema: pa.Schema, slice_rows: int | None = None,
@@ -458,7 +493,8 @@ def sort_in_memory(held: deque, n: int, codec: KeyCodec, schema: pa.Schema, slic
     that slice alone), then slices of whole buckets sorted one after another, the next on a
     thread while this one's values are gathered, its keys unpacked and its rows handed on (to
     the writer thread): the sort overlaps the writing.  Memory: the rows once, scattered as the
-    batches are let go, and a slice's copies."""
+    batches are let go, and a slice's copies.  Wide keys are scattered as they are, and each
+    slice radix sorted (_widekeys), which gives the permutation without tags."""
     if not n:
         return
     slice_rows = slice_rows or SLICE_ROWS
@@ -476,11 +512,14 @@ def sort_in_memory(held: deque, n: int, codec: KeyCodec, schema: pa.Schema, slic
 
     def count(w):
         for _, keys in batches[shares[w]:shares[w + 1]]:
-            _kernels.bucket_counts(keys, shift, counts[w])
+            if codec.wide:
+                _widekeys.bucket_counts(_words(keys), shift, counts[w])
+            else:
+                _kernels.bucket_counts(keys, shift, counts[w])
 
     # nxt[w, b]: where share w's next row of bucket b goes (after every earlier share's rows of b).
     words = f"u{schema.field(len(schema) - 1).type.bit_width // 8}"
-    tagged = np.empty(n, dtype=np.uint64)
+    tagged = np.empty(n, dtype="V16" if codec.wide else np.uint64)  # wide keys go untagged
     values = np.empty(n, dtype=VALUE_TYPES[value_type_of_arrow(schema.field(len(schema) - 1).type)])
 
     def scatter(w):
@@ -488,7 +527,11 @@ def sort_in_memory(held: deque, n: int, codec: KeyCodec, schema: pa.Schema, slic
             batch, keys = batches[i]
             batches[i] = None  # let the batch go once its rows are placed
             vals = np.ascontiguousarray(batch.column(0).to_numpy(zero_copy_only=False), dtype=values.dtype)
-            _kernels.scatter_rows(keys, vals.view(words), shift, pos_bits, nxt[w], tagged, values.view(words))
+            if codec.wide:
+                _widekeys.scatter_rows(_words(keys), vals.view(words), shift, nxt[w], _words(tagged),
+                                       values.view(words))
+            else:
+                _kernels.scatter_rows(keys, vals.view(words), shift, pos_bits, nxt[w], tagged, values.view(words))
 
     with ThreadPoolExecutor(workers, thread_name_prefix="sptool-sort") as pool:
         _on_pool(pool, count, len(shares) - 1)
@@ -504,17 +547,23 @@ def sort_in_memory(held: deque, n: int, codec: KeyCodec, schema: pa.Schema, slic
         perm = np.empty(int(np.diff(bounds).max()), dtype=np.int64)
 
         def sort_slice(j):
-            tagged[bounds[j]:bounds[j + 1]].sort()  # NumPy's sort lets go of the GIL
+            seg = tagged[bounds[j]:bounds[j + 1]]
+            if codec.wide:
+                return codec.argsort(seg)  # (the permutation within the slice, the sorted keys)
+            seg.sort()  # NumPy's sort lets go of the GIL
 
         ahead = pool.submit(sort_slice, 0)
         for j in range(len(bounds) - 1):
-            ahead.result()
+            sorted_wide = ahead.result()
             if j + 2 < len(bounds):
                 ahead = pool.submit(sort_slice, j + 1)
-            seg = tagged[bounds[j]:bounds[j + 1]]
-            where = perm[:len(seg)]
-            _kernels.untag_positions(seg, pos_bits, where, seg)  # in place: keys replace tagged keys
-            part = pa.table([arrow_of(np.take(values, where))], names=[name])
+            if codec.wide:
+                (where, seg), held_values = sorted_wide, values[bounds[j]:bounds[j + 1]]
+            else:
+                seg, held_values = tagged[bounds[j]:bounds[j + 1]], values
+                where = perm[:len(seg)]
+                _kernels.untag_positions(seg, pos_bits, where, seg)  # in place: keys replace tagged keys
+            part = pa.table([arrow_of(np.take(held_values, where))], names=[name])
             yield from codec.batches(part, seg, schema)
 
 
@@ -602,7 +651,8 @@ def read_run(run, codec: KeyCodec):
 def merge_keys(keys: list[np.ndarray], pool: ThreadPoolExecutor | None = None, bits: int = 64, *,
                parallel_rows: int = MERGE_PARALLEL_MIN, parts: int = THREADS) -> tuple[np.ndarray, np.ndarray]:
     """(gather order into the concatenation of ``keys``, merged keys) for sorted uint64 key
-    arrays of at most ``bits`` significant bits, stably (ties keep array order).
+    arrays of at most ``bits`` significant bits, or wide (V16) ones, stably (ties keep array
+    order).
 
     Once there are ``parallel_rows`` keys, the key range is cut at quantiles of the longest
     array into ``parts`` pieces, each handled on the pool: few arrays by the compiled k-way
@@ -610,16 +660,25 @@ def merge_keys(keys: list[np.ndarray], pool: ThreadPoolExecutor | None = None, b
     finds the arrays as runs and merges them (measured on 2M keys, one thread: 17.5 against
     14.5 ns/row for 8 arrays, 37 against 23 for 32, 60 against 41 for 1024).  Not the default
     quicksort, which does not look for runs: 74-86 ns/row with NumPy 2.4 here, which made a
-    cluster's range tasks twice as slow per row with 8 pieces as with 4.
+    cluster's range tasks twice as slow per row with 8 pieces as with 4.  Wide keys always take
+    the compiled merge (_widekeys.merge_runs).
     """
     sizes = np.array([len(k) for k in keys], dtype=np.int64)
     starts = np.concatenate([[0], np.cumsum(sizes)])
     allkeys = np.concatenate(keys)
     n, k = len(allkeys), len(keys)
+    wide = allkeys.dtype != np.uint64
     pos_bits = max(int(n - 1).bit_length(), 1)
-    sort = k > MERGE_TREE_MAX_RUNS and bits + pos_bits <= 64
-    out = np.empty(n, dtype=np.uint64)
+    sort = not wide and k > MERGE_TREE_MAX_RUNS and bits + pos_bits <= 64
+    out = np.empty(n, dtype=allkeys.dtype)
     perm = np.empty(n, dtype=np.int64)
+
+    def merge_runs(lo, hi, start):
+        if wide:
+            _widekeys.merge_runs(_words(allkeys), lo, hi, _words(out), perm, start)
+        else:
+            _kernels.merge_runs(allkeys, lo, hi, out, perm, start)
+
     if pool is None or n < parallel_rows:
         # One piece: no cutting (small rounds are many, and each NumPy call costs).
         if sort:
@@ -627,7 +686,7 @@ def merge_keys(keys: list[np.ndarray], pool: ThreadPoolExecutor | None = None, b
             out.sort(kind="stable")
             _kernels.untag_positions(out, pos_bits, perm, out)
         else:
-            _kernels.merge_runs(allkeys, starts[:-1], starts[1:], out, perm, 0)
+            merge_runs(starts[:-1], starts[1:], 0)
         return perm, out
     longest = keys[int(np.argmax(sizes))]
     pivots = longest[(np.arange(1, parts) * len(longest)) // parts]
@@ -649,8 +708,7 @@ def merge_keys(keys: list[np.ndarray], pool: ThreadPoolExecutor | None = None, b
         _on_pool(pool, piece, parts)
         _kernels.untag_positions(out, pos_bits, perm, out)
     else:
-        _on_pool(pool, lambda j: _kernels.merge_runs(allkeys, cuts[j], cuts[j + 1], out, perm, int(offsets[j])),
-                 parts)
+        _on_pool(pool, lambda j: merge_runs(cuts[j], cuts[j + 1], int(offsets[j])), parts)
     return perm, out
 
 
@@ -663,8 +721,8 @@ def merge_sorted(streams: list, codec: KeyCodec, *, rows: int, budget: Budget):
     """Merge key-sorted streams of (payload, keys) into one, stably (ties keep stream order).
 
     A k-way merge by bounds: each round takes, from every stream, the rows up to the smallest
-    'last key in memory' and merges those slices: packed keys with the compiled merge on every
-    core (merge_keys), byte-string keys with a stable sort.  Payloads must share one schema
+    'last key in memory' and merges those slices: packed and wide keys with the compiled merge on
+    every core (merge_keys), byte-string keys with a stable sort.  Payloads must share one schema
     (record batches or tables); yields (table, keys).
     """
     split = {"parallel_rows": budget.parallel_rows or MERGE_PARALLEL_MIN, "parts": budget.workers}
@@ -694,7 +752,7 @@ def _merge_rounds(cursors, codec: KeyCodec, pool, split: dict):
         table = pa.concat_tables(parts) if len(parts) > 1 else parts[0]
         if len(parts) == 1:
             allkeys = keys[0]
-        elif codec.packed:
+        elif codec.packed or codec.wide:
             perm, allkeys = merge_keys(keys, pool, codec.bits, **split)
             table = take(table, perm)
         else:
