@@ -144,6 +144,29 @@ def test_a_recycled_pid_is_not_its_owner(tmp_path, rng, live):
     assert sorted(os.listdir(tmp_path)) == sorted(running + ["out.parquet"])
 
 
+@pytest.mark.parametrize("optimizer", ["adagrad", "adam"])
+def test_apply_state_files_leave_another_hosts_same_pid_temporary_alone(tmp_path, rng, optimizer):
+    """A process on another host sharing the state directory, whose PID happens to equal this
+    one's, is writing a state file's temporary: apply creating its state names its own
+    temporaries by owner and leaves the other's bytes where they are."""
+    table = tmp_path / "table.npy"
+    np.save(table, np.zeros((30, 4), np.float32))
+    grad = tmp_path / "g.parquet"
+    rows = np.array([3, 7, 7, 20])
+    sptool.write(sptool.SparseTensor(np.stack([rows, np.zeros_like(rows)], 1)[:, :1],
+                                     rng.standard_normal((4, 4)).astype(np.float32), (30, 4)), str(grad))
+    state = tmp_path / "state"
+    state.mkdir()
+    theirs = {f"{name}.tmp-{os.getpid()}": name.encode() * 3
+              for name in ("state.json", "accumulator.npy", "m.npy", "v.npy")}
+    for name, data in theirs.items():
+        (state / name).write_bytes(data)
+    sptool.apply(str(table), [str(grad)], optimizer=optimizer, lr=0.1, state=str(state))
+    for name, data in theirs.items():
+        assert (state / name).read_bytes() == data
+    assert not [n for n in os.listdir(state) if ".tmp-" in n and n not in theirs]
+
+
 # -- two Dask workers, one in a PID namespace of its own, writing into one shared directory ------
 
 def _unshare_works() -> bool:

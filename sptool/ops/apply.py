@@ -32,7 +32,7 @@ from .. import _optim
 from .._commits import committed
 from .._memory import budget_of, parse_size
 from ..errors import DataError, InputError, Interrupted, ShapeMismatch, UsageError
-from ..io import batch_keys, batch_values, open_input
+from ..io import batch_keys, batch_values, open_input, sibling_name
 from ..stream.dense import open_npy, release
 from ..stream.journal import (
     FAULT_AROUND,
@@ -297,7 +297,7 @@ def _open_state(directory, optimizer, table, arr, initial):
 def _create_array(path: str, like: np.ndarray, value: float):
     """A new .npy of ``like``'s shape and type, every element ``value``, written whole before it
     takes its name."""
-    tmp = f"{path}.tmp-{os.getpid()}"
+    tmp = sibling_name(path, "tmp")
     out = np.lib.format.open_memmap(tmp, mode="w+", dtype=like.dtype, shape=like.shape)
     if value:
         flat = as_rows(out)

@@ -64,6 +64,7 @@ import numpy as np
 from .._journal import gather_rows, scatter_rows
 from .._tfrecord import crc32c_pieces, first_unmatched_row
 from ..errors import DataError
+from ..io import sibling_name
 
 MAGIC = b"SPTREDO3"
 OLD_MAGICS = (b"SPTREDO1", b"SPTREDO2")  # one transaction a journal (2: with the old rows' CRCs)
@@ -99,7 +100,7 @@ def fsync_dir(path: str):
 def write_durably(path: str, data: bytes, *, durable: bool = True):
     """Replace ``path`` with ``data``: a temporary sibling, fsynced, renamed over it, the
     directory fsynced (without the fsyncs when not ``durable``: still atomic for readers)."""
-    tmp = f"{path}.tmp-{os.getpid()}"
+    tmp = sibling_name(path, "tmp")
     with open(tmp, "wb") as f:
         f.write(data)
         f.flush()
