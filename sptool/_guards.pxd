@@ -76,3 +76,19 @@ cdef inline int check_shift(str kernel, str what, int64_t shift, int64_t limit=6
 cdef inline object outside(str kernel, str what, Py_ssize_t at, int64_t value, int64_t size):
     """The IndexError for a data offset outside its array, at position ``at`` of its input."""
     return IndexError(f"{kernel}: {what} {value} at position {at} is outside [0, {size})")
+
+
+cdef inline uint64_t bits_above(uint64_t v, int64_t width) noexcept nogil:
+    """The bits of ``v`` above its ``width`` (0 when v fits): ORed over a column, one test after
+    the loop tells whether any key spilled into its neighbour's field."""
+    return v >> width if width < 64 else 0
+
+
+cdef inline int check_fits(str kernel, const int64_t[::1] col, int64_t width) except -1:
+    """ValueError naming the first value of ``col`` that is negative or needs more than ``width``
+    bits: called once a loop's ORed bits_above says there is one."""
+    cdef Py_ssize_t i
+    for i in range(col.shape[0]):
+        if bits_above(<uint64_t> col[i], width):
+            raise ValueError(f"{kernel}: key {col[i]} at position {i} does not fit its field of {width} bits")
+    return 0

@@ -14,7 +14,7 @@ from libc.stdlib cimport free, malloc
 
 import numpy as np
 
-from ._guards cimport check_shift, outside
+from ._guards cimport bits_above, check_fits, check_shift, outside
 from ._types cimport number_t
 
 
@@ -166,23 +166,31 @@ def column_minmax(const int64_t[::1] col):
 # sorting: keys packed into uint64, LSD radix sort
 
 def pack_keys(const int64_t[:, :] keys, const int64_t[::1] order, const int64_t[::1] shifts,
-              uint64_t[::1] out):
+              const int64_t[::1] widths, uint64_t[::1] out):
     """out[i] = sum_j keys[order[j], i] << shifts[j]: a sort key whose integer order is the
-    lexicographic order of the rows under ``order`` (the caller sizes the bit fields)."""
+    lexicographic order of the rows under ``order``; ValueError if a key is negative or needs
+    more than its field's width (it would spill into its neighbour and misorder the rows)."""
     cdef Py_ssize_t n = keys.shape[1], m = order.shape[0], i, j
-    cdef uint64_t acc
-    if out.shape[0] != n or shifts.shape[0] != m:
+    cdef uint64_t acc, v, spilled = 0
+    if out.shape[0] != n or shifts.shape[0] != m or widths.shape[0] != m:
         raise ValueError("shape mismatch in pack_keys")
     for j in range(m):
         if not 0 <= order[j] < keys.shape[0]:
             raise ValueError("order names a dimension the keys do not have")
         check_shift("pack_keys", "shift", shifts[j])
+        if not 0 <= widths[j] <= 64 - shifts[j]:
+            raise ValueError(f"pack_keys: a field of {widths[j]} bits at bit {shifts[j]} lies outside 64 bits")
     with nogil:
         for i in range(n):
             acc = 0
             for j in range(m):
-                acc = acc | (<uint64_t> keys[order[j], i] << shifts[j])
+                v = <uint64_t> keys[order[j], i]
+                spilled |= bits_above(v, widths[j])
+                acc = acc | (v << shifts[j])
             out[i] = acc
+    if spilled:
+        for j in range(m):
+            check_fits("pack_keys", np.ascontiguousarray(keys[order[j]]), widths[j])
 
 
 def radix_argsort(const uint64_t[::1] keys, int64_t[::1] perm, uint64_t[::1] sorted_keys):
@@ -273,19 +281,27 @@ def unpack_keys(const uint64_t[::1] packed, const int64_t[::1] order, const int6
                     out[d, i] = <int64_t> ((packed[i] >> s) & mask)
 
 
-def or_shifted(const int64_t[::1] col, int shift, uint64_t[::1] out, bint first):
-    """out (|)= col << shift: pack_keys one column at a time, straight from a column's buffer."""
+def or_shifted(const int64_t[::1] col, int shift, int64_t width, uint64_t[::1] out, bint first):
+    """out (|)= col << shift: pack_keys one column at a time, straight from a column's buffer;
+    ValueError if a value is negative or needs more than ``width`` bits."""
     cdef Py_ssize_t n = col.shape[0], i
+    cdef uint64_t spilled = 0
     if out.shape[0] != n:
         raise ValueError("shape mismatch in or_shifted")
     check_shift("or_shifted", "shift", shift)
+    if not 0 <= width <= 64 - shift:
+        raise ValueError(f"or_shifted: a field of {width} bits at bit {shift} lies outside 64 bits")
     with nogil:
         if first:
             for i in range(n):
+                spilled |= bits_above(<uint64_t> col[i], width)
                 out[i] = <uint64_t> col[i] << shift
         else:
             for i in range(n):
+                spilled |= bits_above(<uint64_t> col[i], width)
                 out[i] = out[i] | (<uint64_t> col[i] << shift)
+    if spilled:
+        check_fits("or_shifted", col, width)
 
 
 def tag_positions(const uint64_t[::1] keys, int pos_bits, uint64_t[::1] out):

@@ -20,7 +20,7 @@ word when s >= 64, and across both otherwise.  sptool/_widekeys_reference.py hol
 from libc.stdint cimport int32_t, int64_t, uint8_t, uint16_t, uint32_t, uint64_t
 from libc.stdlib cimport free, malloc
 
-from ._guards cimport outside
+from ._guards cimport bits_above, check_fits, outside
 
 import numpy as np
 
@@ -148,10 +148,10 @@ cdef _check_fields(const int64_t[::1] shifts, const int64_t[::1] widths):
 def pack_keys(const int64_t[:, :] keys, const int64_t[::1] order, const int64_t[::1] shifts,
               const int64_t[::1] widths, uint64_t[:, ::1] out):
     """out[i] = sum_j keys[order[j], i] << shifts[j] as a (high, low) pair of big-endian words:
-    a sort key whose byte order is the lexicographic order of the rows under ``order`` (the
-    caller sizes the fields and checks the indices are within them)."""
+    a sort key whose byte order is the lexicographic order of the rows under ``order``;
+    ValueError if a key is negative or needs more than its field's width."""
     cdef Py_ssize_t n = keys.shape[1], m = order.shape[0], i, j
-    cdef uint64_t hi, lo
+    cdef uint64_t hi, lo, v, spilled = 0
     if out.shape[0] != n or out.shape[1] != 2 or shifts.shape[0] != m or widths.shape[0] != m:
         raise ValueError("shape mismatch in pack_keys")
     _check_fields(shifts, widths)
@@ -164,22 +164,31 @@ def pack_keys(const int64_t[:, :] keys, const int64_t[::1] order, const int64_t[
             lo = 0
             for j in range(m):
                 if widths[j]:
-                    _put(&hi, &lo, <uint64_t> keys[order[j], i], <int> shifts[j])
+                    v = <uint64_t> keys[order[j], i]
+                    spilled |= bits_above(v, widths[j])
+                    _put(&hi, &lo, v, <int> shifts[j])
+                else:
+                    spilled |= <uint64_t> keys[order[j], i]
             out[i, 0] = _bswap64(hi)
             out[i, 1] = _bswap64(lo)
+    if spilled:
+        for j in range(m):
+            check_fits("pack_keys", np.ascontiguousarray(keys[order[j]]), widths[j])
 
 
-def or_shifted(const int64_t[::1] col, int shift, uint64_t[:, ::1] out, bint first):
+def or_shifted(const int64_t[::1] col, int shift, int64_t width, uint64_t[:, ::1] out, bint first):
     """out (|)= col << shift, as pack_keys writes keys: one column at a time, straight from a
-    column's buffer (a byte swap distributes over OR, so the words are ORed as they are stored)."""
+    column's buffer (a byte swap distributes over OR, so the words are ORed as they are stored);
+    ValueError if a value is negative or needs more than ``width`` bits."""
     cdef Py_ssize_t n = col.shape[0], i
-    cdef uint64_t hi, lo
+    cdef uint64_t hi, lo, spilled = 0
     if out.shape[0] != n or out.shape[1] != 2:
         raise ValueError("shape mismatch in or_shifted")
-    if not 0 <= shift < 128:
-        raise ValueError("shift must be in 0..127")
+    if not (0 <= shift < 128 and 0 <= width <= 64 and shift + width <= 128):
+        raise ValueError("or_shifted: the field lies outside the 128 bits of a key")
     with nogil:
         for i in range(n):
+            spilled |= bits_above(<uint64_t> col[i], width)
             hi = 0
             lo = 0
             _put(&hi, &lo, <uint64_t> col[i], shift)
@@ -189,6 +198,8 @@ def or_shifted(const int64_t[::1] col, int shift, uint64_t[:, ::1] out, bint fir
             else:
                 out[i, 0] |= _bswap64(hi)
                 out[i, 1] |= _bswap64(lo)
+    if spilled:
+        check_fits("or_shifted", col, width)
 
 
 def unpack_keys(const uint64_t[:, ::1] packed, const int64_t[::1] order, const int64_t[::1] shifts,

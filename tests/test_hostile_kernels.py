@@ -13,7 +13,7 @@ import sys
 import numpy as np
 import pytest
 
-from sptool import _checks, _cross, _journal, _kernels, _linalg, _optim, _reduce, _textparse, _tfrecord
+from sptool import _checks, _cross, _journal, _kernels, _linalg, _optim, _reduce, _textparse, _tfrecord, _widekeys
 
 I64 = np.int64
 U64 = np.uint64
@@ -70,7 +70,7 @@ def test_linear_offsets_refuses_a_shape_beyond_int64_and_mismatched_lengths():
 
 @pytest.mark.parametrize("shift", [64, 65, -1, 2**40])
 def test_pack_keys_refuses_a_shift_outside_0_63(shift):
-    refuses(lambda: _kernels.pack_keys(z(1, 4), a(0), a(shift), z(4, dtype=U64)), "shift")
+    refuses(lambda: _kernels.pack_keys(z(1, 4), a(0), a(shift), a(0), z(4, dtype=U64)), "shift")
 
 
 @pytest.mark.parametrize("shift, width", [(64, 1), (-1, 1), (0, 65), (0, -1)])
@@ -79,7 +79,30 @@ def test_unpack_keys_refuses_a_shift_or_width_outside_their_range(shift, width):
 
 
 def test_or_shifted_refuses_a_negative_shift():
-    refuses(lambda: _kernels.or_shifted(z(4), -1, z(4, dtype=U64), True), "shift")
+    refuses(lambda: _kernels.or_shifted(z(4), -1, 1, z(4, dtype=U64), True), "shift")
+
+
+# A key that needs more bits than its field (or is negative) would spill into its neighbour's
+# field and sort the rows out of order: every packer refuses it, naming the first such key.
+@pytest.mark.parametrize("value", [8, -1, 2**62])
+def test_every_key_packer_refuses_a_key_wider_than_its_field(value):
+    keys = np.array([[1, 2, value, 3], [0, 1, 2, 3]], dtype=I64)
+    order, shifts, widths = a(0, 1), a(2, 0), a(3, 2)  # dimension 0 in 3 bits, 1 in 2 bits
+    packers = [
+        lambda: _kernels.pack_keys(keys, order, shifts, widths, z(4, dtype=U64)),
+        lambda: _kernels.or_shifted(keys[0], 2, 3, z(4, dtype=U64), True),
+        lambda: _widekeys.pack_keys(keys, order, a(66, 0), widths, z(4, 2, dtype=U64)),
+        lambda: _widekeys.or_shifted(keys[0], 66, 3, z(4, 2, dtype=U64), False),
+    ]
+    for pack in packers:
+        refuses(pack, f"key {value} at position 2 does not fit its field of 3 bits")
+
+
+@pytest.mark.parametrize("shift, width", [(60, 5), (0, 65), (3, -1)])
+def test_key_packers_refuse_a_field_outside_the_key(shift, width):
+    refuses(lambda: _kernels.pack_keys(z(1, 4), a(0), a(shift), a(width), z(4, dtype=U64)), "outside")
+    refuses(lambda: _kernels.or_shifted(z(4), shift, width, z(4, dtype=U64), True), "outside")
+    refuses(lambda: _widekeys.or_shifted(z(4), shift + 64, width, z(4, 2, dtype=U64), True), "outside")
 
 
 @pytest.mark.parametrize("pos_bits", [64, 100, -1])

@@ -146,7 +146,7 @@ def test_pack_unpack_keys(seed):
     w = widths[order]
     shifts = np.array([int(w[j + 1:].sum()) if w[j] else 0 for j in range(K)], np.int64)
     got, want = np.empty(n, np.uint64), np.empty(n, np.uint64)
-    _kernels.pack_keys(keys, order, shifts, got)
+    _kernels.pack_keys(keys, order, shifts, w, got)
     _reference.pack_keys(keys, order, shifts, want)
     np.testing.assert_array_equal(got, want)
     back, back_ref = np.empty((K, n), np.int64), np.empty((K, n), np.int64)

@@ -48,7 +48,7 @@ def test_pack_unpack_and_or_shifted(rng, shape):
     # One column at a time, straight from the columns, gives the same keys.
     cols = np.empty((300, 2), np.uint64)
     for j, d in enumerate(order):
-        _widekeys.or_shifted(keys[d], int(codec.shifts[j]), cols, j == 0)
+        _widekeys.or_shifted(keys[d], int(codec.shifts[j]), int(codec.widths[j]), cols, j == 0)
     assert np.array_equal(cols, want)
     back, back_ref = np.empty_like(keys), np.empty_like(keys)
     _widekeys.unpack_keys(got, *args, back)

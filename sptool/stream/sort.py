@@ -81,7 +81,7 @@ class KeyCodec:
         n = keys.shape[1]
         if self.packed:
             out = np.empty(n, dtype=np.uint64)
-            _kernels.pack_keys(keys, self.order, self.shifts, out)
+            _kernels.pack_keys(keys, self.order, self.shifts, self.widths, out)
             return out
         if self.wide:
             out = np.empty(n, dtype="V16")
@@ -106,7 +106,7 @@ class KeyCodec:
             start = 0
             for chunk in table.column(int(d)).chunks:
                 n = len(chunk)
-                or_shifted(chunk.to_numpy(), int(self.shifts[j]), words[start:start + n], first)
+                or_shifted(chunk.to_numpy(), int(self.shifts[j]), int(self.widths[j]), words[start:start + n], first)
                 start += n
             first = False
         if first:
