@@ -754,7 +754,8 @@ def test_cli_summary_and_help(tmp_path):
     result = runner.invoke(cli, ["convert", str(tmp_path / "a.tns"), "-o", str(tmp_path / "a.parquet"),
                                  "--dtype", "float32"])
     assert result.exit_code == 0
-    assert "convert: 1 rows in, 1 out" in result.stderr and "float32" in result.stderr
+    assert "convert: read " in result.stderr and "(1 rows), wrote " in result.stderr and "nnz 1)" in result.stderr
+    assert "float32" in result.stderr
     assert _read(str(tmp_path / "a.parquet"))[2].value_type == "float32"
     help_text = runner.invoke(cli, ["convert", "--help"]).output
     assert "Memory:" in help_text and "sptool convert sample_data/tensor3d.tns -o /tmp/tensor3d.parquet" in help_text

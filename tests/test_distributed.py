@@ -375,7 +375,8 @@ def test_cli_reorder_on_the_scheduler(client, tiny, tmp_path, rng):
     gi, gv = _read_all(out)
     assert np.array_equal(gi, keys) and np.array_equal(gv, sums)
     # The summary counts the rows read, as one machine's does, not the (fewer) rows written.
-    assert len(keys) < len(idx) and f"{len(idx):,} rows in, {len(keys):,} out" in res.output, res.output
+    assert len(keys) < len(idx) and f"({len(idx):,} rows), wrote {out} (" in res.output, res.output
+    assert f"nnz {len(keys):,})" in res.output, res.output
 
 
 def test_cli_summaries_on_the_scheduler_count_the_rows_read(client, tiny, tmp_path, rng):

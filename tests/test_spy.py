@@ -104,7 +104,7 @@ def test_ascii_in_a_pipe(tmp_path, rng):
     assert len(lines) == 12 and all(len(ln) == 22 for ln in lines)
     assert lines[1:-1] == sptool.spy(path, size=(20, 10))["ascii"][2:-1]
     assert p.stdout.splitlines()[0].startswith("indices_0: 0..39 down")
-    assert "spy: 60 rows in" in p.stderr  # the summary goes to stderr, apart from the picture
+    assert "spy: read " + path + " (60 rows)" in p.stderr  # the summary goes to stderr, apart from the picture
 
 
 def test_ascii_in_a_terminal(tmp_path, rng):
@@ -119,7 +119,7 @@ def test_ascii_in_a_terminal(tmp_path, rng):
     want = sptool.spy(path, size=(20, 10))["ascii"]
     got = [ln.rstrip() for ln in text.replace("\r", "").splitlines() if ln.startswith(("|", "+"))]
     assert got == [ln.rstrip() for ln in want[1:]]
-    assert "spy: 60 rows in" in text
+    assert "(60 rows)" in text
 
 
 def test_long_spy_draws_a_bar_in_a_terminal(tmp_path):

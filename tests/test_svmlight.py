@@ -425,7 +425,7 @@ def test_late_zero_reads_the_file_again(tmp_path, rng, monkeypatch):
     assert "ids zero-based (detected: an id 0 late in the file; read twice)" in r.output
     _same_matrix(_read(str(tmp_path / "X.parquet")), X)
     assert len(np.load(tmp_path / "y.npy")) == X.shape[0]
-    assert f"{X.nnz:,} rows in" in r.output  # entries counted once, not once per read
+    assert f"({X.nnz:,} rows)" in r.output  # entries counted once, not once per read
     # the same to a dense .npy: the second read serves every output kind
     r = CliRunner().invoke(cli, ["--memory", "16MiB", "convert", str(path), "-o", str(tmp_path / "X.npy")])
     assert r.exit_code == 0, r.output

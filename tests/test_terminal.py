@@ -79,7 +79,7 @@ def test_long_command_draws_its_bar_and_finishes(tmp_path):
     assert code == 0, term.text
     assert BAR_GLYPH in term.output and b"reorder" in term.output
     assert cursor_restored(term.output), term.text
-    assert "reorder: 200,000 rows in, 200,000 out" in term.text
+    assert "reorder: read stdin (200,000 rows), wrote " in term.text and "nnz 200,000)" in term.text
     got = sptool.read(str(out))
     order = np.lexsort(t.indices.T[::-1], axis=0)
     assert np.array_equal(got.indices, t.indices[order])

@@ -19,7 +19,15 @@ from .._commits import recorded as recorded_commits
 from .._version import FORMAT_VERSION, __version__
 from ..errors import SptoolError
 from ._cluster import note_help, refuse_unless_distributed
-from ._console import err, json_summary_written, start_json_summaries, stop_all_bars, write_json_summary
+from ._console import (
+    err,
+    guard_stdout,
+    json_summary_written,
+    start_json_summaries,
+    stop_all_bars,
+    summary_object,
+    write_json_summary,
+)
 from ._options import JSON_SUMMARY_HELP, MEMORY_HELP, _store
 
 CONTEXT_SETTINGS = {"help_option_names": ["-h", "--help"], "max_content_width": 100}
@@ -82,7 +90,11 @@ class SptoolGroup(click.Group):
             _abort_outputs()
             err.print(_interrupted_message(), highlight=False, markup=False)
             ctx.exit(130)
-        except (click.exceptions.Exit, click.ClickException, click.exceptions.Abort):
+        except click.ClickException as e:  # a usage error: click prints it
+            write_json_summary(summary_object(ctx.invoked_subcommand, exit_code=e.exit_code,
+                                              error=" ".join(e.format_message().split())))
+            raise
+        except (click.exceptions.Exit, click.exceptions.Abort):
             raise
         except MemoryError:
             _abort_outputs()
@@ -109,8 +121,8 @@ class SptoolGroup(click.Group):
             raise
         finally:
             stop_all_bars()
-            if succeeded and not json_summary_written():  # no summary line (info, a scalar reduce)
-                write_json_summary({"command": ctx.invoked_subcommand, "ok": True})
+            if succeeded and not json_summary_written():  # a command of no Job (help)
+                write_json_summary(summary_object(ctx.invoked_subcommand))
 
 
 def _debugging(ctx: click.Context) -> bool:
@@ -123,7 +135,7 @@ def _fail(ctx: click.Context, message: str, code: int):
         traceback.print_exc()
     message = " ".join(message.split())  # one line, always
     click.echo(f"Error: {message}", err=True)
-    write_json_summary({"command": ctx.invoked_subcommand, "ok": False, "error": message, "exit_code": code})
+    write_json_summary(summary_object(ctx.invoked_subcommand, exit_code=code, error=message))
     ctx.exit(code)
 
 
@@ -265,6 +277,7 @@ def main(argv=None):
     # decoding threads (measured on reduce).  Set before any command module imports numpy.
     os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
     _from_main = True
+    guard_stdout()
     try:
         cli.main(args=argv, prog_name="sptool")
         code = 0

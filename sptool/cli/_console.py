@@ -1,7 +1,11 @@
-"""Rich consoles, progress bars and the closing summary line, all on stderr."""
+"""Rich consoles, progress bars and the closing summary (a line on stderr, and the --json-summary
+object, whose keys docs/json-summary.schema.json describes)."""
 
 from __future__ import annotations
 
+import io
+import os
+import re
 import sys
 import time
 
@@ -30,7 +34,23 @@ class _LazyConsole:
         return getattr(self.get(), name)
 
 
-out = _LazyConsole(soft_wrap=True)  # data and reports: stdout
+class _StdoutConsole(_LazyConsole):
+    """stdout's console: what it prints has no trailing padding (a table's last column is padded
+    to its width), so a pipe gets the text and nothing else; any bar is taken down first."""
+
+    def print(self, *objects, **options):
+        console = self.get()
+        with console.capture() as captured:
+            console.print(*objects, **options)
+        stop_all_bars()
+        console.file.write(_TRAILING_PADDING.sub("", captured.get()))
+        console.file.flush()
+
+
+# Spaces at the end of a line, before the style resets that may close it.
+_TRAILING_PADDING = re.compile(r" +(?=(?:\x1b\[[0-9;]*m)*$)", re.M)
+
+out = _StdoutConsole(soft_wrap=True)  # data and reports: stdout
 err = _LazyConsole(stderr=True, soft_wrap=True)  # messages, progress, summaries
 
 
@@ -47,18 +67,59 @@ def stop_all_bars():
             pass
 
 
+class _ClearsBarsFirst(io.RawIOBase):
+    """The script's file descriptor 1: whatever is written to stdout (a report, a text format, an
+    Arrow stream into a pipe whose reader prints on this terminal) takes the bars down first, so
+    no text is glued to a bar and no bar is drawn again over what follows."""
+
+    def __init__(self, fd: int):
+        self._fd = fd
+
+    def writable(self):
+        return True
+
+    def fileno(self):
+        return self._fd
+
+    def isatty(self):
+        return os.isatty(self._fd)
+
+    def write(self, data):
+        if _LIVE:
+            stop_all_bars()
+        return os.write(self._fd, data)
+
+
+def guard_stdout():
+    """Send the script's sys.stdout through _ClearsBarsFirst: for the command line's own process
+    only (a host process's stdout is its own), and only where a bar can be drawn at all."""
+    try:
+        if not os.isatty(sys.stderr.fileno()):
+            return
+        fd = sys.stdout.fileno()
+        sys.stdout.flush()
+    except (AttributeError, OSError, ValueError):  # no stdout or stderr, or not a file
+        return
+    text = sys.stdout
+    sys.stdout = io.TextIOWrapper(io.BufferedWriter(_ClearsBarsFirst(fd)), encoding=text.encoding,
+                                  errors=text.errors, line_buffering=text.line_buffering)
+
+
 class Job:
-    """Progress and the summary line of one command.
+    """Progress and the summary of one command.
 
     ``advance(rows)`` is what the ops call; a bar appears only when stderr is a terminal and
-    --quiet is off.
+    --quiet is off.  ``inputs`` are what it reads (by default the command's arguments that name
+    something to read); [] for a command that reads nothing (eye).
     """
 
-    def __init__(self, name: str, *, total: int | None = None, quiet: bool = False):
+    def __init__(self, name: str, *, total: int | None = None, quiet: bool = False, inputs: list | None = None):
         self.name = name
         self.total = total
         self.quiet = quiet
         self.rows = 0
+        self.inputs = _inputs_of_command() if inputs is None else [str(i) for i in inputs]
+        _STATE["inputs"] = self.inputs  # for the summary of a failure
         self.start = time.perf_counter()
         self._bar = None
         self._task = None
@@ -68,7 +129,7 @@ class Job:
             # No redirection of sys.stdout/sys.stderr: stdout may carry an Arrow stream or JSON
             # while stderr is a terminal, and rich's proxies would route that text to the bar.
             bar = Progress(
-                TextColumn(f"[bold]{name}[/]"), BarColumn(), MofNCompleteColumn(), TextColumn("rows"),
+                TextColumn("[bold]{task.description}[/]"), BarColumn(), MofNCompleteColumn(), TextColumn("rows"),
                 TimeRemainingColumn(), console=err.get(), transient=True, redirect_stdout=False,
                 redirect_stderr=False,
             )
@@ -98,6 +159,13 @@ class Job:
         if self._bar is not None:
             self._bar.reset(self._task, total=self.total)
 
+    def phase(self, label: str, total: int | None = None) -> _Phase:
+        """A later pass over rows already counted (an external sort's merge): the bar counts it
+        from 0 under its own label; the rows read stay as they were."""
+        if self._bar is not None:
+            self._bar.reset(self._task, total=total, description=f"{self.name} ({label})")
+        return _Phase(self)
+
     def stop(self):
         bar, self._bar = self._bar, None
         _LIVE.discard(self)
@@ -111,23 +179,147 @@ class Job:
         self.stop()
 
     def summary(self, *, rows_out: int | None = None, extra: str = "", result: dict | None = None,
-                output: str | None = None, line: bool = True):
-        """The closing line: rows, time, peak memory, then what was written (``output``; '-' is
-        stdout) and ``extra``; with ``line`` False only the JSON summary."""
+                output: str | None = None, line: bool = True, rows_in: int | None = None,
+                inputs: list | None = None, exit_code: int = 0, error: str | None = None):
+        """The closing line on stderr and the --json-summary object: what was read (``rows_in``,
+        by default the rows counted), what was written (``output``, '-' for stdout, with the
+        result's shape and ``rows_out`` entries), seconds, rows a second and peak memory, then
+        ``extra``.  With ``line`` False, only the JSON object; ``inputs`` replaces the Job's."""
         self.stop()
+        if inputs is not None:
+            self.inputs = [str(i) for i in inputs]
         secs = time.perf_counter() - self.start
-        write_json_summary({"command": self.name.split()[0], "ok": True, "rows_in": self.rows, "rows_out": rows_out,
-                            "seconds": round(secs, 4), "peak_memory_bytes": peak_rss(), "result": result})
+        if rows_in is None and self.inputs:
+            rows_in = self.rows
+        outputs = _outputs(output, result, rows_out)
+        doc = summary_object(self.name.split()[0], exit_code=exit_code, error=error, inputs=self.inputs,
+                             rows_in=rows_in, outputs=outputs, rows_out=rows_out, seconds=secs,
+                             rows=self.rows or rows_in, result=result)
+        write_json_summary(doc)
         if self.quiet or not line:
             return
-        rate = self.rows / secs if secs > 0 else 0.0
-        counts = f"{self.rows:,} rows in" + (f", {rows_out:,} out" if rows_out is not None else "")
-        text = f"{self.name}: {counts}, {secs:.2f} s ({_rate(rate)} rows/s), peak memory {format_size(peak_rss())}"
-        if output is not None:
-            text += ", wrote stdout" if output == "-" else f", wrote {output}"
-        if extra:
-            text += f", {extra}"
+        read = f"read {_names(self.inputs)}" + (f" ({rows_in:,} rows)" if rows_in is not None else "")
+        parts = [read if self.inputs else "", _wrote(outputs), _timing(secs, self.rows),
+                 f"peak memory {format_size(doc['peak_memory_bytes'])}"]
+        text = f"{doc['command']}: " + ", ".join(filter(None, parts)) + (f"; {extra}" if extra else "")
         err.print(text, highlight=False, markup=False)
+
+
+class _Phase:
+    """What Job.phase returns: ``advance`` moves the bar only."""
+
+    def __init__(self, job: Job):
+        self._job = job
+
+    def advance(self, rows: int):
+        bar = self._job._bar
+        if bar is not None:
+            bar.update(self._job._task, advance=rows)
+
+
+# Under this many seconds a rate tells more of start-up than of the command: the line omits it.
+RATE_MIN_SECONDS = 0.5
+
+_STATE: dict = {"inputs": [], "start": time.perf_counter()}
+
+
+def summary_object(command: str | None, *, exit_code: int = 0, error: str | None = None, inputs: list | None = None,
+                   rows_in: int | None = None, outputs: list | None = None, rows_out: int | None = None,
+                   seconds: float | None = None, rows: int | None = None, result: dict | None = None) -> dict:
+    """The --json-summary object: the same keys for every command, success or failure
+    (docs/json-summary.schema.json).  ``seconds`` defaults to the time since the command line
+    started; ``rows`` (counted by the bar) gives rows_per_second."""
+    if seconds is None:
+        seconds = time.perf_counter() - _STATE["start"]
+    return {
+        "command": command, "ok": exit_code == 0, "exit_code": exit_code, "error": error,
+        "inputs": list(_STATE["inputs"] if inputs is None else inputs), "rows_in": rows_in,
+        "outputs": outputs or [], "rows_out": rows_out, "seconds": round(seconds, 4),
+        "rows_per_second": round(rows / seconds, 1) if rows is not None and seconds > 0 else None,
+        "peak_memory_bytes": peak_rss(), "result": result,
+    }
+
+
+def _inputs_of_command() -> list[str]:
+    """What the running command reads: its arguments' values, less numbers (mul's scalar)."""
+    import click
+
+    ctx = click.get_current_context(silent=True)
+    if ctx is None:
+        return []
+    found = []
+    for param in ctx.command.params:
+        if isinstance(param, click.Argument):
+            value = ctx.params.get(param.name)
+            found += [v for v in (value if isinstance(value, (list, tuple)) else [value])
+                      if isinstance(v, str) and not _is_number(v)]
+    return found
+
+
+def _is_number(text: str) -> bool:
+    try:
+        complex(text)
+    except ValueError:
+        return False
+    return not os.path.exists(text)
+
+
+def _outputs(output: str | None, result, rows_out: int | None) -> list[dict]:
+    """[{path, shape, nnz}] of what was written: the pieces of a split, or ``output`` with the
+    result's shape; nnz is None for a dense array or an image."""
+    result = result if isinstance(result, dict) else {}
+    pieces = result.get("outputs")
+    if isinstance(pieces, list):
+        shapes = result.get("shapes") or [None] * len(pieces)
+        rows = result["rows"] if isinstance(result.get("rows"), list) else [None] * len(pieces)
+        return [{"path": str(p), "shape": _shape(s), "nnz": n} for p, s, n in zip(pieces, shapes, rows)]
+    if output is None:
+        return []
+    shape = result.get("shape")
+    if shape is None and rows_out is not None and output != "-":
+        shape = _shape_written(output)
+    return [{"path": str(output), "shape": _shape(shape), "nnz": rows_out}]
+
+
+def _shape_written(path: str):
+    """The shape a sparse output's own metadata declares (an op whose result does not repeat
+    it: reorder, map...); None if it cannot be read back."""
+    from ..io import open_source
+
+    try:
+        with open_source(path) as src:
+            return src.meta.shape
+    except Exception:  # noqa: BLE001 - a summary never fails a command that has succeeded
+        return None
+
+
+def _shape(shape):
+    return None if shape is None or None in shape else [int(s) for s in shape]
+
+
+def _names(paths: list[str], most: int = 3) -> str:
+    shown = ["stdin" if p == "-" else p for p in paths[:most]]
+    return ", ".join(shown) + (f" and {len(paths) - most} more" if len(paths) > most else "")
+
+
+def _wrote(outputs: list[dict]) -> str:
+    if len(outputs) > 1:
+        nnz = [o["nnz"] for o in outputs]
+        total = f", nnz {sum(nnz):,} in all" if None not in nnz else ""
+        return f"wrote {len(outputs)} pieces {outputs[0]['path']} .. {outputs[-1]['path']}{total}"
+    if not outputs:
+        return ""
+    o = outputs[0]
+    details = ", ".join(filter(None, [f"shape {o['shape']}" if o["shape"] is not None else "",
+                                      f"nnz {o['nnz']:,}" if o["nnz"] is not None else ""]))
+    return f"wrote {'stdout' if o['path'] == '-' else o['path']}" + (f" ({details})" if details else "")
+
+
+def _timing(secs: float, rows: int) -> str:
+    text = "<0.01 s" if secs < 0.005 else f"{secs:.2f} s"
+    if secs >= RATE_MIN_SECONDS and rows:
+        text += f" ({_rate(rows / secs)} rows/s)"
+    return text
 
 
 _summaries_written = 0
@@ -148,7 +340,7 @@ def write_json_summary(doc: dict):
     output = ctx.params.get("output") if ctx is not None else None
     if doc.get("ok") and isinstance(doc.get("result"), dict) and "output" not in doc["result"] and output:
         doc["result"] = {**doc["result"], "output": output}
-    text = json.dumps(doc, default=_jsonable, allow_nan=False, separators=(", ", ": "))
+    text = json.dumps(_finite(doc), default=_jsonable, allow_nan=False, separators=(", ", ": "))
     if target == "-":
         sys.stderr.write(text + "\n")
         sys.stderr.flush()
@@ -166,19 +358,29 @@ def start_json_summaries():
     """A new command line: its summary file starts empty (one process may run several, in tests)."""
     global _summaries_written
     _summaries_written = 0
+    _STATE.update(inputs=[], start=time.perf_counter())
+
+
+def _finite(value):
+    """``value`` with NumPy scalars and arrays as Python values and non-finite floats spelled as
+    the format spells a fill value ("NaN", "Infinity", "-Infinity"): strict JSON."""
+    import math
+
+    if type(value).__module__ == "numpy":
+        value = value.tolist() if hasattr(value, "tolist") else value
+    if isinstance(value, dict):
+        return {k: _finite(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_finite(v) for v in value]
+    if isinstance(value, float) and not math.isfinite(value):
+        return "NaN" if value != value else ("Infinity" if value > 0 else "-Infinity")
+    if isinstance(value, complex):
+        return [_finite(value.real), _finite(value.imag)]
+    return value
 
 
 def _jsonable(value):
-    """NumPy scalars and arrays, tuples and NaN-free floats as JSON; anything else as its text."""
-    import numpy as np
-
-    if isinstance(value, np.generic):
-        value = value.item()
-        if isinstance(value, float) and value != value:
-            return None
-        return value
-    if isinstance(value, np.ndarray):
-        return value.tolist()
+    """Anything else JSON has no type for, as its text."""
     return str(value)
 
 
@@ -187,4 +389,3 @@ def _rate(r: float) -> str:
         if r >= scale:
             return f"{r / scale:.1f}{unit}"
     return f"{r:.0f}"
-

@@ -59,7 +59,7 @@ def add(ctx, a, b, output, thresh, prune, scalar, tmp_dir):
         finally:
             job.stop()
     if "bytes" in r:
-        job.summary(result=r, extra=f"wrote {output} ({r['dtype']}, {format_size(r['bytes'])})")
+        job.summary(result=r, output=output, extra=f"dense {r['dtype']}, {format_size(r['bytes'])}")
     else:
         extra = [f"{r['dropped']:,} dropped" if r["dropped"] else "", cluster_extra(r)]
         job.summary(result=r, rows_out=r["rows_out"], extra=", ".join(filter(None, extra)), output=output)

@@ -51,7 +51,7 @@ def bincount(ctx, path, output, weights, minlength, maxlength, binary_output, ax
                         progress=job)
     finally:
         job.stop()
-    job.summary(result=r, rows_out=r["rows_out"], extra=f"shape {r['shape']}", output=output)
+    job.summary(result=r, rows_out=r["rows_out"], output=output)
 
 
 def register(cli):

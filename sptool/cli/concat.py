@@ -47,8 +47,7 @@ def concat(ctx, tensors, axis, expand_nonconcat, output, tmp_dir):
                                                        tmp_dir=tmp_dir, progress=job)
         finally:
             job.stop()
-    job.summary(result=r, rows_out=r["rows_out"], extra=", ".join(filter(None, [f"shape {r['shape']}",
-                cluster_extra(r)])), output=output)
+    job.summary(result=r, rows_out=r["rows_out"], extra=cluster_extra(r), output=output)
 
 
 def register(cli):

@@ -156,11 +156,10 @@ def convert(ctx, src, dst, from_format, to_format, shape, value_type, fill_value
                           values_column=values_column, plain=plain, dimension_names=dimension_names,
                           label_key=label_key, rows=rows, height=height, dense=dense, key=key,
                           memory=opts["memory"], **tfrecord)
-    where = "stdout" if dst == "-" else dst
-    job.summary(result=result, rows_out=result["rows"],
-                extra=cluster_extra(result, f"wrote {where} ({result['to']}, shape {result['shape']}, "
-                                            f"{result['value_type']})"
-                                    + "".join(f"; {note}" for note in result.get("notes", []))))
+    job.summary(result=result, rows_out=result["rows"], output=dst,
+                inputs=[src] if src is not None else [p for p in (rows, tfrecord.get("values")) if p is not None],
+                extra=cluster_extra(result, f"{result['to']} format, {result['value_type']}")
+                + "".join(f"; {note}" for note in result.get("notes", [])))
 
 
 def register(cli):

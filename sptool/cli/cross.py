@@ -54,7 +54,7 @@ def cross(ctx, inputs, output, separator, tmp_dir):
                      progress=job)
     finally:
         job.stop()
-    job.summary(result=r, rows_out=r["rows_out"], extra=f"shape {r['shape']}", output=output)
+    job.summary(result=r, rows_out=r["rows_out"], output=output)
 
 
 @click.command("cross-hashed")
@@ -85,7 +85,7 @@ def cross_hashed(ctx, inputs, output, num_buckets, hash_key, tmp_dir):
                             memory=opts["memory"], tmp_dir=tmp_dir, progress=job)
     finally:
         job.stop()
-    job.summary(result=r, rows_out=r["rows_out"], extra=f"shape {r['shape']}", output=output)
+    job.summary(result=r, rows_out=r["rows_out"], output=output)
 
 
 # Both commands share the paragraphs on inputs and memory, written once.

@@ -31,7 +31,7 @@ def expand_dims(ctx, tensor, output, axis):
     """
     opts = settings(ctx)
     r, job = run_job("expand-dims", expand_dims_op, opts, ctx.obj, tensor, output, axis=axis, memory=opts["memory"])
-    job.summary(result=r, rows_out=r["rows"], extra=cluster_extra(r, f"shape {r['shape']}"), output=output)
+    job.summary(result=r, rows_out=r["rows"], extra=cluster_extra(r), output=output)
 
 
 def register(cli):

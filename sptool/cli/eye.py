@@ -33,12 +33,12 @@ def eye(ctx, num_rows, num_columns, dtype, output):
       sptool eye 200 150 --dtype float64 | sptool add sample_data/matrix_a.parquet - -o /tmp/a_plus_eye.parquet
     """
     opts = settings(ctx)
-    job = Job("eye", quiet=opts["quiet"])
+    job = Job("eye", quiet=opts["quiet"], inputs=[])  # reads nothing
     try:
         r = eye_op(num_rows, num_columns, output, dtype=dtype, memory=opts["memory"], progress=job)
     finally:
         job.stop()
-    job.summary(result=r, rows_out=r["rows"], extra=f"shape {r['shape']}", output=output)
+    job.summary(result=r, rows_out=r["rows"], output=output)
 
 
 def register(cli):

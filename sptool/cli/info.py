@@ -59,7 +59,12 @@ def info(ctx, tensor, as_json, scan, histogram):
             job.stop()
     if as_json:
         click.echo(json.dumps(_jsonable_dict(d), indent=2, default=str, allow_nan=False))
-        return
+    else:
+        _print_info(d)
+    job.summary(result=_jsonable_dict(d))
+
+
+def _print_info(d: dict):
     from rich.table import Table
 
     table = Table(show_header=False, box=None, pad_edge=False)
@@ -158,11 +163,17 @@ def head(ctx, tensor, n, as_json):
       sptool head -n 5 sample_data/tensor3d.parquet
     """
     opts = settings(ctx)
+    job = Job("head", quiet=True)  # one batch read: no bar, no line
     idx, vals, meta = head_op(tensor, n, memory=opts["memory"])
     if as_json:
         for i in range(len(idx)):
             click.echo(json.dumps({"index": idx[i].tolist(), "value": _jsonable(vals[i])}, allow_nan=False))
-        return
+    else:
+        _print_head(idx, vals, meta)
+    job.summary(result={"rows": len(idx), "shape": meta.shape, "value_type": meta.value_type}, rows_in=len(idx))
+
+
+def _print_head(idx, vals, meta):
     from rich.table import Table
 
     table = Table(box=None, header_style="bold", pad_edge=False)
@@ -182,10 +193,10 @@ PREVIEW = 6
 def _preview(v) -> str:
     """A value, or the first PREVIEW elements of a dense block and its shape."""
     if not hasattr(v, "ndim") or v.ndim == 0:
-        return str(v.tolist() if hasattr(v, "tolist") else v)
+        return str(v)  # NumPy's text: a float32 with the digits a float32 holds, not a float64's
     flat = v.reshape(-1)
     if len(flat) <= PREVIEW and v.ndim == 1:
-        return str(flat.tolist())
+        return "[" + ", ".join(str(x) for x in flat) + "]"
     shown = ", ".join(f"{x:.4g}" if isinstance(x, float) else str(x) for x in flat[:PREVIEW].tolist())
     shown += ", ..." if len(flat) > PREVIEW else ""
     return f"[{shown}] (block {list(v.shape)})"
@@ -193,7 +204,15 @@ def _preview(v) -> str:
 
 def _jsonable(v):
     """A value as strict JSON: non-finite floats as "NaN"/"Infinity"/"-Infinity" (the format's
-    fill_value spelling), complex as [re, im], blocks as nested lists."""
+    fill_value spelling), complex as [re, im], blocks as nested lists; a float32 or float16
+    with its own shortest digits (NumPy's text), not those of the float64 it widens to."""
+    if getattr(v, "ndim", 0) > 0:
+        return [_jsonable(x) for x in v]
+    dtype = getattr(v, "dtype", None)
+    if dtype is not None and dtype.kind == "c" and dtype.itemsize < 16:
+        return [_jsonable(v.real), _jsonable(v.imag)]
+    if dtype is not None and dtype.kind == "f" and dtype.itemsize < 8:
+        return _jsonable(float(str(v)))
     v = v.tolist() if hasattr(v, "tolist") else v
     if isinstance(v, list):
         return [_jsonable(x) for x in v]

@@ -57,10 +57,9 @@ def matmul(ctx, a, b, output, adjoint_a, adjoint_b, tmp_dir):
     r, job = run_job("matmul", matmul_op, opts, ctx.obj, a, b, output, adjoint_a=adjoint_a, adjoint_b=adjoint_b,
                      memory=opts["memory"], tmp_dir=tmp_dir)
     if r["output"] == "dense":
-        job.summary(result=r, extra=cluster_extra(r, f"wrote {output} ({r['dtype']}, {format_size(r['bytes'])}), "
-                                                     f"shape {r['shape']}"))
+        job.summary(result=r, output=output, extra=cluster_extra(r, f"dense {r['dtype']}, {format_size(r['bytes'])}"))
     else:
-        job.summary(result=r, rows_out=r["rows_out"], extra=cluster_extra(r, f"shape {r['shape']}"), output=output)
+        job.summary(result=r, rows_out=r["rows_out"], extra=cluster_extra(r), output=output)
 
 
 def register(cli):

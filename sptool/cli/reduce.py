@@ -74,14 +74,14 @@ def reduce(ctx, tensor, op, axes, keepdims, empty_value, output, as_json, tmp_di
             job.stop()
     if not isinstance(r, dict):
         click.echo(json.dumps({"value": _json_value(r)}) if as_json else _text(r))
+        job.summary(result={"value": r}, line=False)
         return
     if as_json:
         if output in (None, "-"):
             raise UsageError("--json prints a scalar result or the summary of a written output, but stdout "
                              "carries the result tensor here; name an output with -o")
         click.echo(json.dumps(r))
-    job.summary(result=r, rows_out=r["rows_out"], extra=", ".join(filter(None, [f"shape {r['shape']}",
-                cluster_extra(r)])), output=output)
+    job.summary(result=r, rows_out=r["rows_out"], extra=cluster_extra(r), output=output)
 
 
 def _json_value(v):

@@ -37,7 +37,7 @@ def reset_shape(ctx, tensor, output, shape):
         r = reset_shape_op(tensor, output, shape=shape, memory=opts["memory"], progress=job)
     finally:
         job.stop()
-    job.summary(result=r, rows_out=r["rows"], extra=f"shape {r['shape']}", output=output)
+    job.summary(result=r, rows_out=r["rows"], output=output)
 
 
 def register(cli):

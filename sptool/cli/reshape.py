@@ -32,7 +32,7 @@ def reshape(ctx, tensor, output, shape):
     """
     opts = settings(ctx)
     r, job = run_job("reshape", reshape_op, opts, ctx.obj, tensor, output, shape=shape, memory=opts["memory"])
-    job.summary(result=r, rows_out=r["rows"], extra=cluster_extra(r, f"shape {r['shape']}"), output=output)
+    job.summary(result=r, rows_out=r["rows"], extra=cluster_extra(r), output=output)
 
 
 def register(cli):

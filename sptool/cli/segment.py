@@ -59,7 +59,7 @@ def _command(name: str):
                    memory=opts["memory"], progress=job)
         finally:
             job.stop()
-        job.summary(result=r, extra=f"wrote {output} (shape {r['shape']}, {r['dtype']})")
+        job.summary(result=r, output=output, extra=f"dense {r['dtype']}")
 
     return command
 

@@ -39,9 +39,9 @@ def slice_cmd(ctx, tensor, start, size, output):
     """
     opts = settings(ctx)
     r, job = run_job("slice", slice_op, opts, ctx.obj, tensor, output, start=start, size=size, memory=opts["memory"])
-    extra = f"shape {r['shape']}"
+    extra = ""
     if r["row_groups_total"] is not None:
-        extra += (f", read {r['row_groups_read']}/{r['row_groups_total']} row groups "
+        extra += (f"read {r['row_groups_read']}/{r['row_groups_total']} row groups "
                   f"({format_size(r['bytes_read'])} of {format_size(r['bytes_total'])})")
     job.summary(result=r, rows_out=r["rows_out"], extra=cluster_extra(r, extra), output=output)
 

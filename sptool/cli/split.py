@@ -39,8 +39,7 @@ def split(ctx, tensor, axis, num, output):
     """
     opts = settings(ctx)
     r, job = run_job("split", split_op, opts, ctx.obj, tensor, output, axis=axis, num=num, memory=opts["memory"])
-    job.summary(result=r, rows_out=sum(r["rows"]), extra=cluster_extra(r, f"{len(r['outputs'])} pieces"),
-                output=output)
+    job.summary(result=r, rows_out=sum(r["rows"]), extra=cluster_extra(r), output=output)
 
 
 def register(cli):

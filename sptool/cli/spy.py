@@ -46,7 +46,7 @@ def spy(ctx, tensor, output, ascii_, axes, size):
     for line in r.get("ascii", ()):
         out.print(line, highlight=False, markup=False)
     summary = {k: v for k, v in r.items() if k not in ("grid", "ascii")}
-    job.summary(result=summary, extra=f"wrote {output} ({r['size'][0]}x{r['size'][1]})" if output else "")
+    job.summary(result=summary, output=output, extra=f"{r['size'][0]}x{r['size'][1]} image" if output else "")
 
 
 def register(cli):

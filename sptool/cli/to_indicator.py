@@ -41,7 +41,7 @@ def to_indicator(ctx, tensor, vocab_size, output, tmp_dir):
                             memory=opts["memory"], tmp_dir=tmp_dir, progress=job)
     finally:
         job.stop()
-    job.summary(result=r, rows_out=r["rows_out"], extra=f"shape {r['shape']}", output=output)
+    job.summary(result=r, rows_out=r["rows_out"], output=output)
 
 
 def register(cli):

@@ -41,8 +41,8 @@ def todense(ctx, tensor, output, default_value, validate):
     opts = settings(ctx)
     result, job = run_job("todense", todense_op, opts, ctx.obj, tensor, output,
                           default_value=default_value, validate=validate, memory=opts["memory"])
-    extra = f"wrote {output} ({result['dtype']}, {format_size(result['bytes'])})"
-    job.summary(result=result, extra=cluster_extra(result, extra))
+    extra = f"dense {result['dtype']}, {format_size(result['bytes'])}"
+    job.summary(result=result, output=output, extra=cluster_extra(result, extra))
 
 
 def register(cli):

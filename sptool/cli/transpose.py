@@ -33,7 +33,7 @@ def transpose(ctx, tensor, output, perm, tmp_dir):
     opts = settings(ctx)
     r, job = run_job("transpose", transpose_op, opts, ctx.obj, tensor, output, perm=perm, memory=opts["memory"],
                      tmp_dir=tmp_dir)
-    job.summary(result=r, rows_out=r["rows"], extra=cluster_extra(r, f"shape {r['shape']}"), output=output)
+    job.summary(result=r, rows_out=r["rows"], extra=cluster_extra(r), output=output)
 
 
 def register(cli):

@@ -55,7 +55,7 @@ def validate(ctx, tensors, as_json, metadata_only, deep, strict):
 def _validate_all(tensors, as_json, metadata_only, deep, strict, opts, client):
     docs, worst = [], 0
     for path in tensors:
-        job = Job(f"validate {path}", quiet=opts["quiet"] or as_json)
+        job = Job(f"validate {path}", quiet=opts["quiet"] or as_json, inputs=[path])
         try:
             report = operation("validate", validate_op, client)(path, metadata_only=metadata_only, deep=deep,
                                                                 strict=strict, memory=opts["memory"], progress=job)
@@ -72,6 +72,7 @@ def _validate_all(tensors, as_json, metadata_only, deep, strict, opts, client):
                 from rich.markup import escape
 
                 out.print(f"{escape(path)}: [bold red]UNREADABLE[/] ({escape(message)})")
+            job.summary(result=docs[-1], line=False, exit_code=e.exit_code, error=message)
             continue
         finally:
             job.stop()
@@ -81,8 +82,9 @@ def _validate_all(tensors, as_json, metadata_only, deep, strict, opts, client):
         docs.append(doc)
         if not as_json:
             _print(report, strict)
-            # A file that could not be read at all has no rows or rate worth a line.
-            job.summary(result=doc, line=job.rows > 0 or report.ok(strict))
+        # A file that could not be read at all has no rows worth a line.
+        job.summary(result=doc, line=not as_json and (job.rows > 0 or report.ok(strict)),
+                    exit_code=report.exit_code(strict))
     return docs, worst
 
 
