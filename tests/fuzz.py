@@ -73,7 +73,7 @@ s = sptool.SparseTensor(i2, np.array([f"w{k}" for k in range(len(i2))], dtype=ob
 sptool.write(s, os.path.join(out, "s.parquet"))
 m = sptool.SparseTensor(i2, rng.integers(-5, 5, len(i2)).astype(np.int32), (9, 4))
 sptool.write(m, os.path.join(out, "m.parquet"))
-sptool.split(os.path.join(out, "t.parquet"), os.path.join(out, "parts", "part-{i:06d}.parquet"), axis=0, num=3)
+sptool.split(os.path.join(out, "t.parquet"), os.path.join(out, "parts", "part-{i:06d}.parquet"), axis=0, num_split=3)
 sptool.convert(os.path.join(out, "t.parquet"), os.path.join(out, "t.tns"))
 sptool.convert(os.path.join(out, "m.parquet"), os.path.join(out, "m.mtx"))
 sptool.convert(os.path.join(out, "m.parquet"), os.path.join(out, "m.csv"))
@@ -92,11 +92,11 @@ KINDS = {
 TENSOR_COMMANDS = [
     ["validate", "IN"], ["validate", "--deep", "--strict", "IN"], ["info", "IN"], ["info", "--scan", "IN"],
     ["head", "IN"], ["todense", "IN", "-o", "out.npy"], ["convert", "IN", "-o", "out.tns"],
-    ["reorder", "IN", "--order", "REV", "-o", "out.parquet"], ["reduce", "IN", "--op", "sum", "--axis", "0",
+    ["reorder", "IN", "--perm", "REV", "-o", "out.parquet"], ["reduce", "IN", "--op", "sum", "--axis", "0",
                                                                "-o", "out.parquet"],
     ["reduce", "IN", "--op", "sum"], ["slice", "IN", "--start", "ZEROS", "--size", "TWOS", "-o", "out.parquet"],
     ["transpose", "IN", "-o", "out.arrows"], ["add", "IN", "IN", "-o", "out.parquet"],
-    ["split", "IN", "--axis", "0", "--num", "2", "-o", "out-{i}.parquet"], ["concat", "IN", "IN", "--axis", "0",
+    ["split", "IN", "--axis", "0", "--num-split", "2", "-o", "out-{i}.parquet"], ["concat", "IN", "IN", "--axis", "0",
                                                                  "-o", "out.parquet"],
 ]
 COMMANDS = {
@@ -608,10 +608,15 @@ def make_seeds(folder: str):
 
 
 def _preload():
-    """Import what a command needs before forking, so each child starts warm."""
+    """Import what a command needs before forking, so each child starts warm, and keep pandas
+    out as the ``sptool`` script does: otherwise every child imports it afresh, a second each."""
+    from sptool.cli._without_pandas import keep_pandas_out
+
+    keep_pandas_out()
     import numpy  # noqa: F401
     import pyarrow  # noqa: F401
     import pyarrow.parquet  # noqa: F401
+    import rich.console  # noqa: F401  (the commands' console loads it lazily, half a second)
 
     import sptool  # noqa: F401
     from sptool.cli import COMMANDS as ALL
