@@ -351,7 +351,7 @@ class SparseTensor:
     def reorder(self, order=None, *, duplicates: str = "keep", memory=None) -> SparseTensor:
         """The rows sorted by ``order`` (``sptool.reorder``; default row-major); with
         ``duplicates="sum"`` the canonical form (PyTorch's coalesce)."""
-        return _api("reorder")(self, None, order=order, duplicates=duplicates, memory=memory)
+        return _api("reorder")(self, None, perm=order, duplicates=duplicates, memory=memory)
 
     def reduce(self, op: str, axis=None, *, keepdims: bool = False, memory=None):
         """``sptool.reduce`` with a sparse result (a scalar when every axis goes)."""

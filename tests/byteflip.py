@@ -9,7 +9,7 @@ lines).
 
 Seeds: one canonical 3-D tensor per value type (every type of formats/SPEC.md), written by
 sptool (one row group, page checksums on).  Commands: validate, validate --deep, todense,
-reduce --axis 0, reorder --order 2,1,0, slice and add (the tensor to itself).  A command that
+reduce --axis 0, reorder --perm 2,1,0, slice and add (the tensor to itself).  A command that
 refuses the undamaged file of a value type (todense of strings) is not run on its damaged ones.
 
 The oracles are NumPy's, on the undamaged file's entries as pyarrow reads them: the dense
@@ -70,7 +70,7 @@ COMMANDS = {
     "validate --deep": ["validate", "--deep", "IN"],
     "todense": ["todense", "IN", "-o", "out.npy"],
     "reduce --axis 0": ["reduce", "IN", "--op", "sum", "--axis", "0", "-o", "out.parquet"],
-    "reorder": ["reorder", "IN", "--order", "2,1,0", "-o", "out.parquet"],
+    "reorder": ["reorder", "IN", "--perm", "2,1,0", "-o", "out.parquet"],
     "slice": ["slice", "IN", "--start", "2,1,0", "--size", "6,-1,5", "-o", "out.parquet"],
     "add": ["add", "IN", "IN", "-o", "out.parquet"],
 }

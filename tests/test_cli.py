@@ -254,7 +254,7 @@ def test_signal_leaves_nothing_behind(tmp_path, rng, sig):
 
 @pytest.mark.parametrize("command", [
     ["slice", "-", "--start", "5,0,0", "--size", "10,-1,-1"],
-    ["split", "-", "--axis", "0", "--num", "2"],
+    ["split", "-", "--axis", "0", "--num-split", "2"],
     ["concat", "-", "{sample}", "--axis", "1"],
 ])
 def test_stream_of_unknown_shape_is_spooled(tmp_path, command):

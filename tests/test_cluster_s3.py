@@ -82,7 +82,7 @@ def operands(tmp_path, rng):
     return made
 
 
-@pytest.mark.parametrize("command", [["reorder", "A", "--order", "2,0,1"], ["add", "A", "B"],
+@pytest.mark.parametrize("command", [["reorder", "A", "--perm", "2,0,1"], ["add", "A", "B"],
                                      ["reduce", "A", "--op", "sum", "--axis", "1"]])
 def test_cluster_output_on_s3_equals_one_machine(cluster_client, bucket, operands, tmp_path, command):
     args = [operands[a.lower()] if a in ("A", "B") else a for a in command]
@@ -95,9 +95,9 @@ def test_cluster_output_on_s3_equals_one_machine(cluster_client, bucket, operand
 def test_cluster_split_replaces_its_outputs_on_s3(cluster_client, bucket, operands, tmp_path):
     """Several directories committed together, over the outputs of an earlier job."""
     scheduler = ["--scheduler", cluster_client.scheduler.address]
-    run(*scheduler, "split", operands["b"], "--axis", "0", "--num", "2", "-o", "s3t://bucket/sp-{i}/")
-    run(*scheduler, "split", operands["a"], "--axis", "1", "--num", "2", "-o", "s3t://bucket/sp-{i}/")
-    run("split", operands["a"], "--axis", "1", "--num", "2", "-o", str(tmp_path / "plain-{i}.parquet"))
+    run(*scheduler, "split", operands["b"], "--axis", "0", "--num-split", "2", "-o", "s3t://bucket/sp-{i}/")
+    run(*scheduler, "split", operands["a"], "--axis", "1", "--num-split", "2", "-o", "s3t://bucket/sp-{i}/")
+    run("split", operands["a"], "--axis", "1", "--num-split", "2", "-o", str(tmp_path / "plain-{i}.parquet"))
     for i in range(2):
         same_tensor(bucket, f"bucket/sp-{i}", tmp_path / f"plain-{i}.parquet")
     assert all(k.startswith(("bucket/sp-0/part-", "bucket/sp-1/part-")) for k in keys(bucket)), keys(bucket)

@@ -111,7 +111,7 @@ def inputs(tmp_path, rng):
 
 # Each command's arguments before -o; upper-case names are the operands (inputs fixture).
 COMMANDS = {
-    "reorder": ["reorder", "A", "--order", "2,0,1"],  # duplicates kept, in input order
+    "reorder": ["reorder", "A", "--perm", "2,0,1"],  # duplicates kept, in input order
     "reorder-sum": ["reorder", "A", "--duplicates", "sum"],
     "add": ["add", "A", "B"],
     "concat": ["concat", "A", "B", "--axis", "1"],
@@ -150,8 +150,8 @@ def test_cluster_reduce_on_another_filesystem_equals_one_machine(client, tiny, r
 
 
 def test_cluster_split_on_another_filesystem_equals_one_machine(client, tiny, remote, inputs, tmp_path):
-    run("split", inputs["a"], "--axis", "0", "--num", "3", "-o", str(tmp_path / "plain-{i}.parquet"))
-    on(client, "split", inputs["a"], "--axis", "0", "--num", "3", "-o", remote.url("out-{i}/"))
+    run("split", inputs["a"], "--axis", "0", "--num-split", "3", "-o", str(tmp_path / "plain-{i}.parquet"))
+    on(client, "split", inputs["a"], "--axis", "0", "--num-split", "3", "-o", remote.url("out-{i}/"))
     for i in range(3):
         same_tensor(remote.path(f"out-{i}"), tmp_path / f"plain-{i}.parquet")
     assert sorted(os.listdir(remote.root)) == ["out-0", "out-1", "out-2"] and leftovers(remote.root) == []
@@ -175,8 +175,8 @@ def test_cluster_output_url_with_a_query(client, tiny, store, inputs, tmp_path):
     try:
         run("reorder", inputs["a"], "--duplicates", "sum", "-o", str(tmp_path / "plain.parquet"))
         on(client, "reorder", inputs["a"], "--duplicates", "sum", "-o", "sub://out/?region=here")
-        run("split", inputs["a"], "--axis", "2", "--num", "2", "-o", str(tmp_path / "plain-{i}.parquet"))
-        on(client, "split", inputs["a"], "--axis", "2", "--num", "2", "-o", "sub://sp-{i}/?region=here")
+        run("split", inputs["a"], "--axis", "2", "--num-split", "2", "-o", str(tmp_path / "plain-{i}.parquet"))
+        on(client, "split", inputs["a"], "--axis", "2", "--num-split", "2", "-o", "sub://sp-{i}/?region=here")
         # convert of a pattern and to a directory, each named with the query: the formats are
         # told from the names before it, and the query is no wildcard.
         (store / "raw").mkdir()
@@ -323,7 +323,7 @@ def test_a_failed_commit_puts_back_the_outputs_it_replaced(client, tiny, objstor
     root.mkdir()
     client.run(register_filesystem, "obj", pafs.PyFileSystem(objstore))
     try:
-        on(client, "split", inputs["a"], "--axis", "0", "--num", "3", "-o", f"obj://{root}/out-{{i}}/")
+        on(client, "split", inputs["a"], "--axis", "0", "--num-split", "3", "-o", f"obj://{root}/out-{{i}}/")
         before = [table(root / f"out-{i}") for i in range(3)]
 
         class FailsOnce(type(objstore)):
@@ -337,7 +337,8 @@ def test_a_failed_commit_puts_back_the_outputs_it_replaced(client, tiny, objstor
 
         failing = FailsOnce(objstore.fs)
         register_filesystem("obj", pafs.PyFileSystem(failing))  # the driver's filesystem only
-        res = on(client, "split", inputs["f"], "--axis", "1", "--num", "3", "-o", f"obj://{root}/out-{{i}}/", code=3)
+        res = on(client, "split", inputs["f"], "--axis", "1", "--num-split", "3", "-o", f"obj://{root}/out-{{i}}/",
+                 code=3)
     finally:
         client.run(register_filesystem, "obj", None)
     assert failing.failed and "failed a copy" in res.output and res.output.count("\n") == 1

@@ -230,7 +230,7 @@ def test_tns_round_trip(tmp_path, rng, dtype, case):
     else:
         assert text == ""
     back = str(tmp_path / "back.parquet")
-    convert(str(tmp_path / "t.tns"), back, value_type=dtype, shape=(6, 5, 4))
+    convert(str(tmp_path / "t.tns"), back, dtype=dtype, shape=(6, 5, 4))
     idx, vals, meta = _read(back)
     assert meta.shape == (6, 5, 4) and meta.value_type == dtype
     np.testing.assert_array_equal(idx, t.indices)
@@ -380,7 +380,7 @@ def test_mtx_export_matches_mmread(tmp_path, rng, dtype):
         np.testing.assert_array_equal(got != 0, want)
     else:  # scipy sums duplicates in float64, the oracle in the value type
         np.testing.assert_allclose(got, want, rtol=1e-6 if dtype == "float32" else 1e-15)
-    convert(str(tmp_path / "t.mtx"), str(tmp_path / "back.parquet"), value_type=dtype)
+    convert(str(tmp_path / "t.mtx"), str(tmp_path / "back.parquet"), dtype=dtype)
     _, vals, _ = _read(str(tmp_path / "back.parquet"))
     assert vals.tobytes() == t.values.tobytes()
 
@@ -643,7 +643,7 @@ def test_npy_text_fill_values_and_value_types(tmp_path):
     assert dict(zip(map(tuple, t.indices.tolist()), t.values.tolist())) == _npy_entries(arr, b"ab")
     assert t.fill_value == b"ab"
     np.save(src, np.array([0.0, 1.5]))
-    for args in (["--fill-value", "x"], ["--value-type", "string"]):
+    for args in (["--fill-value", "x"], ["--dtype", "string"]):
         r = CliRunner().invoke(cli, ["-q", "convert", src, "-o", out, *args])
         assert r.exit_code == 2 and r.output.count("\n") == 1, r.output
     np.save(src, np.array(["a", "b"]))
@@ -669,7 +669,7 @@ def test_csv_round_trip_against_loadtxt(tmp_path, rng, fmt, dtype, chunks):
     np.testing.assert_array_equal(table[:, :3], t.indices)  # 0-based
     vals = table[:, 3] + 1j * table[:, 4] if dtype.startswith("complex") else table[:, 3]
     np.testing.assert_array_equal(vals, t.values)
-    convert(str(tmp_path / f"t.{fmt}"), str(tmp_path / "back.parquet"), value_type=dtype, shape=(7, 6, 5))
+    convert(str(tmp_path / f"t.{fmt}"), str(tmp_path / "back.parquet"), dtype=dtype, shape=(7, 6, 5))
     idx, back, _ = _read(str(tmp_path / "back.parquet"))
     np.testing.assert_array_equal(idx, t.indices)
     assert back.tobytes() == t.values.tobytes()
@@ -697,12 +697,12 @@ def test_sptool_to_sptool_keeps_claims_and_casts(tmp_path, rng):
     t = random_tensor(rng, (8, 7), 30, sort=True)
     sptool.write(t, str(tmp_path / "t.parquet"))
     convert(str(tmp_path / "t.parquet"), str(tmp_path / "t.arrows"))
-    convert(str(tmp_path / "t.arrows"), str(tmp_path / "d") + "/", value_type="float32")
+    convert(str(tmp_path / "t.arrows"), str(tmp_path / "d") + "/", dtype="float32")
     idx, vals, meta = _read(str(tmp_path / "d"))
     assert meta.canonical and meta.value_type == "float32"
     np.testing.assert_array_equal(vals, t.values.astype(np.float32))
     with pytest.raises(DataError, match=r"t\.parquet: row \d+: value .* is not a int8 value"):
-        convert(str(tmp_path / "t.parquet"), str(tmp_path / "i.parquet"), value_type="int8")
+        convert(str(tmp_path / "t.parquet"), str(tmp_path / "i.parquet"), dtype="int8")
     assert not (tmp_path / "i.parquet").exists()
 
 

@@ -61,7 +61,7 @@ def test_the_api_refuses_a_missing_tmp_dir_however_small_the_data(tmp_path, rng)
     src = str(tmp_path / "t.parquet")
     sptool.write(t, src)
     with pytest.raises(sptool.UsageError, match="--tmp-dir") as e:
-        sptool.reorder(src, str(tmp_path / "r.parquet"), order=(1, 0), tmp_dir=str(tmp_path / "missing"))
+        sptool.reorder(src, str(tmp_path / "r.parquet"), perm=(1, 0), tmp_dir=str(tmp_path / "missing"))
     assert e.value.path == str(tmp_path / "missing") and not os.path.exists(tmp_path / "r.parquet")
 
 
@@ -102,20 +102,21 @@ WRONG_TYPES = [
     ("SparseTensor", lambda out, **k: sptool.SparseTensor([[1], [3]], [1, 1], **k), {"shape": [5]}, "shape", "shape"),
     ("write", lambda out, **k: sptool.write(sptool.read(A), out("w.parquet"), **k), {}, "batch_rows", "int"),
     ("info", lambda out, **k: sptool.info(A, **k), {}, "histogram", "int"),
-    ("head", lambda out, **k: sptool.head(A, **k), {}, "n", "int"),
+    ("head", lambda out, **k: sptool.head(A, **k), {}, "count", "int"),
     ("convert", lambda out, **k: sptool.convert(_sample("tensor3d.tns"), out("c.parquet"), **k), {}, "shape", "shape"),
     ("convert", lambda out, **k: sptool.convert(_sample("tensor3d.tns"), out("c.parquet"), **k), {}, "index_base",
      "int"),
-    ("convert", lambda out, **k: sptool.convert(_sample("digits.svm"), out("c.parquet"), **k), {}, "n_features", "int"),
+    ("convert", lambda out, **k: sptool.convert(_sample("digits.svm"), out("c.parquet"), **k), {}, "vocab_size", "int"),
     ("convert", lambda out, **k: sptool.convert(_sample("examples.tfrecord"), out("c.parquet"), ids="ids",
                                                 values="values", **k), {"vocab_size": 20}, "vocab_size", "int"),
-    ("convert", lambda out, **k: sptool.convert(None, out("c.parquet"), rows=_sample("grad_rows.npy"),
-                                                values=_sample("grad_values.npy"), **k), {"height": 1000}, "height",
+    ("convert", lambda out, **k: sptool.convert(None, out("c.parquet"), row_ids=_sample("grad_rows.npy"),
+                                                row_values=_sample("grad_values.npy"), **k), {"height": 1000}, "height",
      "int"),
-    ("reorder", lambda out, **k: sptool.reorder(T3, out("r.parquet"), **k), {}, "order", "ints"),
+    ("reorder", lambda out, **k: sptool.reorder(T3, out("r.parquet"), **k), {}, "perm", "ints"),
     ("concat", lambda out, **k: sptool.concat([A, B], out("c.parquet"), **k), {"axis": 0}, "axis", "int"),
-    ("split", lambda out, **k: sptool.split(T3, out("p{i}.parquet"), **k), {"axis": 0, "num": 2}, "axis", "int"),
-    ("split", lambda out, **k: sptool.split(T3, out("p{i}.parquet"), **k), {"axis": 0, "num": 2}, "num", "int"),
+    ("split", lambda out, **k: sptool.split(T3, out("p{i}.parquet"), **k), {"axis": 0, "num_split": 2}, "axis", "int"),
+    ("split", lambda out, **k: sptool.split(T3, out("p{i}.parquet"), **k), {"axis": 0, "num_split": 2}, "num_split",
+     "int"),
     ("slice_", lambda out, **k: sptool.slice_(T3, out("s.parquet"), **k), {"start": [0, 0, 0], "size": [2, 2, 2]},
      "start", "ints"),
     ("slice_", lambda out, **k: sptool.slice_(T3, out("s.parquet"), **k), {"start": [0, 0, 0], "size": [2, 2, 2]},
@@ -130,8 +131,8 @@ WRONG_TYPES = [
      "vocab_size", "int"),
     ("eye", lambda out, **k: sptool.eye(output=out("e.parquet"), **k), {"num_rows": 3}, "num_rows", "int"),
     ("eye", lambda out, **k: sptool.eye(output=out("e.parquet"), **k), {"num_rows": 3}, "num_columns", "int"),
-    ("spy", lambda out, **k: sptool.spy(A, out("s.png"), **k), {}, "axes", "ints"),
-    ("spy", lambda out, **k: sptool.spy(A, out("s.png"), **k), {}, "size", "ints"),
+    ("spy", lambda out, **k: sptool.spy(A, out("s.png"), **k), {}, "axis", "ints"),
+    ("spy", lambda out, **k: sptool.spy(A, out("s.png"), **k), {}, "image_size", "ints"),
     ("merge", lambda out, **k: sptool.merge(IDS, IDS, out("m.parquet"), **k), {"vocab_size": 1000}, "vocab_size",
      "int"),
     ("cross_hashed", lambda out, **k: sptool.cross_hashed([IDS, WORDS], out("h.parquet"), **k), {"num_buckets": 10},
@@ -159,7 +160,8 @@ def test_wrong_types_cover_every_public_function_with_such_an_argument():
     import inspect
 
     names = {"axis", "axes", "num", "shape", "start", "size", "perm", "order", "dims", "n", "histogram", "batch_rows",
-             "vocab_size", "num_rows", "num_columns", "minlength", "maxlength", "num_buckets", "hash_key",
+             "vocab_size", "num_rows", "num_columns", "minlength", "maxlength", "num_buckets", "hash_key", "count",
+             "num_split", "image_size",
              "num_segments", "index_base", "n_features", "height"}
     listed = {(f, k) for f, _, _, k, _ in WRONG_TYPES}
     wanted = set()

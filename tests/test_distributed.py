@@ -116,13 +116,13 @@ def _same_as_local(tmp_path, dist_out, local_out):
 def test_reorder_keep_matches_numpy_and_one_machine(client, tiny, tmp_path, rng, order, kind):
     src, idx, val = _dataset(tmp_path, rng, skew=0.8 if kind == "skewed" else 0.0)
     out = str(tmp_path / "out") + "/"
-    r = sptool.distributed.reorder(src, out, order=order, memory=tiny, client=client)
+    r = sptool.distributed.reorder(src, out, perm=order, memory=tiny, client=client)
     want_order = order or (0, 1, 2)
     oi, ov = _oracle_sorted(idx, val, want_order)
     gi, gv = _read_all(out)
     assert np.array_equal(gi, oi) and np.array_equal(gv, ov)
     local = str(tmp_path / "local.parquet")
-    sptool.reorder(src, local, order=order, memory=tiny)
+    sptool.reorder(src, local, perm=order, memory=tiny)
     _same_as_local(tmp_path, out, local)
     metas = _part_metas(out)
     assert r["parts"] == len(metas) > 1 and r["rows_out"] == len(idx) and r["workers"] == 2
@@ -159,7 +159,7 @@ def test_reorder_of_one_file_split_by_row_group(client, tiny, tmp_path, rng):
     sptool.write(sptool.SparseTensor(idx, val, SHAPE), src, batch_rows=100)
     assert pq.ParquetFile(src).metadata.num_row_groups > 4
     out = str(tmp_path / "out") + "/"
-    r = sptool.distributed.reorder(src, out, order=(1, 2, 0), memory=tiny, client=client)
+    r = sptool.distributed.reorder(src, out, perm=(1, 2, 0), memory=tiny, client=client)
     oi, ov = _oracle_sorted(idx, val, (1, 2, 0))
     gi, gv = _read_all(out)
     assert np.array_equal(gi, oi) and np.array_equal(gv, ov)
@@ -171,7 +171,7 @@ def test_reorder_of_an_arrow_stream_file(client, tiny, tmp_path, rng):
     src = str(tmp_path / "in.arrows")
     sptool.write(sptool.SparseTensor(idx, val, SHAPE), src)
     out = str(tmp_path / "out") + "/"
-    r = sptool.distributed.reorder(src, out, order=(2, 1, 0), memory=tiny, client=client)
+    r = sptool.distributed.reorder(src, out, perm=(2, 1, 0), memory=tiny, client=client)
     oi, ov = _oracle_sorted(idx, val, (2, 1, 0))
     gi, gv = _read_all(out)
     assert np.array_equal(gi, oi) and np.array_equal(gv, ov) and r["parts"] > 1

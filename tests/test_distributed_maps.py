@@ -217,9 +217,9 @@ def test_slice_of_unsorted_parts_and_an_empty_box(client, tiny, tmp_path, rng): 
 def test_split_into_part_directories_matches_numpy_and_one_machine(client, tiny, tmp_path, rng):  # noqa: F811
     src, idx, val = _dataset(tmp_path, rng, dup_pool=800, skew=0.4)
     num, axis, memory = 3, 1, "64MiB"  # three open writers need more than tiny (the batches stay tiny)
-    r = sptool.distributed.split(src, str(tmp_path / "out-{i}") + "/", axis=axis, num=num, memory=memory,
+    r = sptool.distributed.split(src, str(tmp_path / "out-{i}") + "/", axis=axis, num_split=num, memory=memory,
                                  client=client)
-    sptool.split(src, str(tmp_path / "local-{i}.parquet"), axis=axis, num=num, memory=memory)
+    sptool.split(src, str(tmp_path / "local-{i}.parquet"), axis=axis, num_split=num, memory=memory)
     bounds = np.r_[0, np.cumsum([14, 13, 13])]  # TensorFlow's sizes for 40 in 3: the first one longer
     for i in range(num):
         keep = (idx[:, axis] >= bounds[i]) & (idx[:, axis] < bounds[i + 1])
@@ -232,9 +232,9 @@ def test_split_into_part_directories_matches_numpy_and_one_machine(client, tiny,
     assert sorted(os.listdir(tmp_path)) == ["in"] + [f"local-{i}.parquet" for i in range(num)] + \
         [f"out-{i}" for i in range(num)]
     with pytest.raises(sptool.UsageError, match="directory of parts"):
-        sptool.distributed.split(src, str(tmp_path / "p{i}.parquet"), axis=0, num=2, client=client)
+        sptool.distributed.split(src, str(tmp_path / "p{i}.parquet"), axis=0, num_split=2, client=client)
     with pytest.raises(sptool.UsageError, match="num_split"):
-        sptool.distributed.split(src, str(tmp_path / "q{i}") + "/", axis=0, num=99, client=client)
+        sptool.distributed.split(src, str(tmp_path / "q{i}") + "/", axis=0, num_split=99, client=client)
     assert not any(n.startswith(("p", "q", ".")) for n in os.listdir(tmp_path))
 
 

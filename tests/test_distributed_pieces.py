@@ -268,7 +268,7 @@ def test_split_commits_its_outputs_all_or_none(client, tiny, tmp_path, rng, monk
     pattern = str(tmp_path / "out-{i}") + "/"
     outputs = [str(tmp_path / f"out-{i}") for i in range(3)]
     old, _, _ = _one_file(tmp_path, rng, 600)
-    sptool.distributed.split(old, pattern, axis=0, num=3, client=client, memory="64MiB")
+    sptool.distributed.split(old, pattern, axis=0, num_split=3, client=client, memory="64MiB")
     before = [_read_all_k(o + "/", 3) for o in outputs]
     (tmp_path / "new").mkdir()
     src, idx, val = _one_file(tmp_path / "new", rng, 900)
@@ -283,13 +283,13 @@ def test_split_commits_its_outputs_all_or_none(client, tiny, tmp_path, rng, monk
 
     monkeypatch.setattr(os, "rename", failing_rename)
     with pytest.raises(OSError, match="injected fault"):
-        sptool.distributed.split(src, pattern, axis=0, num=3, client=client, memory="64MiB")
+        sptool.distributed.split(src, pattern, axis=0, num_split=3, client=client, memory="64MiB")
     monkeypatch.setattr(os, "rename", real_rename)
     for o, (bi, bv) in zip(outputs, before):
         gi, gv = _read_all_k(o + "/", 3)
         assert np.array_equal(gi, bi) and np.array_equal(gv, bv)
     _no_leftovers(tmp_path, ["new", "one.parquet", "out-0", "out-1", "out-2"])
-    r = sptool.distributed.split(src, pattern, axis=0, num=3, client=client, memory="64MiB")
+    r = sptool.distributed.split(src, pattern, axis=0, num_split=3, client=client, memory="64MiB")
     bounds = np.r_[0, np.cumsum([17, 17, 16])]  # TensorFlow's sizes for 50 in 3: the first ones longer
     for i, o in enumerate(outputs):
         keep = (idx[:, 0] >= bounds[i]) & (idx[:, 0] < bounds[i + 1])
@@ -301,7 +301,7 @@ def test_split_commits_its_outputs_all_or_none(client, tiny, tmp_path, rng, monk
 
 # -- stdin: read once by the driver into a copy beside the output, then cut like a file --------
 
-@pytest.mark.parametrize("command", [["reorder", "--order", "2,0,1"], ["reshape", "--shape", "2000,-1"]])
+@pytest.mark.parametrize("command", [["reorder", "--perm", "2,0,1"], ["reshape", "--shape", "2000,-1"]])
 def test_stdin_on_a_cluster_is_copied_once_and_cut_into_pieces(client, tiny, tmp_path, rng, command):  # noqa: F811
     from click.testing import CliRunner
 

@@ -59,7 +59,7 @@ def test_sort_order_mapping():
 def test_column_major_input_keeps_a_true_order(tmp_path, rng):
     t = random_tensor(rng, (6, 5, 4), 60)
     sptool.write(t, str(tmp_path / "in.parquet"))
-    sptool.reorder(str(tmp_path / "in.parquet"), str(tmp_path / "cm.parquet"), order=(2, 1, 0))
+    sptool.reorder(str(tmp_path / "in.parquet"), str(tmp_path / "cm.parquet"), perm=(2, 1, 0))
     expand_dims(str(tmp_path / "cm.parquet"), str(tmp_path / "o.parquet"), axis=1)
     s = sptool.read(str(tmp_path / "o.parquet"))
     assert s.sort_order == (3, 2, 1, 0) and sptool.validate(str(tmp_path / "o.parquet")).valid

@@ -19,7 +19,7 @@ from sptool.ops.fill_empty_rows import fill_empty_rows
 
 
 def parse_value(value, meta):
-    return scalar_of_value_type(value, meta.value_type, "--value")
+    return scalar_of_value_type(value, meta.value_type, "--default-value")
 
 
 @pytest.fixture
@@ -48,7 +48,7 @@ def _run(tmp_path, t, value, *, indicator=True, out="out.parquet"):
     sptool.write(t, src)
     dst = os.path.join(str(tmp_path), out)
     ind = str(tmp_path / "ind.npy") if indicator else None
-    r = fill_empty_rows(src, dst, value=value, indicator=ind)
+    r = fill_empty_rows(src, dst, default_value=value, indicator=ind)
     assert sptool.validate(dst).valid
     s = sptool.read(dst)
     idx, vals, empty = oracle(t, parse_value(value, t.meta))
@@ -151,16 +151,16 @@ def _write_raw(path, shape, idx, vals):
 def test_tensorflow_errors(tmp_path):
     _write_raw(str(tmp_path / "zero.parquet"), (0, 3), [[0, 1], [0, 2]], [1.0, 2.0])
     with pytest.raises(DataError, match=r"dense_shape\[0\] = 0 but indices.shape\[0\] = 2"):
-        fill_empty_rows(str(tmp_path / "zero.parquet"), str(tmp_path / "o.parquet"), value=0,
+        fill_empty_rows(str(tmp_path / "zero.parquet"), str(tmp_path / "o.parquet"), default_value=0,
                         indicator=str(tmp_path / "i.npy"))
     _write_raw(str(tmp_path / "oob.parquet"), (4, 3), [[0, 1], [9, 2], [1, 0]], [1.0, 2.0, 3.0])
     with pytest.raises(DataError, match=r"indices\[1\] = \[9,2\] is out of bounds"):
-        fill_empty_rows(str(tmp_path / "oob.parquet"), str(tmp_path / "o.parquet"), value=0,
+        fill_empty_rows(str(tmp_path / "oob.parquet"), str(tmp_path / "o.parquet"), default_value=0,
                         indicator=str(tmp_path / "i.npy"))
     t = random_tensor(np.random.default_rng(0), (3, 0), 0)
     sptool.write(t, str(tmp_path / "z.parquet"))
     with pytest.raises(DataError, match="dimension 1 has size 0"):
-        fill_empty_rows(str(tmp_path / "z.parquet"), str(tmp_path / "o.parquet"), value=0)
+        fill_empty_rows(str(tmp_path / "z.parquet"), str(tmp_path / "o.parquet"), default_value=0)
     assert not [n for n in os.listdir(tmp_path) if n.startswith(("o.", "i.", ".o.", ".i."))]
 
 
@@ -172,7 +172,7 @@ def test_sorted_input_streams_through(tmp_path, rng, monkeypatch):
         raise AssertionError("row-major input must not be sorted again")
 
     monkeypatch.setattr("sptool.stream.order.sorted_stream", no_sort)
-    fill_empty_rows(str(tmp_path / "in.parquet"), str(tmp_path / "o.parquet"), value=1)
+    fill_empty_rows(str(tmp_path / "in.parquet"), str(tmp_path / "o.parquet"), default_value=1)
     assert sptool.read(str(tmp_path / "o.parquet")).canonical
 
 
@@ -181,9 +181,9 @@ def test_cli(tmp_path, rng):
     src = str(tmp_path / "in.parquet")
     sptool.write(t, src)
     out = str(tmp_path / "o.parquet")
-    for args, code, text in [(["--value", "x"], 2, "not a valid float64"),
-                             (["--value", "1", "--indicator", str(tmp_path / "i.txt")], 2, "*.npy"),
-                             ([], 2, "Missing option '--value'")]:
+    for args, code, text in [(["--default-value", "x"], 2, "not a valid float64"),
+                             (["--default-value", "1", "--indicator", str(tmp_path / "i.txt")], 2, "*.npy"),
+                             ([], 2, "Missing option '--default-value'")]:
         r = CliRunner().invoke(cli, ["fill-empty-rows", src, *args, "-o", out])
         assert r.exit_code == code and text in r.stderr, r.stderr
         assert r.stderr.count("\n") == 1 or "Usage:" in r.stderr
@@ -191,7 +191,7 @@ def test_cli(tmp_path, rng):
     stream = str(tmp_path / "in.arrows")
     sptool.write(t, stream)
     with open(stream, "rb") as f:
-        r = CliRunner().invoke(cli, ["-q", "fill-empty-rows", "-", "--value", "3", "--indicator",
+        r = CliRunner().invoke(cli, ["-q", "fill-empty-rows", "-", "--default-value", "3", "--indicator",
                                      str(tmp_path / "i.npy"), "-o", "-"], input=f.read())
     assert r.exit_code == 0, r.stderr
     (tmp_path / "o.arrows").write_bytes(r.stdout_bytes)

@@ -197,7 +197,7 @@ def test_strings_that_are_not_utf8_are_refused(tmp_path, container):
     code, report = validate_json(tmp_path, src.name)
     assert code == 1 and {c for c in codes_of(report) if not c.startswith("W_")} == {"E_READ_FAILED"}
     for args in (["info", "--scan", src.name], ["transpose", src.name, "-o", "out.parquet"],
-                 ["reorder", src.name, "--order", "1,0", "-o", "out.arrows"]):
+                 ["reorder", src.name, "--perm", "1,0", "-o", "out.arrows"]):
         refused(sptool_run(tmp_path, *args), 1, src.name, "UTF8")
     assert snapshot(tmp_path) == before
 
@@ -405,7 +405,7 @@ def test_reordered_string_tensor_stays_unique(tmp_path, out):
     vals = np.array(["a", "b", "c", "d"], dtype=object)
     src = tmp_path / "S.parquet"
     sptool.write(sptool.SparseTensor(idx, vals, (3, 2)), str(src))
-    proc = sptool_run(tmp_path, "reorder", src.name, "--order", "1,0", "-o", out)
+    proc = sptool_run(tmp_path, "reorder", src.name, "--perm", "1,0", "-o", out)
     assert proc.returncode == 0, proc.stderr
     path = str(tmp_path / out)
     if out.endswith(".arrows"):
@@ -584,7 +584,7 @@ def test_a_flipped_byte_in_a_page_is_refused_by_every_reader(tmp_path, column, b
     code, report = validate_json(tmp_path, path.name)
     assert code == 1 and codes_of(report) == {"E_PAGE_CHECKSUM"}
     for args in (["info", "--scan", path.name], ["slice", path.name, "--start", "0,0", "--size", "60,60", "-o",
-                 "out.parquet"], ["reorder", path.name, "--order", "1,0", "-o", "out.parquet"],
+                 "out.parquet"], ["reorder", path.name, "--perm", "1,0", "-o", "out.parquet"],
                  ["todense", path.name, "-o", "out.npy"], ["convert", path.name, "-o", "out.tns"],
                  ["add", path.name, path.name, "-o", "out.parquet"]):
         refused(sptool_run(tmp_path, *args), 1, path.name, "E_PAGE_CHECKSUM")
@@ -632,7 +632,7 @@ def test_a_damaged_column_type_in_the_footer_is_refused_not_aborted(tmp_path, va
         assert check["code"] == "E_NOT_PARQUET" and "the footer is damaged" in check["message"]
     for args in (["info", name], ["info", "--scan", name], ["reduce", "--op", "sum", name],
                  ["slice", name, "--start", "0,0,0", "--size", "2,2,2", "-o", "out.parquet"],
-                 ["todense", name, "-o", "out.npy"], ["reorder", name, "--order", "2,1,0", "-o", "out.parquet"]):
+                 ["todense", name, "-o", "out.npy"], ["reorder", name, "--perm", "2,1,0", "-o", "out.parquet"]):
         refused(sptool_run(tmp_path, *args), 2, target.name,
                 "the footer is damaged: row group 0 says column indices_1 holds", "[E_NOT_PARQUET]")
     assert snapshot(tmp_path) == before

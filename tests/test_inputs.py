@@ -11,7 +11,7 @@ from conftest import random_tensor
 import sptool
 
 CASES = {
-    "reorder": lambda x, out: sptool.reorder(x, out, order=[1, 0, 2], duplicates="sum"),
+    "reorder": lambda x, out: sptool.reorder(x, out, perm=[1, 0, 2], duplicates="sum"),
     "transpose": lambda x, out: sptool.transpose(x, out),
     "expand_dims": lambda x, out: sptool.expand_dims(x, out, axis=1),
     "retain": lambda x, out: sptool.retain(x, out, where="values > 0"),
@@ -21,7 +21,7 @@ CASES = {
     "map_values": lambda x, out: sptool.map_values(x, out, fn="abs"),
     "slice_": lambda x, out: sptool.slice_(x, out, start=[1, 0, 1], size=[3, -1, 2]),
     "softmax": lambda x, out: sptool.softmax(x, out),
-    "fill_empty_rows": lambda x, out: sptool.fill_empty_rows(x, out, value=0.5),
+    "fill_empty_rows": lambda x, out: sptool.fill_empty_rows(x, out, default_value=0.5),
 }
 
 

@@ -87,8 +87,8 @@ def _values(kind, n=40, at=23):
 # Every command that keeps its input's values (and so its iso claim); OUT is the output.
 COMMANDS = {
     "reorder": ["reorder", "IN", "-o", "OUT.parquet"],
-    "reorder-colmajor": ["reorder", "IN", "--order", "1,0", "-o", "OUT.parquet"],
-    "reorder-dir": ["reorder", "IN", "--order", "1,0", "-o", "OUT/"],
+    "reorder-colmajor": ["reorder", "IN", "--perm", "1,0", "-o", "OUT.parquet"],
+    "reorder-dir": ["reorder", "IN", "--perm", "1,0", "-o", "OUT/"],
     "slice": ["slice", "IN", "--start", "0,0", "--size", "12,9", "-o", "OUT.parquet"],
     "transpose": ["transpose", "IN", "-o", "OUT.parquet"],
     "convert-parquet": ["convert", "IN", "-o", "OUT.parquet"],
@@ -98,7 +98,7 @@ COMMANDS = {
     "retain": ["retain", "IN", "--where", "indices_0 >= 0", "-o", "OUT.parquet"],
     "map": ["map", "IN", "--fn", "abs", "-o", "OUT.parquet"],
     "reset-shape": ["reset-shape", "IN", "--shape", "13,9", "-o", "OUT.parquet"],
-    "split": ["split", "IN", "--axis", "0", "--num", "2", "-o", "OUT-{i}.parquet"],
+    "split": ["split", "IN", "--axis", "0", "--num-split", "2", "-o", "OUT-{i}.parquet"],
 }
 
 
@@ -139,7 +139,7 @@ def test_a_hybrid_block_counts_every_element(tmp_path, tiny_batches):
     values[31, 1] = 5.0
     row = _liar(src, values, hybrid=True)
     assert row == 31
-    r = CliRunner().invoke(cli, ["reorder", src, "--order", "1,0", "-o", str(tmp_path / "o.parquet")])
+    r = CliRunner().invoke(cli, ["reorder", src, "--perm", "1,0", "-o", str(tmp_path / "o.parquet")])
     assert r.exit_code == 1 and "values[31]" in r.output, r.output
 
 
@@ -167,7 +167,7 @@ def test_the_api_refuses_it_too(tmp_path):
     src = str(tmp_path / "liar.parquet")
     row = _liar(src, _values("float"))
     with pytest.raises(DataError, match=rf"values\[{row}\] differs .* iso true") as e:
-        sptool.reorder(src, None, order=(1, 0))
+        sptool.reorder(src, None, perm=(1, 0))
     assert src in str(e.value)
     with pytest.raises(DataError, match="iso"):
         sptool.transpose(src, str(tmp_path / "t.parquet"))
@@ -227,7 +227,7 @@ def test_a_directory_of_iso_parts_with_different_values_is_not_iso(tmp_path):
         sptool.write(sptool.SparseTensor(idx[5 * i:5 * i + 5], np.full(5, 1.0), SHAPE, iso=True),
                      str(same / f"part-00000{i}.parquet"))
     out = str(tmp_path / "same.parquet")
-    assert CliRunner().invoke(cli, ["reorder", str(same), "--order", "1,0", "-o", out]).exit_code == 0
+    assert CliRunner().invoke(cli, ["reorder", str(same), "--perm", "1,0", "-o", out]).exit_code == 0
     assert sptool.read(out).meta.iso  # parts whose first values agree: iso as a whole
 
 

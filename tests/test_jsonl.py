@@ -59,7 +59,7 @@ def test_reads_what_python_json_writes(tmp_path, rng, blocks):
     text = "\n".join(json.dumps(r, separators=separators[i % 2]) for i, r in enumerate(rows))
     path = tmp_path / "r.jsonl"
     path.write_text(text.replace("\n", "\n\n", 3) + "\n")  # blank lines are skipped
-    convert_api(str(path), str(tmp_path / "r.parquet"), n_features=12, labels=str(tmp_path / "y.npy"))
+    convert_api(str(path), str(tmp_path / "r.parquet"), vocab_size=12, labels=str(tmp_path / "y.npy"))
     t = _read(str(tmp_path / "r.parquet"))
     assert t.shape == (60, 12)
     np.testing.assert_allclose(t.to_dense(), _dense(rows, 12), rtol=1e-15, atol=1e-15)
@@ -84,7 +84,7 @@ def test_custom_keys_and_compressed(tmp_path, rng):
         f.write("\n".join(lines))  # no newline at the end
     r = CliRunner().invoke(cli, ["convert", str(tmp_path / "c.jsonl.gz"), "-o", str(tmp_path / "c.parquet"), "--ids",
                                  "f", "--values", "w", "--label-key", "y", "--labels", str(tmp_path / "y.npy"),
-                                 "--n-features", "7"])
+                                 "--vocab-size", "7"])
     assert r.exit_code == 0, r.output
     np.testing.assert_allclose(_read(str(tmp_path / "c.parquet")).to_dense(), _dense(rows, 7), rtol=1e-15)
     np.testing.assert_array_equal(np.load(tmp_path / "y.npy"), [r["label"] for r in rows])
@@ -119,7 +119,7 @@ def test_writer_special_floats_and_round_trip(tmp_path):
     got = np.array(objs[0]["values"] + objs[2]["values"])
     np.testing.assert_array_equal(got.view(np.uint64)[1:], vals.view(np.uint64)[1:])
     assert np.isnan(got[0])
-    convert_api(str(tmp_path / "s.jsonl"), str(tmp_path / "back.parquet"), n_features=5)
+    convert_api(str(tmp_path / "s.jsonl"), str(tmp_path / "back.parquet"), vocab_size=5)
     back = _read(str(tmp_path / "back.parquet"))
     assert back.shape == (4, 5)
     np.testing.assert_array_equal(back.indices, idx)
@@ -134,14 +134,14 @@ def test_writer_special_floats_and_round_trip(tmp_path):
     ('{"ids": [1], "values": ["a"]}', r"'values' holds \"a\"; it must hold numbers"),
     ('{"ids": [1, 2], "values": [1.0]}', r"'ids' and 'values' differ in length"),
     ('{"ids": [-1], "values": [1.0]}', r"id -1 is negative"),
-    ('{"ids": [9], "values": [1.0]}', r"id 9 is past --n-features 5"),
+    ('{"ids": [9], "values": [1.0]}', r"id 9 is past --vocab-size 5"),
     ('{"ids": [1], "values": [1.0]}', r"no 'label' number"),
 ])
 def test_broken_lines_are_named(tmp_path, blocks, bad, message):
     good = [json.dumps({"ids": [i % 5], "values": [i / 3], "label": 1}) for i in range(30)]
     path = tmp_path / "b.jsonl"
     path.write_text("\n".join(good) + "\n\n" + bad + "\n" + good[0] + "\n")
-    r = CliRunner().invoke(cli, ["convert", str(path), "-o", str(tmp_path / "X.parquet"), "--n-features", "5",
+    r = CliRunner().invoke(cli, ["convert", str(path), "-o", str(tmp_path / "X.parquet"), "--vocab-size", "5",
                                  "--labels", str(tmp_path / "y.npy")])
     assert r.exit_code == 1, r.output
     assert r.output.startswith(f"Error: {path}: line 32: "), r.output
@@ -160,8 +160,8 @@ def test_options_apply_where_they_mean_something(tmp_path):
     # A TFRecord-only option on JSON lines names itself, not --ids/--values (which JSON lines take).
     (tmp_path / "k.jsonl").write_text('{"f": [1], "w": [2.5]}\n')
     r = CliRunner().invoke(cli, ["convert", str(tmp_path / "k.jsonl"), "-o", str(tmp_path / "k.parquet"), "--ids", "f",
-                                 "--values", "w", "--vocab-size", "5"])
-    assert r.exit_code == 2 and "--vocab-size: only for TFRecord" in r.output and "--ids" not in r.output, r.output
+                                 "--values", "w", "--vocab-size", "5", "--feature", "f"])
+    assert r.exit_code == 2 and "--feature: only for TFRecord" in r.output and "--ids" not in r.output, r.output
     assert not (tmp_path / "k.parquet").exists()
 
 

@@ -121,7 +121,7 @@ def _check_split(folder, inputs):
 
 
 COMMANDS = {
-    "reorder": (["reorder", "IN/big.parquet", "--order", "2,1,0", "-o", "out.parquet", "--tmp-dir", "spill"],
+    "reorder": (["reorder", "IN/big.parquet", "--perm", "2,1,0", "-o", "out.parquet", "--tmp-dir", "spill"],
                 "out.parquet", _check_reorder),
     "convert": (["convert", "IN/big.tns", "-o", "out.parquet", "--shape", "400,300,50"], "out.parquet",
                 _check_convert),
@@ -479,7 +479,7 @@ else:  # a second Ctrl-C during the first one's cleanup
     from sptool.io import sink
     signalled_before(sink.TensorSink, "write_batch")
     signalled_before(io, "abort_live_targets")
-    argv = ["reorder", "a.parquet", "--order", "1,0", "-o", "out.parquet"]
+    argv = ["reorder", "a.parquet", "--perm", "1,0", "-o", "out.parquet"]
 sys.argv = ["sptool", "-q", *argv]
 main()
 """

@@ -313,7 +313,7 @@ def _head(p, tmp):
 
 
 def _spy(p, tmp):
-    return "\n".join(sptool.spy(p, ascii_=True, size="20x10", memory=MEM)["ascii"][1:])
+    return "\n".join(sptool.spy(p, ascii_=True, image_size="20x10", memory=MEM)["ascii"][1:])
 
 
 def _merge(p, tmp):
@@ -357,9 +357,9 @@ CASES = [
     ("reorder-sum", 2, I, c_parquet(lambda p, o, tmp: sptool.reorder(p, o, duplicates="sum", memory=MEM))),
     ("reorder-max", 2, I, c_parquet(lambda p, o, tmp: sptool.reorder(p, o, duplicates="max", memory=MEM))),
     ("reorder-colmajor-sum", 2, I,
-     c_parquet(lambda p, o, tmp: sptool.reorder(p, o, order=(1, 0), duplicates="sum", memory=MEM))),
+     c_parquet(lambda p, o, tmp: sptool.reorder(p, o, perm=(1, 0), duplicates="sum", memory=MEM))),
     ("reorder-3d-sum", 3, I,
-     c_parquet(lambda p, o, tmp: sptool.reorder(p, o, order=(2, 0, 1), duplicates="sum", memory=MEM))),
+     c_parquet(lambda p, o, tmp: sptool.reorder(p, o, perm=(2, 0, 1), duplicates="sum", memory=MEM))),
     ("reduce-sum-1", 2, I, _reduce("sum", 1)),
     ("reduce-sum-0", 2, I, _reduce("sum", 0)),
     ("reduce-max-1", 2, I, _reduce("max", 1)),
@@ -407,8 +407,9 @@ CASES = [
     ("concat-1-b", 2, I, c_parquet(lambda p, o, tmp: sptool.concat([_other(tmp, 2), p], o, axis=1, memory=MEM))),
     ("split", 2, I, None),  # in _outcome: several outputs, and more --memory for their writers
     ("retain-where", 2, I, c_parquet(lambda p, o, tmp: sptool.retain(p, o, where="values > 1", memory=MEM))),
-    ("fill-empty-rows", 2, I, c_parquet(lambda p, o, tmp: sptool.fill_empty_rows(p, o, value=9, memory=MEM))),
-    ("fill-empty-rows-3d", 3, I, c_parquet(lambda p, o, tmp: sptool.fill_empty_rows(p, o, value=9, memory=MEM))),
+    ("fill-empty-rows", 2, I, c_parquet(lambda p, o, tmp: sptool.fill_empty_rows(p, o, default_value=9, memory=MEM))),
+    ("fill-empty-rows-3d", 3, I,
+     c_parquet(lambda p, o, tmp: sptool.fill_empty_rows(p, o, default_value=9, memory=MEM))),
     ("expand-dims", 2, I, c_parquet(lambda p, o, tmp: sptool.expand_dims(p, o, axis=1, memory=MEM))),
     ("reset-shape", 2, I, c_parquet(lambda p, o, tmp: sptool.reset_shape(p, o, memory=MEM))),
     ("map-square", 2, I, c_parquet(lambda p, o, tmp: sptool.map_values(p, o, fn="square", memory=MEM))),
@@ -487,7 +488,7 @@ def _outcome(name, lie, path, tmp):
     try:
         if name == "split":
             pattern = os.path.join(tmp, "piece-{i}.parquet")
-            sptool.split(path, pattern, axis=1, num=2, memory="64MiB")
+            sptool.split(path, pattern, axis=1, num_split=2, memory="64MiB")
             return "ok", tuple(parquet_logical(pattern.format(i=i)) for i in range(2))
         if name == "group":
             dims = [1] if lie.startswith("colmajor") else [0]

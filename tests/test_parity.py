@@ -18,6 +18,7 @@ import sptool
 import sptool.distributed
 from sptool.cli import COMMANDS, cli
 from sptool.cli._cluster import DISTRIBUTED
+from sptool.cli._vocabulary import VocabularyOption
 
 # Command name -> public function name, where "replace - with _" is not the rule.
 FUNCTION_NAMES = {
@@ -51,8 +52,6 @@ RENAMED = {
     ("mul", "dense"): ("d", "positional dense operand"),
     ("div", "tensor"): ("t", "positional sparse operand"),
     ("div", "dense"): ("d", "positional dense operand"),
-    ("split", "output"): ("pattern", "positional in the API; -o is a pattern with {i} for the piece number"),
-    ("reduce", "axes"): ("axis", "click gathers the repeatable --axis into `axes`; the option is spelled --axis"),
 }
 
 # API parameters that are not meant to be reachable from the command line.
@@ -178,6 +177,26 @@ def test_exception_tables_are_not_stale():
         assert name in COMMANDS, name
     for name, _direction in GAPS:
         assert name in COMMANDS, name
+
+
+@pytest.mark.parametrize("command_name", list(COMMANDS))
+def test_old_spellings_match_between_command_and_function(command_name):
+    """A command that still takes an old spelling of an option has a function that still takes
+    the old keyword of the same concept, and the other way round."""
+    func, command = function_for(command_name), command_for(command_name)
+    old_flags = {p.concept for p in command.params if isinstance(p, VocabularyOption) and p.old_spellings(command_name)}
+    old_keywords = set(getattr(func, "old_keywords", {}).values()) - {"output"}  # -o's was a positional's name
+    assert old_flags == old_keywords
+
+
+@pytest.mark.parametrize("command_name", list(COMMANDS))
+def test_the_output_is_a_keyword_that_defaults_to_none(command_name):
+    """Given no output, an op returns its result (a SparseTensor, or an array for a dense one)."""
+    params = inspect.signature(function_for(command_name)).parameters
+    has_output = any(p.name == "output" for p in command_for(command_name).params)
+    if has_output:
+        assert "output" in params and params["output"].default is None, command_name
+        assert params["output"].kind is inspect.Parameter.POSITIONAL_OR_KEYWORD, command_name
 
 
 def test_checker_reports_a_missing_keyword():

@@ -48,7 +48,7 @@ def test_reorder_part_by_part(tmp_path, rng, order, duplicates):
     t = random_tensor(rng, (9, 7, 5), 300, duplicates=True)
     parts = _write_parts(t, tmp_path / "t", 4, rng)
     run_parts(Reorder(order, duplicates), parts, str(tmp_path / "parts.parquet"), budget=BUDGET)
-    sptool.reorder(str(tmp_path / "t"), str(tmp_path / "whole.parquet"), order=order, duplicates=duplicates)
+    sptool.reorder(str(tmp_path / "t"), str(tmp_path / "whole.parquet"), perm=order, duplicates=duplicates)
     got, whole = sptool.read(str(tmp_path / "parts.parquet")), sptool.read(str(tmp_path / "whole.parquet"))
     assert np.array_equal(got.indices, whole.indices)
     if duplicates == "sum":

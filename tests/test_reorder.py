@@ -33,7 +33,7 @@ def _stable_order(idx: np.ndarray, order) -> np.ndarray:
 def test_keep_matches_stable_lexsort(tmp_path, rng, tiny_runs, order, dtype):
     t = random_tensor(rng, (13, 11, 7), 900, dtype=dtype, duplicates=True)
     sptool.write(t, str(tmp_path / "in.parquet"))
-    reorder(str(tmp_path / "in.parquet"), str(tmp_path / "out.parquet"), order=order)
+    reorder(str(tmp_path / "in.parquet"), str(tmp_path / "out.parquet"), perm=order)
     o = [d % 3 for d in (order or (0, 1, 2))]
     perm = _stable_order(t.indices, o)
     s = sptool.read(str(tmp_path / "out.parquet"))
@@ -74,10 +74,10 @@ def test_bad_order_and_policy_for_type(tmp_path):
     t = sptool.SparseTensor([[0, 1]], np.array(["a"], dtype=object), (2, 2))
     sptool.write(t, str(tmp_path / "s.parquet"))
     with pytest.raises(UsageError, match="exactly once"):
-        reorder(str(tmp_path / "s.parquet"), str(tmp_path / "o.parquet"), order=(0, 0))
+        reorder(str(tmp_path / "s.parquet"), str(tmp_path / "o.parquet"), perm=(0, 0))
     with pytest.raises(UsageError, match="cannot be summed"):
         reorder(str(tmp_path / "s.parquet"), str(tmp_path / "o.parquet"), duplicates="sum")
-    reorder(str(tmp_path / "s.parquet"), str(tmp_path / "o.parquet"), order=(1, 0))
+    reorder(str(tmp_path / "s.parquet"), str(tmp_path / "o.parquet"), perm=(1, 0))
     assert sptool.read(str(tmp_path / "o.parquet")).values.tolist() == ["a"]
 
 
@@ -177,7 +177,7 @@ def in_memory_sort(monkeypatch):
 def test_in_memory_sort_matches_stable_lexsort(tmp_path, rng, in_memory_sort, order, dtype, shape):
     t = random_tensor(rng, shape, 2000, dtype=dtype, duplicates=True)
     sptool.write(t, str(tmp_path / "in.parquet"))
-    reorder(str(tmp_path / "in.parquet"), str(tmp_path / "out.parquet"), order=order)
+    reorder(str(tmp_path / "in.parquet"), str(tmp_path / "out.parquet"), perm=order)
     assert in_memory_sort == [2000]
     o = list(order or (0, 1, 2))
     perm = _stable_order(t.indices, o)

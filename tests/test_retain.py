@@ -268,7 +268,7 @@ def test_pipeline_through_stdin_and_stdout(tmp_path, rng):
            f"| {py} -P -m sptool -q expand-dims - --axis 1 "
            f"| {py} -P -m sptool -q reshape - --shape 6,2,6 -o - "
            f"| {py} -P -m sptool -q transpose - --perm 1,0,2 "
-           f"| {py} -P -m sptool -q fill-empty-rows - --value 7 -o {tmp_path / 'out.parquet'}")
+           f"| {py} -P -m sptool -q fill-empty-rows - --default-value 7 -o {tmp_path / 'out.parquet'}")
     p = subprocess.run(["bash", "-o", "pipefail", "-c", cmd], capture_output=True, text=True, timeout=120)
     assert p.returncode == 0, p.stderr
     dense = np.zeros((12, 6))

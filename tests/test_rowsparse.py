@@ -41,7 +41,7 @@ def test_convert_rows_values_height(tmp_path, block, dtype, monkeypatch):
     rows, values, height = arrays(block=block, dtype=dtype)
     np.save(tmp_path / "r.npy", rows.astype(np.int32))  # any integer type of ids
     np.save(tmp_path / "v.npy", values)
-    run("convert", "--rows", tmp_path / "r.npy", "--values", tmp_path / "v.npy", "--height", height,
+    run("convert", "--row-ids", tmp_path / "r.npy", "--row-values", tmp_path / "v.npy", "--height", height,
         "-o", tmp_path / "g.parquet")
     t = sptool.read(str(tmp_path / "g.parquet"))
     assert (t.shape, t.sparse_ndim, t.values.dtype) == ((height,) + block, 1, np.dtype(dtype))
@@ -88,16 +88,16 @@ def test_bad_row_sparse_inputs(tmp_path):
     np.save(tmp_path / "v.npy", values)
     np.save(tmp_path / "short.npy", values[:-1])
     out = tmp_path / "g.parquet"
-    bad = run("convert", "--rows", tmp_path / "r.npy", "--values", tmp_path / "v.npy", "--height", 5, "-o", out,
+    bad = run("convert", "--row-ids", tmp_path / "r.npy", "--row-values", tmp_path / "v.npy", "--height", 5, "-o", out,
               code=1)
     first = int(np.flatnonzero(rows >= 5)[0])
     assert f"row id {rows[first]} (entry {first}) is outside the height [0, 5)" in bad
-    bad = run("convert", "--rows", tmp_path / "r.npy", "--values", tmp_path / "short.npy", "--height", 30, "-o", out,
-              code=1)
+    bad = run("convert", "--row-ids", tmp_path / "r.npy", "--row-values", tmp_path / "short.npy", "--height", 30,
+              "-o", out, code=1)
     assert "25 row ids but values of shape [24, 4]" in bad
-    assert "--height" in run("convert", "--rows", tmp_path / "r.npy", "--values", tmp_path / "v.npy", "-o", out,
+    assert "--height" in run("convert", "--row-ids", tmp_path / "r.npy", "--row-values", tmp_path / "v.npy", "-o", out,
                              code=2)
-    assert "not both" in run("convert", tmp_path / "v.npy", "--rows", tmp_path / "r.npy", "--values",
+    assert "not both" in run("convert", tmp_path / "v.npy", "--row-ids", tmp_path / "r.npy", "--values",
                              tmp_path / "v.npy", "--height", 30, "-o", out, code=2)
     np.savez(tmp_path / "mis.npz", indices=rows, values=values, dense_shape=np.array([height, 5]))
     assert "does not match" in run("convert", tmp_path / "mis.npz", "-o", out, code=1)

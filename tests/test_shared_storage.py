@@ -89,7 +89,7 @@ def test_another_hosts_temporaries_survive_a_write_beside_them(tmp_path, rng, de
     t = tensor(rng)
     sptool.write(t, str(tmp_path / "out.parquet"))
     src = str(tmp_path / "out.parquet")
-    r = CliRunner().invoke(cli, ["reorder", src, "--order", "1,0", "-o", str(tmp_path / "sibling.parquet")])
+    r = CliRunner().invoke(cli, ["reorder", src, "--perm", "1,0", "-o", str(tmp_path / "sibling.parquet")])
     assert r.exit_code == 0, r.output
     assert "removed" not in r.output
     assert sorted(os.listdir(tmp_path)) == sorted([n.rstrip("/") for n in theirs] + ["out.parquet", "sibling.parquet"])

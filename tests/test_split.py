@@ -56,14 +56,14 @@ def test_tf_sizes():
 @pytest.mark.parametrize("dtype", ["float64", "int8", "complex128", "bool"])
 def test_unsorted_with_duplicates(tmp_path, rng, tiny_batches, axis, num, dtype):
     t = random_tensor(rng, (10, 9, 7), 200, dtype=dtype, duplicates=True)
-    r = split(_write(tmp_path, "in.parquet", t), str(tmp_path / "p-{i}.parquet"), axis=axis, num=num)
+    r = split(_write(tmp_path, "in.parquet", t), str(tmp_path / "p-{i}.parquet"), axis=axis, num_split=num)
     _check_pieces(r, t, axis, num, sort_order=(), unique=False)
 
 
 @pytest.mark.parametrize("axis", [0, 1, 2])
 def test_sorted_pieces_stay_sorted(tmp_path, rng, tiny_batches, axis):
     t = random_tensor(rng, (11, 6, 5), 150, sort=True)
-    r = split(_write(tmp_path, "in.parquet", t), str(tmp_path) + "/out-{i}/", axis=axis, num=3)
+    r = split(_write(tmp_path, "in.parquet", t), str(tmp_path) + "/out-{i}/", axis=axis, num_split=3)
     assert all(os.path.isdir(o) for o in r["outputs"])
     _check_pieces(r, t, axis, 3, sort_order=(0, 1, 2), unique=True)
     assert all(sptool.read(o).canonical for o in r["outputs"])
@@ -71,24 +71,24 @@ def test_sorted_pieces_stay_sorted(tmp_path, rng, tiny_batches, axis):
 
 def test_edge_cases(tmp_path, rng, tiny_batches):
     one = random_tensor(rng, (4, 1), 1)
-    r = split(_write(tmp_path, "one.parquet", one), str(tmp_path / "a{i:02d}.parquet"), axis=0, num=4)
+    r = split(_write(tmp_path, "one.parquet", one), str(tmp_path / "a{i:02d}.parquet"), axis=0, num_split=4)
     assert [os.path.basename(o) for o in r["outputs"]] == ["a00.parquet", "a01.parquet", "a02.parquet",
                                                              "a03.parquet"]
     _check_pieces(r, one, 0, 4, sort_order=(0, 1), unique=True)
     empty = random_tensor(rng, (5, 0, 3), 0)
-    r = split(_write(tmp_path, "e.parquet", empty), str(tmp_path / "e{i}.arrows"), axis=-3, num=2)
+    r = split(_write(tmp_path, "e.parquet", empty), str(tmp_path / "e{i}.arrows"), axis=-3, num_split=2)
     _check_pieces(r, empty, 0, 2, sort_order=(0, 1, 2), unique=True)
     single = random_tensor(rng, (1, 3), 2, duplicates=True)
-    r = split(_write(tmp_path, "s.parquet", single), str(tmp_path / "s{i}.parquet"), axis=0, num=1)
+    r = split(_write(tmp_path, "s.parquet", single), str(tmp_path / "s{i}.parquet"), axis=0, num_split=1)
     _check_pieces(r, single, 0, 1, sort_order=single.sort_order, unique=single.unique)
 
 
 def test_hybrid_sparse_and_dense_axes(tmp_path, rng, tiny_batches):
     t = random_tensor(rng, (7, 5, 6), 40, sparse_ndim=2, duplicates=True, dtype="float32")
     path = _write(tmp_path, "h.parquet", t)
-    r = split(path, str(tmp_path / "s{i}.parquet"), axis=1, num=2)
+    r = split(path, str(tmp_path / "s{i}.parquet"), axis=1, num_split=2)
     _check_pieces(r, t, 1, 2, sort_order=(), unique=False)
-    r = split(path, str(tmp_path / "d{i}.parquet"), axis=-1, num=4)  # a dense axis: blocks are cut
+    r = split(path, str(tmp_path / "d{i}.parquet"), axis=-1, num_split=4)  # a dense axis: blocks are cut
     _check_pieces(r, t, 2, 4, sort_order=(), unique=False)
     assert r["rows"] == [40] * 4
 
@@ -96,24 +96,24 @@ def test_hybrid_sparse_and_dense_axes(tmp_path, rng, tiny_batches):
 def test_strings(tmp_path, rng, tiny_batches):
     base = random_tensor(rng, (6, 8), 30)
     t = sptool.SparseTensor(base.indices, np.array([f"v{i}" for i in range(base.nnz)], dtype=object), (6, 8))
-    r = split(_write(tmp_path, "s.parquet", t), str(tmp_path / "s{i}.parquet"), axis=1, num=3)
+    r = split(_write(tmp_path, "s.parquet", t), str(tmp_path / "s{i}.parquet"), axis=1, num_split=3)
     _check_pieces(r, t, 1, 3, sort_order=(), unique=True)
 
 
 def test_errors(tmp_path, rng):
     path = _write(tmp_path, "t.parquet", random_tensor(rng, (4, 3), 5))
     cases = [
-        (dict(axis=1, num=4), "Input num_split should be between 1 and the splitting dimension size (3), got 4"),
-        (dict(axis=0, num=0), "Input num_split should be between 1 and the splitting dimension size (4), got 0"),
-        (dict(axis=2, num=1), "Input split_dim should be between -2 and 1"),
+        (dict(axis=1, num_split=4), "Input num_split should be between 1 and the splitting dimension size (3), got 4"),
+        (dict(axis=0, num_split=0), "Input num_split should be between 1 and the splitting dimension size (4), got 0"),
+        (dict(axis=2, num_split=1), "Input split_dim should be between -2 and 1"),
     ]
     for kw, msg in cases:
         with pytest.raises(UsageError, match=msg.replace("(", r"\(").replace(")", r"\)")):
             split(path, str(tmp_path / "p{i}.parquet"), **kw)
     with pytest.raises(UsageError, match=r"must contain \{i\}"):
-        split(path, str(tmp_path / "p.parquet"), axis=0, num=2)
+        split(path, str(tmp_path / "p.parquet"), axis=0, num_split=2)
     with pytest.raises(UsageError, match="cannot tell the output format"):
-        split(path, str(tmp_path / "p{i}.txt"), axis=0, num=2)
+        split(path, str(tmp_path / "p{i}.txt"), axis=0, num_split=2)
     assert sorted(os.listdir(tmp_path)) == ["t.parquet"]
 
 
@@ -137,7 +137,7 @@ def test_an_entry_out_of_bounds_is_named_as_slice_names_it(tmp_path, axis):
     with pytest.raises(DataError) as by_slice:
         sptool.slice_(bad, str(tmp_path / "s.parquet"), start=[0, 0], size=[-1, -1])
     with pytest.raises(DataError) as by_split:
-        split(bad, str(tmp_path / "p{i}.parquet"), axis=axis, num=2)
+        split(bad, str(tmp_path / "p{i}.parquet"), axis=axis, num_split=2)
     assert str(by_split.value) == str(by_slice.value)
     assert by_split.value.path == bad and "indices[3] = [7,0]" in str(by_split.value) and "[6,3]" in str(by_split.value)
     assert sorted(os.listdir(tmp_path)) == ["bad.parquet"]
@@ -148,7 +148,7 @@ def test_no_piece_left_behind(tmp_path, rng, monkeypatch):
     out = tmp_path / "out"
     out.mkdir()
     with pytest.raises(DataError, match=r"\[7,0\] is out of bounds"):
-        split(bad, str(out / "p{i}.parquet"), axis=0, num=2)
+        split(bad, str(out / "p{i}.parquet"), axis=0, num_split=2)
     assert os.listdir(out) == []
     # A piece that fails while finishing, after others were finished: none is moved into place.
     good = _write(tmp_path, "good.parquet", random_tensor(rng, (6, 3), 10))
@@ -163,7 +163,7 @@ def test_no_piece_left_behind(tmp_path, rng, monkeypatch):
 
     monkeypatch.setattr(sink_module.TensorSink, "close", flaky_close)
     with pytest.raises(OSError, match="disk full"):
-        split(good, str(out / "p{i}.parquet"), axis=0, num=3)
+        split(good, str(out / "p{i}.parquet"), axis=0, num_split=3)
     assert len(calls) == 3 and os.listdir(out) == []
 
 
@@ -181,7 +181,7 @@ def test_sinks_share_the_memory_budget(tmp_path, rng, monkeypatch):
     from sptool._memory import ROW_GROUP_ROWS
 
     budget = 256 << 20
-    r = split(path, str(tmp_path / "p{i}.parquet"), axis=0, num=16, memory=str(budget))
+    r = split(path, str(tmp_path / "p{i}.parquet"), axis=0, num_split=16, memory=str(budget))
     buffered = sum(s.row_group_rows * row_bytes(s.meta) for s in sinks)
     # Each sink's row group was cut below the default so that the 16 buffers (held about three
     # times over: pending rows, their concatenation, the encoder) fit half the budget.
@@ -192,22 +192,23 @@ def test_sinks_share_the_memory_budget(tmp_path, rng, monkeypatch):
     for p in tmp_path.glob("q*.parquet"):
         p.unlink()
     with pytest.raises(UsageError, match="raise --memory"):
-        split(path, str(tmp_path / "q{i}.parquet"), axis=0, num=64, memory="16MiB")
+        split(path, str(tmp_path / "q{i}.parquet"), axis=0, num_split=64, memory="16MiB")
     assert not list(tmp_path.glob("q*"))
 
 
 def test_cli(tmp_path, rng):
     path = _write(tmp_path, "t.parquet", random_tensor(rng, (5, 4), 9))
     runner = CliRunner()
-    r = runner.invoke(cli, ["split", path, "--axis", "0", "--num", "6", "-o", str(tmp_path / "p{i}.parquet")])
+    r = runner.invoke(cli, ["split", path, "--axis", "0", "--num-split", "6", "-o", str(tmp_path / "p{i}.parquet")])
     assert r.exit_code == 2 and r.output.strip().count("\n") == 0
     assert "Input num_split should be between 1 and the splitting dimension size (5), got 6" in r.output
-    r = runner.invoke(cli, ["split", path, "--axis", "0", "--num", "2", "-o", str(tmp_path / "p.parquet")])
+    r = runner.invoke(cli, ["split", path, "--axis", "0", "--num-split", "2", "-o", str(tmp_path / "p.parquet")])
     assert r.exit_code == 2 and "{i}" in r.output
-    r = runner.invoke(cli, ["split", _out_of_bounds_file(tmp_path), "--axis", "0", "--num", "2",
+    r = runner.invoke(cli, ["split", _out_of_bounds_file(tmp_path), "--axis", "0", "--num-split", "2",
                             "-o", str(tmp_path / "q{i}.parquet")])
     assert r.exit_code == 1 and "out of bounds" in r.output
-    r = runner.invoke(cli, ["-q", "split", path, "--axis", "-1", "-n", "2", "-o", str(tmp_path / "p{i}.parquet")])
+    r = runner.invoke(cli, ["-q", "split", path, "--axis", "-1", "--num-split", "2",
+                            "-o", str(tmp_path / "p{i}.parquet")])
     assert r.exit_code == 0 and sptool.read(str(tmp_path / "p1.parquet")).shape == (5, 2)
     assert not any(n.startswith("q") for n in os.listdir(tmp_path))
 
@@ -236,7 +237,7 @@ def test_a_failure_while_finishing_the_pieces_keeps_the_previous_files(tmp_path,
 
     monkeypatch.setattr(sinks.TensorSink, "close", close)
     with pytest.raises(KeyboardInterrupt):
-        sptool.split(src, str(tmp_path / "p-{i}.parquet"), axis=0, num=4)
+        sptool.split(src, str(tmp_path / "p-{i}.parquet"), axis=0, num_split=4)
     assert len(calls) == 3
     assert sorted(os.listdir(tmp_path)) == before
     assert {i: (tmp_path / f"p-{i}.parquet").read_bytes() for i in range(4)} == previous

@@ -36,7 +36,7 @@ def _histogram(t, axes, extent, cells) -> np.ndarray:
 def test_counts_match_histogram2d(tmp_path, rng, tiny_batches, shape, axes, size):
     t = random_tensor(rng, shape, 400, duplicates=True)  # duplicates count as stored entries
     path = write_tensor(tmp_path, "t.parquet", t)
-    r = sptool.spy(path, size=size, axes=axes)
+    r = sptool.spy(path, image_size=size, axis=axes)
     a = axes or (0, 1)
     extent = (shape[a[0]], shape[a[1]])
     cells = (min(size[1], extent[0]), min(size[0], extent[1]))
@@ -48,7 +48,7 @@ def test_image_size_and_log_scale(tmp_path, rng):
     t = random_tensor(rng, (89, 71), 600, duplicates=True)
     path = write_tensor(tmp_path, "t.parquet", t)
     out = tmp_path / "pattern.png"
-    r = sptool.spy(path, str(out), size="30x20")
+    r = sptool.spy(path, str(out), image_size="30x20")
     with Image.open(out) as im:
         assert im.size == (30, 20) and im.mode == "L" and im.format == "PNG"
         pixels = np.asarray(im)
@@ -66,7 +66,7 @@ def test_image_size_and_log_scale(tmp_path, rng):
 def test_diagonal_lands_on_the_diagonal_pixels(tmp_path, n, size):
     eye = sptool.SparseTensor(np.stack([np.arange(n), np.arange(n)], axis=1), np.ones(n), (n, n))
     out = tmp_path / "eye.png"
-    sptool.spy(write_tensor(tmp_path, "eye.parquet", eye), str(out), size=(size, size))
+    sptool.spy(write_tensor(tmp_path, "eye.parquet", eye), str(out), image_size=(size, size))
     with Image.open(out) as im:
         dark = np.asarray(im) < 255
     if n >= size:  # each pixel a block of indices: the diagonal entries fall in the diagonal pixels only
@@ -79,7 +79,7 @@ def test_diagonal_lands_on_the_diagonal_pixels(tmp_path, n, size):
 def test_ascii_marks_exactly_the_occupied_cells(tmp_path, rng):
     t = random_tensor(rng, (79, 53), 150)
     path = write_tensor(tmp_path, "t.parquet", t)
-    r = sptool.spy(path, ascii_=True, size=(20, 10))
+    r = sptool.spy(path, ascii_=True, image_size=(20, 10))
     lines = r["ascii"]
     assert lines[1] == lines[-1] == "+" + "-" * 20 + "+" and len(lines) == 1 + 10 + 2
     body = np.array([list(ln[1:-1]) for ln in lines[2:-1]])
@@ -102,7 +102,7 @@ def test_ascii_in_a_pipe(tmp_path, rng):
     assert "\x1b[" not in p.stdout, "no escape sequences in a pipe"
     lines = _cli_ascii_lines(p.stdout)
     assert len(lines) == 12 and all(len(ln) == 22 for ln in lines)
-    assert lines[1:-1] == sptool.spy(path, size=(20, 10))["ascii"][2:-1]
+    assert lines[1:-1] == sptool.spy(path, image_size=(20, 10))["ascii"][2:-1]
     assert p.stdout.splitlines()[0].startswith("indices_0: 0..39 down")
     assert "spy: read " + path + " (60 rows)" in p.stderr  # the summary goes to stderr, apart from the picture
 
@@ -116,7 +116,7 @@ def test_ascii_in_a_terminal(tmp_path, rng):
     assert code == 0, text
     assert cursor_restored(output), text
     assert "Traceback" not in text and "Error" not in text
-    want = sptool.spy(path, size=(20, 10))["ascii"]
+    want = sptool.spy(path, image_size=(20, 10))["ascii"]
     got = [ln.rstrip() for ln in text.replace("\r", "").splitlines() if ln.startswith(("|", "+"))]
     assert got == [ln.rstrip() for ln in want[1:]]
     assert "(60 rows)" in text
@@ -148,12 +148,12 @@ def test_without_pillow(tmp_path, rng, monkeypatch):
 
 
 @pytest.mark.parametrize("args,message", [
-    (["--axes", "0,0"], "two different sparse axes"),
-    (["--axes", "0,5"], "out of range"),
-    (["--size", "big"], "WIDTHxHEIGHT"),
-    (["--size", "0x5"], "each side must be 1 to 65536"),
+    (["--axis", "0,0"], "two different sparse axes"),
+    (["--axis", "0,5"], "out of range"),
+    (["--image-size", "big"], "WIDTHxHEIGHT"),
+    (["--image-size", "0x5"], "each side must be 1 to 65536"),
     (["-o", "p.jpg"], "name the output *.png"),
-    (["--memory", "16MiB", "--size", "65536x65536", "-o", "p.png"], "over half of --memory"),
+    (["--memory", "16MiB", "--image-size", "65536x65536", "-o", "p.png"], "over half of --memory"),
 ])
 def test_usage_errors(tmp_path, rng, args, message):
     path = write_tensor(tmp_path, "t.parquet", random_tensor(rng, (10, 10), 20))

@@ -51,7 +51,7 @@ def test_sparse_merge_as_tensorflow_computed(fixture, blocks, tmp_path):
     want = _expected(fixture["file"])
     out, labels = tmp_path / "merged.parquet", tmp_path / "labels.npy"
     r = sptool.convert(src, str(out), ids="ids", values="values", vocab_size=fixture["vocab_size"],
-                       labels=str(labels), label_feature="label")
+                       labels=str(labels), label_key="label")
     t = sptool.read(str(out))
     _assert_tensor(t, want["merged_indices"], want["merged_values"], want["merged_shape"])
     assert r["shape"] == [fixture["examples"], fixture["vocab_size"]] and r["rows"] == len(want["merged_values"])
@@ -206,7 +206,7 @@ def test_value_type_option_and_empty_file(tmp_path):
     assert t.shape == (0, 7) and t.nnz == 0
     oracle.write(tmp_path / "f.tfrecord", [oracle.example(ids=("int64", [3, 1]), w=("float", [0.1, 2.5]))])
     sptool.convert(str(tmp_path / "f.tfrecord"), str(tmp_path / "f.parquet"), ids="ids", values="w", vocab_size=4,
-                   value_type="float64")
+                   dtype="float64")
     t = sptool.read(str(tmp_path / "f.parquet"))
     assert t.values.dtype == np.float64
     np.testing.assert_array_equal(t.values, np.array([2.5, 0.1], dtype=np.float32).astype(np.float64))

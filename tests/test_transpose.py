@@ -82,7 +82,7 @@ def test_strings_and_names(tmp_path):
 def test_sorted_input_streams_through(tmp_path, rng, monkeypatch):
     t = random_tensor(rng, (20, 20, 5), 300)
     sptool.write(t, str(tmp_path / "in.parquet"))
-    sptool.reorder(str(tmp_path / "in.parquet"), str(tmp_path / "cm.parquet"), order=(2, 0, 1))
+    sptool.reorder(str(tmp_path / "in.parquet"), str(tmp_path / "cm.parquet"), perm=(2, 0, 1))
 
     def no_sort(*a, **k):
         raise AssertionError("input sorted by the perm must not be sorted again")

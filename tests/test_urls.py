@@ -155,8 +155,8 @@ def test_part_directory_read_and_replaced_through_a_filesystem(store, tmp_path, 
     run("reorder", "sub://in/", "-o", "sub://out/", "--duplicates", "sum")
     same_tensor(tmp_path / "plain.parquet", store / "out")
     # Written again over the existing directory: the old parts go, the new ones take their place.
-    run("reorder", "sub://in/", "-o", "sub://out/", "--order", "1,0", "--duplicates", "sum")
-    run("reorder", str(src) + "/", "-o", str(tmp_path / "plain10.parquet"), "--order", "1,0", "--duplicates", "sum")
+    run("reorder", "sub://in/", "-o", "sub://out/", "--perm", "1,0", "--duplicates", "sum")
+    run("reorder", str(src) + "/", "-o", str(tmp_path / "plain10.parquet"), "--perm", "1,0", "--duplicates", "sum")
     same_tensor(tmp_path / "plain10.parquet", store / "out")
     info = json.loads(run("info", "--json", "sub://out").stdout)
     assert info["bytes"] == sum(os.path.getsize(store / "out" / n) for n in os.listdir(store / "out"))

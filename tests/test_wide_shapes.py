@@ -150,7 +150,7 @@ def test_reorder(tmp_path, rng, name, path_kind):
     idx, vals = entries(rng, shape)
     src = write(tmp_path, "a.parquet", idx, vals, shape)
     for order in (tuple(range(K)), tuple(reversed(range(K))), (1, 0) + tuple(range(2, K))):
-        t = sptool.reorder(src, None, order=order)
+        t = sptool.reorder(src, None, perm=order)
         same(t.indices, t.values, *stable_sorted(idx, vals, list(order)))
         assert t.shape == shape and t.sort_order == order
     t = sptool.reorder(src, None, duplicates="sum")
@@ -178,7 +178,7 @@ def test_reorder_of_all_extents(tmp_path, rng, monkeypatch):
         idx, vals = entries(rng, shape, 150, dups=20)
         src = write(tmp_path, f"{name}.parquet", idx, vals, shape)
         order = tuple(reversed(range(len(shape))))
-        t = sptool.reorder(src, None, order=order)
+        t = sptool.reorder(src, None, perm=order)
         same(t.indices, t.values, *stable_sorted(idx, vals, list(order)))
 
 
@@ -258,7 +258,7 @@ def test_slice_concat_split_transpose(tmp_path, rng, name, path_kind):
         same(t.indices, t.values, *stable_sorted(*both, list(range(K))))
         assert t.shape[axis] == 2 * shape[axis]
 
-    pieces = sptool.split(src, str(tmp_path / "piece-{i}.parquet"), axis=K - 1, num=3)
+    pieces = sptool.split(src, str(tmp_path / "piece-{i}.parquet"), axis=K - 1, num_split=3)
     extent = shape[K - 1]
     widths = [extent // 3 + (1 if i < extent % 3 else 0) for i in range(3)]  # TensorFlow's sparse split
     lo = 0
@@ -420,7 +420,7 @@ def test_stream_path(tmp_path, rng, name, path_kind):
     ia, va = entries(rng, shape)
     ib, vb = entries(rng, shape)
     a, b = write(tmp_path, "a.arrows", ia, va, shape), write(tmp_path, "b.arrows", ib, vb, shape)
-    got = read_stream(tmp_path, run_cli("reorder", a, "--order", ",".join(map(str, reversed(range(K)))), "-o", "-"),
+    got = read_stream(tmp_path, run_cli("reorder", a, "--perm", ",".join(map(str, reversed(range(K)))), "-o", "-"),
                       "r.arrows")
     same(got[0], got[1], *stable_sorted(ia, va, list(range(K))[::-1]))
     summed = run_cli("add", "-", b, "-o", "-", input=open(a, "rb").read())
@@ -461,7 +461,7 @@ def test_dense_outputs_refuse_with_the_reason(tmp_path, rng):
     cases = [
         (["todense", src, "-o", str(tmp_path / "d.npy")], "a dense output of this tensor cannot exist"),
         (["reduce", src, "--op", "sum", "--axis", "0", "-o", str(tmp_path / "r.npy")], "dense array of shape"),
-        (["fill-empty-rows", tall, "--value", "0", "-o", str(tmp_path / "f.parquet")],
+        (["fill-empty-rows", tall, "--default-value", "0", "-o", str(tmp_path / "f.parquet")],
          f"dense along dimension 0 (24 bytes or more {rows})"),
         (["info", matrix, "--histogram", "0"], "10000000000 indices"),
         (["convert", tall, "-o", str(tmp_path / "t.jsonl")], "a JSON lines file, dense along dimension 0 (26 bytes"),
@@ -475,9 +475,9 @@ def test_dense_outputs_refuse_with_the_reason(tmp_path, rng):
         assert len([line for line in r.output.splitlines() if line.strip()]) == 1, r.output
     assert sorted(os.listdir(tmp_path)) == ["a.parquet", "m.parquet", "t.parquet"]
     with pytest.raises(SptoolError, match="dense along dimension 0"):
-        sptool.fill_empty_rows(matrix, None, value=0)
+        sptool.fill_empty_rows(matrix, None, default_value=0)
     # Along a dimension of FROSTT's extents fill_empty_rows still runs: 4.8M rows fit.
-    t = sptool.fill_empty_rows(src, None, value=0.0)
+    t = sptool.fill_empty_rows(src, None, default_value=0.0)
     assert t.nnz == shape[0] - len(np.unique(idx[:, 0])) + len(idx)
     assert np.array_equal(np.unique(t.indices[:, 0]), np.arange(shape[0]))
 
@@ -516,7 +516,7 @@ def test_cluster(tmp_path, rng, name, cluster_client, monkeypatch):
         return str(tmp_path / n) + "/"
 
     order = tuple(reversed(range(K)))
-    dist.reorder(a, out("r"), order=order, client=client, memory=memory)
+    dist.reorder(a, out("r"), perm=order, client=client, memory=memory)
     same(*_dir_rows(out("r"), K), *stable_sorted(ia, va, list(order)))
     dist.add(a, b, out("s"), client=client, memory=memory)
     same(*_dir_rows(out("s"), K), *canonical(np.concatenate([ia, ib]), np.concatenate([va, vb])))
@@ -535,7 +535,7 @@ def test_cluster(tmp_path, rng, name, cluster_client, monkeypatch):
     new = (shape[0] * shape[1],) + shape[2:] if K > 2 else (10**5, 10**15)
     dist.reshape(a, out("h"), shape=new, client=client, memory=memory)
     same(*_sorted(*_dir_rows(out("h"), len(new))), *_sorted(_unravel(_linear(ia, shape), new), va))
-    dist.split(a, str(tmp_path / "p{i}") + "/", axis=0, num=2, client=client, memory="64MiB")
+    dist.split(a, str(tmp_path / "p{i}") + "/", axis=0, num_split=2, client=client, memory="64MiB")
     halves = [_dir_rows(str(tmp_path / f"p{i}"), K) for i in range(2)]
     assert sum(len(h[0]) for h in halves) == len(ia)
     assert dist.validate(out("s"), client=client, deep=True).valid

@@ -29,6 +29,7 @@ from ._console import (
     write_json_summary,
 )
 from ._options import JSON_SUMMARY_HELP, MEMORY_HELP, _store
+from ._vocabulary import option, with_new_spellings
 
 CONTEXT_SETTINGS = {"help_option_names": ["-h", "--help"], "max_content_width": 100}
 INTERNAL_ERROR = 3
@@ -57,6 +58,8 @@ class SptoolGroup(click.Group):
                 raise click.UsageError(f"No such command {name!r}. Did you mean {close[0]!r}?", ctx) from None
             raise e
         refuse_unless_distributed(name, ctx.ensure_object(dict))
+        if command is not None and not ctx.resilient_parsing:
+            rest = with_new_spellings(name, command, rest)
         return name, command, rest
 
     def get_command(self, ctx, name):
@@ -161,21 +164,21 @@ def _print_version(ctx, param, value):
 
 
 @click.group(cls=SptoolGroup, context_settings=CONTEXT_SETTINGS)
-@click.option("-V", "--version", is_flag=True, expose_value=False, is_eager=True, callback=_print_version,
-              help="Show the version and exit.")
-@click.option("--help-all", is_flag=True, expose_value=False, is_eager=True, callback=_print_help_all,
-              help="Show the help of every command on one page and exit.")
-@click.option("-m", "--memory", metavar="SIZE", expose_value=False, callback=_store("memory"), help=MEMORY_HELP)
-@click.option("-q", "--quiet", is_flag=True, expose_value=False, callback=_store("quiet"),
-              help="No progress bars or summary lines.")
-@click.option("--debug", is_flag=True, expose_value=False, callback=_store("debug"),
-              help="Show a traceback on errors.")
-@click.option("--json-summary", metavar="PATH", expose_value=False, callback=_store("json_summary"),
-              help=JSON_SUMMARY_HELP)
-@click.option("--scheduler", metavar="ADDRESS", expose_value=False, callback=_store("scheduler"),
-              help="Run the command on a Dask cluster: tcp://HOST:PORT (a running scheduler) or local:N (N worker "
-                   "processes started and stopped here) [default: $SPTOOL_SCHEDULER]. Needs pip install "
-                   "'sptool[dask]'; the commands that can say so in their help.")
+@option("version", is_flag=True, expose_value=False, is_eager=True, callback=_print_version,
+        help="Show the version and exit.")
+@option("help_all", is_flag=True, expose_value=False, is_eager=True, callback=_print_help_all,
+        help="Show the help of every command on one page and exit.")
+@option("memory", metavar="SIZE", expose_value=False, callback=_store("memory"), help=MEMORY_HELP)
+@option("quiet", is_flag=True, expose_value=False, callback=_store("quiet"),
+        help="No progress bars or summary lines.")
+@option("debug", is_flag=True, expose_value=False, callback=_store("debug"),
+        help="Show a traceback on errors.")
+@option("json_summary", metavar="PATH", expose_value=False, callback=_store("json_summary"),
+        help=JSON_SUMMARY_HELP)
+@option("scheduler", metavar="ADDRESS", expose_value=False, callback=_store("scheduler"),
+        help="Run the command on a Dask cluster: tcp://HOST:PORT (a running scheduler) or local:N (N worker "
+             "processes started and stopped here) [default: $SPTOOL_SCHEDULER]. Needs pip install "
+             "'sptool[dask]'; the commands that can say so in their help.")
 @click.pass_context
 def cli(ctx):
     """Streaming tools for n-dimensional sparse tensors (COO) in Parquet files and Arrow streams.

@@ -6,6 +6,7 @@ import click
 
 from .._memory import budget_of
 from ..format import number_of_text
+from ._vocabulary import option
 
 JSON_SUMMARY_HELP = ("Also write what happened as one JSON object (command, ok, rows in and out, seconds, peak "
                      "memory, and the result: output, shape, nnz...) to PATH, or - for stderr; written on "
@@ -25,14 +26,14 @@ def _store(key):
 def common_options(fn):
     """--memory, --quiet and --debug, accepted before or after the command name."""
     for decorator in reversed((
-        click.option("-m", "--memory", metavar="SIZE", expose_value=False, callback=_store("memory"),
-                     help=MEMORY_HELP),
-        click.option("-q", "--quiet", is_flag=True, expose_value=False, callback=_store("quiet"),
-                     help="No progress bar or summary line."),
-        click.option("--debug", is_flag=True, expose_value=False, callback=_store("debug"),
-                     help="Show a traceback on errors."),
-        click.option("--json-summary", metavar="PATH", expose_value=False, callback=_store("json_summary"),
-                     help=JSON_SUMMARY_HELP),
+        option("memory", metavar="SIZE", expose_value=False, callback=_store("memory"),
+               help=MEMORY_HELP),
+        option("quiet", is_flag=True, expose_value=False, callback=_store("quiet"),
+               help="No progress bar or summary line."),
+        option("debug", is_flag=True, expose_value=False, callback=_store("debug"),
+               help="Show a traceback on errors."),
+        option("json_summary", metavar="PATH", expose_value=False, callback=_store("json_summary"),
+               help=JSON_SUMMARY_HELP),
     )):
         fn = decorator(fn)
     return fn
@@ -40,8 +41,7 @@ def common_options(fn):
 
 def output_option(required: bool = False, help_text: str | None = None):
     # The default is "-" (stdout): in the Python API no output means a returned SparseTensor.
-    return click.option(
-        "-o", "--output", metavar="PATH", required=required, default=None if required else "-",
+    return option("output", metavar="PATH", required=required, default=None if required else "-",
         help=help_text or "Output: a .parquet file, a directory (ending in /), a .arrows stream, or - for "
         "stdout (the default; an Arrow IPC stream). A URL names one on a pyarrow filesystem: file://, s3://, "
         "gs://, hdfs://...",
@@ -84,10 +84,10 @@ def _local_dir(ctx, param, value):
 
 
 def tmp_dir_option(fn):
-    return click.option("--tmp-dir", metavar="DIR", default=None, type=click.Path(file_okay=False),
-                        callback=_local_dir,
-                        help="Where sorted runs are spilled [default: the system temp dir]; removed afterwards. "
-                        "An existing local directory (or a file:// URL).")(fn)
+    return option("tmp_dir", metavar="DIR", default=None, type=click.Path(file_okay=False),
+                  callback=_local_dir,
+                  help="Where sorted runs are spilled [default: the system temp dir]; removed afterwards. "
+                  "An existing local directory (or a file:// URL).")(fn)
 
 
 def parse_scalar(text):

@@ -9,6 +9,7 @@ from ..ops.add import add as add_op
 from ._cluster import cluster, cluster_extra, operation
 from ._console import Job
 from ._options import common_options, input_argument, output_option, settings, tmp_dir_option
+from ._vocabulary import option
 
 
 @click.command("add")
@@ -16,13 +17,13 @@ from ._options import common_options, input_argument, output_option, settings, t
 @click.argument("b", metavar="[B]", required=False)
 @output_option(help_text="Output: a .parquet file, a directory (ending in /), a .arrows stream, or - for stdout "
                "(the default); a .npy file when one operand is dense.")
-@click.option("--thresh", type=float, default=0.0, show_default=True, metavar="T",
-              help="Drop a sum whose magnitude is below T where both operands have an entry (TensorFlow's "
-                   "threshold); entries on one side only are kept.")
-@click.option("--prune", is_flag=True,
-              help="Apply --thresh to every output entry, not only where both operands have one.")
-@click.option("--scalar", metavar="X", default=None,
-              help="Instead of B, add the number X to every stored entry (implicit zeros stay zero).")
+@option("thresh", type=float, default=0.0, show_default=True, metavar="T",
+        help="Drop a sum whose magnitude is below T where both operands have an entry (TensorFlow's "
+             "threshold); entries on one side only are kept.")
+@option("prune", is_flag=True,
+        help="Apply --thresh to every output entry, not only where both operands have one.")
+@option("scalar", metavar="X", default=None,
+        help="Instead of B, add the number X to every stored entry (implicit zeros stay zero).")
 @tmp_dir_option
 @common_options
 @click.pass_context

@@ -7,33 +7,34 @@ import click
 from ..ops import apply as ops
 from ._console import Job
 from ._options import common_options, settings, tmp_dir_option
+from ._vocabulary import option
 
 
 @click.command("apply")
 @click.argument("table", metavar="TABLE.npy")
 @click.argument("gradients", metavar="[GRAD...]", nargs=-1)
-@click.option("--optimizer", type=click.Choice(ops.OPTIMIZERS), default="sgd", show_default=True,
-              help="The update rule (formulas above).")
-@click.option("--lr", type=float, default=None, metavar="LR", help="The learning rate (required).")
-@click.option("--state", metavar="DIR", default=None,
-              help="The optimizer's state directory, created on first use (required by adagrad and adam).")
-@click.option("--initial-accumulator", type=float, default=0.1, show_default=True, metavar="A",
-              help="adagrad: the accumulator's starting value, when --state is created.")
-@click.option("--eps", type=float, default=None, metavar="EPS",
-              help="adagrad and adam: added to the square root [default: 1e-7 adagrad, 1e-8 adam].")
-@click.option("--beta1", type=float, default=0.9, show_default=True, help="adam: decay of the first moment.")
-@click.option("--beta2", type=float, default=0.999, show_default=True, help="adam: decay of the second moment.")
-@click.option("--recover", is_flag=True,
-              help="Only checkpoint: finish (or discard, if it never committed) an interrupted apply on TABLE, "
-                   "and make the applies in the journal durable in TABLE itself, removing the journal (no "
-                   "gradients).")
-@click.option("--journal-limit", metavar="SIZE", default=None,
-              help="Checkpoint first when the journal has reached SIZE (0: every apply checkpoints the one "
-                   "before) [default: the larger of 256MiB and 1/8 of TABLE and its state].")
-@click.option("--fsync/--no-fsync", default=True, show_default=True,
-              help="--no-fsync waits for no disk: still all or nothing if sptool is killed (SIGKILL, Ctrl-C, a "
-                   "crash of the process), NOT after a power loss or OS crash, which can leave TABLE torn. "
-                   "(Creating a --state always fsyncs.)")
+@option("optimizer", type=click.Choice(ops.OPTIMIZERS), default="sgd", show_default=True,
+        help="The update rule (formulas above).")
+@option("lr", type=float, default=None, metavar="LR", help="The learning rate (required).")
+@option("state", metavar="DIR", default=None,
+        help="The optimizer's state directory, created on first use (required by adagrad and adam).")
+@option("initial_accumulator", type=float, default=0.1, show_default=True, metavar="A",
+        help="adagrad: the accumulator's starting value, when --state is created.")
+@option("eps", type=float, default=None, metavar="EPS",
+        help="adagrad and adam: added to the square root [default: 1e-7 adagrad, 1e-8 adam].")
+@option("beta1", type=float, default=0.9, show_default=True, help="adam: decay of the first moment.")
+@option("beta2", type=float, default=0.999, show_default=True, help="adam: decay of the second moment.")
+@option("recover", is_flag=True,
+        help="Only checkpoint: finish (or discard, if it never committed) an interrupted apply on TABLE, "
+             "and make the applies in the journal durable in TABLE itself, removing the journal (no "
+             "gradients).")
+@option("journal_limit", metavar="SIZE", default=None,
+        help="Checkpoint first when the journal has reached SIZE (0: every apply checkpoints the one "
+             "before) [default: the larger of 256MiB and 1/8 of TABLE and its state].")
+@option("fsync", default=True, show_default=True,
+        help="--no-fsync waits for no disk: still all or nothing if sptool is killed (SIGKILL, Ctrl-C, a "
+             "crash of the process), NOT after a power loss or OS crash, which can leave TABLE torn. "
+             "(Creating a --state always fsyncs.)")
 @tmp_dir_option
 @common_options
 @click.pass_context

@@ -7,20 +7,21 @@ import click
 from ..ops.bincount import bincount as bincount_op
 from ._console import Job
 from ._options import common_options, output_option, settings, tmp_dir_option
+from ._vocabulary import option
 
 
 @click.command("bincount")
 @click.argument("path", metavar="T")
 @output_option()
-@click.option("--weights", metavar="W", default=None,
-              help="A tensor with the same shape and coordinates as T: each occurrence adds its weight, and "
-                   "the result takes the weights' value type.")
-@click.option("--minlength", type=int, default=None, metavar="N", help="The result has at least N bins.")
-@click.option("--maxlength", type=int, default=None, metavar="N",
-              help="The result has exactly N bins; values >= N are not counted.")
-@click.option("--binary-output", is_flag=True, help="1 for every value that occurs, instead of its count.")
-@click.option("--axis", type=click.Choice(["0", "-1"]), default="0", show_default=True,
-              help="0: count over all values (a 1-D result); -1: count per row of a 2-D T.")
+@option("weights", metavar="W", default=None,
+        help="A tensor with the same shape and coordinates as T: each occurrence adds its weight, and "
+             "the result takes the weights' value type.")
+@option("minlength", type=int, default=None, metavar="N", help="The result has at least N bins.")
+@option("maxlength", type=int, default=None, metavar="N",
+        help="The result has exactly N bins; values >= N are not counted.")
+@option("binary_output", is_flag=True, help="1 for every value that occurs, instead of its count.")
+@option("axis", type=click.Choice(["0", "-1"]), default="0", show_default=True,
+        help="0: count over all values (a 1-D result); -1: count per row of a 2-D T.")
 @tmp_dir_option
 @common_options
 @click.pass_context

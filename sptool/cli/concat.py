@@ -8,15 +8,16 @@ from ..ops.concat import concat as concat_op
 from ._cluster import cluster, cluster_extra, operation
 from ._console import Job
 from ._options import common_options, output_option, settings, tmp_dir_option
+from ._vocabulary import option
 
 
 @click.command("concat")
 @click.argument("tensors", metavar="TENSOR...", nargs=-1, required=True)
-@click.option("--axis", type=int, required=True, metavar="A",
-              help="Dimension to concatenate along (a sparse one). Negative values count from the end.")
-@click.option("--expand-nonconcat", is_flag=True,
-              help="Let the other dimensions differ: each becomes the maximum over the inputs "
-                   "(TensorFlow's expand_nonconcat_dims). Without it they must be equal.")
+@option("axis", type=int, required=True, metavar="A",
+        help="Dimension to concatenate along (a sparse one). Negative values count from the end.")
+@option("expand_nonconcat", is_flag=True,
+        help="Let the other dimensions differ: each becomes the maximum over the inputs "
+             "(TensorFlow's expand_nonconcat_dims). Without it they must be equal.")
 @output_option()
 @tmp_dir_option
 @common_options

@@ -9,66 +9,70 @@ from ..ops.convert import convert as convert_op
 from ._cluster import cluster_extra, run_job
 from ._options import common_options, parse_scalar, settings
 from ._tfrecord_options import tfrecord_options
+from ._vocabulary import option, warn_once
 
 
 @click.command("convert")
 @click.argument("src", metavar="SRC", type=str, required=False)
-@click.option("-o", "--output", "dst", metavar="DST", default="-", show_default=True,
-              help="Output: a .parquet file, a directory (ending in /), a .arrows stream, - for stdout "
-              "(an Arrow stream, or text with --to), or a .tns/.mtx/.npz/.npy/.csv/.tsv/.tfrecord/.h5 file.")
-@click.option("--from", "from_format", type=click.Choice(FORMATS), default=None,
-              help="Input format [default: from the name, else the content (stdin's too)].")
-@click.option("--to", "to_format", type=click.Choice(FORMATS), default=None,
-              help="Output format [default: from the name; - is sptool].")
-@click.option("--shape", metavar="10,20,30", default=None,
-              help="Shape of a text input [default: max index + 1 per dimension, or its header].")
-@click.option("--value-type", "--dtype", "value_type", metavar="TYPE", default=None,
-              help="Value type to write, e.g. float32 [default: the input's; float64 for .tns/.csv/.tsv].")
-@click.option("--fill-value", metavar="V", default=None,
-              help="Fill value of the output; for .npy input the value that is dropped, for .npy output "
-              "the value of empty cells [default: 0].")
-@click.option("--index-base", type=click.Choice(["0", "1"]), default=None,
-              help="Index base of text inputs and outputs [default: 1 for .tns/.mtx, 0 for .csv/.tsv].")
-@click.option("--zero-based/--one-based", "zero_based", default=None,
-              help="svmlight ids start at 0 or 1 [default: reading, guessed as scikit-learn does; writing, 1].")
-@click.option("--n-features", type=click.IntRange(min=1), metavar="N", default=None,
-              help="svmlight or JSON lines input: number of columns [default: largest id + 1].")
-@click.option("--labels", metavar="L.npy|L.parquet", default=None,
-              help="svmlight, JSON lines or TFRecord labels: written here when reading (.npy, or for svmlight "
-              ".parquet: a 1-D tensor, or the [rows, labels] indicator with --multilabel; TFRecord: from "
-              "--label-feature); read from such a file when writing [default: none read; svmlight writes 0].")
-@click.option("--multilabel", is_flag=True, help="svmlight input has comma-separated label lists.")
-@click.option("--query-id", metavar="Q.npy", default=None,
-              help="svmlight qid: values, written here (reading) or read from here (writing).")
-@click.option("--strict", is_flag=True,
-              help="svmlight input: refuse lines whose ids are unsorted or repeated [default: sort, sum].")
-@click.option("--index-columns", metavar="ROW,COL", default=None,
-              help="Read SRC as a plain table (Parquet with no tensor metadata, .arrow/.feather, CSV/TSV with a "
-                   "header): its index columns, by name or 1-based position.")
-@click.option("--values-column", metavar="NAME", default=None,
-              help="The plain table's values column [default: none, every coordinate holds True]; with --plain, "
-                   "the output's [default: values].")
-@click.option("--dense", is_flag=True,
-              help="With a .mtx output: Matrix Market's dense 'array' format, every cell column by column.")
-@click.option("--plain", is_flag=True,
-              help="Write DST (.parquet, .arrow, .feather) as a plain table, with no tensor metadata.")
-@click.option("--dimension-names", metavar="ROW,COL", default=None,
-              help="With --plain: the names of the index columns [default: the tensor's, else indices_0...].")
-@click.option("--label-key", metavar="KEY", default=None,
-              help="JSON lines: the key of each line's label, with --labels [default: label].")
-@click.option("--rows", metavar="R.npy", default=None,
-              help="A row-sparse input instead of SRC: int row ids [n], with --values V.npy (their blocks, "
-              "[n, d1, ...]) and --height H (the table's rows).")
-@click.option("--height", type=click.IntRange(min=0), metavar="H", default=None,
-              help="With --rows: the height of the row-sparse tensor (its first extent).")
-@click.option("--key", metavar="KEY", default=None,
-              help="The matrix of an AnnData input: layers/NAME, raw/X, obsm/NAME, obsp/NAME... [default: X].")
+@option("output", metavar="DST", default="-", show_default=True,
+        help="Output: a .parquet file, a directory (ending in /), a .arrows stream, - for stdout "
+        "(an Arrow stream, or text with --to), or a .tns/.mtx/.npz/.npy/.csv/.tsv/.tfrecord/.h5 file.")
+@option("from_format", type=click.Choice(FORMATS), default=None,
+        help="Input format [default: from the name, else the content (stdin's too)].")
+@option("to_format", type=click.Choice(FORMATS), default=None,
+        help="Output format [default: from the name; - is sptool].")
+@option("shape", metavar="10,20,30", default=None,
+        help="Shape of a text input [default: max index + 1 per dimension, or its header].")
+@option("dtype", metavar="TYPE", default=None,
+        help="Value type to write, e.g. float32 [default: the input's; float64 for .tns/.csv/.tsv].")
+@option("fill_value", metavar="V", default=None,
+        help="Fill value of the output; for .npy input the value that is dropped, for .npy output "
+        "the value of empty cells [default: 0].")
+@option("index_base", type=click.Choice(["0", "1"]), default=None,
+        help="Index base of text inputs and outputs [default: 1 for .tns/.mtx, 0 for .csv/.tsv].")
+@option("zero_based", default=None,
+        help="svmlight ids start at 0 or 1 [default: reading, guessed as scikit-learn does; writing, 1].")
+@option("vocab_size", type=click.IntRange(min=0), metavar="V", default=None,
+        help="svmlight, JSON lines or TFRecord input (with --ids): the number of columns, scikit-learn's "
+             "n_features; ids must lie in [0, V) [default: largest id + 1; TFRecord: required].")
+@option("labels", metavar="L.npy|L.parquet", default=None,
+        help="svmlight, JSON lines or TFRecord labels: written here when reading (.npy, or for svmlight "
+        ".parquet: a 1-D tensor, or the [rows, labels] indicator with --multilabel; TFRecord: from "
+        "--label-key); read from such a file when writing [default: none read; svmlight writes 0].")
+@option("multilabel", is_flag=True, help="svmlight input has comma-separated label lists.")
+@option("query_id", metavar="Q.npy", default=None,
+        help="svmlight qid: values, written here (reading) or read from here (writing).")
+@option("strict", is_flag=True,
+        help="svmlight input: refuse lines whose ids are unsorted or repeated [default: sort, sum].")
+@option("index_columns", metavar="ROW,COL", default=None,
+        help="Read SRC as a plain table (Parquet with no tensor metadata, .arrow/.feather, CSV/TSV with a "
+             "header): its index columns, by name or 1-based position.")
+@option("values_column", metavar="NAME", default=None,
+        help="The plain table's values column [default: none, every coordinate holds True]; with --plain, "
+             "the output's [default: values].")
+@option("dense", is_flag=True,
+        help="With a .mtx output: Matrix Market's dense 'array' format, every cell column by column.")
+@option("plain", is_flag=True,
+        help="Write DST (.parquet, .arrow, .feather) as a plain table, with no tensor metadata.")
+@option("dimension_names", metavar="ROW,COL", default=None,
+        help="With --plain: the names of the index columns [default: the tensor's, else indices_0...].")
+@option("label_key", metavar="KEY", default=None,
+        help="JSON lines and TFRecord: the key (feature) of each record's label, with --labels [default: label].")
+@option("row_ids", metavar="R.npy", default=None,
+        help="A row-sparse input instead of SRC: int row ids [n], with --row-values V.npy (their blocks, "
+        "[n, d1, ...]) and --height H (the table's rows).")
+@option("row_values", metavar="V.npy", default=None,
+        help="With --row-ids: the dense block of each row id, [n, d1, ...].")
+@option("height", type=click.IntRange(min=0), metavar="H", default=None,
+        help="With --row-ids: the height of the row-sparse tensor (its first extent).")
+@option("key", metavar="KEY", default=None,
+        help="The matrix of an AnnData input: layers/NAME, raw/X, obsm/NAME, obsp/NAME... [default: X].")
 @tfrecord_options
 @common_options
 @click.pass_context
-def convert(ctx, src, dst, from_format, to_format, shape, value_type, fill_value, index_base, zero_based,
-            n_features, labels, multilabel, query_id, strict, index_columns, values_column, dense, plain,
-            dimension_names, label_key, rows, height, key, **tfrecord):
+def convert(ctx, src, output, from_format, to_format, shape, dtype, fill_value, index_base, zero_based,
+            vocab_size, labels, multilabel, query_id, strict, index_columns, values_column, dense, plain,
+            dimension_names, label_key, row_ids, row_values, height, key, **tfrecord):
     """Convert a tensor between sptool and FROSTT .tns, Matrix Market .mtx, scipy .npz,
     dense .npy, CSV/TSV coordinate text, svmlight/libsvm (.svm, .svmlight, .libsvm), JSON lines
     ({"ids": [...], "values": [...], "label": ...} per line: .jsonl, .ndjson) and TFRecord files
@@ -123,8 +127,8 @@ def convert(ctx, src, dst, from_format, to_format, shape, value_type, fill_value
     --values-column, streaming (shape from the largest indices unless --shape); --plain
     writes one back with no tensor metadata.
 
-    Row-sparse tensors (Paddle's SelectedRows, TensorFlow's IndexedSlices): --rows R.npy
-    --values V.npy --height H builds the [H, d1, ...] tensor with one sparse dimension
+    Row-sparse tensors (Paddle's SelectedRows, TensorFlow's IndexedSlices): --row-ids R.npy
+    --row-values V.npy --height H builds the [H, d1, ...] tensor with one sparse dimension
     from row ids and their dense blocks (memory-mapped, streamed; repeated rows are kept,
     and mean their sum); an .npz holding rows/values/height, or TensorFlow's
     indices/values/dense_shape, is read as one; --to rows writes such an .npz back; a
@@ -148,16 +152,20 @@ def convert(ctx, src, dst, from_format, to_format, shape, value_type, fill_value
       sptool convert /tmp/digits.h5ad -o /tmp/digits-back.parquet
     """
     opts = settings(ctx)
-    result, job = run_job("convert", convert_op, opts, ctx.obj, src, dst, from_format=from_format,
-                          to_format=to_format, shape=shape, value_type=value_type, fill_value=parse_scalar(fill_value),
+    if row_ids is not None and row_values is None and tfrecord["values"] is not None:
+        warn_once("`convert --values` naming a row-sparse input's blocks is deprecated and will go; use --row-values")
+        row_values, tfrecord["values"] = tfrecord["values"], None
+    result, job = run_job("convert", convert_op, opts, ctx.obj, src, output, from_format=from_format,
+                          to_format=to_format, shape=shape, dtype=dtype, fill_value=parse_scalar(fill_value),
                           index_base=None if index_base is None else int(index_base),
-                          zero_based=zero_based, n_features=n_features, labels=labels, multilabel=multilabel,
+                          zero_based=zero_based, vocab_size=vocab_size, labels=labels, multilabel=multilabel,
                           query_id=query_id, strict=strict, index_columns=index_columns,
                           values_column=values_column, plain=plain, dimension_names=dimension_names,
-                          label_key=label_key, rows=rows, height=height, dense=dense, key=key,
+                          label_key=label_key, row_ids=row_ids, row_values=row_values, height=height, dense=dense,
+                          key=key,
                           memory=opts["memory"], **tfrecord)
-    job.summary(result=result, rows_out=result["rows"], output=dst,
-                inputs=[src] if src is not None else [p for p in (rows, tfrecord.get("values")) if p is not None],
+    job.summary(result=result, rows_out=result["rows"], output=output,
+                inputs=[src] if src is not None else [p for p in (row_ids, row_values) if p is not None],
                 extra=cluster_extra(result, f"{result['to']} format, {result['value_type']}")
                 + "".join(f"; {note}" for note in result.get("notes", [])))
 

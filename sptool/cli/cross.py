@@ -12,6 +12,7 @@ from ..ops.cross import cross as cross_op
 from ..ops.cross import cross_hashed as cross_hashed_op
 from ._console import Job
 from ._options import common_options, output_option, settings, tmp_dir_option
+from ._vocabulary import option
 
 INPUTS_AND_MEMORY = """
     Inputs are 2-D [batch, ids] sparse tensors with integer or string values, and dense
@@ -33,8 +34,8 @@ INPUTS_AND_MEMORY = """
 @click.command("cross")
 @click.argument("inputs", nargs=-1, required=True, metavar="A B [C...]")
 @output_option()
-@click.option("--separator", default=SEPARATOR, show_default=True, metavar="S",
-              help="Text put between the features of a cross.")
+@option("separator", default=SEPARATOR, show_default=True, metavar="S",
+        help="Text put between the features of a cross.")
 @tmp_dir_option
 @common_options
 @click.pass_context
@@ -60,10 +61,10 @@ def cross(ctx, inputs, output, separator, tmp_dir):
 @click.command("cross-hashed")
 @click.argument("inputs", nargs=-1, required=True, metavar="A B [C...]")
 @output_option()
-@click.option("--num-buckets", type=int, default=0, show_default=True, metavar="N",
-              help="Bucket ids are the hash modulo N; 0: the hash modulo 2**63 - 1.")
-@click.option("--hash-key", type=int, default=None, metavar="K",
-              help="The key the hash chain starts from, an int64 [default, and for 0: TensorFlow's 0xDECAFCAFFE].")
+@option("num_buckets", type=int, default=0, show_default=True, metavar="N",
+        help="Bucket ids are the hash modulo N; 0: the hash modulo 2**63 - 1.")
+@option("hash_key", type=int, default=None, metavar="K",
+        help="The key the hash chain starts from, an int64 [default, and for 0: TensorFlow's 0xDECAFCAFFE].")
 @tmp_dir_option
 @common_options
 @click.pass_context

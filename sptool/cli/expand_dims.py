@@ -7,13 +7,14 @@ import click
 from ..ops.expand_dims import expand_dims as expand_dims_op
 from ._cluster import cluster_extra, run_job
 from ._options import common_options, input_argument, output_option, settings
+from ._vocabulary import option
 
 
 @click.command("expand-dims")
 @input_argument()
 @output_option()
-@click.option("--axis", type=int, default=-1, show_default=True, metavar="A",
-              help="Where the new size-1 dimension goes, in -rank-1..rank; negative counts from the end.")
+@option("axis", type=int, default=-1, show_default=True, metavar="A",
+        help="Where the new size-1 dimension goes, in -rank-1..rank; negative counts from the end.")
 @common_options
 @click.pass_context
 def expand_dims(ctx, tensor, output, axis):

@@ -8,6 +8,7 @@ from ..format import VALUE_TYPES
 from ..ops.eye import eye as eye_op
 from ._console import Job
 from ._options import common_options, output_option, settings
+from ._vocabulary import option
 
 _TYPES = [t for t in VALUE_TYPES if t not in ("string", "binary")]
 
@@ -15,8 +16,8 @@ _TYPES = [t for t in VALUE_TYPES if t not in ("string", "binary")]
 @click.command("eye")
 @click.argument("num_rows", metavar="N", type=int)
 @click.argument("num_columns", metavar="[M]", type=int, required=False)
-@click.option("--dtype", type=click.Choice(_TYPES), default="float32", show_default=True, metavar="TYPE",
-              help="Value type: " + ", ".join(_TYPES) + ".")
+@option("dtype", type=click.Choice(_TYPES), default="float32", show_default=True, metavar="TYPE",
+        help="Value type: " + ", ".join(_TYPES) + ".")
 @output_option()
 @common_options
 @click.pass_context

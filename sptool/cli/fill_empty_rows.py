@@ -7,20 +7,21 @@ import click
 from ..ops.fill_empty_rows import fill_empty_rows as fill_empty_rows_op
 from ._console import Job
 from ._options import common_options, input_argument, output_option, settings, tmp_dir_option
+from ._vocabulary import option
 
 
 @click.command("fill-empty-rows")
 @input_argument()
 @output_option()
-@click.option("--value", metavar="V", required=True,
-              help="The value for each empty row, read as the tensor's value type (true/false for bool).")
-@click.option("--indicator", metavar="IND.npy", default=None,
-              help="Also write a bool .npy of length shape[0]: True where the row was empty.")
+@option("default_value", metavar="V", required=True,
+        help="The value for each empty row, read as the tensor's value type (true/false for bool).")
+@option("indicator", metavar="IND.npy", default=None,
+        help="Also write a bool .npy of length shape[0]: True where the row was empty.")
 @tmp_dir_option
 @common_options
 @click.pass_context
-def fill_empty_rows(ctx, tensor, output, value, indicator, tmp_dir):
-    """Put V at [row, 0, ..., 0] for every row (dimension 0) without entries
+def fill_empty_rows(ctx, tensor, output, default_value, indicator, tmp_dir):
+    """Put V (--default-value) at [row, 0, ..., 0] for every row (dimension 0) without entries
     (TensorFlow's sparse fill_empty_rows; a hybrid row gets a block of V).
 
     The output is row-major sorted; rows sharing a coordinate are kept.
@@ -31,12 +32,12 @@ def fill_empty_rows(ctx, tensor, output, value, indicator, tmp_dir):
 
     \b
     Example:
-      sptool fill-empty-rows sample_data/rowsparse.parquet --value 0 --indicator /tmp/empty.npy -o /tmp/filled.parquet
+      sptool fill-empty-rows sample_data/rowsparse.parquet --default-value 0 --indicator /tmp/e.npy -o /tmp/f.parquet
     """
     opts = settings(ctx)
     job = Job("fill-empty-rows", quiet=opts["quiet"])
     try:
-        r = fill_empty_rows_op(tensor, output, value=value, indicator=indicator, memory=opts["memory"],
+        r = fill_empty_rows_op(tensor, output, default_value=default_value, indicator=indicator, memory=opts["memory"],
                                tmp_dir=tmp_dir, progress=job)
     finally:
         job.stop()

@@ -14,16 +14,17 @@ from ..ops.info import info as info_op
 from ._cluster import cluster, operation
 from ._console import Job, out
 from ._options import common_options, input_argument, settings
+from ._vocabulary import option
 
 
 @click.command("info")
 @input_argument()
-@click.option("--json", "as_json", is_flag=True, help="Print the summary as JSON.")
-@click.option("--scan", is_flag=True, help="Read the index columns to get exact per-dimension ranges "
-              "(otherwise they come from row-group statistics).")
-@click.option("--histogram", "histogram", type=int, default=None, metavar="AXIS",
-              help="Also draw the distribution of stored entries per index of a sparse AXIS (nnz per row for 0), "
-                   "counted in the same one pass.")
+@option("as_json", is_flag=True, help="Print the summary as JSON.")
+@option("scan", is_flag=True, help="Read the index columns to get exact per-dimension ranges "
+        "(otherwise they come from row-group statistics).")
+@option("histogram", type=int, default=None, metavar="AXIS",
+        help="Also draw the distribution of stored entries per index of a sparse AXIS (nnz per row for 0), "
+             "counted in the same one pass.")
 @common_options
 @click.pass_context
 def info(ctx, tensor, as_json, scan, histogram):
@@ -145,12 +146,12 @@ def _print_histogram(h: dict):
 
 @click.command("head")
 @input_argument()
-@click.option("-n", "--rows", "n", default=10, show_default=True, type=click.IntRange(min=0),
-              help="Number of entries to show.")
-@click.option("--json", "as_json", is_flag=True, help="Print JSON lines: {\"index\": [...], \"value\": ...}.")
+@option("count", default=10, show_default=True, type=click.IntRange(min=0),
+        help="Number of entries to show.")
+@option("as_json", is_flag=True, help="Print JSON lines: {\"index\": [...], \"value\": ...}.")
 @common_options
 @click.pass_context
-def head(ctx, tensor, n, as_json):
+def head(ctx, tensor, count, as_json):
     """Show the first stored entries, in file order.
 
     A dense block (a row of a row-sparse tensor) shows its first PREVIEW elements and
@@ -164,7 +165,7 @@ def head(ctx, tensor, n, as_json):
     """
     opts = settings(ctx)
     job = Job("head", quiet=True)  # one batch read: no bar, no line
-    idx, vals, meta = head_op(tensor, n, memory=opts["memory"])
+    idx, vals, meta = head_op(tensor, count, memory=opts["memory"])
     if as_json:
         for i in range(len(idx)):
             click.echo(json.dumps({"index": idx[i].tolist(), "value": _jsonable(vals[i])}, allow_nan=False))

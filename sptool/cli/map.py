@@ -8,15 +8,16 @@ from ..ops.map_values import FUNCTIONS
 from ..ops.map_values import map_values as map_op
 from ._cluster import cluster_extra, run_job
 from ._options import common_options, input_argument, output_option, settings, tmp_dir_option
+from ._vocabulary import option
 
 
 @click.command("map")
 @input_argument()
-@click.option("--fn", type=click.Choice(list(FUNCTIONS)), required=True, metavar="FN",
-              help="The function: " + ", ".join(FUNCTIONS) + ".")
-@click.option("--allow-fill-change", is_flag=True,
-              help="Accept a function that changes the fill value (e.g. exp of 0 is 1): the output's fill value "
-                   "becomes f(fill), so unstored cells are mapped too.")
+@option("fn", type=click.Choice(list(FUNCTIONS)), required=True, metavar="FN",
+        help="The function: " + ", ".join(FUNCTIONS) + ".")
+@option("allow_fill_change", is_flag=True,
+        help="Accept a function that changes the fill value (e.g. exp of 0 is 1): the output's fill value "
+             "becomes f(fill), so unstored cells are mapped too.")
 @output_option()
 @tmp_dir_option
 @common_options

@@ -8,6 +8,7 @@ from .._memory import format_size
 from ..ops.matmul import matmul as matmul_op
 from ._cluster import cluster_extra, run_job
 from ._options import common_options, input_argument, output_option, settings, tmp_dir_option
+from ._vocabulary import option
 
 
 @click.command("matmul")
@@ -15,8 +16,8 @@ from ._options import common_options, input_argument, output_option, settings, t
 @input_argument("b")
 @output_option(help_text="Output: a .npy file when an operand is dense; for sparse x sparse a .parquet file, a "
                "directory (ending in /), a .arrows stream, or - for stdout (the default).")
-@click.option("--adjoint-a", is_flag=True, help="Use the conjugate transpose of A.")
-@click.option("--adjoint-b", is_flag=True, help="Use the conjugate transpose of B.")
+@option("adjoint_a", is_flag=True, help="Use the conjugate transpose of A.")
+@option("adjoint_b", is_flag=True, help="Use the conjugate transpose of B.")
 @tmp_dir_option
 @common_options
 @click.pass_context

@@ -7,14 +7,15 @@ import click
 from ..ops.merge import merge as merge_op
 from ._console import Job
 from ._options import common_options, input_argument, output_option, settings, tmp_dir_option
+from ._vocabulary import option
 
 
 @click.command("merge")
 @input_argument("ids")
 @input_argument("values")
 @output_option()
-@click.option("--vocab-size", metavar="V", type=click.IntRange(min=0), required=True,
-              help="The extent of the last output dimension; ids must lie in [0, V).")
+@option("vocab_size", metavar="V", type=click.IntRange(min=0), required=True,
+        help="The extent of the last output dimension; ids must lie in [0, V).")
 @tmp_dir_option
 @common_options
 @click.pass_context

@@ -13,26 +13,27 @@ from ..ops.reduce import reduce as reduce_op
 from ._cluster import cluster, cluster_extra, operation
 from ._console import Job
 from ._options import INT_LIST, common_options, input_argument, parse_scalar, settings, tmp_dir_option
+from ._vocabulary import option
 
 
 @click.command("reduce")
 @input_argument()
-@click.option("--op", type=click.Choice(OPS), required=True, help="The reduction.")
-@click.option("--axis", "axes", type=INT_LIST, multiple=True, metavar="A",
-              help="An axis to reduce (repeatable, or comma-separated); negative values count from the end "
-                   "[default: all axes, giving a scalar].")
-@click.option("--keepdims", is_flag=True, help="Keep reduced axes with extent 1 (index 0).")
-@click.option("--empty-value", metavar="V", default=None,
-              help="Result for cells no stored entry reaches [default: the fill value; 0 for count].")
-@click.option("-o", "--output", metavar="PATH", default=None,
-              help="OUT.npy for the dense result; else a sparse result: a .parquet file, a directory (ending "
-                   "in /), a .arrows stream, or - for stdout (the default; an Arrow IPC stream). A scalar "
-                   "result is printed instead.")
-@click.option("--json", "as_json", is_flag=True, help='Print a scalar result as {"value": ...}.')
+@option("op", type=click.Choice(OPS), required=True, help="The reduction.")
+@option("axis", type=INT_LIST, multiple=True, metavar="A",
+        help="An axis to reduce (repeatable, or comma-separated); negative values count from the end "
+             "[default: all axes, giving a scalar].")
+@option("keepdims", is_flag=True, help="Keep reduced axes with extent 1 (index 0).")
+@option("empty_value", metavar="V", default=None,
+        help="Result for cells no stored entry reaches [default: the fill value; 0 for count].")
+@option("output", metavar="PATH", default=None,
+        help="OUT.npy for the dense result; else a sparse result: a .parquet file, a directory (ending "
+             "in /), a .arrows stream, or - for stdout (the default; an Arrow IPC stream). A scalar "
+             "result is printed instead.")
+@option("as_json", is_flag=True, help='Print a scalar result as {"value": ...}.')
 @tmp_dir_option
 @common_options
 @click.pass_context
-def reduce(ctx, tensor, op, axes, keepdims, empty_value, output, as_json, tmp_dir):
+def reduce(ctx, tensor, op, axis, keepdims, empty_value, output, as_json, tmp_dir):
     """Reduce over axes with sum, max, min, prod, mean or count (TensorFlow's
     reduce_sum / reduce_max, plus the others).
 
@@ -63,7 +64,7 @@ def reduce(ctx, tensor, op, axes, keepdims, empty_value, output, as_json, tmp_di
       sptool reduce sample_data/unsorted.parquet --op count
     """
     opts = settings(ctx)
-    axis = None if not axes else [a for group in axes for a in group]
+    axis = None if not axis else [a for group in axis for a in group]
     with cluster(ctx.obj, opts["quiet"]) as client:
         job = Job("reduce", quiet=opts["quiet"] or (axis is None and not keepdims))
         try:

@@ -9,20 +9,22 @@ from ..stream.duplicates import POLICIES
 from ._cluster import cluster, cluster_extra, operation
 from ._console import Job
 from ._options import INT_LIST, common_options, input_argument, output_option, settings, tmp_dir_option
+from ._vocabulary import option
 
 
 @click.command("reorder")
 @input_argument()
 @output_option()
-@click.option("--order", type=INT_LIST, default=None, metavar="2,0,1",
-              help="Dimension order to sort by [default: 0,1,...: row-major]. Negative values count from the end.")
-@click.option("--duplicates", type=click.Choice(POLICIES), default="keep", show_default=True,
-              help="Rows sharing a coordinate: keep them adjacent in input order, or merge them (sum gives "
-                   "the canonical form), or fail naming the first.")
+@option("perm", type=INT_LIST, default=None, metavar="2,0,1",
+        help="The dimension order to sort by, as a permutation: rows come out in the order transpose --perm "
+             "would give them [default: 0,1,...: row-major]. Negative values count from the end.")
+@option("duplicates", type=click.Choice(POLICIES), default="keep", show_default=True,
+        help="Rows sharing a coordinate: keep them adjacent in input order, or merge them (sum gives "
+             "the canonical form), or fail naming the first.")
 @tmp_dir_option
 @common_options
 @click.pass_context
-def reorder(ctx, tensor, output, order, duplicates, tmp_dir):
+def reorder(ctx, tensor, output, perm, duplicates, tmp_dir):
     """Sort the rows by a dimension order (TensorFlow's reorder; with --duplicates sum,
     PyTorch's coalesce).
 
@@ -40,7 +42,7 @@ def reorder(ctx, tensor, output, order, duplicates, tmp_dir):
     with cluster(ctx.obj, opts["quiet"]) as client:
         job = Job("reorder", quiet=opts["quiet"])
         try:
-            r = operation("reorder", reorder_op, client)(tensor, output, order=order, duplicates=duplicates,
+            r = operation("reorder", reorder_op, client)(tensor, output, perm=perm, duplicates=duplicates,
                                                          memory=opts["memory"], tmp_dir=tmp_dir, progress=job)
         finally:
             job.stop()

@@ -7,14 +7,15 @@ import click
 from ..ops.reset_shape import reset_shape as reset_shape_op
 from ._console import Job
 from ._options import INT_LIST, common_options, input_argument, output_option, settings
+from ._vocabulary import option
 
 
 @click.command("reset-shape")
 @input_argument()
 @output_option()
-@click.option("--shape", type=INT_LIST, default=None, metavar="40,30,20",
-              help="The new shape: same rank and dense dimensions, large enough for every entry "
-                   "[default: the tight bounding box, max index + 1 per sparse dimension].")
+@option("shape", type=INT_LIST, default=None, metavar="40,30,20",
+        help="The new shape: same rank and dense dimensions, large enough for every entry "
+             "[default: the tight bounding box, max index + 1 per sparse dimension].")
 @common_options
 @click.pass_context
 def reset_shape(ctx, tensor, output, shape):

@@ -7,14 +7,15 @@ import click
 from ..ops.reshape import reshape as reshape_op
 from ._cluster import cluster_extra, run_job
 from ._options import INT_LIST, common_options, input_argument, output_option, settings
+from ._vocabulary import option
 
 
 @click.command("reshape")
 @input_argument()
 @output_option()
-@click.option("--shape", type=INT_LIST, required=True, metavar="9,-1",
-              help="The new shape; one size may be -1 (inferred). A hybrid tensor's new shape ends with its "
-                   "dense dimensions, which are kept.")
+@option("shape", type=INT_LIST, required=True, metavar="9,-1",
+        help="The new shape; one size may be -1 (inferred). A hybrid tensor's new shape ends with its "
+             "dense dimensions, which are kept.")
 @common_options
 @click.pass_context
 def reshape(ctx, tensor, output, shape):

@@ -8,15 +8,16 @@ from ..errors import UsageError
 from ..ops.retain import retain as retain_op
 from ._cluster import cluster_extra, run_job
 from ._options import common_options, input_argument, output_option, settings
+from ._vocabulary import option
 
 
 @click.command("retain")
 @input_argument()
 @output_option()
-@click.option("--mask", metavar="M.npy", default=None,
-              help="A 1-D bool .npy with one flag per row, in file order: keep the True rows.")
-@click.option("--where", "where", metavar="EXPR", default=None,
-              help="Keep the rows where EXPR holds, e.g. 'values > 0 and indices_1 % 2 == 0'.")
+@option("mask", metavar="M.npy", default=None,
+        help="A 1-D bool .npy with one flag per row, in file order: keep the True rows.")
+@option("where", metavar="EXPR", default=None,
+        help="Keep the rows where EXPR holds, e.g. 'values > 0 and indices_1 % 2 == 0'.")
 @common_options
 @click.pass_context
 def retain(ctx, tensor, output, mask, where):

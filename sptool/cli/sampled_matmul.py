@@ -7,6 +7,7 @@ import click
 from ..ops.sampled_matmul import sampled_matmul as sampled_matmul_op
 from ._console import Job
 from ._options import common_options, output_option, settings, tmp_dir_option
+from ._vocabulary import option
 
 
 @click.command("sampled-matmul")
@@ -14,8 +15,8 @@ from ._options import common_options, output_option, settings, tmp_dir_option
 @click.argument("a", metavar="A.npy")
 @click.argument("b", metavar="B.npy")
 @output_option()
-@click.option("--alpha", type=float, default=1.0, show_default=True, help="Scale of the product A @ B.")
-@click.option("--beta", type=float, default=1.0, show_default=True, help="Scale of the mask's own values.")
+@option("alpha", type=float, default=1.0, show_default=True, help="Scale of the product A @ B.")
+@option("beta", type=float, default=1.0, show_default=True, help="Scale of the mask's own values.")
 @tmp_dir_option
 @common_options
 @click.pass_context

@@ -7,6 +7,7 @@ import click
 from ..ops import segment as ops
 from ._console import Job
 from ._options import common_options, settings
+from ._vocabulary import option
 
 WHAT = {
     "segment-sum": ("sum", ops.segment_sum, "Sums"),
@@ -44,11 +45,11 @@ def _command(name: str):
     example = EXAMPLE.format(name=name, kind=kind)
     @click.command(name, help=HELP.format(verb=verb, kind=kind, divide=divide, example=example))
     @click.argument("data", metavar="DATA.npy")
-    @click.option("--indices", required=True, metavar="I.npy", help="Rows of DATA to take, one per pair.")
-    @click.option("--segment-ids", required=True, metavar="S.npy", help="The output row of each pair, sorted.")
-    @click.option("--num-segments", type=int, default=None, metavar="N",
-                  help="Output rows [default: the last segment id + 1].")
-    @click.option("-o", "--output", required=True, metavar="OUT.npy", help="The dense result, a .npy file.")
+    @option("indices", required=True, metavar="I.npy", help="Rows of DATA to take, one per pair.")
+    @option("segment_ids", required=True, metavar="S.npy", help="The output row of each pair, sorted.")
+    @option("num_segments", type=int, default=None, metavar="N",
+            help="Output rows [default: the last segment id + 1].")
+    @option("output", required=True, metavar="OUT.npy", help="The dense result, a .npy file.")
     @common_options
     @click.pass_context
     def command(ctx, data, indices, segment_ids, num_segments, output):

@@ -8,14 +8,15 @@ from .._memory import format_size
 from ..ops.slice import slice_ as slice_op
 from ._cluster import cluster_extra, run_job
 from ._options import INT_LIST, common_options, input_argument, output_option, settings
+from ._vocabulary import option
 
 
 @click.command("slice")
 @input_argument()
-@click.option("--start", type=INT_LIST, required=True, metavar="a,b,...",
-              help="First index of the box in each dimension.")
-@click.option("--size", type=INT_LIST, required=True, metavar="x,y,...",
-              help="Extent of the box in each dimension; -1 means to the end.")
+@option("start", type=INT_LIST, required=True, metavar="a,b,...",
+        help="First index of the box in each dimension.")
+@option("size", type=INT_LIST, required=True, metavar="x,y,...",
+        help="Extent of the box in each dimension; -1 means to the end.")
 @output_option()
 @common_options
 @click.pass_context

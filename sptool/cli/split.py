@@ -7,20 +7,21 @@ import click
 from ..ops.split import split as split_op
 from ._cluster import cluster_extra, run_job
 from ._options import common_options, input_argument, settings
+from ._vocabulary import option
 
 
 @click.command("split")
 @input_argument()
-@click.option("--axis", type=int, required=True, metavar="A",
-              help="Dimension to split along. Negative values count from the end.")
-@click.option("--num", "-n", type=int, required=True, metavar="N", help="Number of pieces.")
-@click.option("-o", "--output", metavar="PATTERN", required=True,
-              help="Where piece i goes, with {i} replaced by its number: out/part-{i}.parquet, out-{i}/ for "
-                   "directories, {i:03d} to pad.")
+@option("axis", type=int, required=True, metavar="A",
+        help="Dimension to split along. Negative values count from the end.")
+@option("num_split", type=int, required=True, metavar="N", help="Number of pieces.")
+@option("output", metavar="PATTERN", required=True,
+        help="Where piece i goes, with {i} replaced by its number: out/part-{i}.parquet, out-{i}/ for "
+             "directories, {i:03d} to pad.")
 @common_options
 @click.pass_context
-def split(ctx, tensor, axis, num, output):
-    """Split a tensor into N pieces along a dimension (TensorFlow's sparse.split).
+def split(ctx, tensor, axis, num_split, output):
+    """Split a tensor into N (--num-split) pieces along a dimension (TensorFlow's sparse.split).
 
     The first shape[axis] % N pieces are one longer than the rest; indices along --axis are
     rebased to each piece. Each piece keeps the input's sort order and uniqueness. If any
@@ -35,10 +36,11 @@ def split(ctx, tensor, axis, num, output):
 
     \b
     Example:
-      sptool split sample_data/tensor3d.parquet --axis 0 --num 4 -o /tmp/piece-{i}.parquet
+      sptool split sample_data/tensor3d.parquet --axis 0 --num-split 4 -o /tmp/piece-{i}.parquet
     """
     opts = settings(ctx)
-    r, job = run_job("split", split_op, opts, ctx.obj, tensor, output, axis=axis, num=num, memory=opts["memory"])
+    r, job = run_job("split", split_op, opts, ctx.obj, tensor, output, axis=axis, num_split=num_split,
+                     memory=opts["memory"])
     job.summary(result=r, rows_out=sum(r["rows"]), extra=cluster_extra(r), output=output)
 
 

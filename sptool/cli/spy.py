@@ -7,22 +7,23 @@ import click
 from ..ops.spy import spy as spy_op
 from ._console import Job, out
 from ._options import INT_LIST, common_options, input_argument, settings
+from ._vocabulary import option
 
 
 @click.command("spy")
 @input_argument()
-@click.option("-o", "--output", metavar="PATTERN.png", default=None,
-              help="Write the pattern as a greyscale PNG image (needs Pillow: pip install 'sptool[spy]').")
-@click.option("--ascii", "ascii_", is_flag=True,
-              help="Draw the pattern as text on stdout (the default when no -o is given; needs no extra).")
-@click.option("--axes", type=INT_LIST, default=None, metavar="R,C",
-              help="The two sparse axes to draw, as rows and columns [default: 0,1].")
-@click.option("--size", metavar="WxH", default=None,
-              help="Size of the picture: pixels of the image [default: 512x512], or characters of the text "
-                   "when no image is written [default: 64x32].")
+@option("output", metavar="PATTERN.png", default=None,
+        help="Write the pattern as a greyscale PNG image (needs Pillow: pip install 'sptool[spy]').")
+@option("ascii_", is_flag=True,
+        help="Draw the pattern as text on stdout (the default when no -o is given; needs no extra).")
+@option("axis", type=INT_LIST, default=None, metavar="R,C",
+        help="The two sparse axes to draw, as rows and columns [default: 0,1].")
+@option("image_size", metavar="WxH", default=None,
+        help="Size of the picture: pixels of the image [default: 512x512], or characters of the text "
+             "when no image is written [default: 64x32].")
 @common_options
 @click.pass_context
-def spy(ctx, tensor, output, ascii_, axes, size):
+def spy(ctx, tensor, output, ascii_, axis, image_size):
     """Draw the sparsity pattern of a tensor: where its entries are, on two sparse axes.
 
     The entries are counted in one pass into a grid of cells of equal blocks of indices, one
@@ -34,13 +35,13 @@ def spy(ctx, tensor, output, ascii_, axes, size):
 
     \b
     Example:
-      sptool spy sample_data/digits.parquet --size 64x16
-      sptool spy sample_data/tensor3d.parquet --axes 0,2 --ascii
+      sptool spy sample_data/digits.parquet --image-size 64x16
+      sptool spy sample_data/tensor3d.parquet --axis 0,2 --ascii
     """
     opts = settings(ctx)
     job = Job("spy", quiet=opts["quiet"])
     try:
-        r = spy_op(tensor, output, axes=axes, size=size, ascii_=ascii_, memory=opts["memory"], progress=job)
+        r = spy_op(tensor, output, axis=axis, image_size=image_size, ascii_=ascii_, memory=opts["memory"], progress=job)
     finally:
         job.stop()
     for line in r.get("ascii", ()):

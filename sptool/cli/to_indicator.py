@@ -7,14 +7,15 @@ import click
 from ..ops.to_indicator import to_indicator as to_indicator_op
 from ._console import Job
 from ._options import common_options, input_argument, settings, tmp_dir_option
+from ._vocabulary import option
 
 
 @click.command("to-indicator")
 @input_argument()
-@click.option("--vocab-size", type=int, required=True, metavar="V", help="Extent of the new last dimension.")
-@click.option("-o", "--output", metavar="PATH", default=None,
-              help="OUT.npy for a dense bool array; else a sparse bool tensor: a .parquet file, a directory "
-                   "(ending in /), a .arrows stream, or - for stdout (the default; an Arrow IPC stream).")
+@option("vocab_size", type=int, required=True, metavar="V", help="Extent of the new last dimension.")
+@option("output", metavar="PATH", default=None,
+        help="OUT.npy for a dense bool array; else a sparse bool tensor: a .parquet file, a directory "
+             "(ending in /), a .arrows stream, or - for stdout (the default; an Arrow IPC stream).")
 @tmp_dir_option
 @common_options
 @click.pass_context

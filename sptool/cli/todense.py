@@ -8,15 +8,16 @@ from .._memory import format_size
 from ..ops.todense import todense as todense_op
 from ._cluster import cluster_extra, run_job
 from ._options import common_options, input_argument, settings
+from ._vocabulary import option
 
 
 @click.command("todense")
 @input_argument()
-@click.option("-o", "--output", metavar="OUT.npy", required=True, help="The dense .npy file to write.")
-@click.option("--default-value", metavar="V", default=None,
-              help="Value where nothing is stored [default: the tensor's fill value].")
-@click.option("--validate/--no-validate", default=True, show_default=True,
-              help="Also check the file's sort and uniqueness claims (bounds are always checked).")
+@option("output", metavar="OUT.npy", required=True, help="The dense .npy file to write.")
+@option("default_value", metavar="V", default=None,
+        help="Value where nothing is stored [default: the tensor's fill value].")
+@option("validate", default=True, show_default=True,
+        help="Also check the file's sort and uniqueness claims (bounds are always checked).")
 @common_options
 @click.pass_context
 def todense(ctx, tensor, output, default_value, validate):

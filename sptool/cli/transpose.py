@@ -7,14 +7,15 @@ import click
 from ..ops.transpose import transpose as transpose_op
 from ._cluster import cluster_extra, run_job
 from ._options import INT_LIST, common_options, input_argument, output_option, settings, tmp_dir_option
+from ._vocabulary import option
 
 
 @click.command("transpose")
 @input_argument()
 @output_option()
-@click.option("--perm", type=INT_LIST, default=None, metavar="1,0,2",
-              help="Output dimension k is input dimension perm[k] [default: reversed]. Negative values count "
-                   "from the end; only sparse dimensions move (dense ones stay last).")
+@option("perm", type=INT_LIST, default=None, metavar="1,0,2",
+        help="Output dimension k is input dimension perm[k] [default: reversed]. Negative values count "
+             "from the end; only sparse dimensions move (dense ones stay last).")
 @tmp_dir_option
 @common_options
 @click.pass_context

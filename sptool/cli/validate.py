@@ -9,18 +9,19 @@ from ..ops.validate import validate as validate_op
 from ._cluster import cluster, operation
 from ._console import Job, out
 from ._options import common_options, settings
+from ._vocabulary import option
 
 _STYLE = {"fatal": "bold red", "error": "red", "warning": "yellow", "info": "cyan"}
 
 
 @click.command("validate")
 @click.argument("tensors", metavar="TENSOR...", nargs=-1, required=True)
-@click.option("--json", "as_json", is_flag=True, help="Print the report as JSON (one object per tensor, a list "
-              "if several).")
-@click.option("--metadata-only", is_flag=True, help="Check metadata, schema and footers only; read no data.")
-@click.option("--deep", is_flag=True, help="Also check uniqueness when sort_order does not fix the row order.")
-@click.option("--strict", is_flag=True, help="Treat warnings as failures (exit 1), and require page checksums "
-              "in Parquet files and a content digest in streams.")
+@option("as_json", is_flag=True, help="Print the report as JSON (one object per tensor, a list "
+        "if several).")
+@option("metadata_only", is_flag=True, help="Check metadata, schema and footers only; read no data.")
+@option("deep", is_flag=True, help="Also check uniqueness when sort_order does not fix the row order.")
+@option("strict", is_flag=True, help="Treat warnings as failures (exit 1), and require page checksums "
+        "in Parquet files and a content digest in streams.")
 @common_options
 @click.pass_context
 def validate(ctx, tensors, as_json, metadata_only, deep, strict):

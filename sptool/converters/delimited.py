@@ -45,7 +45,7 @@ class DelimitedReader(TextReader):
                     f"{raw.decode('utf-8', 'replace').strip()!r}{_table_hint(names)}", path=self.name)
             if complex_values and vkind != tp.V_COMPLEX:
                 if opts.value_type is not None:
-                    raise UsageError(f"the file holds complex values; --value-type {opts.value_type} cannot "
+                    raise UsageError(f"the file holds complex values; --dtype {opts.value_type} cannot "
                                      "hold them", path=self.name)
                 vkind = tp.V_COMPLEX
             elif not complex_values and vkind == tp.V_COMPLEX:

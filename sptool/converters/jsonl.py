@@ -2,7 +2,7 @@
 a [rows, V] matrix (keys named by --ids, --values and --label-key; other keys are ignored).
 
 Each non-blank line is a row, its ids 0-based columns with the value at the same place;
-unsorted or repeated ids are sorted and summed (the format's rule).  V is --n-features, or the
+unsorted or repeated ids are sorted and summed (the format's rule).  V is --vocab-size, or the
 largest id + 1.  Labels (numbers) go to --labels when asked for.
 
 Reading: blocks of whole lines (the text machinery's OpenedText: compressed input, stdin) are
@@ -61,9 +61,9 @@ class JsonlReader(Reader):
         ex = self.ex = example_options(opts, "JSON lines", READ_OPTIONS, "reading")
         vt = opts.value_type or "float64"
         if vt in ("string", "binary") or vt.startswith("complex"):
-            raise UsageError(f"JSON lines values are real numbers here; --value-type {vt} cannot hold them")
+            raise UsageError(f"JSON lines values are real numbers here; --dtype {vt} cannot hold them")
         if ex.n_features is not None and ex.n_features < 1:
-            raise UsageError(f"--n-features must be 1 or more, not {ex.n_features}")
+            raise UsageError(f"--vocab-size must be 1 or more, not {ex.n_features}")
         if ex.labels is not None and not ex.labels.endswith(".npy"):
             raise UsageError("--labels must name a .npy file for JSON lines", path=ex.labels)
         if ex.ids_key == ex.values_key:
@@ -131,7 +131,7 @@ class JsonlReader(Reader):
             low, high = int(ids.min()), int(ids.max())
             if low < 0 or (ex.n_features is not None and high >= ex.n_features):
                 at = int(np.argmax(ids < 0)) if low < 0 else int(np.argmax(ids >= ex.n_features))
-                why = "is negative" if low < 0 else f"is past --n-features {ex.n_features}"
+                why = "is negative" if low < 0 else f"is past --vocab-size {ex.n_features}"
                 raise DataError(f"line {self._line(data, first, keys, at)}: id {int(ids[at])} {why}", path=self.name)
             same = keys[0, 1:] == keys[0, :-1]
             if np.any(keys[1, 1:][same] <= keys[1, :-1][same]):

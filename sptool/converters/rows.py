@@ -42,7 +42,7 @@ class ExampleOptions:
         return {k for k in self.__dataclass_fields__ if getattr(self, k) != getattr(default, k)}
 
 
-OPTION_NAMES = {"zero_based": "--zero-based/--one-based", "n_features": "--n-features", "labels": "--labels",
+OPTION_NAMES = {"zero_based": "--zero-based/--one-based", "n_features": "--vocab-size", "labels": "--labels",
                 "multilabel": "--multilabel", "query_id": "--query-id", "strict": "--strict", "ids_key": "--ids",
                 "values_key": "--values", "label_key": "--label-key"}
 
@@ -53,7 +53,7 @@ def example_options(opts: Options, fmt: str, allowed: set[str], direction: str) 
         raise UsageError(f"{fmt} files take --zero-based or --one-based, not --index-base" if fmt == "svmlight"
                          else f"{fmt} ids are 0-based; --index-base does not apply")
     if opts.shape is not None:
-        raise UsageError(f"{fmt} files take --n-features (the rows are the lines), not --shape")
+        raise UsageError(f"{fmt} files take --vocab-size (the rows are the lines), not --shape")
     stray = ex.used() - allowed
     if stray:
         raise UsageError(f"{', '.join(sorted(OPTION_NAMES[n] for n in stray))} do not apply to {direction} {fmt}")

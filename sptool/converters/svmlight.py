@@ -105,7 +105,7 @@ class SvmlightReader(Reader):
         if vt in ("string", "binary") or vt.startswith("complex"):
             raise UsageError(f"svmlight values are real numbers; --value-type {vt} cannot hold them")
         if svm.n_features is not None and svm.n_features < 1:
-            raise UsageError(f"--n-features must be 1 or more, not {svm.n_features}")
+            raise UsageError(f"--vocab-size must be 1 or more, not {svm.n_features}")
         self._check_sidecars(svm)
         self.text = OpenedText(path)
         self.name = self.text.name
@@ -278,7 +278,7 @@ class SvmlightReader(Reader):
         self.notes.append(f"ids {'zero' if self.base == 0 else 'one'}-based ({self.base_note})")
 
     def _converted(self):
-        """Each block's entries sorted, based, checked against --n-features and cast."""
+        """Each block's entries sorted, based, checked against --vocab-size and cast."""
         n_features = self.svm.n_features
         dtype = VALUE_TYPES[self.meta.value_type]
         for block in self._decided():
@@ -294,7 +294,7 @@ class SvmlightReader(Reader):
             if n_features is not None and keys.shape[1] and block.max_id - self.base >= n_features:
                 at = int(np.argmax(keys[1] >= n_features))
                 raise DataError(f"line {self.line_of(block, int(keys[0, at]))}: id {int(keys[1, at]) + self.base} "
-                                f"is past --n-features {n_features} ({'zero' if self.base == 0 else 'one'}-based ids)",
+                                f"is past --vocab-size {n_features} ({'zero' if self.base == 0 else 'one'}-based ids)",
                                 path=self.name)
             values = cast_or_fail(values, dtype, lambda r, b=block, k=keys: f"line {self.line_of(b, int(k[0, r]))}",
                                   self.name)

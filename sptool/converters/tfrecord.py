@@ -536,7 +536,7 @@ def _list_arrays(kind: int, values, where) -> tuple:
         if lost.any():
             at = int(np.argmax(lost))
             raise DataError(f"{where(at)}: value {values[at]!r} is not exactly a float32, and an Example's float_list "
-                            "holds float32; convert with --value-type float32 first to round")
+                            "holds float32; convert with --dtype float32 first to round")
     else:
         values = np.asarray(values)
         if values.dtype == np.uint64 and (values > np.iinfo(np.int64).max).any():

@@ -6,6 +6,7 @@ from __future__ import annotations
 from functools import partial
 
 from .._memory import Budget, budget_of
+from .._vocabulary import renamed_keywords
 from ..stream.axes import normalize_order
 from ..stream.engine import run
 from ..stream.reorder import Reorder
@@ -17,7 +18,8 @@ def sort_range(src, output: str, *, order, duplicates: str, budget: Budget, tmp_
     run(Reorder(order, duplicates), src, output, budget=budget, tmp_dir=tmp_dir)
 
 
-def reorder(path: str, output: str, *, client, order=None, duplicates: str = "keep", memory=None,
+@renamed_keywords("perm")
+def reorder(path: str, output: str, *, client, perm=None, duplicates: str = "keep", memory=None,
             tmp_dir: str | None = None, progress=None, ranges: int | None = None) -> dict:
     """``sptool.reorder`` on the Dask cluster of ``client``: the same rows in the same order,
     written as a part directory whose part i holds key range i (``ranges`` of them, default one
@@ -25,7 +27,7 @@ def reorder(path: str, output: str, *, client, order=None, duplicates: str = "ke
     budget of each task on its worker; ``tmp_dir`` is where workers spill sorted runs."""
     budget = budget_of(memory)
     meta = operand_meta(path)
-    order = normalize_order(order, meta.sparse_ndim)
+    order = normalize_order(perm, meta.sparse_ndim)
     Reorder(order, duplicates).check(meta)  # a bad order or policy fails before any task runs
     fn = partial(sort_range, order=order, duplicates=duplicates, budget=budget, tmp_dir=tmp_dir)
     # Each range's rows reach the sort already sorted in runs (range_map's ``sort``): the sort

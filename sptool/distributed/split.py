@@ -10,6 +10,7 @@ from __future__ import annotations
 from functools import partial
 
 from .._memory import budget_of, peak_rss
+from .._vocabulary import renamed_keywords
 from ..io import join_path, move, part_name
 from ..ops.split import Split, piece_paths
 from ..ops.split import split as split_one
@@ -26,15 +27,17 @@ def split_piece(fn, piece, pattern: str) -> tuple:
     return fn(PieceSource(piece), pattern), peak_rss()
 
 
-def split(path: str, pattern: str, *, client, axis: int, num: int, memory=None, progress=None) -> dict:
-    """``sptool.split`` on the cluster of ``client``: ``pattern`` names part directories (``out-{i}/``),
+@renamed_keywords("output", "num_split")
+def split(path: str, output: str, *, client, axis: int, num_split: int, memory=None, progress=None) -> dict:
+    """``sptool.split`` on the cluster of ``client``: ``output``, a pattern, names part directories (``out-{i}/``),
     output i holding piece i of the split, one part per input piece."""
+    pattern, num = output, num_split
     budget = budget_of(memory)
     Split(pattern, axis, num, budget).plan(operand_meta(path))  # a bad axis, num or pattern: before any task
     outputs = piece_paths(pattern, int(num))
     for output in outputs:
         check_output(output)
-    one = partial(split_one, axis=axis, num=num, memory=budget)
+    one = partial(split_one, axis=axis, num_split=num, memory=budget)
 
     dirs = []
     try:

@@ -137,7 +137,7 @@ def input_paths(paths) -> list:
     return paths
 
 
-def concat(paths, output: str | None, *, axis: int, expand_nonconcat: bool = False, memory=None,
+def concat(paths, output: str | None = None, *, axis: int, expand_nonconcat: bool = False, memory=None,
            tmp_dir: str | None = None, progress=None) -> dict:
     """Concatenate tensors along ``axis`` (TensorFlow's sparse.concat, incl. expand_nonconcat_dims).
 

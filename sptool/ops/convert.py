@@ -13,12 +13,14 @@ from __future__ import annotations
 import contextlib
 import os
 import tempfile
+import warnings
 from dataclasses import replace
 
 import numpy as np
 
 from .._args import optional_whole_number, shape_of
 from .._memory import Budget, budget_of
+from .._vocabulary import renamed_keywords
 from ..converters import (
     EXTENSIONS,
     TEXT_FORMATS,
@@ -45,6 +47,7 @@ from ..errors import UsageError
 from ..io import ClosesOrAborts, is_remote, local_path, open_source, sibling_name
 from ..stream.dense import write_dense
 from ..stream.engine import Plan, StreamOp, run
+from ..tensor import SparseTensor
 
 _TEXT_EXTENSIONS = ", ".join(ext for ext, fmt in EXTENSIONS.items() if fmt in TEXT_FORMATS)
 
@@ -77,8 +80,8 @@ class _Pump(StreamOp):
     def plan(self) -> Plan:
         return Plan(self.reader.meta, pieces=True)
 
-    def progress_total(self, metas, plan: Plan) -> None:
-        return None  # a reader of text knows its rows only at the end
+    def progress_total(self, metas, plan: Plan) -> int | None:
+        return self.reader.meta.nnz  # a Parquet input's rows; None from text, known only at the end
 
     def open_output(self, output, plan: Plan, *, budget: Budget):
         return _Writing(self.writer)
@@ -152,16 +155,16 @@ def _remove(path: str | None):
         os.remove(path)
 
 
-def convert(src: str | None, dst: str, *, from_format: str | None = None, to_format: str | None = None,
-            shape=None, value_type: str | None = None, fill_value=None, index_base: int | None = None,
-            zero_based: bool | None = None, n_features: int | None = None, labels: str | None = None,
-            multilabel: bool = False, query_id: str | None = None, strict: bool = False,
-            ids: str | None = None, values: str | None = None, vocab_size: int | None = None,
-            label_key: str | None = None, feature: str | None = None, label_feature: str | None = None,
-            compression: str | None = None,
-            index_columns=None, values_column: str | None = None, plain: bool = False, dimension_names=None,
-            rows: str | None = None, height: int | None = None, dense: bool = False, key: str | None = None,
-            memory=None, progress=None) -> dict:
+@renamed_keywords("output", "dtype", "vocab_size", "label_key", "row_ids")
+def convert(src: str | None, output: str | None = None, *, from_format: str | None = None,
+            to_format: str | None = None, shape=None, dtype: str | None = None, fill_value=None,
+            index_base: int | None = None, zero_based: bool | None = None, vocab_size: int | None = None,
+            labels: str | None = None, multilabel: bool = False, query_id: str | None = None,
+            strict: bool = False, ids: str | None = None, values: str | None = None, label_key: str | None = None,
+            feature: str | None = None, compression: str | None = None, index_columns=None,
+            values_column: str | None = None, plain: bool = False, dimension_names=None, row_ids: str | None = None,
+            row_values: str | None = None, height: int | None = None, dense: bool = False, key: str | None = None,
+            memory=None, progress=None):
     """Convert a tensor between sptool and .tns, .mtx, .npz, .npy, .csv, .tsv, svmlight JSON lines or
     .tfrecord, or binsparse (.h5, .hdf5, .zarr; .npz with ``to_format="binsparse"``), AnnData
     (.h5ad; .zarr with ``to_format="anndata"``, or whose root says anndata), or adopt a
@@ -169,13 +172,14 @@ def convert(src: str | None, dst: str, *, from_format: str | None = None, to_for
 
     Parameters
     ----------
-    src, dst : str
+    src, output : str
         Paths; the format comes from the extension (``.parquet``, ``.arrows``, a directory or
-        ``-`` are sptool), or from ``from_format`` / ``to_format``.
+        ``-`` are sptool), or from ``from_format`` / ``to_format``.  With no ``output`` the
+        result is returned as a ``SparseTensor``.
     shape : sequence of int or str, optional
         The shape of a text input (default: max index + 1 per dimension).  For inputs that
         store a shape it must agree.
-    value_type : str, optional
+    dtype : str, optional
         The value type to write (default: the input's; float64 for .tns, .csv and .tsv).
         Narrowing to an integer type must be exact.
     fill_value : optional
@@ -187,13 +191,14 @@ def convert(src: str | None, dst: str, *, from_format: str | None = None, to_for
         svmlight ids are 0-based (True) or 1-based (False).  Reading, None guesses as
         scikit-learn's ``load_svmlight_file`` does (1-based when the smallest id is above 0);
         writing, None is 1-based.
-    n_features : int, optional
-        svmlight or JSON lines input: the number of columns (default: the largest id + 1).
+    vocab_size : int, optional
+        svmlight, JSON lines or TFRecord (with ``ids``) input: the number of columns, scikit-learn's
+        ``n_features`` (default: the largest id + 1; TFRecord: required).
     labels : str, optional
         svmlight labels: written to this ``.npy`` (float64) or ``.parquet`` (a 1-D tensor, or with
         ``multilabel`` a [rows, labels] bool indicator) when reading; read from this ``.npy`` when
         writing (default: no labels read; 0 written).  TFRecord: a .npy of one scalar per
-        example, read from the feature ``label_feature`` of an input, written into it for an output.
+        example, read from the feature ``label_key`` of an input, written into it for an output.
         JSON lines: the labels (``.npy`` when reading), read from or written to ``label_key``.
     multilabel : bool
         svmlight input lines start with comma-separated, possibly empty, label lists.
@@ -205,7 +210,7 @@ def convert(src: str | None, dst: str, *, from_format: str | None = None, to_for
     ids, values : str, optional
         JSON lines: the keys of a line's ids and values (default "ids", "values").
     label_key : str, optional
-        JSON lines: the key of a line's label (default "label").
+        JSON lines and TFRecord: the key (feature) of a record's label (default "label").
     ids, values, vocab_size : optional
         TFRecord input: the int64 feature of ids, the feature of their values (default: every
         id gets 1) and V, giving TensorFlow's ``sparse_merge`` [n_examples, V] tensor (an
@@ -214,8 +219,6 @@ def convert(src: str | None, dst: str, *, from_format: str | None = None, to_for
     feature : str, optional
         TFRecord input: one feature's values by position, TensorFlow's ``VarLenFeature``
         [n_examples, max_len] tensor (int64, float32, or bytes as binary).
-    label_feature : str, optional
-        TFRecord: the scalar feature ``labels`` holds (default "label").
     compression : {"none", "gzip", "zlib"}, optional
         TFRecord compression (default: from the name, .gz is GZIP, or for input the first bytes).
     index_columns, values_column : optional
@@ -231,9 +234,9 @@ def convert(src: str | None, dst: str, *, from_format: str | None = None, to_for
         Write ``dst`` (.parquet, .arrow, .feather) as a plain table without sptool metadata, its
         index columns named ``dimension_names`` (default: the tensor's dimension names, else
         indices_k) and its values column ``values_column`` (default "values").
-    rows, values, height : optional
+    row_ids, row_values, height : optional
         A row-sparse input (Paddle's SelectedRows) from two .npy files instead of ``src``
-        (None): ``rows`` int [n] row ids in [0, height), ``values`` [n, d1, ...] their dense
+        (None): ``row_ids`` int [n] row ids in [0, height), ``row_values`` [n, d1, ...] their dense
         blocks, giving the [height, d1, ...] tensor with one sparse dimension.  An .npz holding
         ``rows``/``values``/``height`` or TensorFlow's ``indices``/``values``/``dense_shape``
         is read as one too, and ``to_format="rows"`` writes the first kind.
@@ -261,19 +264,24 @@ def convert(src: str | None, dst: str, *, from_format: str | None = None, to_for
     >>> convert("sample_data/tensor3d.tns", out)["to"]
     'sptool'
     """
-    src, dst = local_path(src), local_path(dst)
+    if row_ids is not None and row_values is None and values is not None:
+        warnings.warn("convert(): the blocks of a row-sparse input are now row_values", DeprecationWarning,
+                      stacklevel=3)
+        row_values, values = values, None
+    value_type, dst = dtype, output
+    src, dst = local_path(src), None if output is None else local_path(output)
     shape = shape if shape is None or isinstance(shape, str) else shape_of(shape, "--shape")
-    index_base, n_features, vocab_size, height = (
+    index_base, vocab_size, height = (
         optional_whole_number(value, name) for value, name in (
-            (index_base, "--index-base"), (n_features, "--n-features"), (vocab_size, "--vocab-size"),
-            (height, "--height")))
-    row_sparse = _row_sparse_input(src, rows, values, height)
+            (index_base, "--index-base"), (vocab_size, "--vocab-size"), (height, "--height")))
+    row_sparse = _row_sparse_input(src, row_ids, row_values, height)
     if row_sparse is not None:
-        src, from_format, values = row_sparse.values, "rows", None
+        src, from_format = row_sparse.values, "rows"
     src_fmt = input_format(src, from_format)
-    dst_fmt = output_format(dst, to_format)
+    dst_fmt = _in_memory_format(to_format, plain) if dst is None else output_format(dst, to_format)
     _check_url(src, src_fmt, "reads")
-    _check_url(dst, dst_fmt, "writes", plain=plain)
+    if dst is not None:
+        _check_url(dst, dst_fmt, "writes", plain=plain)
     if index_base is not None:
         if index_base not in (0, 1):
             raise UsageError(f"--index-base must be 0 or 1, not {index_base!r}")
@@ -291,18 +299,22 @@ def convert(src: str | None, dst: str, *, from_format: str | None = None, to_for
     if (ids is not None or values is not None) and not {"jsonl", "tfrecord"} & fmts:
         raise UsageError("--ids and --values apply to JSON lines and TFRecord files only")
     examples = {"svmlight", "jsonl"} & fmts
-    ex = ExampleOptions(zero_based, n_features, labels if examples else None, multilabel, query_id, strict,
+    tfr = "tfrecord" in fmts
+    if not (examples or tfr) and (vocab_size is not None or label_key is not None):
+        raise UsageError("--vocab-size and --label-key apply to svmlight, JSON lines and TFRecord files only")
+    ex = ExampleOptions(zero_based, vocab_size if examples else None, labels if examples else None, multilabel,
+                        query_id, strict,
                         (ids if "jsonl" in fmts else None) or "ids", (values if "jsonl" in fmts else None) or "values",
-                        label_key or "label")
+                        (label_key if "jsonl" in fmts else None) or "label")
     if ex.used() and not examples:
         raise UsageError(f"{', '.join(sorted(OPTION_NAMES[n] for n in ex.used()))} apply to svmlight and JSON lines "
                          "files only")
     if labels is not None and {src_fmt, dst_fmt} <= {"svmlight", "jsonl"}:
         raise UsageError("--labels cannot be both written and read in one convert; convert through sptool")
-    tfr = "tfrecord" in fmts
     tfrecord = tfrecord_options(src_fmt, dst_fmt, ids=ids if tfr else None, values=values if tfr else None,
-                                vocab_size=vocab_size, feature=feature, labels=labels if tfr else None,
-                                label_feature=label_feature, compression=compression)
+                                vocab_size=vocab_size if tfr else None, feature=feature,
+                                labels=labels if tfr else None, label_feature=label_key if tfr else None,
+                                compression=compression)
     opts = Options(shape=parse_shape(shape), value_type=check_value_type(value_type), fill_value=fill_value,
                    index_base=index_base, budget=budget, examples=ex, tfrecord=tfrecord,
                    table=table_options(index_columns, values_column, plain, dimension_names), rows=row_sparse,
@@ -318,16 +330,24 @@ def convert(src: str | None, dst: str, *, from_format: str | None = None, to_for
         return to(src, dst, src_fmt, dst_fmt, opts, progress, note="detected: an id 0 late in the file; read twice")
 
 
+def _in_memory_format(to_format: str | None, plain: bool) -> str:
+    """The format of a result returned rather than written: a SparseTensor, nothing else."""
+    if plain or to_format not in (None, "sptool"):
+        raise UsageError("with no output, convert returns a SparseTensor: name an output to write "
+                         f"{'a plain table' if plain else to_format}")
+    return "sptool"
+
+
 def _row_sparse_input(src, rows, values, height) -> RowsOptions | None:
-    """The --rows/--values/--height input, checked; None when SRC is given instead."""
+    """The --row-ids/--row-values/--height input, checked; None when SRC is given instead."""
     if rows is None and height is None:
         if src is None:
-            raise UsageError("give an input: SRC, or --rows R.npy --values V.npy --height H")
+            raise UsageError("give an input: SRC, or --row-ids R.npy --row-values V.npy --height H")
         return None
     if src is not None:
-        raise UsageError("give either SRC or --rows/--values/--height, not both")
+        raise UsageError("give either SRC or --row-ids/--row-values/--height, not both")
     if rows is None or values is None or height is None:
-        raise UsageError("a row-sparse input needs all of --rows R.npy, --values V.npy and --height H")
+        raise UsageError("a row-sparse input needs all of --row-ids R.npy, --row-values V.npy and --height H")
     if not isinstance(height, (int, np.integer)) or height < 0:
         raise UsageError(f"--height must be a whole number >= 0, not {height!r}")
     return RowsOptions(rows, values, int(height))
@@ -367,6 +387,8 @@ def _convert(src: str, dst: str, src_fmt: str, dst_fmt: str, opts: Options, prog
     notes = [f"ids zero-based ({note})"] if note else getattr(first, "notes", [])
     notes = notes + getattr(writer, "notes", [])  # what a writer changed (binsparse: canonicalised)
     plain = opts.table is not None and opts.table.plain
+    if dst is None:
+        return SparseTensor.from_sink(writer.sink)
     return {"input": src, "output": dst, "from": src_fmt, "to": "plain table" if plain else dst_fmt,
             "rows_in": first.rows_in, "rows": pump.rows, "shape": out_shape, "value_type": meta.value_type,
             "notes": notes}

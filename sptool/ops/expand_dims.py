@@ -41,7 +41,7 @@ def insert_in_order(sort_order: tuple, a: int) -> tuple:
     return tuple(moved + [a])
 
 
-def expand_dims(path: str, output: str | None, *, axis: int = -1, memory=None, progress=None) -> dict:
+def expand_dims(path: str, output: str | None = None, *, axis: int = -1, memory=None, progress=None) -> dict:
     """Insert a dimension of size 1 at ``axis`` (TensorFlow's sparse expand_dims: default -1, the
     end; valid range [-ndim-1, ndim]).  Every row gets index 0 in the new dimension.
 

@@ -6,6 +6,7 @@ import numpy as np
 import pyarrow as pa
 
 from .._memory import Budget, budget_of, format_size
+from .._vocabulary import renamed_keywords
 from ..errors import DataError, ResourceError, UsageError
 from ..format import scalar_of_value_type
 from ..io import AtomicTarget, arrow_of, batch_keys, known_shape, open_input, schema_of, values_array
@@ -116,12 +117,13 @@ class _Filler:
             self.next_row = rows
 
 
-def fill_empty_rows(path: str, output: str | None, *, value, indicator: str | None = None, memory=None,
-                    tmp_dir: str | None = None, progress=None) -> dict:
-    """Insert ``value`` at [row, 0, ..., 0] for every row (dimension 0) without entries
-    (TensorFlow's sparse fill_empty_rows; for a hybrid tensor the row gets a block of ``value``).
+@renamed_keywords("default_value")
+def fill_empty_rows(path: str, output: str | None = None, *, default_value, indicator: str | None = None,
+                    memory=None, tmp_dir: str | None = None, progress=None) -> dict:
+    """Insert ``default_value`` at [row, 0, ..., 0] for every row (dimension 0) without entries
+    (TensorFlow's sparse fill_empty_rows; for a hybrid tensor the row gets a block of it).
 
-    ``value`` is converted to the tensor's value type (a string from the command line is parsed).
+    ``default_value`` is converted to the tensor's value type (a string from the command line is parsed).
     ``indicator``: a .npy path that receives a bool array of length shape[0], True where the row
     was empty.  The output is row-major sorted (TensorFlow only groups by row); rows sharing a
     coordinate are kept; it is unique when the input is.
@@ -134,7 +136,7 @@ def fill_empty_rows(path: str, output: str | None, *, value, indicator: str | No
     --------
     >>> import tempfile, os
     >>> out = os.path.join(tempfile.mkdtemp(), "f.parquet")
-    >>> fill_empty_rows("sample_data/rowsparse.parquet", out, value=0)["empty_rows"]
+    >>> fill_empty_rows("sample_data/rowsparse.parquet", out, default_value=0)["empty_rows"]
     63
     """
     budget = budget_of(memory)
@@ -150,7 +152,7 @@ def fill_empty_rows(path: str, output: str | None, *, value, indicator: str | No
         try:
             ind = None if target is None else np.lib.format.open_memmap(target.tmp, mode="w+", dtype=bool,
                                                                        shape=(rows,))
-            op = FillEmptyRows(value, ind, src.batch_rows(budget), src.path)
+            op = FillEmptyRows(default_value, ind, src.batch_rows(budget), src.path)
             sink = run(op, src, output, budget=budget, tmp_dir=tmp_dir, progress=progress)
             if ind is not None:
                 ind.flush()
@@ -192,7 +194,7 @@ class FillEmptyRows(StreamOp):
     def plan(self, meta) -> Plan:
         K = meta.sparse_ndim
         self.rows = meta.shape[0]
-        fill = scalar_of_value_type(self.value, meta.value_type, "--value")
+        fill = scalar_of_value_type(self.value, meta.value_type, "--default-value")
         if self.rows == 0 and meta.nnz:
             raise DataError(f"dense_shape[0] = 0 but indices.shape[0] = {meta.nnz}", path=self.path)
         zero = next((k for k in range(1, K) if meta.shape[k] == 0), None)

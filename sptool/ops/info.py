@@ -13,6 +13,7 @@ import numpy as np
 from .. import _kernels
 from .._args import whole_number
 from .._memory import Budget, budget_of, format_size
+from .._vocabulary import renamed_keywords
 from ..errors import DataError, UsageError
 from ..format import encode_fill, index_column
 from ..io import ClosesOrAborts, ParquetSource, file_size, open_input
@@ -218,8 +219,9 @@ def _histogram(counts: np.ndarray, axis: int, names) -> dict:
             "mean": float(counts.mean()) if len(counts) else 0.0, "bins": table}
 
 
-def head(path: str, n: int = 10, *, memory=None) -> tuple[np.ndarray, np.ndarray, object]:
-    """The first ``n`` stored entries as ((n, K) indices, values, meta), in file order.
+@renamed_keywords("count")
+def head(path: str, count: int = 10, *, memory=None) -> tuple[np.ndarray, np.ndarray, object]:
+    """The first ``count`` stored entries as ((count, K) indices, values, meta), in file order.
 
     Examples
     --------
@@ -227,7 +229,7 @@ def head(path: str, n: int = 10, *, memory=None) -> tuple[np.ndarray, np.ndarray
     >>> idx.shape
     (3, 3)
     """
-    n = whole_number(n, "n")
+    n = whole_number(count, "count")
     budget = budget_of(memory)
     with open_input(path) as src:
         keys_list, vals_list, got = [], [], 0

@@ -654,8 +654,8 @@ def _sparse_product(path_a: str, path_b: str, output, *, adjoint_a: bool, adjoin
 # ---------------------------------------------------------------------------------------------
 # the command
 
-def matmul(a: str, b: str, output: str | None, *, adjoint_a: bool = False, adjoint_b: bool = False, memory=None,
-           tmp_dir: str | None = None, progress=None) -> dict:
+def matmul(a: str, b: str, output: str | None = None, *, adjoint_a: bool = False, adjoint_b: bool = False,
+           memory=None, tmp_dir: str | None = None, progress=None) -> dict:
     """Matrix product A' @ B', where ' is the conjugate transpose when the adjoint flag is set
     (TensorFlow's sparse_dense_matmul, plus sparse x sparse).
 

@@ -43,7 +43,8 @@ def _extreme(ufunc, what, a, b, output, memory, tmp_dir, progress):
     return SparseTensor.from_sink(r) if output is None else r
 
 
-def maximum(a: str, b: str, output: str | None, *, memory=None, tmp_dir: str | None = None, progress=None) -> dict:
+def maximum(a: str, b: str, output: str | None = None, *, memory=None, tmp_dir: str | None = None,
+            progress=None) -> dict:
     """Element-wise maximum of two sparse tensors (TensorFlow's sparse.maximum).
 
     The output holds the union of the operands' coordinates; a coordinate missing on one side
@@ -63,7 +64,8 @@ def maximum(a: str, b: str, output: str | None, *, memory=None, tmp_dir: str | N
     return _extreme(np.maximum, "maximum", a, b, output, memory, tmp_dir, progress)
 
 
-def minimum(a: str, b: str, output: str | None, *, memory=None, tmp_dir: str | None = None, progress=None) -> dict:
+def minimum(a: str, b: str, output: str | None = None, *, memory=None, tmp_dir: str | None = None,
+            progress=None) -> dict:
     """Element-wise minimum of two sparse tensors (TensorFlow's sparse.minimum): as ``maximum``,
     with min(3, implicit 0) = 0 stored.
 

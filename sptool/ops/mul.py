@@ -120,7 +120,7 @@ class Cwise(StreamOp):
         yield pa.RecordBatch.from_arrays(cols, schema=self.schema)
 
 
-def mul(t: str, d: str, output: str | None, *, memory=None, progress=None) -> dict:
+def mul(t: str, d: str, output: str | None = None, *, memory=None, progress=None) -> dict:
     """A sparse tensor times a dense .npy broadcast to its shape (TensorFlow's ``sp * dense``), or
     times a number (``d`` = 2.5, or its text).
 
@@ -143,7 +143,7 @@ def mul(t: str, d: str, output: str | None, *, memory=None, progress=None) -> di
     return _cwise("mul", t, d, output, memory=memory, progress=progress)
 
 
-def div(t: str, d: str, output: str | None, *, memory=None, progress=None) -> dict:
+def div(t: str, d: str, output: str | None = None, *, memory=None, progress=None) -> dict:
     """A sparse tensor over a dense .npy broadcast to its shape (TensorFlow's ``sp / dense``), or
     over a number.
 

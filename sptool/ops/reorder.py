@@ -4,15 +4,18 @@ from __future__ import annotations
 
 from .._args import whole_numbers
 from .._memory import budget_of
+from .._vocabulary import renamed_keywords
 from ..io import known_shape, open_input
 from ..stream.engine import run
 from ..stream.reorder import Reorder
 from ..tensor import SparseTensor
 
 
-def reorder(path: str, output: str | None, *, order=None, duplicates: str = "keep", memory=None,
+@renamed_keywords("perm")
+def reorder(path: str, output: str | None = None, *, perm=None, duplicates: str = "keep", memory=None,
             tmp_dir: str | None = None, progress=None) -> dict:
-    """Sort a tensor's rows by ``order`` (default row-major: TensorFlow's reorder).
+    """Sort a tensor's rows by the dimension order ``perm`` (default row-major: TensorFlow's reorder);
+    the rows come out in the order ``transpose(perm=perm)`` would give them.
 
     ``duplicates``: keep (repeated coordinates stay adjacent, in input order), sum (the
     canonical form: PyTorch's coalesce), min, max, first, last, or error.  An external merge
@@ -27,7 +30,7 @@ def reorder(path: str, output: str | None, *, order=None, duplicates: str = "kee
 
     ``sptool.distributed.reorder`` runs the sort on a Dask cluster, writing a part directory.
     """
-    order = None if order is None else whole_numbers(order, "--order")
+    order = None if perm is None else whole_numbers(perm, "--perm")
     budget = budget_of(memory)
     with open_input(path) as opened, known_shape(opened, tmp_dir) as src:
         rows_in = src.meta.nnz

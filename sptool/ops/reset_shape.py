@@ -60,7 +60,7 @@ def _too_small(k: int, size: int, largest: int, where: str) -> DataError:
                      f"{where} holds {index_column(k)} = {largest}")
 
 
-def reset_shape(path: str, output: str | None, *, shape=None, memory=None, progress=None) -> dict:
+def reset_shape(path: str, output: str | None = None, *, shape=None, memory=None, progress=None) -> dict:
     """Give the rows a new shape (TensorFlow's sparse reset_shape).
 
     Without ``shape``: the tight bounding box, max(index) + 1 per sparse dimension (0 for an

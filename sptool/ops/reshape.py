@@ -97,7 +97,7 @@ def _relinearize_python(keys: np.ndarray, old_shape, new_shape, out: np.ndarray)
     return out
 
 
-def reshape(path: str, output: str | None, *, shape, memory=None, progress=None) -> dict:
+def reshape(path: str, output: str | None = None, *, shape, memory=None, progress=None) -> dict:
     """Reshape the sparse dimensions (TensorFlow's sparse reshape): each row's row-major linear
     index is kept and split by the new shape; one size may be -1 (inferred).
 

@@ -34,7 +34,7 @@ def load_mask(mask, nnz: int | None):
     return arr
 
 
-def retain(path: str, output: str | None, *, mask=None, where: str | None = None, memory=None,
+def retain(path: str, output: str | None = None, *, mask=None, where: str | None = None, memory=None,
            progress=None) -> dict:
     """Keep the rows selected by ``mask`` or ``where`` (TensorFlow's sparse retain), in their order.
 

@@ -15,7 +15,7 @@ from .._memory import Budget, budget_of
 from ..errors import DataError, ShapeMismatch, UsageError
 from ..format import TensorMeta, value_type_of_dtype
 from ..io import ClosesOrAborts
-from ..stream.dense import DenseSink, open_npy, release
+from ..stream.dense import DenseSink, dense_returned, open_npy, release
 from ..stream.engine import Plan, StreamOp, run
 
 # The value types the compiled scatter takes (sptool/_kernels.pyx scatter_add); mean and sqrt_n
@@ -24,15 +24,15 @@ SUM_TYPES = "iuf"
 FLOAT_TYPES = (np.float32, np.float64)
 
 
-def segment_sum(data, output: str, *, indices, segment_ids, num_segments: int | None = None, memory=None,
-                progress=None) -> dict:
+def segment_sum(data, output: str | None = None, *, indices, segment_ids, num_segments: int | None = None,
+                memory=None, progress=None):
     """TensorFlow's sparse segment_sum: output[s] = sum of data[indices[i]] over the i with
     segment_ids[i] == s.  ``data`` is a dense .npy (or array) of shape [n, ...]; ``indices`` and
     ``segment_ids`` are 1-D integer .npy files (or arrays) of the same length, the segment ids
     sorted (non-decreasing) and >= 0.  The output, a dense .npy of shape [num_segments, ...] in
     data's type, has num_segments rows if given (every id must be below it), else the last
     segment id + 1; segments no pair reaches are zero rows.  Rows are added in pair order, as
-    np.add.at does.
+    np.add.at does.  With no ``output`` the array is returned (a NumPy array, held in memory).
 
     Memory: data, indices and segment ids are memory maps read in slices of pairs sized by
     ``memory`` (only the rows a slice picks are copied); the output is a memory map whose pages
@@ -49,8 +49,8 @@ def segment_sum(data, output: str, *, indices, segment_ids, num_segments: int | 
     return _segment("sum", data, output, indices, segment_ids, num_segments, memory, progress)
 
 
-def segment_mean(data, output: str, *, indices, segment_ids, num_segments: int | None = None, memory=None,
-                 progress=None) -> dict:
+def segment_mean(data, output: str | None = None, *, indices, segment_ids, num_segments: int | None = None,
+                 memory=None, progress=None):
     """TensorFlow's sparse segment_mean: ``segment_sum`` divided by each segment's number of
     pairs (empty segments stay zero).  Data must be float32 or float64.  Memory as segment_sum.
 
@@ -65,8 +65,8 @@ def segment_mean(data, output: str, *, indices, segment_ids, num_segments: int |
     return _segment("mean", data, output, indices, segment_ids, num_segments, memory, progress)
 
 
-def segment_sqrt_n(data, output: str, *, indices, segment_ids, num_segments: int | None = None, memory=None,
-                   progress=None) -> dict:
+def segment_sqrt_n(data, output: str | None = None, *, indices, segment_ids, num_segments: int | None = None,
+                   memory=None, progress=None):
     """TensorFlow's sparse segment_sqrt_n: ``segment_sum`` divided by the square root of each
     segment's number of pairs (empty segments stay zero).  Data must be float32 or float64.
     Memory as segment_sum.
@@ -95,6 +95,9 @@ def _ids(item, what: str):
 
 
 def _segment(kind, data, output, indices, segment_ids, num_segments, memory, progress):
+    if output is None:
+        return dense_returned(lambda npy: _segment(kind, data, npy, indices, segment_ids, num_segments, memory,
+                                                   progress), f"segment-{kind}")
     op = _Segment(kind, data, indices, segment_ids, num_segments, output)
     run(op, [], output, budget=budget_of(memory), progress=progress)
     return {"rows_in": len(op.seg), "shape": list(op.shape), "dtype": str(op.dtype), "output": output}

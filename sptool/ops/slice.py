@@ -122,7 +122,7 @@ def _pruned_batches(source: ParquetSource, plan, rows: int):
                 start += batch.num_rows
 
 
-def slice_(path: str, output: str | None, *, start, size, memory=None, progress=None) -> dict:
+def slice_(path: str, output: str | None = None, *, start, size, memory=None, progress=None) -> dict:
     """The entries with ``start[d] <= index[d] < start[d] + size[d]``, rebased to ``start``
     (TensorFlow's sparse.slice; named ``slice_`` as ``slice`` is a builtin).
 

@@ -12,6 +12,7 @@ import pyarrow as pa
 
 from .._args import whole_number
 from .._memory import Budget, budget_of, format_size
+from .._vocabulary import renamed_keywords
 from ..errors import ResourceError, UsageError
 from ..format import TensorMeta
 from ..io import (
@@ -28,6 +29,7 @@ from ..io import (
 )
 from ..stream.axes import normalize_axes
 from ..stream.engine import Plan, StreamOp, run
+from ..tensor import SparseTensor
 
 _PLACEHOLDER = re.compile(r"\{i(:[^{}]*)?\}")
 
@@ -39,7 +41,10 @@ def piece_sizes(extent: int, num: int) -> list[int]:
 
 
 def piece_paths(pattern: str, num: int) -> list[str]:
-    """The output of each piece: ``{i}`` (or a format spec such as ``{i:03d}``) replaced by its number."""
+    """The output of each piece: ``{i}`` (or a format spec such as ``{i:03d}``) replaced by its number;
+    None (no pattern) keeps every piece in memory."""
+    if pattern is None:
+        return [None] * num
     if not isinstance(pattern, str) or not _PLACEHOLDER.search(pattern):
         raise UsageError(f"the output pattern {pattern!r} must contain {{i}}, replaced by the piece number "
                          "(e.g. out/part-{i}.parquet)")
@@ -72,12 +77,14 @@ def _check_open_files(num: int):
 WRITER_OVERHEAD = 6 << 20
 
 
-def split(path: str, pattern: str, *, axis: int, num: int, memory=None, progress=None) -> dict:
-    """Split a tensor into ``num`` pieces along ``axis`` (TensorFlow's sparse.split).
+@renamed_keywords("output", "num_split")
+def split(path: str, output: str | None = None, *, axis: int, num_split: int, memory=None, progress=None):
+    """Split a tensor into ``num_split`` pieces along ``axis`` (TensorFlow's sparse.split).
 
     The first ``shape[axis] % num`` pieces are one longer; indices along the axis are rebased
-    to each piece.  ``pattern`` names the outputs, with ``{i}`` replaced by the piece number
-    (``out/part-{i}.parquet``, ``out-{i}/`` for directories, ``{i:03d}`` to pad).  Each
+    to each piece.  ``output`` is a pattern naming the outputs, with ``{i}`` replaced by the piece
+    number (``out/part-{i}.parquet``, ``out-{i}/`` for directories, ``{i:03d}`` to pad); with no
+    ``output`` the pieces are returned, a list of ``SparseTensor``.  Each
     piece keeps the input's sort order and uniqueness.  One pass over the input, all pieces
     written at once; if anything fails no piece is left behind.
 
@@ -88,15 +95,17 @@ def split(path: str, pattern: str, *, axis: int, num: int, memory=None, progress
     --------
     >>> import tempfile, os
     >>> d = tempfile.mkdtemp()
-    >>> r = split("sample_data/tensor3d.parquet", os.path.join(d, "p{i}.parquet"), axis=0, num=3)
+    >>> r = split("sample_data/tensor3d.parquet", os.path.join(d, "p{i}.parquet"), axis=0, num_split=3)
     >>> [s[0] for s in r["shapes"]]
     [14, 13, 13]
     """
-    axis, num = whole_number(axis, "--axis"), whole_number(num, "--num")
+    axis, num = whole_number(axis, "--axis"), whole_number(num_split, "--num-split")
     budget = budget_of(memory)
     with open_input(path) as opened, known_shape(opened) as src:
-        op = Split(pattern, axis, num, budget)
+        op = Split(output, axis, num, budget)
         pieces = run(op, src, None, budget=budget, progress=progress)
+    if output is None:
+        return [SparseTensor.from_sink(sink) for sink in pieces.sinks]
     finals = [s.final_meta for s in pieces.sinks]
     return {"outputs": op.paths, "rows_in": pieces.rows_in, "rows": [f.nnz for f in finals],
             "shapes": [list(f.shape) for f in finals], "sort_order": list(finals[0].sort_order),

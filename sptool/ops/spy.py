@@ -18,12 +18,13 @@ import numpy as np
 from .. import _kernels
 from .._args import whole_numbers
 from .._memory import Budget, budget_of, format_size
+from .._vocabulary import renamed_keywords
 from ..errors import UsageError
 from ..io import AtomicTarget, ClosesOrAborts, known_shape, open_input
 from ..stream.axes import normalize_axes
 from ..stream.engine import Plan, StreamOp, run
 
-IMAGE_SIZE = (512, 512)  # (width, height) of an image when --size is not given
+IMAGE_SIZE = (512, 512)  # (width, height) of an image when --image-size is not given
 TEXT_SIZE = (64, 32)  # a terminal cell is about twice as tall as wide: a square tensor looks square
 TEXT_LEVELS = " .:-=+*#%@"  # darkness of a text cell, from no entry to the most entries
 # The lightest grey a cell holding one entry gets (0 black, 255 white): visible on white.
@@ -38,14 +39,14 @@ def parse_size(size, default: tuple[int, int]) -> tuple[int, int]:
     if isinstance(size, str):
         m = re.fullmatch(r"\s*(\d+)\s*(?:[xX×]\s*(\d+)\s*)?", size)
         if not m:
-            raise UsageError(f"--size {size!r} must be WIDTHxHEIGHT (e.g. 512x512) or one number for a square")
+            raise UsageError(f"--image-size {size!r} must be WIDTHxHEIGHT (e.g. 512x512) or one number for a square")
         size = (int(m.group(1)), int(m.group(2) or m.group(1)))
-    sides = whole_numbers(size, "--size")
+    sides = whole_numbers(size, "--image-size")
     if len(sides) != 2:
-        raise UsageError(f"--size {list(sides)} must be two numbers, a width and a height")
+        raise UsageError(f"--image-size {list(sides)} must be two numbers, a width and a height")
     width, height = sides
     if not (1 <= width <= 1 << 16 and 1 <= height <= 1 << 16):
-        raise UsageError(f"--size {width}x{height}: each side must be 1 to 65536")
+        raise UsageError(f"--image-size {width}x{height}: each side must be 1 to 65536")
     return width, height
 
 
@@ -139,16 +140,17 @@ def write_png(pixels: np.ndarray, output: str):
         raise
 
 
-def spy(path, output: str | None = None, *, axes=None, size=None, ascii_: bool = False, memory=None,
+@renamed_keywords("axis", "image_size")
+def spy(path, output: str | None = None, *, axis=None, image_size=None, ascii_: bool = False, memory=None,
         progress=None) -> dict:
-    """The sparsity pattern of a tensor's two sparse axes (``axes``, default the first two),
-    counted in one pass into a grid of ``size`` = (width, height) cells (or "WxH").
+    """The sparsity pattern of a tensor's two sparse axes (``axis``, default the first two),
+    counted in one pass into a grid of ``image_size`` = (width, height) cells (or "WxH").
 
     With ``output`` (a .png path) the grid is written as a greyscale image of exactly that size
     (default 512x512), log-scaled: white where nothing is stored, darker where more is (Pillow
     is needed: ``pip install 'sptool[spy]'``).  With ``ascii_`` the pattern is also drawn as
     text, returned under ``"ascii"`` as a list of lines: a caption, then the picture in a frame
-    (64x32 characters unless ``size`` is given and no image is written).  The rows of the
+    (64x32 characters unless ``image_size`` is given and no image is written).  The rows of the
     picture are the first axis, its columns the second.  Duplicates count as stored entries.
 
     Returns ``{"axes", "extent", "nnz", "grid", "max_count", ...}``: ``grid`` is the image's
@@ -159,7 +161,7 @@ def spy(path, output: str | None = None, *, axes=None, size=None, ascii_: bool =
 
     Examples
     --------
-    >>> r = spy("sample_data/digits.parquet", size=(16, 8), ascii_=True)
+    >>> r = spy("sample_data/digits.parquet", image_size=(16, 8), ascii_=True)
     >>> r["grid"].shape, int(r["grid"].sum()) == r["nnz"]
     ((8, 16), True)
     """
@@ -173,7 +175,7 @@ def spy(path, output: str | None = None, *, axes=None, size=None, ascii_: bool =
         pillow_image(output)
     budget = budget_of(memory)
     with open_input(path) as opened, known_shape(opened) as src:
-        op = Spy(axes, size, image=output is not None, ascii_=ascii_, budget=budget, path=src.path)
+        op = Spy(axis, image_size, image=output is not None, ascii_=ascii_, budget=budget, path=src.path)
         run(op, src, None, budget=budget, progress=progress)
         meta = src.meta
     grids, (r, c), extent, rows_seen = op.grids, op.axes, op.extent, op.out.rows
@@ -206,9 +208,9 @@ class Spy(StreamOp):
         if K < 2:
             raise UsageError(f"spy draws two sparse axes; this tensor has {K}", path=self.path)
         axes = self.chosen
-        chosen = normalize_axes(axes if axes is not None else (0, 1), K, "--axes")
+        chosen = normalize_axes(axes if axes is not None else (0, 1), K, "--axis")
         if len(chosen) != 2 or chosen[0] == chosen[1]:
-            raise UsageError(f"--axes needs two different sparse axes, e.g. 0,1 (got {list(axes)})")
+            raise UsageError(f"--axis needs two different sparse axes, e.g. 0,1 (got {list(axes)})")
         self.axes = r, c = chosen
         self.extent = extent = (int(meta.shape[r]), int(meta.shape[c]))
         self.grids = grids = []
@@ -220,7 +222,7 @@ class Spy(StreamOp):
         self.cost = cost = sum(g.nbytes for g in grids)
         if cost > self.budget.total // 2:
             raise UsageError(f"a picture of {grids[0].size[0]}x{grids[0].size[1]} needs {format_size(cost)}, over "
-                             "half of --memory; give a smaller --size or raise --memory")
+                             "half of --memory; give a smaller --image-size or raise --memory")
         return Plan(meta, bounds_checked=True, pieces=True)
 
     def open_output(self, output, plan: Plan, *, budget: Budget):

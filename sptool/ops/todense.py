@@ -7,7 +7,7 @@ import numpy as np
 from .._memory import budget_of
 from ..format import scalar_of_value_type
 from ..io import local_only, open_input
-from ..stream.dense import write_dense
+from ..stream.dense import dense_returned, write_dense
 
 
 def local_npy(output: str) -> str:
@@ -26,15 +26,16 @@ def default_value_of(value, meta):
     return scalar.item() if isinstance(scalar, np.generic) else scalar
 
 
-def todense(path: str, output: str, *, default_value=None, validate: bool = True, memory=None,
-            progress=None) -> dict:
+def todense(path: str, output: str | None = None, *, default_value=None, validate: bool = True, memory=None,
+            progress=None):
     """Write the dense form of a tensor to ``output`` (.npy): TensorFlow's to_dense, with
     duplicate coordinates summed as the format says.
 
     Memory: the output is a memory map, so it may be larger than ``memory``; the rows stream
     through in batches; so ``output`` is a local path (or a file:// URL), while the input may
     be a URL.  ``validate`` also checks the file's sort and uniqueness claims (bounds are
-    always checked; an out-of-range index is an error naming the entry).
+    always checked; an out-of-range index is an error naming the entry).  With no ``output`` the
+    dense array is returned (a NumPy array, held in memory).
 
     Examples
     --------
@@ -44,6 +45,9 @@ def todense(path: str, output: str, *, default_value=None, validate: bool = True
     >>> np.load(out).shape
     (40, 30, 20)
     """
+    if output is None:
+        return dense_returned(lambda npy: todense(path, npy, default_value=default_value, validate=validate,
+                                                  memory=memory, progress=progress), "todense")
     output = local_npy(output)
     budget = budget_of(memory)
     with open_input(path) as src:

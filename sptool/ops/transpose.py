@@ -57,7 +57,7 @@ class Transpose(StreamOp):
         yield pa.RecordBatch.from_arrays([batch.column(c) for c in self.columns], schema=self.schema)
 
 
-def transpose(path: str, output: str | None, *, perm=None, memory=None, tmp_dir: str | None = None,
+def transpose(path: str, output: str | None = None, *, perm=None, memory=None, tmp_dir: str | None = None,
               progress=None) -> dict:
     """Permute the sparse dimensions: output dimension k is input dimension ``perm[k]``
     (TensorFlow's sparse transpose; default perm reversed).  Dense dimensions stay last.

@@ -21,5 +21,5 @@ def normalize_order(order, K: int) -> tuple[int, ...]:
         return tuple(range(K))
     order = normalize_axes(order, K, "dimension")
     if sorted(order) != list(range(K)):
-        raise UsageError(f"--order {list(order)} must list each of the {K} sparse dimensions exactly once")
+        raise UsageError(f"--perm {list(order)} must list each of the {K} sparse dimensions exactly once")
     return tuple(order)

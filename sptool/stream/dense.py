@@ -15,7 +15,7 @@ from .._memory import Budget, format_size
 from .._messages import out_of_bounds
 from ..errors import DataError, InputError, ResourceError, UsageError
 from ..format import INT64_MAX, TensorMeta
-from ..io import AtomicTarget, batch_keys, batch_values, is_remote, known_shape, local_only
+from ..io import AtomicTarget, batch_keys, batch_values, is_remote, known_shape, local_only, scratch_dir
 from .engine import Plan, StreamOp, run
 from .order import ClaimCheck
 
@@ -432,6 +432,15 @@ class Densify(StreamOp):
         check = ClaimCheck(claims, claims.sort_order, claims.unique, path=self.path, note=CLAIMS_NOTE)
         return DenseSink(output, plan.meta, fill=self.fill, dtype=self.dtype, budget=budget,
                          claims=check if self.validate else None, in_order=self.in_order)
+
+
+def dense_returned(write, kind: str) -> np.ndarray:
+    """The array ``write(path)`` writes to a .npy, in memory: the result of an op given no output
+    (written through a memory map as ever, in a scratch directory removed afterwards)."""
+    with scratch_dir(kind) as folder:
+        path = os.path.join(folder, "result.npy")
+        write(path)
+        return np.load(path)
 
 
 def write_dense(src, output: str, *, default_value=None, validate: bool = True, budget: Budget,
