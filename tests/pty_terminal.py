@@ -9,6 +9,7 @@ from __future__ import annotations
 import fcntl
 import os
 import pty
+import re
 import select
 import struct
 import subprocess
@@ -106,3 +107,44 @@ def cursor_restored(output: bytes) -> bool:
     """Every hide of the cursor is followed, later, by a show."""
     last_hide = output.rfind(HIDE_CURSOR)
     return last_hide == -1 or output.find(SHOW_CURSOR, last_hide) != -1
+
+
+_CONTROL = re.compile(r"\x1b\[([0-9;?]*)([A-Za-z])")
+
+
+def screen(output: bytes, width: int = 100) -> list[str]:
+    """The lines a terminal shows once ``output`` has been written to it: enough of a terminal
+    (carriage return, line feed, cursor up and down, erase in line; styles ignored) to tell a bar
+    taken down from a bar left on screen with text glued to it."""
+    lines: list[list[str]] = [[]]
+    row = col = 0
+    text = output.decode("utf-8", "replace")
+    i = 0
+    while i < len(text):
+        ch = text[i]
+        m = _CONTROL.match(text, i) if ch == "\x1b" else None
+        if m:
+            n = int(m[1]) if m[1].isdigit() else 1
+            if m[2] == "A":
+                row = max(0, row - n)
+            elif m[2] == "B":
+                row += n
+            elif m[2] == "K":
+                lines[row] = [] if m[1] == "2" else lines[row][:col]
+            i = m.end()
+        else:
+            if ch == "\r":
+                col = 0
+            elif ch == "\n":
+                row, col = row + 1, 0
+            elif ch >= " ":
+                if col >= width:
+                    row, col = row + 1, 0
+                    lines += [[] for _ in range(row + 1 - len(lines))]
+                line = lines[row]
+                line += [" "] * (col + 1 - len(line))
+                line[col] = ch
+                col += 1
+            i += 1
+        lines += [[] for _ in range(row + 1 - len(lines))]
+    return ["".join(line).rstrip() for line in lines if "".join(line).strip()]

@@ -3,13 +3,16 @@ again, Ctrl-C and errors handled, under a real pseudo-terminal (tests/pty_termin
 
 from __future__ import annotations
 
+import json
+import re
+import subprocess
 import threading
 import time
 
 import numpy as np
 import pytest
 from command_examples import help_examples, in_workdir, readme_job
-from pty_terminal import BAR_GLYPH, Terminal, cursor_restored, run_in_terminal
+from pty_terminal import BAR_GLYPH, Terminal, cursor_restored, run_in_terminal, screen
 
 import sptool
 
@@ -128,3 +131,119 @@ def test_bad_data_in_the_middle_of_a_stream(tmp_path):
     assert code in (1, 2), term.text
     assert "Error:" in term.text and "Traceback" not in term.text
     assert cursor_restored(term.output), term.text
+
+
+# -- a clean terminal: nothing glued to a bar, no padding, the digits a value holds ----------------
+
+def _big_tensor(tmp_path, rows=300_000, name="T.parquet"):
+    rng = np.random.default_rng(3)
+    idx = np.stack([rng.integers(0, 1000, rows), rng.integers(0, 1000, rows)], axis=1)
+    t = sptool.SparseTensor(idx, rng.random(rows).astype(np.float32), (1000, 1000))
+    sptool.write(t, str(tmp_path / name))
+    return t
+
+
+def _plain(output: bytes) -> str:
+    """A terminal's bytes without their styles."""
+    return re.sub(r"\x1b\[[0-9;]*m", "", output.decode("utf-8", "replace"))
+
+
+def _unwrapped(lines: list[str]) -> str:
+    """Screen lines as one, spaces left out (the terminal wrapped long ones at its width)."""
+    return "".join(lines).replace(" ", "")
+
+
+def _pipe(line, workdir) -> subprocess.CompletedProcess:
+    from command_examples import env_with_sptool
+
+    return subprocess.run(["bash", "-o", "pipefail", "-c", line], cwd=workdir, env=env_with_sptool(),
+                          capture_output=True, text=True, timeout=300)
+
+
+def test_an_unreadable_input_is_reported_on_a_line_of_its_own(tmp_path):
+    code, output = run_in_terminal(["sptool", "validate", "nope.parquet"], cwd=tmp_path)
+    shown = screen(output)
+    assert code == 2 and BAR_GLYPH in output, output  # a bar was drawn, then taken down
+    assert shown == ["nope.parquet: UNREADABLE (no such file or directory)"], shown
+    assert cursor_restored(output)
+
+
+def test_text_to_a_pipe_whose_reader_prints_on_the_terminal(tmp_path):
+    _big_tensor(tmp_path)
+    want = _pipe("sptool -q convert T.parquet --to tns | head -3", tmp_path).stdout.splitlines()
+    assert len(want) == 3
+    code, output = run_in_terminal(["bash", "-o", "pipefail", "-c", "sptool convert T.parquet --to tns | head -3"],
+                                   cwd=tmp_path)
+    assert code == 0 and BAR_GLYPH in output, output
+    assert screen(output) == want, output
+    assert cursor_restored(output)
+
+
+def test_a_parquet_inputs_rows_are_the_bars_total(tmp_path):
+    t = _big_tensor(tmp_path)
+    code, output = run_in_terminal(["sptool", "convert", "T.parquet", "-o", "o.tns"], cwd=tmp_path)
+    assert code == 0 and f"/{t.nnz} rows" in _plain(output), output
+    assert sum(1 for _ in open(tmp_path / "o.tns")) == t.nnz
+
+
+def test_an_external_sort_shows_its_merge(tmp_path):
+    t = _big_tensor(tmp_path, rows=1_000_000)
+    code, output = run_in_terminal(["sptool", "--memory", "16MiB", "reorder", "T.parquet", "-o", "s.parquet"],
+                                   cwd=tmp_path)
+    text = _plain(output)
+    assert code == 0, text
+    assert "reorder (merging" in text and f"/{t.nnz} rows" in text.split("reorder (merging")[-1], text
+    assert _unwrapped(screen(output)).startswith(_unwrapped(["reorder: read T.parquet (1,000,000 rows), wrote s"]))
+    order = np.lexsort(t.indices.T[::-1])
+    assert np.array_equal(sptool.read(str(tmp_path / "s.parquet")).indices, t.indices[order])
+
+
+@pytest.mark.parametrize("command", [["info", "sample_data/tensor3d.parquet"],
+                                     ["head", "-n", "4", "sample_data/tensor3d.parquet"],
+                                     ["validate", "sample_data/invalid.parquet"]], ids=lambda c: c[0])
+def test_piped_reports_have_no_trailing_padding(command, tmp_path):
+    p = _pipe(in_workdir(" ".join(["sptool", *command]), tmp_path), tmp_path)
+    assert p.stdout and not [ln for ln in p.stdout.splitlines() if ln != ln.rstrip()], p.stdout
+    code, output = run_in_terminal(["bash", "-c", in_workdir(" ".join(["sptool", *command]), tmp_path)], cwd=tmp_path)
+    assert screen(output)[0] == p.stdout.splitlines()[0] and not re.search(r" +\r\n", _plain(output)), output
+
+
+def test_head_prints_float32_values_with_float32_digits(tmp_path):
+    t = _big_tensor(tmp_path, rows=50)
+    want = [str(np.float32(v)) for v in t.values[:5]]  # NumPy's own text of a float32
+    p = _pipe("sptool head -n 5 T.parquet", tmp_path)
+    assert [ln.split()[-1] for ln in p.stdout.splitlines()[1:]] == want, p.stdout
+    code, output = run_in_terminal(["sptool", "head", "-n", "5", "T.parquet"], cwd=tmp_path)
+    assert [ln.split()[-1] for ln in screen(output)[1:]] == want
+    p = _pipe("sptool head -n 5 --json T.parquet", tmp_path)
+    assert [repr(json.loads(ln)["value"]) for ln in p.stdout.splitlines()] == [repr(float(w)) for w in want]
+
+
+def test_a_stage_after_a_failed_one_says_its_input_is_empty(tmp_path):
+    line = "sptool reorder missing.parquet | sptool info -"
+    p = _pipe(line, tmp_path)
+    assert p.returncode == 2, p.stderr
+    assert p.stderr.splitlines()[-1] == "Error: no input on stdin: did the command before it fail?", p.stderr
+    code, output = run_in_terminal(["bash", "-c", line], cwd=tmp_path)
+    assert screen(output)[-1] == "Error: no input on stdin: did the command before it fail?"
+    p = _pipe("true | sptool validate -", tmp_path)
+    assert p.returncode == 2 and "no input on stdin: did the command before it fail?" in " ".join(p.stdout.split())
+
+
+def test_a_directory_of_unrelated_parquet_files_is_not_a_part_directory(tmp_path):
+    from command_examples import ROOT
+
+    d = tmp_path / "mixed"
+    d.mkdir()
+    for name in ("tensor3d.parquet", "digits.parquet"):
+        (d / name).write_bytes((ROOT / "sample_data" / name).read_bytes())
+    p = _pipe("sptool info mixed", tmp_path)
+    (line,) = p.stderr.splitlines()
+    assert p.returncode == 1 and "mixed: not a part directory" in line and "part-000000.parquet" in line, line
+    code, output = run_in_terminal(["sptool", "info", "mixed"], cwd=tmp_path)
+    assert _unwrapped(screen(output)) == _unwrapped([line])
+    # sptool's own parts that disagree are a damaged part directory, and said so
+    for i, name in enumerate(sorted(p.name for p in d.iterdir())):
+        (d / name).rename(d / f"part-{i:06d}.parquet")
+    p = _pipe("sptool info mixed", tmp_path)
+    assert p.returncode == 1 and "E_PART_METADATA_MISMATCH" in p.stderr and "not a part directory" not in p.stderr

@@ -41,6 +41,7 @@ from .background import Background
 from .sink import OrderTracker, TensorSink, check_shape, open_sink, output_kind, parquet_writer_options, schema_of
 from .source import (
     CANONICAL_PART_NAME,
+    NO_INPUT_ON_STDIN,
     PARQUET_MAGIC,
     READ_ERRORS,
     STREAM_MAGIC,
@@ -79,7 +80,7 @@ __all__ = [
     "parquet_file", "read_failure_code", "check_text",
     "READ_ERRORS", "MemorySource", "open_input", "read_stream_batch", "DamagedBatch",
     "open_operands", "check_inputs", "part_name", "is_part_name", "list_parts", "sniff", "locate",
-    "CANONICAL_PART_NAME", "SideOutputs", "abort_live_targets",
+    "CANONICAL_PART_NAME", "NO_INPUT_ON_STDIN", "SideOutputs", "abort_live_targets",
     "scratch_dir", "make_scratch_dir", "before_removal", "remove_live_scratch", "sibling_name", "sweep",
     "DigestReader", "digest_problem", "Part", "open_dataset", "open_parquet", "read_part",
     "edge_keys",

@@ -48,6 +48,12 @@ STREAM_MAGIC = b"\xff\xff\xff\xff"
 # The part names sptool writes; other *.parquet names are read too (and validate warns).
 CANONICAL_PART_NAME = re.compile(r"^part-\d{6}(-[0-9a-f]+)?\.parquet$")
 
+# What a stage of a pipe reads when the stage before it failed: nothing at all.
+NO_INPUT_ON_STDIN = "no input on stdin: did the command before it fail?"
+
+PART_DIRECTORY = ("a part directory holds the parts of one tensor, part-000000.parquet, part-000001.parquet "
+                  "..., all with the same sptool metadata (as sptool writes for an output ending in /)")
+
 
 def part_name(i: int) -> str:
     """The name of part ``i`` of a directory written by sptool (matches CANONICAL_PART_NAME)."""
@@ -351,8 +357,16 @@ def open_dataset(path: str, read_parts=None) -> ParquetSource:
     if not names:
         raise FormatError("the directory holds no part-*.parquet files [E_NO_PARTS]", path=path)
     paths = [join_path(path, n) for n in names]
-    parts = read_parts(paths) if read_parts else [read_part(p) for p in paths]
-    src = ParquetSource(path, parts, dataset_meta(parts, path), "dir")
+    try:
+        parts = read_parts(paths) if read_parts else [read_part(p) for p in paths]
+        meta = dataset_meta(parts, path)
+    except FormatError as e:
+        if all(CANONICAL_PART_NAME.match(n) for n in names):
+            raise  # sptool's parts, damaged: the error says which and how
+        shown = ", ".join(names[:3]) + (", ..." if len(names) > 3 else "")
+        raise FormatError(f"not a part directory: its .parquet files ({shown}) are not the parts of one tensor "
+                          f"({e.message if e.path == path else e}); {PART_DIRECTORY}", path=path) from None
+    src = ParquetSource(path, parts, meta, "dir")
     if len(parts) == 1 and parts[0].stored is not None:
         src.stored_meta = parts[0].stored
     return src
@@ -491,6 +505,8 @@ def open_stream(path: str) -> StreamSource:
     try:
         reader = pa.ipc.open_stream(digest)
     except READ_ERRORS as e:
+        if path == "-" and digest.size == 0:
+            raise InputError(NO_INPUT_ON_STDIN) from None
         raise FormatError(f"not an Arrow IPC stream ({_short(e)}) [E_STREAM_NOT_ARROW]", path=name) from None
     md = reader.schema.metadata or {}
     raw = md.get(METADATA_KEY.encode())

@@ -35,6 +35,7 @@ from ..format import (
 )
 from ..io import (
     CANONICAL_PART_NAME,
+    NO_INPUT_ON_STDIN,
     READ_ERRORS,
     DamagedBatch,
     DigestReader,
@@ -750,7 +751,8 @@ class _Validator:
         try:
             reader = pa.ipc.open_stream(f)
         except READ_ERRORS as e:
-            add(Problem("E_STREAM_NOT_ARROW", f"not an Arrow IPC stream: {_short(e)}"))
+            empty = name == "-" and digest.size == 0
+            add(Problem("E_STREAM_NOT_ARROW", NO_INPUT_ON_STDIN if empty else f"not an Arrow IPC stream: {_short(e)}"))
             return
         raw = (reader.schema.metadata or {}).get(METADATA_KEY.encode())
         if raw is None:

@@ -418,7 +418,9 @@ def sorted_stream(batches: Iterable, meta: TensorMeta, order, *, budget: Budget,
         def run_keys():
             return None if pending_keys is None else np.concatenate(pending_keys)
 
+        total_rows = 0
         for batch, keys in pairs:
+            total_rows += batch.num_rows
             while batch.num_rows:
                 take_rows = min(batch.num_rows, rows_per_run - pending_rows)
                 pending.append(batch.slice(0, take_rows))
@@ -451,19 +453,20 @@ def sorted_stream(batches: Iterable, meta: TensorMeta, order, *, budget: Budget,
         # A merge round holds a slice of every run at once, so many runs are merged in a tree:
         # groups of fan_in runs into bigger runs, until one merge finishes the job.
         while len(runs) > ways:
+            bar = _phase(progress, f"merging {len(runs)} runs into {-(-len(runs) // ways)}", total_rows)
             merged_runs = []
             for g in range(0, len(runs), ways):
                 group = runs[g:g + ways]
                 if len(group) == 1:
                     merged_runs.append(group[0])
                     continue
-                merged_runs.append(store.spill_merged(
-                    merge_sorted([read_run(p, codec) for p in group], codec, rows=rows, budget=budget), codec))
+                merged_runs.append(store.spill_merged(_counted(
+                    merge_sorted([read_run(p, codec) for p in group], codec, rows=rows, budget=budget), bar), codec))
                 for run in group:
                     store.discard(run)
             runs = merged_runs
         merged = merge_sorted([read_run(p, codec) for p in runs], codec, rows=rows, budget=budget)
-        for payload, keys in merged:
+        for payload, keys in _counted(merged, _phase(progress, f"merging {len(runs)} sorted runs", total_rows)):
             yield from codec.batches(payload, keys, schema)
 
 
@@ -570,6 +573,21 @@ def sort_in_memory(held: deque, n: int, codec: KeyCodec, schema: pa.Schema, slic
 def _drained(held: deque):
     while held:
         yield held.popleft()
+
+
+def _phase(progress, label: str, total: int):
+    """The progress's own count for a merge pass (Job.phase), which would otherwise sit at 100 %
+    once every row has been read; None for a progress without phases."""
+    phase = getattr(progress, "phase", None)
+    return None if phase is None else phase(label, total)
+
+
+def _counted(pairs, bar):
+    """The (payload, keys) of a merge, passed on and counted on ``bar``."""
+    for payload, keys in pairs:
+        if bar is not None:
+            bar.advance(payload.num_rows)
+        yield payload, keys
 
 
 def _keyed(batches, meta: TensorMeta, keyed: bool, progress, path):
