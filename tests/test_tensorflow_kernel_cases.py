@@ -302,8 +302,14 @@ EXPAND_DIM1 = ([[0, 2], [0, 11], [1, 0], [1, 4], [1, 8], [1, 10], [1, 12], [2, 0
                 [2, 8]], [1, 1, 2, 1, 1, 1, 2, 3, 4, 2, 1, 0, 2], [3, 13])
 SOME_EMPTY = (np.array(IND_2x3x4) + [0, 7, 0], VAL_2x3x4, [2, 15, 4])
 
+SINGLE_AXIS_IGNORED = pytest.mark.xfail(
+    strict=True, reason="TensorFlow returns a single input unchanged whatever the axis (the test passes -2000 and "
+                        "2000); sptool refuses the out-of-range axis, a difference docs/tensorflow.md does not list")
+
 CONCAT_CASES = [
-    pytest.param([_c3x3], 1, False, ([[0, 2], [1, 0], [2, 0], [2, 2]], [1, 2, 3, 4], [3, 3]), id="testConcat1"),
+    *[pytest.param([_c3x3], a, False, ([[0, 2], [1, 0], [2, 0], [2, 2]], [1, 2, 3, 4], [3, 3]),
+                   id=f"testConcat1-axis{a}", marks=[SINGLE_AXIS_IGNORED] if abs(a) > 2 else [])
+      for a in (-2000, 1, 2000)],
     *[pytest.param([_c3x3, _c3x5], a, False, CONCAT2, id=f"testConcat2-axis{a}") for a in (-1, 1)],
     *[pytest.param([_c3x3, _c2x3], a, False, CONCAT_DIM0, id=f"testConcatDim0-axis{a}") for a in (-2, 0)],
     *[pytest.param([_c3x3, _c3x5, _c3x2], a, False, CONCAT3, id=f"testConcat3-axis{a}") for a in (-1, 1)],
@@ -534,15 +540,14 @@ def test_slice_refuses_negative_size():
     assert_refused(lambda: sptool.slice_(st([[0, 0]], [0], [1, 1]), start=[10, 10], size=[-100, 100]))
 
 
-def test_slice_huge_start_and_size_does_not_crash():
-    # SLICE::testLargeSize: TensorFlow asserts only that the op does not crash on a box whose end
-    # overflows int64; sptool either answers an empty slice or refuses the box cleanly.
-    try:
-        got = sptool.slice_(st([[0, 0]], [0], [1, 1]), start=[2 ** 62, -1], size=[2 ** 62, 2 ** 62])
-    except SptoolError as err:
-        assert "\n" not in str(err).strip()
-    else:
-        assert got.nnz == 0
+@pytest.mark.xfail(strict=True, reason="TensorFlow answers a slice with start [2^62, -1] (its test asserts only "
+                                       "that the op runs); sptool refuses 'start[1] = -1 must be >= 0', a difference "
+                                       "docs/tensorflow.md does not list")
+def test_slice_huge_start_and_size():
+    # SLICE::testLargeSize: a box whose end overflows int64 and whose start is -1 in dimension 1
+    # is evaluated without error; no entry of [[0, 0]] lies at row >= 2^62.
+    got = sptool.slice_(st([[0, 0]], [0], [1, 1]), start=[2 ** 62, -1], size=[2 ** 62, 2 ** 62])
+    assert got.nnz == 0
 
 
 def test_slice_refuses_values_count_mismatch():
@@ -1016,6 +1021,21 @@ def test_expand_dims(draw):
     t = st(np.array(np.where(before)).T, before[before != 0], before.shape)
     got = sptool.expand_dims(t, axis=axis)
     np.testing.assert_array_equal(dense_of(got), np.expand_dims(before, axis))
+
+
+@pytest.mark.parametrize("dense", [
+    pytest.param(np.reshape(np.arange(24, dtype=np.int64), (3, 4, 2)), id="testDenseFromConstantToSparse"),
+    pytest.param(np.array(list("ababa")), id="testConstantStringToSparse"),
+])
+def test_from_dense(dense, tmp_path):
+    # PYOPS::<id>: tf.sparse.from_dense keeps the cells that are not zero (or ""), row-major;
+    # sptool's counterpart is convert D.npy (TF_DOC, from_dense)
+    src, out = str(tmp_path / "d.npy"), str(tmp_path / "t.parquet")
+    np.save(src, dense)
+    sptool.convert(src, out)
+    nz = np.nonzero(dense)
+    assert_sparse(sptool.read(out), np.transpose(nz), dense[nz], dense.shape)
+    np.testing.assert_array_equal(np.asarray(sptool.todense(sptool.read(out))), dense)
 
 
 def test_todense_strings():
