@@ -43,6 +43,10 @@ LEGACY_KEYS = {"raw/X": "raw.X", "obsp/distances": "uns/neighbors/distances",
                "obsp/connectivities": "uns/neighbors/connectivities"}
 # Pointers read at once while blocks are cut: the most a window holds, in bytes.
 POINTER_WINDOW_BYTES = 8 << 20
+# The most entries a block holds by default, whatever --memory allows: HDF5 slices of more read
+# no faster, and a command holds about 100 bytes an entry of a block in its copies, so larger
+# blocks mostly raise the peak (docs/performance.md).  A reader may lift it (MatrixReader.block_entries).
+BLOCK_ENTRIES = 1 << 17
 
 
 def anndata_h5py(path: str | None = None):
@@ -365,6 +369,7 @@ class MatrixReader:
             self.file.close()
             raise
         self.unsorted = self.summed = 0
+        self.block_entries: int | None = BLOCK_ENTRIES  # None: blocks as large as the step asked
 
     def close(self):
         self.file.close()
@@ -436,11 +441,14 @@ class MatrixReader:
         """(keys, values) in blocks of about ``step`` entries (whole rows of a CSR matrix, whole
         columns of a CSC one, rows of a dense array); the meta's nnz is final after the last."""
         emitted = 0
-        blocks = self._dense_blocks(step) if self.matrix.layout == "dense" else self._sparse_blocks(step)
+        blocks = self._dense_blocks(self._capped(step)) if self.matrix.layout == "dense" else self._sparse_blocks(step)
         for keys, values in blocks:
             emitted += keys.shape[1]
             yield keys, values
         self.meta = self.meta.with_(nnz=emitted)
+
+    def _capped(self, step: int) -> int:
+        return step if self.block_entries is None else min(step, self.block_entries)
 
     def _dense_blocks(self, step: int):
         ds, shape = self.matrix.node, self.matrix.shape
@@ -456,12 +464,14 @@ class MatrixReader:
             yield keys, block[where].astype(self.dtype, copy=False)
 
     def _sparse_blocks(self, step: int):
-        """Whole major positions (rows of CSR, columns of CSC) of about ``step`` entries each, cut
-        through windows of indptr; a position of more than four steps' entries is read in slices
-        (its indices must then come sorted: sorting them would hold it whole)."""
+        """Whole major positions (rows of CSR, columns of CSC) of about ``step`` entries each (at
+        most ``block_entries``), cut through windows of indptr; a position of more than four
+        steps' entries is read in slices (its indices must then come sorted: sorting them would
+        hold it whole)."""
         m = self.matrix
         indptr = m.node["indptr"]
         major = m.shape[0] if m.layout == "csr" else m.shape[1]
+        whole, step = 4 * step, self._capped(step)
         window = max(step, 4096, 1)
         for w0 in range(0, major, window):
             w1 = min(w0 + window, major)
@@ -473,7 +483,7 @@ class MatrixReader:
             while i < w1 - w0:
                 j = int(np.searchsorted(ptr, ptr[i] + step, side="right")) - 1
                 j = min(max(j, i + 1), w1 - w0)
-                if j == i + 1 and ptr[j] - ptr[i] > 4 * step:
+                if j == i + 1 and ptr[j] - ptr[i] > whole:
                     yield from self._long_line(w0 + i, int(ptr[i]), int(ptr[j]), step)
                 else:
                     yield from self._block(w0 + i, ptr[i:j + 1])
