@@ -95,6 +95,17 @@ CHECKS_CODE = """
     run()
 """
 
+# --baseline DIR: each sptool row is followed by the same command run with the sptool of the checkout
+# DIR (its kernels built in place), in the same minutes: today's code against an earlier commit's.
+BASELINE = None
+BASELINE_CODE = """
+    import os, sys
+    os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")  # as sptool.cli.main does, before numpy loads
+    from sptool.__main__ import run  # the script's own set-up, as the sptool rows have it
+    sys.argv[0] = "sptool"
+    run()
+"""
+
 
 # ---------------------------------------------------------------------------------------------
 # Running one command
@@ -199,6 +210,12 @@ def python_tool(name: str, code: str, *args: str, outputs=()) -> Tool:
     return Tool(name, [sys.executable, "-c", textwrap.dedent(code), *args], list(outputs))
 
 
+def baseline_tool(tool: Tool, name: str = "sptool of --baseline") -> Tool:
+    """``tool`` (an sptool row) run with the sptool of the --baseline checkout instead."""
+    code = textwrap.dedent(BASELINE_CODE)
+    return Tool(name, ["env", f"PYTHONPATH={BASELINE}", sys.executable, "-c", code, *tool.argv[1:]], tool.outputs)
+
+
 def sptool_tool(*args: str, outputs=()) -> Tool:
     exe = os.path.join(os.path.dirname(sys.executable), "sptool")
     if not os.path.exists(exe):
@@ -218,6 +235,8 @@ class Benchmark:
     tools: Callable[[dict, str], list[Tool]]      # (paths, out dir) -> [sptool, peers...]
     skip: Callable[[], str | None] = lambda: None  # a reason to skip, or None
     check: Callable[[dict, str], str | None] | None = None  # after timing: a problem, or None
+    # after timing: notes computed from the rows (a per-entry time, a ratio of peak RSS), given the paths
+    report: Callable[[dict, list[dict]], list[str]] | None = None
 
 
 BENCHMARKS: dict[str, Benchmark] = {}
@@ -228,6 +247,12 @@ def register(b: Benchmark) -> Benchmark:
     return b
 
 
+def _distinct(a: np.ndarray) -> np.ndarray:
+    """np.unique(a) by a sort (numpy 2.4's np.unique took 5 s on 1M int64s where a sort takes 0.05 s)."""
+    a = np.sort(a)
+    return a[np.concatenate([[True], a[1:] != a[:-1]])] if len(a) else a
+
+
 def _canonical_coords(rng: np.random.Generator, shape, n: int) -> np.ndarray:
     """n distinct coordinates of ``shape`` in row-major order, as an (n, K) int64 array."""
     total = int(np.prod(shape))
@@ -235,9 +260,9 @@ def _canonical_coords(rng: np.random.Generator, shape, n: int) -> np.ndarray:
         raise ValueError(f"{n} coordinates are too many for shape {shape}")
     # Draws with replacement that leave about 2% more than n distinct values.
     draws = int(-total * np.log1p(-n / total) * 1.02) + 16
-    flat = np.unique(rng.integers(0, total, size=draws))
+    flat = _distinct(rng.integers(0, total, size=draws))
     while len(flat) < n:
-        flat = np.union1d(flat, rng.integers(0, total, size=n - len(flat) + 16))
+        flat = _distinct(np.concatenate([flat, rng.integers(0, total, size=n - len(flat) + 16)]))
     flat = np.sort(flat[rng.choice(len(flat), size=n, replace=False)])
     return np.stack(np.unravel_index(flat, shape), axis=1).astype(np.int64)
 
@@ -1545,6 +1570,8 @@ def run_benchmark(b: Benchmark, size: str, repeat: int) -> dict:
         first = tools[0]
         tools.insert(1, python_tool("sptool, one-thread Parquet writer (before)", ONE_WRITER_CODE,
                                     *first.argv[1:], outputs=first.outputs))
+    if BASELINE and tools[0].name == "sptool":
+        tools.insert(1, baseline_tool(tools[0]))
     if NO_CHECKS and tools[0].name == "sptool":
         first = tools[0]
         tools = [python_tool(f"sptool, read checks {state}", CHECKS_CODE, state, *first.argv[1:], outputs=first.outputs)
@@ -1605,6 +1632,8 @@ def run_benchmark(b: Benchmark, size: str, repeat: int) -> dict:
         if paths.get("bytes") and row["median"]:  # text formats: throughput of the text read or written
             row["mb_per_s"] = round(paths["bytes"] / 1e6 / row["median"], 1)
             notes.append(f"{row['tool']}: {row['mb_per_s']} MB/s of {paths.get('text', 'svmlight text')}")
+    if b.report is not None and not NO_CHECKS:
+        notes.extend(b.report(paths, rows))
     return {"benchmark": b.name, "description": b.description, "target": b.target, "params": paths,
             "tools": rows, "notes": notes}
 
@@ -1632,11 +1661,13 @@ CROSS_VOCAB = 1_000  # distinct strings of the string feature
 # product of ragged rows built pairwise with np.repeat, the vocabulary's Fingerprint64 computed
 # once per distinct string with sptool's plain-Python reference (1,000 strings: negligible).
 PEER_CROSS_NUMPY = """
-    import json, sys
+    import json, os, sys
     import numpy as np
     import pyarrow as pa
     import pyarrow.parquet as pq
-    from sptool._cross_reference import fingerprint64_bytes
+    import sptool
+    sys.path.insert(0, os.path.join(os.path.dirname(sptool.__file__), "..", "tests"))
+    from references.cross import fingerprint64_bytes  # the plain-Python oracle of the tests
     M = np.uint64(0xC6A4A7935BD1E995)
     S = np.uint64(47)
     def cat(a, b):
@@ -2096,6 +2127,24 @@ sys.path.insert(0, HERE)
 import cluster  # noqa: E402
 
 cluster.add_to(sys.modules[__name__])
+# AnnData .h5ad (issue 31) and tensors whose extents multiply past 2^63, with skewed indices (issue 30).
+import anndata_bench  # noqa: E402
+import skewed_bench  # noqa: E402
+import wide_bench  # noqa: E402
+
+anndata_bench.add_to(sys.modules[__name__])
+skewed_bench.add_to(sys.modules[__name__])
+wide_bench.add_to(sys.modules[__name__])
+
+
+def main_of(prefix: str, output: str, argv: list[str]) -> int:
+    """main() over the benchmarks whose names start with ``prefix`` (unless --only picks), results
+    to RESULTS/``output`` (unless --output says): a family module's own command line."""
+    if "--only" not in argv:
+        argv = [*argv, *(a for name in BENCHMARKS if name.startswith(prefix) for a in ("--only", name))]
+    if not any(a == "--output" or a.startswith("--output=") for a in argv):
+        argv = [*argv, "--output", os.path.join(RESULTS, output)]
+    return main(argv)
 
 
 def main(argv=None) -> int:
@@ -2111,8 +2160,15 @@ def main(argv=None) -> int:
                    help="also time each sptool command with the one-thread Parquet writer")
     p.add_argument("--no-checks", action="store_true",
                    help="time each sptool command against itself with the read checks off (no peers)")
+    p.add_argument("--baseline", metavar="DIR",
+                   help="also time each sptool command with the sptool of the checkout DIR (kernels built in place)")
     args = p.parse_args(argv)
-    global SHAPE_REORDER, SHAPE_3D, DATA_TAG, ONE_WRITER, NO_CHECKS
+    global SHAPE_REORDER, SHAPE_3D, DATA_TAG, ONE_WRITER, NO_CHECKS, BASELINE
+    BASELINE = os.path.abspath(args.baseline) if args.baseline else None
+    if BASELINE:
+        import compileall
+
+        compileall.compile_dir(os.path.join(BASELINE, "sptool"), quiet=1)
     ONE_WRITER = args.one_writer
     NO_CHECKS = args.no_checks
     if args.shape == "issue":

@@ -1,49 +1,48 @@
 """Per-entry time of reorder, add and reduce on tensors with FROSTT's extents, whose products pass
 2^63 - 1 (format 1.1: sort keys of 65 to 128 bits, two 64-bit words), beside the same work on
 the same tensors with every extent scaled down by one factor until the product fits in 64 bits.
+Registered into run.py's BENCHMARKS by ``add_to(run)``:
 
-    python benchmarks/wide_bench.py [--nnz 20000000] [--repeat 3] [--only reorder] [--tensor amazon-reviews]
+    python benchmarks/run.py --size large --only wide-reorder-amazon-reviews   # 20M entries a tensor
+    python benchmarks/wide_bench.py [run.py's options]                        # every wide-* benchmark
 
-The goal: at 20M entries, each wide command at most 1.5x the narrow one's time per entry.  Each
-command runs in a fresh process through run.py's launcher (wall time, CPU time and peak RSS of
-the command alone; start-up and imports included, as for a user), the pair side by side in the
-same minutes.  The commands are this checkout's: PYTHONPATH is set to it.  Data is generated
-once per size into benchmarks/data/wide-<nnz>/ (git-ignored); the results go to stdout and
-benchmarks/results/wide-latest.json.
+One benchmark per command, tensor and index distribution (wide-<command>-<tensor>, and -zipf for
+indices of Zipf's law along each dimension, skewed_bench.zipf_indices); its rows are the wide
+tensor and its <= 64-bit twin, run alternately, and the ratio column is narrow time / wide time.
+The goal: each wide command at most 1.5x the narrow one's time per entry (a note gives the
+per-entry figures: the two sides' entry counts differ slightly where repeats were dropped).
+With run.py's --baseline DIR, a third row runs the narrow side with the sptool of DIR (the
+<= 64-bit path as it was).  Data is generated once per size into benchmarks/data/<size>/.
 
-- reorder: uniformly random entries, unsorted, to row-major order;
+- reorder: random entries, unsorted, to row-major order;
 - add: two canonical tensors of distinct random coordinates;
 - reduce: --op sum --axis 1 of the first of them.
 """
 
 from __future__ import annotations
 
-import argparse
-import json
 import math
 import os
-import statistics
 import sys
-import time
 import zlib
 
 import numpy as np
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-ROOT = os.path.dirname(HERE)
-sys.path.insert(0, HERE)
-import run  # noqa: E402  (run.py's launcher, tools and machine description)
+from skewed_bench import zipf_coords  # noqa: E402  (benchmarks/ is on the path: run.py's directory)
 
-# FROSTT's published extents (frostt.io) of tensors whose products pass 2^63 - 1, of 3, 4 and 5 dimensions.
+# FROSTT's published extents (frostt.io) of tensors whose products pass 2^63 - 1.
 FROSTT = {
     "amazon-reviews": (4_821_207, 1_774_269, 1_805_187),
-    "nell-1": (2_902_330, 2_143_368, 25_495_389),
     "delicious": (532_924, 17_262_471, 2_480_308, 1_443),
-    "lbnl-network": (1_605, 4_198, 1_631, 4_209, 868_131),
+    "nell-1": (2_902_330, 2_143_368, 25_495_389),
 }
 COMMANDS = ("reorder", "add", "reduce")
+DISTRIBUTIONS = ("uniform", "zipf")
 SEED = 2024
 CHUNK = 1 << 21
+# Entries per tensor at each of run.py's sizes (the issue's 20M at --size large).
+NNZ = {"small": 1_000_000, "medium": 5_000_000, "large": 20_000_000}
 
 
 def narrow_shape(shape) -> tuple:
@@ -57,7 +56,9 @@ def narrow_shape(shape) -> tuple:
         factor *= 1.01
 
 
-def _coords(rng, shape, n) -> np.ndarray:
+def _coords(rng, shape, n, dist) -> np.ndarray:
+    if dist == "zipf":
+        return zipf_coords(rng, shape, n)
     return np.stack([rng.integers(0, s, n) for s in shape]).astype(np.int64)
 
 
@@ -73,15 +74,15 @@ def _write(path: str, shape, chunks, *, canonical: bool):
             sink.write(keys, values)
 
 
-def _random(rng, shape, n):
+def _random(rng, shape, n, dist):
     for start in range(0, n, CHUNK):
         m = min(CHUNK, n - start)
-        yield _coords(rng, shape, m), rng.standard_normal(m)
+        yield _coords(rng, shape, m, dist), rng.standard_normal(m)
 
 
-def _canonical(rng, shape, n):
+def _canonical(rng, shape, n, dist):
     """About n distinct coordinates in row-major order (draws with repeats, sorted, repeats dropped)."""
-    keys = _coords(rng, shape, n)
+    keys = _coords(rng, shape, n, dist)
     keys = keys[:, np.lexsort(keys[::-1])]
     fresh = np.ones(n, dtype=bool)
     fresh[1:] = (np.diff(keys, axis=1) != 0).any(axis=0)
@@ -91,97 +92,101 @@ def _canonical(rng, shape, n):
         yield keys[:, start:start + CHUNK], values[start:start + CHUNK]
 
 
-def prepare(data: str, name: str, kind: str, shape, nnz: int) -> dict:
-    """The input files of one tensor (``kind`` "wide" or "narrow"): unsorted, and two canonical."""
-    paths = {c: os.path.join(data, f"{name}-{kind}-{c}.parquet") for c in ("unsorted", "a", "b")}
-    rng = np.random.default_rng(SEED + zlib.crc32(f"{name}-{kind}".encode()))
-    if not os.path.exists(paths["unsorted"]):
-        _write(paths["unsorted"], shape, _random(rng, shape, nnz), canonical=False)
-    for c in ("a", "b"):
-        if not os.path.exists(paths[c]):
-            _write(paths[c], shape, _canonical(rng, shape, nnz), canonical=True)
-    return paths
+def _file(data: str, name: str, kind: str, dist: str, nnz: int, which: str, shape) -> str:
+    """The input ``which`` ("unsorted", "a" or "b") of one tensor, made on first use."""
+    tag = f"{name}-{kind}" + ("" if dist == "uniform" else f"-{dist}")
+    path = os.path.join(data, f"wide-{tag}-{nnz}-{which}.parquet")
+    if not os.path.exists(path):
+        rng = np.random.default_rng(SEED + zlib.crc32(f"{tag}-{which}".encode()))
+        chunks = _random(rng, shape, nnz, dist) if which == "unsorted" else _canonical(rng, shape, nnz, dist)
+        _write(path, shape, chunks, canonical=which != "unsorted")
+    return path
 
 
-def tools(paths: dict, out: str) -> dict:
-    o = {c: os.path.join(out, f"{c}.parquet") for c in COMMANDS}
-    return {
-        "reorder": run.sptool_tool("reorder", paths["unsorted"], "-o", o["reorder"], outputs=[o["reorder"]]),
-        "add": run.sptool_tool("add", paths["a"], paths["b"], "-o", o["add"], outputs=[o["add"]]),
-        "reduce": run.sptool_tool("reduce", paths["a"], "--op", "sum", "--axis", "1", "-o", o["reduce"],
-                                  outputs=[o["reduce"]]),
-    }
-
-
-def rows_of(paths: dict, command: str) -> int:
+def _rows(path: str) -> int:
     import pyarrow.parquet as pq
 
-    files = [paths["unsorted"]] if command == "reorder" else [paths["a"], paths["b"]] if command == "add" \
-        else [paths["a"]]
-    return sum(pq.read_metadata(f).num_rows for f in files)
+    return pq.read_metadata(path).num_rows
 
 
-def measure(pairs: dict, command: str, repeat: int) -> dict:
-    """Median wall and CPU seconds per entry of ``command`` on each side, the two run alternately."""
-    times: dict = {kind: [] for kind in pairs}
-    for _ in range(repeat):
-        for kind, (paths, out) in pairs.items():
-            r = run.run_once(tools(paths, out)[command])
-            if r.returncode != 0:
-                raise RuntimeError(f"{command} on the {kind} tensor failed: {r.stderr}")
-            times[kind].append((r.seconds, r.cpu, r.max_rss))
-    result = {}
-    for kind, (paths, _) in pairs.items():
-        n = rows_of(paths, command)
-        wall = statistics.median(t[0] for t in times[kind])
-        cpu = statistics.median(t[1] for t in times[kind])
-        result[kind] = {"rows": n, "seconds": wall, "cpu": cpu, "ns_per_entry": wall / n * 1e9,
-                        "cpu_ns_per_entry": cpu / n * 1e9, "max_rss": max(t[2] for t in times[kind])}
-    result["ratio"] = result["wide"]["ns_per_entry"] / result["narrow"]["ns_per_entry"]
-    result["cpu_ratio"] = result["wide"]["cpu_ns_per_entry"] / result["narrow"]["cpu_ns_per_entry"]
-    return result
+def add_to(run):
+    """Register the wide-* benchmarks in the run module ``run``."""
+    for size, nnz in NNZ.items():
+        run.SIZES[size]["wide_nnz"] = nnz
+    names = []
 
+    def inputs(command):
+        return ("unsorted",) if command == "reorder" else ("a", "b") if command == "add" else ("a",)
 
-def main(argv=None) -> int:
-    p = argparse.ArgumentParser(description="Wide (FROSTT-extent) against narrow tensors: time per entry.")
-    p.add_argument("--nnz", type=int, default=20_000_000, help="entries per tensor [20000000]")
-    p.add_argument("--repeat", type=int, default=3, help="runs per command and side; the median counts [3]")
-    p.add_argument("--only", action="append", choices=COMMANDS, help="this command only (repeatable)")
-    p.add_argument("--tensor", action="append", choices=list(FROSTT), help="this tensor only (repeatable)")
-    p.add_argument("--output", default=os.path.join(run.RESULTS, "wide-latest.json"))
-    args = p.parse_args(argv)
-    os.environ["PYTHONPATH"] = ROOT + (os.pathsep + os.environ["PYTHONPATH"] if os.environ.get("PYTHONPATH") else "")
-    sys.path.insert(0, ROOT)
-    run.byte_compile_sptool()
-    data = os.path.join(run.DATA, f"wide-{args.nnz}")
-    results = []
-    started = time.time()
-    for name in args.tensor or ["amazon-reviews", "delicious"]:
+    def command_args(command, paths, out):
+        if command == "reorder":
+            return ["reorder", paths[0], "-o", out]
+        if command == "add":
+            return ["add", paths[0], paths[1], "-o", out]
+        return ["reduce", paths[0], "--op", "sum", "--axis", "1", "-o", out]
+
+    def register(command, name, dist):
         wide = FROSTT[name]
-        pairs = {}
-        for kind, shape in (("wide", wide), ("narrow", narrow_shape(wide))):
-            out = os.path.join(data, "out", kind)
-            os.makedirs(out, exist_ok=True)
-            t0 = time.perf_counter()
-            pairs[kind] = (prepare(data, name, kind, shape, args.nnz), out)
-            print(f"{name} {kind} {list(shape)}: data ready in {time.perf_counter() - t0:.1f} s", flush=True)
-        for command in args.only or COMMANDS:
-            r = measure(pairs, command, args.repeat)
-            results.append({"tensor": name, "command": command, "wide_shape": list(wide),
-                            "narrow_shape": list(narrow_shape(wide)), **r})
-            w, n = r["wide"], r["narrow"]
-            print(f"{name:15} {command:8} wide {w['ns_per_entry']:7.1f} ns/entry ({w['cpu_ns_per_entry']:6.1f} CPU), "
-                  f"narrow {n['ns_per_entry']:7.1f} ({n['cpu_ns_per_entry']:6.1f} CPU): ratio {r['ratio']:.2f} "
-                  f"(CPU {r['cpu_ratio']:.2f}); peak RSS {w['max_rss'] / 2**20:.0f} / {n['max_rss'] / 2**20:.0f} MiB",
-                  flush=True)
-    os.makedirs(os.path.dirname(os.path.abspath(args.output)), exist_ok=True)
-    with open(args.output, "w") as f:
-        json.dump({"nnz": args.nnz, "repeat": args.repeat, "elapsed_seconds": round(time.time() - started, 1),
-                   "machine": run.machine(), "results": results}, f, indent=2)
-        f.write("\n")
-    print(f"results written to {os.path.relpath(args.output)}")
-    return 1 if any(r["ratio"] > 1.5 for r in results) else 0
+        shapes = {"wide": wide, "narrow": narrow_shape(wide)}
+
+        def prepare(data, params):
+            nnz = params["wide_nnz"]
+            paths = {}
+            for kind, shape in shapes.items():
+                files = [_file(data, name, kind, dist, nnz, which, shape) for which in inputs(command)]
+                paths[kind] = files
+                paths[f"{kind}_rows"] = sum(_rows(f) for f in files)
+            return paths
+
+        def tools(paths, out):
+            rows = []
+            for kind in shapes:
+                o = os.path.join(out, f"wide-{command}-{kind}.parquet")
+                tool = run.sptool_tool(*command_args(command, paths[kind], o), outputs=[o])
+                tool.name = f"sptool, {'FROSTT extents' if kind == 'wide' else '<= 64-bit twin'}"
+                rows.append(tool)
+            if run.BASELINE:
+                o = os.path.join(out, f"wide-{command}-baseline.parquet")
+                rows.append(run.baseline_tool(run.sptool_tool(*command_args(command, paths["narrow"], o), outputs=[o]),
+                                              "sptool of --baseline, <= 64-bit twin"))
+            return rows
+
+        def report(paths, rows):
+            per = {}
+            for row, kind in zip(rows, ("wide", "narrow", "narrow")):
+                if row["median"]:
+                    n = paths[f"{kind}_rows"]
+                    per[row["tool"]] = (row["median"] / n * 1e9, row["cpu_median"] / n * 1e9)
+            notes = ["ns per entry (wall / CPU): " + "; ".join(f"{t} {w:.1f} / {c:.1f}" for t, (w, c) in per.items())]
+            wide_row, narrow_row = rows[0]["tool"], rows[1]["tool"]
+            if wide_row in per and narrow_row in per:
+                notes.append(f"wide / narrow per entry: {per[wide_row][0] / per[narrow_row][0]:.2f}x wall, "
+                             f"{per[wide_row][1] / per[narrow_row][1]:.2f}x CPU (goal <= 1.5x); peak RSS "
+                             f"{rows[0]['max_rss'] / 2**20:.0f} / {rows[1]['max_rss'] / 2**20:.0f} MiB")
+            if len(rows) > 2 and rows[2]["median"] and narrow_row in per:
+                now, before = per[narrow_row], per[rows[2]["tool"]]
+                notes.append(f"narrow now / baseline per entry: {now[0] / before[0]:.2f}x wall, "
+                             f"{now[1] / before[1]:.2f}x CPU")
+            return notes
+
+        bench = f"wide-{command}-{name}" + ("" if dist == "uniform" else f"-{dist}")
+        run.register(run.Benchmark(
+            bench, f"{command} on {name}'s extents {' x '.join(f'{s:,}' for s in wide)} ({dist} indices) beside "
+            f"its <= 64-bit twin {' x '.join(f'{s:,}' for s in shapes['narrow'])}",
+            "wide at most 1.5x the narrow time per entry (ratio >= 0.67; see the note's per-entry figure)",
+            prepare, tools, report=report,
+        ))
+        names.append(bench)
+
+    for dist in DISTRIBUTIONS:
+        for name in FROSTT:
+            for command in COMMANDS:
+                register(command, name, dist)
+    return names
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.path.insert(0, HERE)
+    import run  # registers the wide-* benchmarks through its own import of this module
+
+    sys.exit(run.main_of("wide-", "wide.json", sys.argv[1:]))
