@@ -3,7 +3,7 @@
 """Compiled read checks: the order of packed sort codes, and the walk of a Parquet footer.
 
 Arrays (or bytes) in, arrays out, the GIL released in the loops.  Their plain Python
-equivalents, the test oracles, are sptool/_checks_reference.py.
+equivalents, the test oracles, are tests/references/checks.py.
 """
 
 from libc.stdint cimport int64_t, uint8_t, uint64_t

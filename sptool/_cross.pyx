@@ -14,7 +14,7 @@ farmhashna::Hash64, google/farmhash src/farmhash.cc), an int64 feature is its ow
 a cross chains FingerprintCat64 (tensorflow/core/platform/fingerprint.h) from hash_key over the
 inputs in order, then takes the result modulo num_buckets (modulo 2**63 - 1 with no buckets).
 
-sptool/_cross_reference.py holds the plain-Python equivalent of each function (the test oracle).
+tests/references/cross.py holds the plain-Python equivalent of each function (the test oracle).
 """
 
 from libc.stdint cimport int32_t, int64_t, uint8_t, uint64_t

@@ -12,7 +12,7 @@ too: Linux's fault-around), and dirty pages of a shared file map stay dirty in t
 when dropped, so the map's pages in RSS stay within about ``release`` plus a fault-around.
 Done in the loop rather than between Python calls of a few rows each: 1,500 calls of 64 rows
 took about 0.1 s of a 100k-row update more than one call (measured).
-sptool/_journal_reference.py holds the NumPy equivalents, the test oracle.
+tests/references/journal.py holds the NumPy equivalents, the test oracle.
 """
 
 from libc.stdint cimport int64_t, uintptr_t

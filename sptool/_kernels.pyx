@@ -5,7 +5,7 @@
 
 Index data arrives as a (K, n) int64 array: one row per sparse dimension, which is how the
 columns come off a Parquet file (the caller stacks them, or passes a transposed view of an
-(n, K) SparseTensor.indices).  sptool/_reference.py holds the NumPy equivalent of each
+(n, K) SparseTensor.indices).  tests/references/kernels.py holds the NumPy equivalent of each
 function, used as the test oracle.
 """
 

@@ -12,7 +12,7 @@
 - ``sampled_dot``: the dot products of chosen rows of two row-major matrices (sampled matmul, SDDMM).
 
 Every row, column and offset a kernel indexes by is checked first (IndexError or ValueError), though the
-callers check the entries against the shapes already.  sptool/_linalg_reference.py holds the NumPy
+callers check the entries against the shapes already.  tests/references/linalg.py holds the NumPy
 equivalent of each function, used as the test oracle (tests/test_linalg_kernels.py).
 """
 

@@ -14,7 +14,7 @@ measured).  Arithmetic is in the table's type
 scalars (lr, the bias-corrected step size) arrive as doubles and are rounded to it once.
 Each element is read (from ``old``, ``old_*``) before it is written, so a block may be updated
 in place: ``old`` the same (n, m) array as ``table`` with rows = 0 .. n-1 (sptool apply's
-buffers).  sptool/_optim_reference.py holds the NumPy equivalent of each function, the test oracle.
+buffers).  tests/references/optim.py holds the NumPy equivalent of each function, the test oracle.
 """
 
 from libc.math cimport sqrt, sqrtf

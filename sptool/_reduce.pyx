@@ -8,7 +8,7 @@ Two ways to find a row's group:
   ``scatter_*``, with ``counts`` saying how many rows reached each cell (0: untouched).
 
 Values arrive as an (n, m) C-contiguous array: one row per stored entry, m elements per dense
-block (m = 1 for scalar values).  sptool/_reduce_reference.py holds the NumPy equivalent of
+block (m = 1 for scalar values).  tests/references/reduce.py holds the NumPy equivalent of
 each function, used as the test oracle.
 """
 

@@ -23,7 +23,7 @@ repeated scalars are read packed or not, and unknown fields are skipped.
 CRC-32C is computed here (slicing-by-8 tables) rather than taken from a package, because
 sptool's runtime dependencies are click, numpy, pyarrow and rich only, and neither the
 standard library nor pyarrow exposes CRC-32C; the tests check it against the crc32c
-package.  sptool/_tfrecord_reference.py holds the plain-Python equivalent of every
+package.  tests/references/tfrecord.py holds the plain-Python equivalent of every
 function here, used as the test oracle.
 """
 

@@ -13,7 +13,7 @@ matter; these kernels do the hot work: packing, unpacking, a stable radix sort, 
 the counting sort's scatter by the keys' top bits, and add's fused merge join.
 
 A field at bit offset s (0..127) of width w lies in the low word when s + w <= 64, in the high
-word when s >= 64, and across both otherwise.  sptool/_widekeys_reference.py holds the NumPy
+word when s >= 64, and across both otherwise.  tests/references/widekeys.py holds the NumPy
 (Python integer) equivalent of each function, used as the test oracle.
 """
 

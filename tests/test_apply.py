@@ -23,9 +23,12 @@ import pytest
 from click.testing import CliRunner
 from command_examples import env_with_sptool
 from pty_terminal import BAR_GLYPH, cursor_restored, run_in_terminal
+from references import journal as journal_reference
+from references import optim as optim_reference
+from references import tfrecord as tfrecord_reference
 
 import sptool
-from sptool import SparseTensor, _journal, _journal_reference, _optim, _optim_reference
+from sptool import SparseTensor, _journal, _optim
 from sptool.cli import cli
 
 LR, EPS = {"sgd": 0.1, "adagrad": 0.05, "adam": 0.01}, {"adagrad": 1e-7, "adam": 1e-8}
@@ -195,7 +198,7 @@ def test_float32_gradient_onto_float64_table_and_vector_table(tmp_path):
 
 def test_row_copies_match_their_numpy_reference(tmp_path):
     """The journal's compiled row copies (sptool/_journal.pyx) against NumPy indexing
-    (_journal_reference.py), on a shared file map that gives its pages back as the copy passes
+    (journal_reference.py), on a shared file map that gives its pages back as the copy passes
     them (the file must still hold every row written) and on plain arrays."""
     rng = np.random.default_rng(5)
     N, m = 5000, 24
@@ -206,19 +209,19 @@ def test_row_copies_match_their_numpy_reference(tmp_path):
     view = mapped.view(np.uint8)
     got, want = np.empty((len(rows), m * 4), np.uint8), np.empty((len(rows), m * 4), np.uint8)
     _journal.gather_rows(view, rows, got, 4096)
-    _journal_reference.gather_rows(data.view(np.uint8), rows, want)
+    journal_reference.gather_rows(data.view(np.uint8), rows, want)
     np.testing.assert_array_equal(got, want)
     np.testing.assert_array_equal(got.view(np.float32), data[rows])
     new = rng.standard_normal((len(rows), m)).astype(np.float32)
     _journal.scatter_rows(view, rows, new.view(np.uint8), 4096)
     expect = data.copy()
-    _journal_reference.scatter_rows(expect, rows, new)
+    journal_reference.scatter_rows(expect, rows, new)
     del view, mapped
     np.testing.assert_array_equal(np.load(tmp_path / "a.npy"), expect)  # read back from the file, not the map
     plain = data.copy()
     _journal.scatter_rows(plain.view(np.uint8), rows, new.view(np.uint8))
     np.testing.assert_array_equal(plain, expect)
-    for fn in (_journal.gather_rows, _journal_reference.gather_rows):
+    for fn in (_journal.gather_rows, journal_reference.gather_rows):
         with pytest.raises(ValueError):
             fn(data.view(np.uint8), rows[::-1].copy(), want)  # unsorted
         with pytest.raises(ValueError):
@@ -239,7 +242,7 @@ def test_kernels_match_their_numpy_reference(dtype):
         b = [x.copy() for x in a]
         old = [x[rows] for x in a]
         getattr(_optim, name)(*a, rows, grad, *old, *scalars)
-        getattr(_optim_reference, name)(*b, rows, grad, *old, *scalars)
+        getattr(optim_reference, name)(*b, rows, grad, *old, *scalars)
         for x, y in zip(a, b):
             np.testing.assert_allclose(x, y, rtol=1e-6 if dtype == np.float32 else 1e-14, err_msg=name)
         assert not np.array_equal(a[0], base), name
@@ -713,7 +716,7 @@ def test_docs_row_sparse_tour(tmp_path):
 def test_row_piece_checksums_match_google_crc32c_and_their_reference():
     import google_crc32c
 
-    from sptool import _tfrecord, _tfrecord_reference
+    from sptool import _tfrecord
 
     rng = np.random.default_rng(31)
     for width, piece, start in [(40, 64, 128), (256, 4096, 128), (9000, 4096, 80), (8, 8, 0)]:
@@ -729,12 +732,12 @@ def test_row_piece_checksums_match_google_crc32c_and_their_reference():
             for j, (a, b) in enumerate(zip(cuts[:-1], cuts[1:])):
                 want[i, j] = google_crc32c.value(old[i, a - first:b - first].tobytes())
         assert np.array_equal(got, want), (width, piece)
-        assert np.array_equal(_tfrecord_reference.crc32c_pieces(old, ids, start, piece, pieces), want)
+        assert np.array_equal(tfrecord_reference.crc32c_pieces(old, ids, start, piece, pieces), want)
         new = rng.integers(0, 256, (60, width), dtype=np.uint8)
         # A mix of old and new, cut where a page of the file ends (a torn writeback): matched.
         page_of = (start + ids[:, None] * width + np.arange(width)) // piece
         cur = np.where(page_of % 2 == 1, new, old)
-        for fn in (_tfrecord.first_unmatched_row, _tfrecord_reference.first_unmatched_row):
+        for fn in (_tfrecord.first_unmatched_row, tfrecord_reference.first_unmatched_row):
             assert fn(cur, new, want, ids, start, piece) == -1
             bad = cur.copy()
             bad[17, width // 2] ^= 0x40  # a byte neither old nor new

@@ -1,5 +1,5 @@
 """The compiled read checks (sptool/_checks.pyx) against their plain Python references
-(sptool/_checks_reference.py), and the footer walk against pyarrow's own reading of the footer."""
+(tests/references/checks.py), and the footer walk against pyarrow's own reading of the footer."""
 
 from __future__ import annotations
 
@@ -7,11 +7,11 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
+from references import checks as ref
 from sptool._kernels import OUT_OF_ORDER, REPEATED
 
 import sptool
 from sptool import _checks
-from sptool import _checks_reference as ref
 from sptool.io._footer import PHYSICAL, read_footer
 
 # -- codes_order_violation ---------------------------------------------------------------------

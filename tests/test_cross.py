@@ -11,9 +11,9 @@ import numpy as np
 import pytest
 from click.testing import CliRunner
 from conftest import small_runs
+from references import cross as ref
 
 import sptool
-from sptool import _cross_reference as ref
 from sptool.cli import cli
 from sptool.errors import ShapeMismatch, UsageError
 

@@ -1,5 +1,5 @@
 """The compiled cross kernels (sptool/_cross.pyx) against FarmHash's own published test vectors and
-against their plain-Python reference (sptool/_cross_reference.py)."""
+against their plain-Python reference (tests/references/cross.py)."""
 
 from __future__ import annotations
 
@@ -9,9 +9,9 @@ import os
 import numpy as np
 import pyarrow as pa
 import pytest
+from references import cross as ref
 
 from sptool import _cross
-from sptool import _cross_reference as ref
 
 DATA = os.path.join(os.path.dirname(os.path.abspath(__file__)), "data", "farmhash")
 

@@ -6,9 +6,10 @@ import importlib.machinery
 
 import numpy as np
 import pytest
+from references import kernels as kernels_reference
 
 import sptool
-from sptool import _kernels, _reference
+from sptool import _kernels
 
 
 def test_compiled_kernels_are_loaded_and_used():
@@ -33,7 +34,7 @@ def test_first_out_of_bounds(seed):
     K, n = rng.integers(1, 4), rng.integers(0, 50)
     keys = rng.integers(-2, 8, size=(K, n)).astype(np.int64)
     shape = rng.integers(1, 8, size=K).astype(np.int64)
-    assert _kernels.first_out_of_bounds(keys, shape) == _reference.first_out_of_bounds(keys, shape)
+    assert _kernels.first_out_of_bounds(keys, shape) == kernels_reference.first_out_of_bounds(keys, shape)
 
 
 @pytest.mark.parametrize("seed", range(40))
@@ -48,7 +49,7 @@ def test_first_order_violation(seed):
     prev = _keys(rng, K, 1, hi=3) if seed % 3 == 0 else None
     for repeats in (False, True):
         got = _kernels.first_order_violation(keys, order, repeats, prev)
-        assert got == _reference.first_order_violation(keys, order, repeats, prev)
+        assert got == kernels_reference.first_order_violation(keys, order, repeats, prev)
 
 
 def test_first_order_violation_on_transposed_view():
@@ -68,7 +69,7 @@ def test_scatter_add(dtype, m, rng):
     got = np.zeros((cells, m), dtype=dtype)
     want = np.zeros((cells, m), dtype=dtype)
     _kernels.scatter_add(offsets, vals, got)
-    _reference.scatter_add(offsets, vals, want)
+    kernels_reference.scatter_add(offsets, vals, want)
     np.testing.assert_array_equal(got, want)
 
 
@@ -77,7 +78,7 @@ def test_scatter_or(rng):
     vals = (rng.random((50, 2)) < 0.3).astype(np.uint8)
     got, want = np.zeros((9, 2), np.uint8), np.zeros((9, 2), np.uint8)
     _kernels.scatter_or(offsets, vals, got)
-    _reference.scatter_or(offsets, vals, want)
+    kernels_reference.scatter_or(offsets, vals, want)
     np.testing.assert_array_equal(got, want)
 
 
@@ -86,10 +87,10 @@ def test_linear_offsets_and_minmax(rng):
     keys = (rng.random((3, 100)) * shape[:, None]).astype(np.int64)
     got, want = np.empty(100, np.int64), np.empty(100, np.int64)
     _kernels.linear_offsets(keys, shape, got)
-    _reference.linear_offsets(keys, shape, want)
+    kernels_reference.linear_offsets(keys, shape, want)
     np.testing.assert_array_equal(got, want)
     col = rng.integers(-1000, 1000, size=77).astype(np.int64)
-    assert _kernels.column_minmax(col) == _reference.column_minmax(col)
+    assert _kernels.column_minmax(col) == kernels_reference.column_minmax(col)
     with pytest.raises(ValueError):
         _kernels.column_minmax(np.empty(0, np.int64))
 
@@ -103,12 +104,12 @@ def test_column_kernels_match_the_array_kernels(seed):
         keys = keys[:, np.lexsort(keys[::-1])].copy()
     cols = [keys[k].copy() for k in range(K)]  # separate buffers, as a record batch has
     shape = rng.integers(1, 5, size=K).astype(np.int64)
-    assert _kernels.columns_out_of_bounds(cols, shape) == _reference.first_out_of_bounds(keys, shape)
+    assert _kernels.columns_out_of_bounds(cols, shape) == kernels_reference.first_out_of_bounds(keys, shape)
     order = rng.permutation(K)[: rng.integers(0, K + 1)].astype(np.int64)
     prev = rng.integers(0, 4, size=K).astype(np.int64) if seed % 3 == 0 else None
     for repeats in (False, True):
         got = _kernels.columns_order_violation(cols, order, repeats, prev)
-        want = _reference.first_order_violation(keys, order, repeats, None if prev is None else prev[:, None])
+        want = kernels_reference.first_order_violation(keys, order, repeats, None if prev is None else prev[:, None])
         assert got == want
     assert _kernels.columns_max(cols) == keys.max(axis=1).tolist()
     with pytest.raises(ValueError):
@@ -128,8 +129,8 @@ def test_columns_scan_is_the_separate_kernels_fused(seed):
     prev = rng.integers(0, 4, size=K).astype(np.int64) if seed % 3 == 0 else None
     for repeats in (False, True):
         oob_row, oob_dim, row, kind, mins, maxs = _kernels.columns_scan(cols, shape, order, repeats, prev)
-        assert (oob_row, oob_dim) == _reference.first_out_of_bounds(keys, shape)
-        want = _reference.first_order_violation(keys, order, repeats, None if prev is None else prev[:, None])
+        assert (oob_row, oob_dim) == kernels_reference.first_out_of_bounds(keys, shape)
+        want = kernels_reference.first_order_violation(keys, order, repeats, None if prev is None else prev[:, None])
         assert (row, kind) == want
         assert mins == keys.min(axis=1).tolist() and maxs == keys.max(axis=1).tolist()
 
@@ -147,11 +148,11 @@ def test_pack_unpack_keys(seed):
     shifts = np.array([int(w[j + 1:].sum()) if w[j] else 0 for j in range(K)], np.int64)
     got, want = np.empty(n, np.uint64), np.empty(n, np.uint64)
     _kernels.pack_keys(keys, order, shifts, w, got)
-    _reference.pack_keys(keys, order, shifts, want)
+    kernels_reference.pack_keys(keys, order, shifts, want)
     np.testing.assert_array_equal(got, want)
     back, back_ref = np.empty((K, n), np.int64), np.empty((K, n), np.int64)
     _kernels.unpack_keys(got, order, shifts, w, back)
-    _reference.unpack_keys(got, order, shifts, w, back_ref)
+    kernels_reference.unpack_keys(got, order, shifts, w, back_ref)
     np.testing.assert_array_equal(back, back_ref)
     np.testing.assert_array_equal(back, keys)
 
@@ -162,7 +163,7 @@ def test_radix_argsort_is_a_stable_sort(rng, hi):
     perm, out = np.empty(5000, np.int64), np.empty(5000, np.uint64)
     want_perm, want = np.empty(5000, np.int64), np.empty(5000, np.uint64)
     _kernels.radix_argsort(keys, perm, out)
-    _reference.radix_argsort(keys, want_perm, want)
+    kernels_reference.radix_argsort(keys, want_perm, want)
     np.testing.assert_array_equal(perm, want_perm)
     np.testing.assert_array_equal(out, want)
 
@@ -184,7 +185,7 @@ def test_merge_runs_is_a_stable_merge(seed):
     got = [np.zeros(n + start, np.uint64), np.full(n + start, -1, np.int64)]
     want = [a.copy() for a in got]
     _kernels.merge_runs(keys, lo, hi_, *got, start)
-    _reference.merge_runs(keys, lo, hi_, *want, start)
+    kernels_reference.merge_runs(keys, lo, hi_, *want, start)
     np.testing.assert_array_equal(got[0], want[0])
     np.testing.assert_array_equal(got[1], want[1])
     with pytest.raises(ValueError):
@@ -238,7 +239,7 @@ def test_bucket_counts_and_scatter_rows_against_the_reference(seed):
     counts, want_counts = np.zeros(1 << bucket_bits, np.int64), np.zeros(1 << bucket_bits, np.int64)
     for k in batches:
         _kernels.bucket_counts(k, shift, counts)
-        _reference.bucket_counts(k, shift, want_counts)
+        kernels_reference.bucket_counts(k, shift, want_counts)
     np.testing.assert_array_equal(counts, want_counts)
     n = int(counts.sum())
     pos_bits = max(n - 1, 1).bit_length() + seed % 2  # room for every position, or one bit more
@@ -249,7 +250,7 @@ def test_bucket_counts_and_scatter_rows_against_the_reference(seed):
     nxt, want_nxt = np.cumsum(counts) - counts, np.cumsum(counts) - counts
     for k, v in zip(batches, values):
         _kernels.scatter_rows(k, v.view(words), shift, pos_bits, nxt, got, got_values.view(words))
-        _reference.scatter_rows(k, v, shift, pos_bits, want_nxt, want, want_values)
+        kernels_reference.scatter_rows(k, v, shift, pos_bits, want_nxt, want, want_values)
     np.testing.assert_array_equal(got, want)
     np.testing.assert_array_equal(got_values.view(words), want_values.view(words))
     np.testing.assert_array_equal(nxt, np.cumsum(counts))

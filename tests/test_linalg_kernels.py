@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from references import linalg as linalg_reference
 
-from sptool import _linalg, _linalg_reference
+from sptool import _linalg
 from sptool.stream.sort import KeyCodec
 
 VALUE_TYPES = ["float64", "float32", "int64", "int32", "complex128", "complex64"]
@@ -30,7 +31,7 @@ def test_merge_join(rng, na, nb):
     got = [np.full(len(a) + len(b), -9, np.int64) for _ in range(2)] + [np.zeros(len(a) + len(b), np.uint64)]
     want = [np.full(len(a) + len(b), -9, np.int64) for _ in range(2)] + [np.ones(len(a) + len(b), np.uint64)]
     n = _linalg.merge_join(a, b, *got)
-    assert n == _linalg_reference.merge_join(a, b, *want)
+    assert n == linalg_reference.merge_join(a, b, *want)
     for g, w in zip(got, want):
         np.testing.assert_array_equal(g[:n], w[:n])
 
@@ -57,7 +58,7 @@ def test_merge_add(rng, na, nb, dtype, fills):
     got = [np.full((3, m), -7, np.int64), np.zeros(m, dt), np.zeros(3, np.int64), np.zeros(2, np.int64)]
     want = [np.full((3, m), -9, np.int64), np.ones(m, dt), np.ones(3, np.int64), np.zeros(2, np.int64)]
     n = _linalg.merge_add(a, b, va, vb, fa, fb, za, zb, codec.shifts, codec.widths, *got)
-    assert n == _linalg_reference.merge_add(a, b, va, vb, fa, fb, za, zb, codec.shifts, codec.widths, *want)
+    assert n == linalg_reference.merge_add(a, b, va, vb, fa, fb, za, zb, codec.shifts, codec.widths, *want)
     np.testing.assert_array_equal(got[3], [len(a), len(b)])
     np.testing.assert_array_equal(want[3], [len(a), len(b)])
     np.testing.assert_array_equal(got[0][:, :n], want[0][:, :n])
@@ -82,7 +83,7 @@ def test_merge_add_in_pieces(rng, piece):
     va, vb = rng.standard_normal(len(a)), rng.standard_normal(len(b))
     m = len(a) + len(b)
     want = [np.empty((3, m), np.int64), np.empty(m), np.empty(3, np.int64), np.zeros(2, np.int64)]
-    n = _linalg_reference.merge_add(a, b, va, vb, 0.0, 0.0, True, True, codec.shifts, codec.widths, *want)
+    n = linalg_reference.merge_add(a, b, va, vb, 0.0, 0.0, True, True, codec.shifts, codec.widths, *want)
     keys, vals, pos = [], [], np.zeros(2, np.int64)
     while pos[0] < len(a) or pos[1] < len(b):
         k, v, mx = np.empty((3, piece), np.int64), np.empty(piece), np.empty(3, np.int64)
@@ -121,7 +122,7 @@ def test_merge_join_bytes(rng, na, nb):
     got = [np.empty(len(a) + len(b), np.int64) for _ in range(2)]
     want = [np.empty(len(a) + len(b), np.int64) for _ in range(2)]
     n = _linalg.merge_join_bytes(ab, bb, *got)
-    assert n == _linalg_reference.merge_join_bytes(ab, bb, *want)
+    assert n == linalg_reference.merge_join_bytes(ab, bb, *want)
     np.testing.assert_array_equal(got[0][:n], want[0][:n])
     np.testing.assert_array_equal(got[1][:n], want[1][:n])
     # ...and the same as the packed-key join
@@ -137,7 +138,7 @@ def test_split_rows(rng, dtype):
     vals = _values(rng, n, dtype)
     got = (np.empty(n, np.int64), np.empty(n, np.int64), np.empty(n, vals.dtype))
     want = (np.empty(n, np.int64), np.empty(n, np.int64), np.empty(n, vals.dtype))
-    assert _linalg.split_rows(rows, cols, vals, 13, *got) == _linalg_reference.split_rows(rows, cols, vals, 13, *want)
+    assert _linalg.split_rows(rows, cols, vals, 13, *got) == linalg_reference.split_rows(rows, cols, vals, 13, *want)
     for g, w in zip(got, want):
         np.testing.assert_array_equal(g, w)
 
@@ -151,7 +152,7 @@ def test_spmm_coo(rng, dtype, n):
     dense = np.stack([_values(rng, n, dtype) for _ in range(k)])
     got, want = np.zeros((m, n), vals.dtype), np.zeros((m, n), vals.dtype)
     _linalg.spmm_coo(rows, cols, vals, dense, got)
-    _linalg_reference.spmm_coo(rows, cols, vals, dense, want)
+    linalg_reference.spmm_coo(rows, cols, vals, dense, want)
     tol = 1e-4 if dtype in ("float32", "complex64") else 1e-10
     np.testing.assert_allclose(got, want, rtol=tol, atol=tol)
 
@@ -178,7 +179,7 @@ def test_spgemm_rows(rng, dtype, n):
     b_indptr = np.searchsorted(b_r, np.arange(k + 1)).astype(np.int64)
     cap = nnz_a * n
     res = {}
-    for name, mod in (("got", _linalg), ("want", _linalg_reference)):
+    for name, mod in (("got", _linalg), ("want", linalg_reference)):
         acc, mark, touched = np.zeros(n, a_vals.dtype), np.full(n, -1, np.int64), np.empty(n, np.int64)
         out = (np.empty(cap, np.int64), np.empty(cap, np.int64), np.empty(cap, a_vals.dtype))
         t = mod.spgemm_rows(a_rows, a_cols, a_vals, b_indptr, b_cols, b_vals, acc, mark, touched, *out)

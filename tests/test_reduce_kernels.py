@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from references import reduce as ref
 
 from sptool import _reduce
-from sptool import _reduce_reference as ref
 
 REAL = ["int8", "int32", "int64", "uint8", "uint64", "float32", "float64"]
 ALL = REAL + ["complex64", "complex128"]

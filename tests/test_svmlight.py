@@ -17,9 +17,9 @@ import scipy.sparse as sp
 from click.testing import CliRunner
 from conftest import dense_oracle, random_tensor
 from pty_terminal import cursor_restored, run_in_terminal
+from references import svmlight as ref
 
 import sptool
-from sptool import _svmlight_reference as ref
 from sptool import _textparse as tp
 from sptool.cli import cli
 from sptool.errors import DataError, UsageError
@@ -154,7 +154,7 @@ def test_sklearn_classification_file(tmp_path, blocks, value_type, zero_based):
     src = _copy("svmlight_classification.txt", tmp_path)
     X, y = load_svmlight_file(src, dtype=np.dtype(value_type), zero_based="auto" if zero_based is None else zero_based)
     out, labels = str(tmp_path / "X.parquet"), str(tmp_path / "y.npy")
-    convert_api(src, out, value_type=value_type, zero_based=zero_based, labels=labels)
+    convert_api(src, out, dtype=value_type, zero_based=zero_based, labels=labels)
     _same_matrix(_read(out), X)
     got = np.load(labels)
     assert got.dtype == np.float64
@@ -236,7 +236,7 @@ def test_generated_files_match_sklearn(tmp_path, rng, blocks, zero_based_file, f
                                     zero_based="auto" if zb is None else zb)
     out = str(tmp_path / "X.parquet")
     result = convert_api(path, out, zero_based=zb, labels=str(tmp_path / "y.npy"),
-                         query_id=str(tmp_path / "q.npy"), value_type=value_type)
+                         query_id=str(tmp_path / "q.npy"), dtype=value_type)
     _same_matrix(_read(out), Xs)
     np.testing.assert_array_equal(np.load(tmp_path / "y.npy"), ys)
     q = np.load(tmp_path / "q.npy")
@@ -268,7 +268,7 @@ def test_values_are_read_as_python_float_reads_them(tmp_path, rng, blocks):
               "1e-320", "+.5", "5.", "1E5"]
     path = tmp_path / "f.svm"
     path.write_text("".join(f"{j % 3} {j % 7 + 1}:{t}\n" for j, t in enumerate(texts)))
-    convert_api(str(path), str(tmp_path / "f.parquet"), zero_based=False, n_features=7)
+    convert_api(str(path), str(tmp_path / "f.parquet"), zero_based=False, vocab_size=7)
     t = _read(str(tmp_path / "f.parquet"))
     want = np.array([float(x) for x in texts])
     np.testing.assert_array_equal(t.values.view(np.uint64), want.view(np.uint64))
@@ -320,7 +320,7 @@ def test_unsorted_and_repeated_ids_are_sorted_and_summed(tmp_path, rng, blocks):
         lines.append(" ".join(["1"] + words))
     path = tmp_path / "u.svm"
     path.write_text("\n".join(lines) + "\n")
-    convert_api(str(path), str(tmp_path / "X.parquet"), zero_based=False, n_features=15)
+    convert_api(str(path), str(tmp_path / "X.parquet"), zero_based=False, vocab_size=15)
     t = _read(str(tmp_path / "X.parquet"))
     np.testing.assert_allclose(t.to_dense(), X, rtol=1e-12, atol=1e-12)
     assert t.nnz == np.count_nonzero(X)
@@ -330,13 +330,13 @@ def test_n_features(tmp_path, rng):
     X = _random_matrix(rng, 20, 10)
     path = str(tmp_path / "n.svm")
     dump_svmlight_file(X, np.zeros(20), path, zero_based=True)
-    convert_api(path, str(tmp_path / "X.parquet"), n_features=30, zero_based=True)
+    convert_api(path, str(tmp_path / "X.parquet"), vocab_size=30, zero_based=True)
     _same_matrix(_read(str(tmp_path / "X.parquet")), load_svmlight_file(path, n_features=30, zero_based=True)[0])
     with pytest.raises(ValueError):
         load_svmlight_file(path, n_features=5, zero_based=True)
     line = 1 + min(i for i, row in enumerate(X) if row[5:].any())
-    with pytest.raises(DataError, match=rf"n\.svm: line {line}: id \d+ is past --n-features 5 \(zero-based"):
-        convert_api(path, str(tmp_path / "Y.parquet"), n_features=5, zero_based=True)
+    with pytest.raises(DataError, match=rf"n\.svm: line {line}: id \d+ is past --vocab-size 5 \(zero-based"):
+        convert_api(path, str(tmp_path / "Y.parquet"), vocab_size=5, zero_based=True)
     assert not (tmp_path / "Y.parquet").exists()
 
 
@@ -396,8 +396,8 @@ def test_query_id_needs_a_qid_on_every_line(tmp_path):
 
 
 def test_svmlight_options_need_svmlight(tmp_path):
-    with pytest.raises(UsageError, match="--n-features apply to svmlight and JSON lines files only"):
-        convert_api("sample_data/tensor3d.tns", str(tmp_path / "t.parquet"), n_features=3)
+    with pytest.raises(UsageError, match="--vocab-size and --label-key apply to svmlight, JSON lines and TFRecord"):
+        convert_api("sample_data/tensor3d.tns", str(tmp_path / "t.parquet"), vocab_size=3)
     with pytest.raises(UsageError, match="not --index-base"):
         convert_api("sample_data/digits.svm", str(tmp_path / "t.parquet"), index_base=1)
 
@@ -493,7 +493,7 @@ def test_writer_without_labels_and_round_trip(tmp_path, rng):
     X, y = load_svmlight_file(str(tmp_path / "o.svm.gz"), zero_based=False, n_features=9)
     np.testing.assert_array_equal(X.toarray(), dense_oracle(t))
     np.testing.assert_array_equal(y, np.zeros(25))
-    convert_api(str(tmp_path / "o.svm.gz"), str(tmp_path / "back.parquet"), zero_based=False, n_features=9)
+    convert_api(str(tmp_path / "o.svm.gz"), str(tmp_path / "back.parquet"), zero_based=False, vocab_size=9)
     np.testing.assert_array_equal(_read(str(tmp_path / "back.parquet")).to_dense(), dense_oracle(t))
 
 

@@ -6,10 +6,10 @@ from __future__ import annotations
 import google_crc32c
 import numpy as np
 import pytest
+from references import tfrecord as ref
 from tfrecord_oracle import example, frame, masked_crc
 
 from sptool import _tfrecord as tfr
-from sptool import _tfrecord_reference as ref
 
 NAMES = [b"ids", b"values", b"label", b""]
 

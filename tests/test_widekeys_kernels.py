@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from references import widekeys as ref
 
 from sptool import _widekeys
-from sptool import _widekeys_reference as ref
 from sptool.stream.sort import KeyCodec
 
 # FROSTT's amazon-reviews (65 bits), delicious (78), lbnl-network (68) and TensorFlow's

@@ -7,9 +7,9 @@ compiled kernels.  footer_chunks is the Thrift walker sptool ran before it was c
 from __future__ import annotations
 
 import numpy as np
+from sptool._kernels import OUT_OF_ORDER, REPEATED
 
-from ._kernels import OUT_OF_ORDER, REPEATED
-from .io._footer import _I32, _LIST, _STRUCT, FooterError, _field, _list_header, _skip, _varint
+from sptool.io._footer import _I32, _LIST, _STRUCT, FooterError, _field, _list_header, _skip, _varint
 
 ABSENT = -(1 << 63)
 
