@@ -33,7 +33,7 @@ def test_histogram_matches_numpy(tmp_path, rng, tiny_batches, axis):
     assert (h["min"], h["max"]) == (counts.min(), counts.max()) and np.isclose(h["mean"], counts.mean())
     assert h["bins"] == _oracle_bins(counts)
     r = CliRunner().invoke(cli, ["info", "--json", "--histogram", str(axis), path])
-    assert r.exit_code == 0 and json.loads(r.output)["histogram"] == h
+    assert r.exit_code == 0 and json.loads(r.stdout)["histogram"] == h
 
 
 def test_histogram_refuses_an_axis_over_memory_and_a_dense_axis(tmp_path, rng):
