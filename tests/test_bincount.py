@@ -74,11 +74,12 @@ def oracle(t, *, axis, weights=None, minlength=None, maxlength=None, binary=Fals
     ids = np.array([cells[c] for c in keys], dtype=np.int64)
     w = np.array([wcells[c] for c in keys]) if wcells is not None else None
     rows = np.array([c[0] for c in keys], dtype=np.int64)
-    if maxlength:
+    capped = maxlength is not None and maxlength >= 0  # -1 is TensorFlow's "not given"
+    if capped:
         keep = ids < maxlength
         ids, rows = ids[keep], rows[keep]
         w = None if w is None else w[keep]
-    n = maxlength if maxlength else max(int(ids.max()) + 1 if len(ids) else 1, minlength or 0)
+    n = maxlength if capped else max(int(ids.max()) + 1 if len(ids) else 1, minlength or 0)
     if axis == 0:
         out = np.bincount(ids, weights=w, minlength=n)[:n]
         return (out > 0).astype(np.int64) if binary else out
@@ -206,6 +207,22 @@ def test_errors_and_cli(tmp_path):
                             "-o", out])
     assert r.exit_code == 0, r.output
     np.testing.assert_array_equal(sptool.read(out).to_dense(), oracle(t, axis=-1, maxlength=12, binary=True))
+
+
+@pytest.mark.parametrize("axis", ["0", "-1"])
+def test_cli_maxlength_zero_counts_nothing(axis, tmp_path):
+    """--maxlength 0 gives N = 0 (tf.sparse.bincount's [batch, 0] since TensorFlow's fix of
+    maxlength=0); leaving it out (or -1, TensorFlow's default) is no cap."""
+    src, out = str(tmp_path / "t.parquet"), str(tmp_path / "o.parquet")
+    t = _ids(np.random.default_rng(5), (6, 4), 20)
+    sptool.write(t, src)
+    for extra, maxlength in (["--maxlength", "0"], 0), (["--maxlength", "-1"], None), ([], None):
+        r = CliRunner().invoke(cli, ["-q", "bincount", src, "--axis", axis, *extra, "-o", out])
+        assert r.exit_code == 0, r.output
+        got = sptool.read(out)
+        want = oracle(t, axis=int(axis), maxlength=maxlength)
+        assert got.shape == want.shape and got.nnz == np.count_nonzero(want)
+        np.testing.assert_array_equal(got.to_dense(), want)
 
 
 def test_ids_too_wide_for_one_code(tmp_path):

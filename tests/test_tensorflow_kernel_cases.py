@@ -1484,9 +1484,7 @@ C = np.array([[3, 0, 1, 0], [0, 0, 7, 0], [5, 0, 4, 4]], dtype=np.int32)
 BINCOUNT_CASES = [
     pytest.param(A, {}, [[0, 1], [0, 3], [2, 4], [2, 5]], [1, 1, 2, 1], [3, 6], id="_no_maxlength"),
     pytest.param(B, {"maxlength": 7}, [[0, 1], [0, 3], [2, 4], [2, 5]], [1, 1, 2, 1], [3, 7], id="_maxlength"),
-    pytest.param(B, {"maxlength": 0}, np.empty([0, 2]), [], [3, 0], id="_maxlength_zero", marks=pytest.mark.xfail(
-        strict=True, reason="sptool.bincount reads maxlength=0 as 'not given' (its docstring: 'as in TensorFlow'); "
-                            "tf.sparse.bincount gives [batch, 0] with nothing counted")),
+    pytest.param(B, {"maxlength": 0}, np.empty([0, 2]), [], [3, 0], id="_maxlength_zero"),
     pytest.param(B, {"minlength": 9}, [[0, 1], [0, 3], [1, 7], [2, 4], [2, 5]], [1, 1, 1, 2, 1], [3, 9],
                  id="_minlength"),
     pytest.param(B, {"minlength": 3}, [[0, 1], [0, 3], [1, 7], [2, 4], [2, 5]], [1, 1, 1, 2, 1], [3, 8],

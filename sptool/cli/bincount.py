@@ -30,7 +30,7 @@ def bincount(ctx, path, output, weights, minlength, maxlength, binary_output, ax
 
     The result is sparse and canonical: [N] with --axis 0, [batch, N] with --axis -1,
     where N is --maxlength if given, else the largest id + 1 or --minlength if larger
-    (TensorFlow's rule; 0 or -1 mean not given). Counts have T's value type (int32 or
+    (TensorFlow's rule; --maxlength 0 gives N = 0). Counts have T's value type (int32 or
     int64; int64 for other integer types), or the weights' type. Ids must be >= 0 (a
     negative one is an error naming its entry); duplicate coordinates of T are summed
     first, as the format defines. Implicit zeros are not counted.

@@ -35,7 +35,9 @@ def bincount(path, output: str | None = None, *, weights=None, minlength: int | 
 
     N is ``maxlength`` if given (values >= maxlength are skipped), else max(largest value + 1,
     ``minlength``), as TensorFlow's kernel computes it (an input with no value gives 1, or
-    minlength).  A ``maxlength`` or ``minlength`` of 0 or -1 means none, as in TensorFlow.
+    minlength).  ``maxlength`` 0 gives N = 0 with nothing counted, as tf.sparse.bincount does;
+    None or -1 (TensorFlow's attribute default) means not given.  A ``minlength`` of None, 0
+    or -1 has no effect.
     With ``weights`` (a tensor with the same shape and coordinates) each occurrence adds its
     weight instead of 1, and the result has the weights' value type; ``binary_output`` gives 1
     for every value that occurs (exclusive with weights).  Otherwise the counts have the
@@ -126,7 +128,7 @@ class Bincount(StreamOp):
         return sum(m.nnz or 0 for m in metas)
 
     def output_shape(self, *shapes):
-        n = self.maxlength if self.maxlength > 0 else max(self.counted.largest + 1, self.minlength)
+        n = self.maxlength if self.maxlength >= 0 else max(self.counted.largest + 1, self.minlength)
         return (shapes[0][0], n) if self.axis == -1 else (n,)
 
 
@@ -208,7 +210,7 @@ class _Counted:
                 i = int(np.argmax(ids < 0))
                 raise DataError(f"the entry at {row_text(keys, i)} holds {int(ids[i])}: bincount needs values >= 0",
                                 path=self.path)
-            if self.maxlength > 0 and high >= self.maxlength:
+            if self.maxlength >= 0 and high >= self.maxlength:
                 keep = ids < self.maxlength
                 # Keys are a (K, n) array, or (over all values) the list of index columns.
                 keys = keys[:, keep] if isinstance(keys, np.ndarray) else [c[keep] for c in keys]
