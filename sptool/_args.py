@@ -2,11 +2,15 @@
 place: a value of the wrong type is a UsageError naming the argument, never a TypeError or
 ValueError from deep inside an op.  Ranges (an axis within the rank, a size >= 1) are the ops'
 own rules, checked where they are known; these checks are of the types only, and what an int
-means is an int: a bool, a float (even 2.0) or text is refused, a NumPy integer is taken."""
+means is an int: a bool, a float (even 2.0) or text is refused, a NumPy integer is taken.
+Dense operands (a .npy path or an array) are told apart here too, so that no number or list is
+ever opened as a file name."""
 
 from __future__ import annotations
 
+import numbers
 import operator
+import os
 
 import numpy as np
 
@@ -76,3 +80,23 @@ def shape_of(value, name: str, *, unknown: bool = False) -> tuple:
     if any(e is not None and e < 0 for e in extents):
         raise UsageError(f"{name} {list(extents)} has a negative extent")
     return tuple(extents)
+
+
+def array_or_path(value, name: str):
+    """A dense operand: the path of a .npy file (a str or os.PathLike, as a str) or an array (a
+    NumPy array as it is; a number or a list as np.asarray makes it, so that the op's own
+    checks of rank and type name what is wrong).  Anything else is a UsageError naming the
+    argument: a number is never taken for a file name."""
+    if isinstance(value, np.ndarray):
+        return value
+    if isinstance(value, (str, os.PathLike)):
+        return os.fspath(value)
+    if isinstance(value, (numbers.Number, np.generic, list, tuple)):
+        try:
+            array = np.asarray(value)
+        except ValueError:
+            array = None
+        if array is not None and array.dtype != object:
+            return array
+        raise UsageError(f"{name} must be a rectangular array of numbers, not {_shown(value)}")
+    raise UsageError(f"{name} must be a .npy path or an array, not {type(value).__name__}")

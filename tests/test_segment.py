@@ -89,6 +89,22 @@ def test_errors(tmp_path):
         sptool.segment_sum(p["data"], str(tmp_path / "o.parquet"), indices=p["idx"], segment_ids=p["seg"])
 
 
+@pytest.mark.parametrize("kind", list(FUNCS))
+def test_operands_that_are_numbers_or_lists_are_not_file_names(kind, tmp_path):
+    """A Python number or list is an array (as np.asarray makes it), never a path: a float as
+    data is refused as a 0-d array is, and lists of ids work as arrays of them."""
+    with pytest.raises(UsageError, match="data must have at least one dimension") as err:
+        FUNCS[kind](1.0, indices=[0], segment_ids=[3])
+    assert "no such file" not in str(err.value)
+    with pytest.raises(UsageError, match="--indices must be a .npy path or an array, not set"):
+        FUNCS[kind](np.ones((2, 2)), indices={0}, segment_ids=[0])
+    with pytest.raises(UsageError, match="--segment-ids must be a rectangular array"):
+        FUNCS[kind](np.ones((2, 2)), indices=[0, 1], segment_ids=[[0], [0, 1]])
+    data = np.arange(12.0).reshape(4, 3)
+    got = FUNCS[kind](data.tolist(), indices=[0, 3, 1], segment_ids=(0, 0, 2))
+    np.testing.assert_allclose(got, oracle(kind, data, np.array([0, 3, 1]), np.array([0, 0, 2])))
+
+
 def test_cli_matches_api_and_empty(tmp_path):
     rng = np.random.default_rng(2)
     data = rng.standard_normal((50, 8)).astype(np.float32)

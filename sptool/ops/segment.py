@@ -10,7 +10,7 @@ from __future__ import annotations
 import numpy as np
 
 from .. import _kernels
-from .._args import optional_whole_number
+from .._args import array_or_path, optional_whole_number
 from .._memory import Budget, budget_of
 from ..errors import DataError, ShapeMismatch, UsageError
 from ..format import TensorMeta, value_type_of_dtype
@@ -83,7 +83,7 @@ def segment_sqrt_n(data, output: str | None = None, *, indices, segment_ids, num
 
 
 def _array(item) -> np.ndarray:
-    return item if isinstance(item, np.ndarray) else open_npy(str(item))
+    return item if isinstance(item, np.ndarray) else open_npy(item)
 
 
 def _ids(item, what: str):
@@ -109,7 +109,10 @@ class _Segment(StreamOp):
     (_SegmentOut) adds them into their segments."""
 
     def __init__(self, kind, data, indices, segment_ids, num_segments, output):
-        self.kind, self.data, self.indices, self.segment_ids = kind, data, indices, segment_ids
+        self.kind = kind
+        self.data = array_or_path(data, "data")
+        self.indices = array_or_path(indices, "--indices")
+        self.segment_ids = array_or_path(segment_ids, "--segment-ids")
         self.num_segments, self.output = num_segments, output
 
     def plan(self) -> Plan:
