@@ -404,6 +404,8 @@ class MatrixReader:
         m = self.matrix
         node = m.node
         data, indices, indptr = node["data"], node["indices"], node["indptr"]
+        # Looked up once: h5py takes about a millisecond to find a dataset in its group, per block.
+        self._datasets = {"data": data, "indices": indices, "indptr": indptr}
         for name, ds in (("data", data), ("indices", indices), ("indptr", indptr)):
             if ds.ndim != 1:
                 self.fail(f"{name} has shape {list(ds.shape)}, not one dimension")
@@ -469,7 +471,7 @@ class MatrixReader:
         steps' entries is read in slices (its indices must then come sorted: sorting them would
         hold it whole)."""
         m = self.matrix
-        indptr = m.node["indptr"]
+        indptr = self._datasets["indptr"]
         major = m.shape[0] if m.layout == "csr" else m.shape[1]
         whole, step = 4 * step, self._capped(step)
         window = max(step, 4096, 1)
@@ -493,10 +495,9 @@ class MatrixReader:
         """(minor indices as stored, values) of entries [a, b), the indices checked within the shape
         (they become int64 as they are copied into the keys)."""
         m = self.matrix
-        node = m.node
         minor_extent = m.shape[1] if m.layout == "csr" else m.shape[0]
-        minor = self._read(node["indices"], a, b, "indices")
-        values = self._read(node["data"], a, b, "data")
+        minor = self._read(self._datasets["indices"], a, b, "indices")
+        values = self._read(self._datasets["data"], a, b, "data")
         if b > a:
             lo, hi = minor.min(), minor.max()
             if lo < 0 or hi >= minor_extent:
