@@ -239,6 +239,29 @@ def test_sparse_dense_errors(tmp_path, rng):
     assert not os.path.exists(out)
 
 
+@pytest.mark.parametrize("dense_first", [False, True])
+def test_sparse_dense_index_outside_the_shape_names_the_file(tmp_path, dense_first):
+    """An index outside the shape (a file written without sptool's checks) is refused with the
+    entry and the file named, whichever side the dense operand is on; nothing is written."""
+    from sptool.format import TensorMeta
+
+    bad = str(tmp_path / "bad.parquet")
+    table = pa.table({"indices_0": pa.array([0, 1], pa.int64()), "indices_1": pa.array([1, 3], pa.int64()),
+                      "values": pa.array([1.0, 2.0])})
+    meta = TensorMeta(shape=(2, 2), sparse_ndim=2, value_type="float64", sort_order=(), unique=False, nnz=2)
+    pq.write_table(table.replace_schema_metadata({"sptool": meta.to_json()}), bad)
+    dense = str(tmp_path / "d.npy")
+    np.save(dense, np.ones((2, 2)))
+    out = str(tmp_path / "o.npy")
+    args = [dense, bad] if dense_first else [bad, dense]
+    with pytest.raises(DataError, match=r"indices\[1\] = \[1,3\] is out of bounds") as err:
+        add(*args, out)
+    assert err.value.path == bad
+    r = CliRunner().invoke(cli, ["add", *args, "-o", out])
+    assert r.exit_code == 1 and r.output.count("\n") == 1 and "bad.parquet" in r.output, r.output
+    assert sorted(os.listdir(tmp_path)) == ["bad.parquet", "d.npy"]
+
+
 # ---------------------------------------------------------------------------------------------
 # CLI
 

@@ -1736,8 +1736,7 @@ INVALID_FILES = [
                  ["matmul", "{tmp}/dense.npy", "-o", "{tmp}/out.npy"],
                  id="MATMUL::testInvalidIndicesForSparseTensorDenseMatmul"),
     pytest.param([[1, 3]], [0.0], [2, 2], r"\[1,3\]", ["add", "{tmp}/dense.npy", "-o", "{tmp}/out.npy"],
-                 id="ADD::testInvalidSparseTensor", marks=pytest.mark.xfail(
-                     strict=True, reason="add of a sparse file and a dense .npy names the entry but not the file")),
+                 id="ADD::testInvalidSparseTensor"),
 ]
 
 

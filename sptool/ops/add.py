@@ -100,7 +100,8 @@ def add_dense(sparse_path: str, dense_path: str, output, *, memory=None, progres
         if progress:
             progress.set_total(meta.nnz)
         out_meta = meta.with_(value_type=value_type_of_dtype(dtype), fill_value=scalar(0, dtype))
-        with DenseSink(output, out_meta, fill=out_meta.fill_value, budget=budget, initial=dense) as sink:
+        with DenseSink(output, out_meta, fill=out_meta.fill_value, budget=budget, initial=dense,
+                       source=src.path) as sink:
             for keys, vals in src.iter_arrays(budget=budget):
                 with np.errstate(all="ignore"):
                     sink.write(keys, vals)

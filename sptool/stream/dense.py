@@ -32,16 +32,16 @@ def is_zero(value) -> bool:
         return False
 
 
-def cell_offsets(keys: np.ndarray, meta: TensorMeta, seen: int) -> np.ndarray:
+def cell_offsets(keys: np.ndarray, meta: TensorMeta, seen: int, path: str | None = None) -> np.ndarray:
     """The row-major cell of each row's sparse coordinate; an index outside the shape is an
-    error naming the row (``seen`` rows came before this batch)."""
+    error naming the row (``seen`` rows came before this batch) and the input ``path``."""
     shape = np.asarray(meta.shape[: meta.sparse_ndim], dtype=np.int64)
     offsets = np.empty(keys.shape[1], dtype=np.int64)
     try:
         _kernels.linear_offsets(keys, shape, offsets)  # checks the bounds as it goes
     except IndexError:
         row, _ = _kernels.first_out_of_bounds(keys, shape)  # the first row outside, for the message
-        raise DataError(out_of_bounds(seen + row, keys, row, meta.shape[: meta.sparse_ndim])) from None
+        raise DataError(out_of_bounds(seen + row, keys, row, meta.shape[: meta.sparse_ndim]), path=path) from None
     return offsets
 
 
@@ -54,8 +54,9 @@ class DenseScatter:
     """
 
     def __init__(self, out: np.ndarray, meta: TensorMeta, fill, touched: np.ndarray | None = None,
-                 release_bytes: int | None = None):
+                 release_bytes: int | None = None, path: str | None = None):
         self.meta = meta
+        self.path = path  # the input the rows come from, named by a bounds error
         self.out = out
         m = max(meta.block_size, 1)
         self.flat = out.reshape(-1, m) if out.size else out.reshape(0, m)
@@ -74,7 +75,7 @@ class DenseScatter:
         n = keys.shape[1]
         if n == 0:
             return
-        offsets = cell_offsets(keys, self.meta, self.rows)
+        offsets = cell_offsets(keys, self.meta, self.rows, self.path)
         vals = np.ascontiguousarray(values).reshape(n, -1)
         if self.touched is not None:
             self.touched[offsets] = True
@@ -112,8 +113,9 @@ class BlockScatter:
     that comes back to an already written block (the input was not in order after all: possible
     only when its claims are not verified) is added onto the file through a memory map."""
 
-    def __init__(self, path: str, offset: int, meta: TensorMeta, dtype: np.dtype, budget: Budget):
-        self.meta, self.path, self.offset = meta, path, offset
+    def __init__(self, path: str, offset: int, meta: TensorMeta, dtype: np.dtype, budget: Budget,
+                 source: str | None = None):
+        self.meta, self.path, self.offset, self.source = meta, path, offset, source
         self.m = max(meta.block_size, 1)
         self.cells = math.prod(meta.shape[: meta.sparse_ndim])
         self.dtype = np.dtype(dtype)
@@ -131,7 +133,7 @@ class BlockScatter:
         n = keys.shape[1]
         if n == 0:
             return
-        offsets = cell_offsets(keys, self.meta, self.rows)
+        offsets = cell_offsets(keys, self.meta, self.rows, self.source)
         vals = np.ascontiguousarray(values).reshape(n, -1).astype(self.dtype, copy=False)
         self.rows += n
         if offsets[0] < self.start or (n > 1 and not (offsets[1:] >= offsets[:-1]).all()):
@@ -306,7 +308,9 @@ class DenseSink:
     its touched-cell marks in a temporary file, not in memory."""
 
     def __init__(self, output: str, meta: TensorMeta, *, fill, budget: Budget, dtype: np.dtype | None = None,
-                 initial: np.ndarray | None = None, claims: ClaimCheck | None = None, in_order: bool = False):
+                 initial: np.ndarray | None = None, claims: ClaimCheck | None = None, in_order: bool = False,
+                 source: str | None = None):
+        # ``source``: the input the rows come from, named by an error of an index outside the shape.
         dtype = np.dtype(meta.dtype if dtype is None else dtype)
         self.meta = meta
         # The input's order and uniqueness claims, verified as rows pass (as a tensor sink does).
@@ -321,7 +325,7 @@ class DenseSink:
                 # Rows in row-major order into a zeroed output: written block by block instead.
                 offset = self.out.offset
                 self.out = None
-                self.scatter = BlockScatter(self.target.tmp, offset, meta, dtype, budget)
+                self.scatter = BlockScatter(self.target.tmp, offset, meta, dtype, budget, source)
                 return
             if initial is not None:
                 copy_slabs(initial, self.out, budget)
@@ -330,7 +334,8 @@ class DenseSink:
             touched = None
             if not is_zero(fill) and cells > budget.total // 4:
                 touched = np.lib.format.open_memmap(self.marks, mode="w+", dtype=bool, shape=(cells,))
-            self.scatter = DenseScatter(self.out, meta, fill, touched=touched, release_bytes=release_bytes)
+            self.scatter = DenseScatter(self.out, meta, fill, touched=touched, release_bytes=release_bytes,
+                                        path=source)
         except BaseException:
             self.abort()
             raise
@@ -431,7 +436,7 @@ class Densify(StreamOp):
         claims = self.claims
         check = ClaimCheck(claims, claims.sort_order, claims.unique, path=self.path, note=CLAIMS_NOTE)
         return DenseSink(output, plan.meta, fill=self.fill, dtype=self.dtype, budget=budget,
-                         claims=check if self.validate else None, in_order=self.in_order)
+                         claims=check if self.validate else None, in_order=self.in_order, source=self.path)
 
 
 def dense_returned(write, kind: str) -> np.ndarray:
