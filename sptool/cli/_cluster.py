@@ -9,6 +9,7 @@ import os
 from functools import partial
 
 from ..errors import SchedulerUnreachable, UsageError
+from ._options import COMMON_NOTE
 
 # Commands with a distributed driver: the keys of sptool.distributed.OPERATIONS (not imported
 # from there, so that the command line loads sptool.distributed only for a scheduler).
@@ -17,10 +18,8 @@ DISTRIBUTED = {"reorder", "reduce", "add", "validate", "info", "concat", "transp
                "split", "todense", "convert", "matmul"}
 ENV_VAR = "SPTOOL_SCHEDULER"
 
-RUNS_DISTRIBUTED = ("Cluster: given --scheduler (before the command name) or $SPTOOL_SCHEDULER, this runs on "
-                    "a Dask cluster over files every worker sees, writing a part directory (-o DIR/; a dense "
-                    "output: a .npy there); --memory is then each task's budget on its worker.")
-ONE_MACHINE = "Cluster: runs on one machine only; refuses --scheduler (and $SPTOOL_SCHEDULER)."
+RUNS_DISTRIBUTED = "Cluster: given --scheduler, runs on a Dask cluster (sptool help cluster)."
+ONE_MACHINE = "Cluster: runs on one machine only; refuses --scheduler."
 
 
 def asked(obj: dict) -> str | None:
@@ -29,12 +28,12 @@ def asked(obj: dict) -> str | None:
 
 
 def note_help(command):
-    """Say in a command's help whether it runs on a cluster."""
+    """Say in a command's help whether it runs on a cluster, and name the common options."""
     if command.help and "Cluster:" not in command.help:
         # Click 8.5 keeps a docstring as written and dedents it when formatting: an unindented
         # note appended to the raw text would stop that, so the text is dedented first.
         command.help = inspect.cleandoc(command.help) + "\n\n" + (
-            RUNS_DISTRIBUTED if command.name in DISTRIBUTED else ONE_MACHINE)
+            RUNS_DISTRIBUTED if command.name in DISTRIBUTED else ONE_MACHINE) + " " + COMMON_NOTE
 
 
 def refuse_unless_distributed(name: str, obj: dict):

@@ -8,11 +8,9 @@ from .._memory import budget_of
 from ..format import number_of_text
 from ._vocabulary import option
 
-JSON_SUMMARY_HELP = ("Also write what happened as one JSON object (command, ok, rows in and out, seconds, peak "
-                     "memory, and the result: output, shape, nnz...) to PATH, or - for stderr; written on "
-                     "failure too, with the error and exit code.")
-MEMORY_HELP = ("Memory budget for the data, e.g. 512MB or 2GiB [default: 1GiB, or $SPTOOL_MEMORY]; the process "
-               "peaks below this plus 256 MiB (Python, NumPy, pyarrow and their buffers).")
+# Short, as every command's help repeats them: `sptool help memory` and the docs say the rest.
+JSON_SUMMARY_HELP = "Also write what happened as one JSON object to PATH (- for stderr)."
+MEMORY_HELP = "Memory budget for the data, e.g. 2GiB [default: 1GiB, or $SPTOOL_MEMORY]."
 
 
 def _store(key):
@@ -23,16 +21,22 @@ def _store(key):
     return callback
 
 
+# A command's help names the common options in one line (sptool --help describes them), so that
+# it fits a screen.
+COMMON_NOTE = "Common options (sptool --help): -m SIZE, -q, --debug, --json-summary PATH."
+
+
 def common_options(fn):
-    """--memory, --quiet and --debug, accepted before or after the command name."""
+    """--memory, --quiet, --debug and --json-summary, accepted before or after the command name;
+    hidden from the command's option list (COMMON_NOTE names them)."""
     for decorator in reversed((
-        option("memory", metavar="SIZE", expose_value=False, callback=_store("memory"),
+        option("memory", metavar="SIZE", expose_value=False, callback=_store("memory"), hidden=True,
                help=MEMORY_HELP),
-        option("quiet", is_flag=True, expose_value=False, callback=_store("quiet"),
+        option("quiet", is_flag=True, expose_value=False, callback=_store("quiet"), hidden=True,
                help="No progress bar or summary line."),
-        option("debug", is_flag=True, expose_value=False, callback=_store("debug"),
+        option("debug", is_flag=True, expose_value=False, callback=_store("debug"), hidden=True,
                help="Show a traceback on errors."),
-        option("json_summary", metavar="PATH", expose_value=False, callback=_store("json_summary"),
+        option("json_summary", metavar="PATH", expose_value=False, callback=_store("json_summary"), hidden=True,
                help=JSON_SUMMARY_HELP),
     )):
         fn = decorator(fn)
@@ -42,9 +46,7 @@ def common_options(fn):
 def output_option(required: bool = False, help_text: str | None = None):
     # The default is "-" (stdout): in the Python API no output means a returned SparseTensor.
     return option("output", metavar="PATH", required=required, default=None if required else "-",
-        help=help_text or "Output: a .parquet file, a directory (ending in /), a .arrows stream, or - for "
-        "stdout (the default; an Arrow IPC stream). A URL names one on a pyarrow filesystem: file://, s3://, "
-        "gs://, hdfs://...",
+        help=help_text or "Output: a .parquet, a DIR/, a .arrows, or - (stdout, the default); a URL too.",
     )
 
 
@@ -86,8 +88,7 @@ def _local_dir(ctx, param, value):
 def tmp_dir_option(fn):
     return option("tmp_dir", metavar="DIR", default=None, type=click.Path(file_okay=False),
                   callback=_local_dir,
-                  help="Where sorted runs are spilled [default: the system temp dir]; removed afterwards. "
-                  "An existing local directory (or a file:// URL).")(fn)
+                  help="Where sorted runs spill [default: system temp].")(fn)
 
 
 def parse_scalar(text):

@@ -15,35 +15,26 @@ from ._vocabulary import option
 @click.command("add")
 @input_argument("a")
 @click.argument("b", metavar="[B]", required=False)
-@output_option(help_text="Output: a .parquet file, a directory (ending in /), a .arrows stream, or - for stdout "
-               "(the default); a .npy file when one operand is dense.")
-@option("thresh", type=float, default=0.0, show_default=True, metavar="T",
-        help="Drop a sum whose magnitude is below T where both operands have an entry (TensorFlow's "
-             "threshold); entries on one side only are kept.")
+@output_option(help_text="A sparse output [default: - (stdout)]; a .npy when an operand is dense.")
+@option("thresh", type=float, default=0.0, metavar="T",
+        help="Drop sums of both sides below T in magnitude (TensorFlow's threshold) [default: 0].")
 @option("prune", is_flag=True,
-        help="Apply --thresh to every output entry, not only where both operands have one.")
+        help="Apply --thresh to every output entry.")
 @option("scalar", metavar="X", default=None,
-        help="Instead of B, add the number X to every stored entry (implicit zeros stay zero).")
+        help="Instead of B, add X to every stored entry.")
 @tmp_dir_option
 @common_options
 @click.pass_context
 def add(ctx, a, b, output, thresh, prune, scalar, tmp_dir):
     """Add two tensors (TensorFlow's sparse.add), or a number to every stored entry.
 
-    Two sparse tensors give a sparse, canonical sum: a streaming merge join of the operands in
-    row-major order (an unsorted operand is sorted first; duplicates are summed). Shapes must be
-    equal. A sparse tensor and a dense .npy (either order) give a dense .npy (-o OUT.npy); shapes
-    must be equal, duplicates accumulate. Value types follow NumPy promotion. At most one input
-    may be - (stdin).
+    Two sparse tensors of equal shape give a sparse, canonical sum (duplicates summed); a sparse
+    tensor and a dense .npy (either order) a dense .npy (-o OUT.npy). Types follow NumPy. With
+    --scalar X and no B, X is added to every stored entry: the result is as sparse as A (not
+    the dense A + X). At most one input may be - (stdin).
 
-    With --scalar X and no B, X is added to every stored entry; positions not stored stay 0,
-    so the result is as sparse as A (not the dense A + X). Rows sharing a coordinate are
-    summed first. A's fill value must be 0; the type follows NumPy (float32 + 2.5 stays
-    float32).
-
-    Memory: sorted operands stream through in one pass; unsorted ones go through an external
-    sort within --memory (half each), spilling to --tmp-dir. A dense output is a memory map.
-    --scalar streams in one pass (after an external sort if A does not promise unique coordinates).
+    Memory: sorted operands stream in one pass; unsorted ones are sorted externally within
+    --memory, spilling to --tmp-dir; a dense output is a memory map.
 
     \b
     Example:

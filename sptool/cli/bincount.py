@@ -43,6 +43,7 @@ def bincount(ctx, path, output, weights, minlength, maxlength, binary_output, ax
     \b
     Example:
       sptool bincount sample_data/ids_numbers.parquet --axis -1 --minlength 64 -o /tmp/counts.parquet
+      sptool bincount sample_data/ids_numbers.parquet --axis 0 --binary-output -o /tmp/seen.parquet
     """
     opts = settings(ctx)
     job = Job("bincount", quiet=opts["quiet"])

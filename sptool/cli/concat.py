@@ -38,6 +38,7 @@ def concat(ctx, tensors, axis, expand_nonconcat, output, tmp_dir):
     \b
     Example:
       sptool concat sample_data/matrix_a.parquet sample_data/matrix_b.parquet --axis 1 -o /tmp/ab.parquet
+      sptool concat sample_data/matrix_a.parquet sample_data/matrix_b.parquet --axis 0 -o /tmp/stacked.parquet
     """
     opts = settings(ctx)
     with cluster(ctx.obj, opts["quiet"]) as client:

@@ -15,19 +15,13 @@ from ._options import common_options, output_option, settings, tmp_dir_option
 from ._vocabulary import option
 
 INPUTS_AND_MEMORY = """
-    Inputs are 2-D [batch, ids] sparse tensors with integer or string values, and dense
-    .npy matrices of integers or strings (a column of features per row), all with the
-    same number of rows; at most one may be - (stdin). As in TensorFlow the sparse inputs
-    come first in each cross, in the order given, then the dense ones, and the last input
-    varies fastest; a row with no feature in some input has no crosses. Sparse inputs are
-    read in row-major order (sorted first if they are not; TensorFlow silently misreads
-    unsorted ones); duplicate coordinates of an integer input are summed first. The output
-    is canonical, of shape [batch, most crosses in a row].
+    Inputs: 2-D [batch, ids] sparse tensors of integer or string values and dense .npy
+    matrices of them, all with the same number of rows; sparse ones first in each cross, as
+    in TensorFlow, the last input varying fastest. The output is canonical, [batch, most
+    crosses in a row].
 
-    Memory: each input streams within its share of --memory (unsorted ones through the
-    external sort, spilling to --tmp-dir); crosses are written in slices sized by
-    --memory, so even a row whose product is huge (3 inputs of 1000 ids: 10**9 crosses)
-    streams, only more slowly.
+    Memory: inputs stream within --memory (unsorted ones sorted externally); crosses are
+    written in slices, so even 10**9 crosses in a row stream.
 """
 
 
@@ -47,6 +41,7 @@ def cross(ctx, inputs, output, separator, tmp_dir):
     \b
     Example:
       sptool cross sample_data/ids_words.parquet sample_data/ids_numbers.parquet -o /tmp/crossed.parquet
+      sptool cross sample_data/ids_numbers.parquet sample_data/ids_words.parquet --separator : -o /tmp/c2.parquet
     """
     opts = settings(ctx)
     job = Job("cross", quiet=opts["quiet"])
@@ -61,10 +56,10 @@ def cross(ctx, inputs, output, separator, tmp_dir):
 @click.command("cross-hashed")
 @click.argument("inputs", nargs=-1, required=True, metavar="A B [C...]")
 @output_option()
-@option("num_buckets", type=int, default=0, show_default=True, metavar="N",
-        help="Bucket ids are the hash modulo N; 0: the hash modulo 2**63 - 1.")
+@option("num_buckets", type=int, default=0, metavar="N",
+        help="Buckets: the hash modulo N (0: 2**63 - 1).")
 @option("hash_key", type=int, default=None, metavar="K",
-        help="The key the hash chain starts from, an int64 [default, and for 0: TensorFlow's 0xDECAFCAFFE].")
+        help="The hash chain's int64 key [default: 0xDECAFCAFFE].")
 @tmp_dir_option
 @common_options
 @click.pass_context

@@ -29,6 +29,7 @@ def expand_dims(ctx, tensor, output, axis):
     \b
     Example:
       sptool expand-dims sample_data/matrix_a.parquet --axis 0 -o /tmp/expanded.parquet
+      sptool expand-dims sample_data/tensor3d.parquet --axis -1 -o /tmp/t4.parquet
     """
     opts = settings(ctx)
     r, job = run_job("expand-dims", expand_dims_op, opts, ctx.obj, tensor, output, axis=axis, memory=opts["memory"])

@@ -33,6 +33,7 @@ def fill_empty_rows(ctx, tensor, output, default_value, indicator, tmp_dir):
     \b
     Example:
       sptool fill-empty-rows sample_data/rowsparse.parquet --default-value 0 --indicator /tmp/e.npy -o /tmp/f.parquet
+      sptool fill-empty-rows sample_data/matrix_a.parquet --default-value -1 -o /tmp/filled.parquet
     """
     opts = settings(ctx)
     job = Job("fill-empty-rows", quiet=opts["quiet"])

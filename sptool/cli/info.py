@@ -47,8 +47,7 @@ def info(ctx, tensor, as_json, scan, histogram):
     Example:
       sptool info sample_data/digits.parquet
       sptool info --histogram 0 sample_data/digits.parquet
-      sptool convert sample_data/digits.parquet -o /tmp/digits.h5ad
-      sptool info /tmp/digits.h5ad
+      sptool info --json sample_data/rowsparse.parquet
     """
     opts = settings(ctx)
     with cluster(ctx.obj, opts["quiet"] or as_json) as client:
@@ -162,6 +161,7 @@ def head(ctx, tensor, count, as_json):
     \b
     Example:
       sptool head -n 5 sample_data/tensor3d.parquet
+      sptool head -n 2 --json sample_data/rowsparse.parquet
     """
     opts = settings(ctx)
     job = Job("head", quiet=True)  # one batch read: no bar, no line

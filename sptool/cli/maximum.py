@@ -40,6 +40,7 @@ def maximum(ctx, a, b, output, tmp_dir):
     \b
     Example:
       sptool maximum sample_data/matrix_a.parquet sample_data/matrix_b.parquet -o /tmp/max.parquet
+      sptool maximum sample_data/unsorted.parquet sample_data/unsorted.parquet -o /tmp/max_self.parquet
     """
     _run(ctx, "maximum", maximum_op, a, b, output, tmp_dir)
 
@@ -64,6 +65,7 @@ def minimum(ctx, a, b, output, tmp_dir):
     \b
     Example:
       sptool minimum sample_data/matrix_a.parquet sample_data/matrix_b.parquet -o /tmp/min.parquet
+      sptool minimum sample_data/unsorted.parquet sample_data/unsorted.parquet -o /tmp/min_self.parquet
     """
     _run(ctx, "minimum", minimum_op, a, b, output, tmp_dir)
 

@@ -6,16 +6,16 @@ import click
 
 from ..ops.merge import merge as merge_op
 from ._console import Job
-from ._options import common_options, input_argument, output_option, settings, tmp_dir_option
+from ._options import INT_LIST, common_options, input_argument, output_option, settings, tmp_dir_option
 from ._vocabulary import option
 
 
 @click.command("merge")
-@input_argument("ids")
+@click.argument("ids", metavar="IDS...", nargs=-1, required=True)
 @input_argument("values")
 @output_option()
-@option("vocab_size", metavar="V", type=click.IntRange(min=0), required=True,
-        help="The extent of the last output dimension; ids must lie in [0, V).")
+@option("vocab_size", metavar="V", type=INT_LIST, required=True,
+        help="The extent of the last output dimension; ids must lie in [0, V). One for each IDS: V1,V2,...")
 @tmp_dir_option
 @common_options
 @click.pass_context
@@ -28,7 +28,7 @@ def merge(ctx, ids, values, output, vocab_size, tmp_dir):
     its value. Repeated ids in a row stay separate entries, as TensorFlow keeps them (they
     are read as a sum). The output is sorted row-major. The entry counts must agree, as
     TensorFlow requires, and so must every coordinate (TensorFlow pairs entries by position
-    only); ids outside [0, V) are errors.
+    only); ids outside [0, V) are errors. Several IDS with --vocab-size V1,V2,... give [batch..., V1, V2, ...].
 
     Memory: sorted inputs stream through in one pass; unsorted ones go through an external
     sort within --memory (half each), spilling to --tmp-dir. One output row is held whole.
@@ -42,7 +42,7 @@ def merge(ctx, ids, values, output, vocab_size, tmp_dir):
     opts = settings(ctx)
     job = Job("merge", quiet=opts["quiet"])
     try:
-        r = merge_op(ids, values, output, vocab_size=vocab_size, memory=opts["memory"], tmp_dir=tmp_dir,
+        r = merge_op(list(ids), values, output, vocab_size=vocab_size, memory=opts["memory"], tmp_dir=tmp_dir,
                      progress=job)
     finally:
         job.stop()

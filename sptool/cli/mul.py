@@ -42,7 +42,9 @@ def mul(ctx, tensor, dense, output):
 
     \b
     Example:
-      sptool todense sample_data/matrix_b.parquet -o /tmp/matrix_b.npy && sptool mul sample_data/matrix_a.parquet /tmp/matrix_b.npy -o /tmp/product.parquet
+      sptool todense sample_data/matrix_b.parquet -o /tmp/matrix_b.npy
+      sptool mul sample_data/matrix_a.parquet /tmp/matrix_b.npy -o /tmp/product.parquet
+      sptool mul sample_data/digits.parquet 0.0625 -o /tmp/scaled.parquet
     """  # noqa: E501 (a help example is one shell line)
     _run(ctx, "mul", mul_op, tensor, dense, output)
 
@@ -71,7 +73,9 @@ def div(ctx, tensor, dense, output):
 
     \b
     Example:
-      sptool todense sample_data/digits.parquet -o /tmp/digits.npy && sptool div sample_data/digits.parquet /tmp/digits.npy -o /tmp/ones.parquet
+      sptool todense sample_data/digits.parquet -o /tmp/digits.npy
+      sptool div sample_data/digits.parquet /tmp/digits.npy -o /tmp/ones.parquet
+      sptool div sample_data/digits.parquet 16 -o /tmp/digits16.parquet
     """  # noqa: E501 (a help example is one shell line)
     _run(ctx, "div", div_op, tensor, dense, output)
 

@@ -20,15 +20,12 @@ from ._vocabulary import option
 @input_argument()
 @option("op", type=click.Choice(OPS), required=True, help="The reduction.")
 @option("axis", type=INT_LIST, multiple=True, metavar="A",
-        help="An axis to reduce (repeatable, or comma-separated); negative values count from the end "
-             "[default: all axes, giving a scalar].")
-@option("keepdims", is_flag=True, help="Keep reduced axes with extent 1 (index 0).")
+        help="Axes to reduce, e.g. 0,-1 [default: all: a scalar].")
+@option("keepdims", is_flag=True, help="Keep reduced axes, of extent 1.")
 @option("empty_value", metavar="V", default=None,
-        help="Result for cells no stored entry reaches [default: the fill value; 0 for count].")
+        help="Result where no entry lands [default: fill value].")
 @option("output", metavar="PATH", default=None,
-        help="OUT.npy for the dense result; else a sparse result: a .parquet file, a directory (ending "
-             "in /), a .arrows stream, or - for stdout (the default; an Arrow IPC stream). A scalar "
-             "result is printed instead.")
+        help="OUT.npy (dense), else sparse [default: - (stdout)].")
 @option("as_json", is_flag=True, help='Print a scalar result as {"value": ...}.')
 @tmp_dir_option
 @common_options
@@ -37,25 +34,13 @@ def reduce(ctx, tensor, op, axis, keepdims, empty_value, output, as_json, tmp_di
     """Reduce over axes with sum, max, min, prod, mean or count (TensorFlow's
     reduce_sum / reduce_max, plus the others).
 
-    Every op sees the stored entries only, after duplicate coordinates are summed:
-    max, min and prod run over the distinct stored coordinates of a group, count
-    counts them and mean is sum / count. The fill value takes no part (TensorFlow's
-    is 0). A .npy output is dense, with --empty-value where no entry landed (as
-    TensorFlow's reduce_max gives 0 there); any other output is sparse: one entry per
-    non-empty group, canonical. sum and prod keep the value type (integers wrap),
-    mean of integers is float64, count is int64; max and min refuse complex values.
-    Reducing a dense dimension of a hybrid tensor reduces inside the blocks.
+    Every op sees the stored entries only, duplicates summed first; the fill value takes no
+    part. A .npy output is dense, with --empty-value where no entry landed; any other output
+    is sparse and canonical; reducing every axis prints a scalar. Types: sum and prod keep
+    the value type (integers wrap), mean of integers is float64, count is int64.
 
-    Memory: one streaming pass when the kept dimensions lead the input's sort order,
-    or when the other kept dimensions have few enough coordinates to accumulate
-    within --memory; otherwise an external sort first (runs spilled to --tmp-dir).
-
-    On a cluster, reductions whose result does not depend on the order of operations
-    are reduced piece by piece and the partials combined: integer sum (any input);
-    integer max, min, prod and count when no coordinate has rows on two parts (from
-    the parts' unique claims and their seams). Float values and mean take the exact
-    path: rows shuffled into ranges of the kept dimensions, each reduced whole, so
-    float sums come out bit for bit as on one machine.
+    Memory: one pass when the kept dimensions lead the sort order or fit --memory; else an
+    external sort first (sptool help memory).
 
     \b
     Example:

@@ -37,6 +37,7 @@ def reorder(ctx, tensor, output, perm, duplicates, tmp_dir):
     \b
     Example:
       sptool reorder sample_data/unsorted.parquet --duplicates sum -o /tmp/sorted.parquet
+      sptool reorder sample_data/tensor3d.parquet --perm 2,0,1 -o /tmp/by-last.parquet
     """
     opts = settings(ctx)
     with cluster(ctx.obj, opts["quiet"]) as client:

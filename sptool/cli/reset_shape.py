@@ -31,6 +31,7 @@ def reset_shape(ctx, tensor, output, shape):
     \b
     Example:
       sptool reset-shape sample_data/unsorted.parquet -o /tmp/tight.parquet
+      sptool reset-shape sample_data/matrix_a.parquet --shape 300,200 -o /tmp/bigger.parquet
     """
     opts = settings(ctx)
     job = Job("reset-shape", quiet=opts["quiet"])

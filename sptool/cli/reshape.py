@@ -30,6 +30,7 @@ def reshape(ctx, tensor, output, shape):
     \b
     Example:
       sptool reshape sample_data/tensor3d.parquet --shape 1200,-1 -o /tmp/reshaped.parquet
+      sptool reshape sample_data/digits.parquet --shape -1 -o /tmp/flat.parquet
     """
     opts = settings(ctx)
     r, job = run_job("reshape", reshape_op, opts, ctx.obj, tensor, output, shape=shape, memory=opts["memory"])

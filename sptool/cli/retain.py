@@ -37,6 +37,7 @@ def retain(ctx, tensor, output, mask, where):
     \b
     Example:
       sptool retain sample_data/tensor3d.parquet --where "values > 0 and indices_0 < 10" -o /tmp/retained.parquet
+      sptool retain sample_data/digits.parquet --where "values >= 8" -o /tmp/dark.parquet
     """
     opts = settings(ctx)
     if (mask is None) == (where is None):

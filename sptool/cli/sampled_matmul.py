@@ -38,7 +38,9 @@ def sampled_matmul(ctx, mask, a, b, output, alpha, beta, tmp_dir):
 
     \b
     Example:
-      sptool todense sample_data/matrix_a.parquet -o /tmp/a.npy && sptool todense sample_data/matrix_b.parquet -o /tmp/b.npy && sptool matmul sample_data/matrix_b.parquet /tmp/b.npy --adjoint-a -o /tmp/btb.npy && sptool sampled-matmul sample_data/matrix_a.parquet /tmp/a.npy /tmp/btb.npy -o /tmp/sampled.parquet
+      sptool todense sample_data/matrix_a.parquet -o /tmp/a.npy
+      sptool matmul sample_data/matrix_b.parquet /tmp/a.npy --adjoint-a -o /tmp/bta.npy
+      sptool sampled-matmul sample_data/matrix_a.parquet /tmp/a.npy /tmp/bta.npy --alpha 0.5 -o /tmp/sampled.parquet
     """  # noqa: E501 (a help example is one shell line)
     opts = settings(ctx)
     job = Job("sampled-matmul", quiet=opts["quiet"])

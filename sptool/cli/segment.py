@@ -34,7 +34,9 @@ Example:
   {example}
 """
 EXAMPLE = ("sptool {name} sample_data/dense_b.npy --indices sample_data/segment_indices.npy "
-           "--segment-ids sample_data/segment_ids.npy -o /tmp/{kind}.npy")
+           "--segment-ids sample_data/segment_ids.npy -o /tmp/{kind}.npy\n  "
+           "sptool {name} sample_data/dense_b.npy --indices sample_data/segment_indices.npy "
+           "--segment-ids sample_data/segment_ids.npy --num-segments 12 -o /tmp/{kind}-12.npy")
 
 
 def _command(name: str):

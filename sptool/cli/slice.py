@@ -37,6 +37,7 @@ def slice_cmd(ctx, tensor, start, size, output):
     \b
     Example:
       sptool slice sample_data/tensor3d.parquet --start 10,0,5 --size 5,-1,10 -o /tmp/box.parquet
+      sptool slice sample_data/digits.parquet --start 0,0 --size 100,-1 -o /tmp/first100.parquet
     """
     opts = settings(ctx)
     r, job = run_job("slice", slice_op, opts, ctx.obj, tensor, output, start=start, size=size, memory=opts["memory"])

@@ -31,6 +31,7 @@ def softmax(ctx, tensor, output, tmp_dir):
     \b
     Example:
       sptool softmax sample_data/tensor3d.parquet -o /tmp/softmax.parquet
+      sptool softmax sample_data/matrix_a.parquet -o /tmp/row_softmax.parquet
     """
     opts = settings(ctx)
     job = Job("softmax", quiet=opts["quiet"])

@@ -37,6 +37,7 @@ def split(ctx, tensor, axis, num_split, output):
     \b
     Example:
       sptool split sample_data/tensor3d.parquet --axis 0 --num-split 4 -o /tmp/piece-{i}.parquet
+      sptool split sample_data/digits.parquet --axis 1 --num-split 2 -o /tmp/half-{i}.parquet
     """
     opts = settings(ctx)
     r, job = run_job("split", split_op, opts, ctx.obj, tensor, output, axis=axis, num_split=num_split,

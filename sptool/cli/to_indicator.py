@@ -34,6 +34,7 @@ def to_indicator(ctx, tensor, vocab_size, output, tmp_dir):
     \b
     Example:
       sptool to-indicator sample_data/digits.parquet --vocab-size 17 -o /tmp/indicator.parquet
+      sptool to-indicator sample_data/ids_numbers.parquet --vocab-size 50 -o /tmp/indicator.npy
     """
     opts = settings(ctx)
     job = Job("to-indicator", quiet=opts["quiet"])

@@ -38,6 +38,7 @@ def todense(ctx, tensor, output, default_value, validate):
     \b
     Example:
       sptool todense sample_data/tensor3d.parquet -o /tmp/tensor3d.npy
+      sptool reduce sample_data/tensor3d.parquet --op sum --axis 2 | sptool todense - -o /tmp/sums.npy
     """
     opts = settings(ctx)
     result, job = run_job("todense", todense_op, opts, ctx.obj, tensor, output,

@@ -30,6 +30,7 @@ def transpose(ctx, tensor, output, perm, tmp_dir):
     \b
     Example:
       sptool transpose sample_data/tensor3d.parquet --perm 2,0,1 -o /tmp/transposed.parquet
+      sptool transpose sample_data/matrix_a.parquet -o /tmp/a_t.parquet
     """
     opts = settings(ctx)
     r, job = run_job("transpose", transpose_op, opts, ctx.obj, tensor, output, perm=perm, memory=opts["memory"],

@@ -42,6 +42,7 @@ def validate(ctx, tensors, as_json, metadata_only, deep, strict):
     \b
     Example:
       sptool validate sample_data/tensor3d.parquet sample_data/digits.parquet
+      sptool validate --json sample_data/unsorted.parquet
     """
     opts = settings(ctx)
     with cluster(ctx.obj, opts["quiet"] or as_json) as client:
