@@ -697,8 +697,6 @@ def test_merge(ids_dtype, values_dtype):
     assert_sparse(got, [[0, 0], [1, 10], [1, 13], [1, 14], [2, 32], [2, 33]], [-3, 1, 4, 1, 5, 9], [3, 50])
 
 
-@pytest.mark.xfail(strict=True, reason="sptool.merge takes one vocab_size; TensorFlow's sparse_merge takes a list "
-                                       "of id tensors with a list of vocab sizes (a multi-dimensional result)")
 def test_merge_high_dim():
     # OPS::SparseMergeHighDimTest::testInt64AndFloat64
     ids0 = SparseTensor(np.array(MERGE_IND), np.array([0, 13, 10, 33, 32, 14]), (3, 3))

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .._args import whole_number
+from .._args import whole_number, whole_numbers
 from .._memory import Budget, budget_of
 from ..errors import DataError, ShapeMismatch, UsageError
 from ..format import TensorMeta
@@ -23,12 +23,13 @@ def _entries(src, budget, tmp_dir):
         yield batch_keys(batch, meta.sparse_ndim), batch_values(batch, meta)
 
 
-def _paired(a, b):
-    """Chunks (keys_a, values_a, keys_b, values_b) of equal length from two entry streams; the
-    generator returns the entry counts of both (unequal when one runs out first)."""
-    sides, bufs, counts, done = (a, b), [None, None], [0, 0], [False, False]
+def _aligned(sides):
+    """Chunks [(keys, values) of each entry stream], all of equal length; the generator returns
+    the entry counts of every stream (unequal when one runs out first)."""
+    ways = range(len(sides))
+    bufs, counts, done = [None for _ in ways], [0 for _ in ways], [False for _ in ways]
     while True:
-        for s in (0, 1):
+        for s in ways:
             while not done[s] and (bufs[s] is None or bufs[s][0].shape[1] == 0):
                 got = next(sides[s], None)
                 if got is None:
@@ -37,17 +38,17 @@ def _paired(a, b):
                     bufs[s] = got
                     counts[s] += got[0].shape[1]
         if not all(buf is not None and buf[0].shape[1] for buf in bufs):
-            for s in (0, 1):
+            for s in ways:
                 counts[s] += sum(keys.shape[1] for keys, _ in sides[s])
             return counts
         n = min(buf[0].shape[1] for buf in bufs)
-        yield bufs[0][0][:, :n], bufs[0][1][:n], bufs[1][0][:, :n], bufs[1][1][:n]
+        yield [(keys[:, :n], vals[:n]) for keys, vals in bufs]
         bufs = [(keys[:, n:], vals[n:]) for keys, vals in bufs]
 
 
-def merge(ids, values, output: str | None = None, *, vocab_size: int, memory=None, tmp_dir: str | None = None,
+def merge(ids, values, output: str | None = None, *, vocab_size, memory=None, tmp_dir: str | None = None,
           progress=None):
-    """TensorFlow's ``sparse_merge(sp_ids, sp_values, vocab_size)`` on two sptool tensors.
+    """TensorFlow's ``sparse_merge(sp_ids, sp_values, vocab_size)`` on sptool tensors.
 
     ``ids`` holds integer ids as the values of a [batch..., position] tensor (as
     ``parse_example`` with ``VarLenFeature`` gives, or ``sptool convert --feature``), and
@@ -61,6 +62,10 @@ def merge(ids, values, output: str | None = None, *, vocab_size: int, memory=Non
     [0, vocab_size).  Both inputs stream in row-major order (sorted first within ``memory``
     when they are not); one output row is held whole.
 
+    ``ids`` may also be a list of D ids tensors with ``vocab_size`` a list of D extents (as
+    TensorFlow's list form): the result has shape [batch..., vocab_size[0], ...,
+    vocab_size[D-1]], each entry at its D ids.
+
     Examples
     --------
     >>> import tempfile, os
@@ -72,55 +77,62 @@ def merge(ids, values, output: str | None = None, *, vocab_size: int, memory=Non
     >>> merge(ids, vals, os.path.join(tmp, "merged.parquet"), vocab_size=20)["shape"]
     [8, 20]
     """
-    vocab_size = whole_number(vocab_size, "--vocab-size")
-    if vocab_size < 0:
-        raise UsageError(f"--vocab-size must be >= 0, not {vocab_size}")
+    ids = list(ids) if isinstance(ids, (list, tuple)) else [ids]
+    sizes = _vocab_sizes(vocab_size, len(ids))
     budget = budget_of(memory)
-    with open_operands([ids, values], tmp_dir) as srcs:
-        sink = run(Merge(vocab_size, srcs[0].path), srcs, output, budget=budget, tmp_dir=tmp_dir, progress=progress)
+    with open_operands([*ids, values], tmp_dir) as srcs:
+        op = Merge(sizes, [s.path for s in srcs[:-1]])
+        sink = run(op, srcs, output, budget=budget, tmp_dir=tmp_dir, progress=progress)
         if output is None:
             return SparseTensor.from_sink(sink)
         final = sink.final_meta
-        mi, mv = (s.meta for s in srcs)
-    return {"rows_in": (mi.nnz or 0) + (mv.nnz or 0), "rows_out": final.nnz, "shape": list(final.shape),
+        rows_in = sum(s.meta.nnz or 0 for s in srcs)
+    return {"rows_in": rows_in, "rows_out": final.nnz, "shape": list(final.shape),
             "value_type": final.value_type, "canonical": final.canonical}
 
 
+def _vocab_sizes(vocab_size, n_ids: int) -> tuple[int, ...]:
+    """One extent >= 0 for each ids tensor: a whole number, or a list (TensorFlow's list form)."""
+    if isinstance(vocab_size, (list, tuple, np.ndarray)):
+        sizes = whole_numbers(vocab_size, "--vocab-size")
+    else:
+        sizes = (whole_number(vocab_size, "--vocab-size"),)
+    if not n_ids:
+        raise UsageError("merge needs at least one ids tensor")
+    if len(sizes) != n_ids:
+        raise UsageError(f"--vocab-size {list(sizes)} gives {len(sizes)} extents for {n_ids} ids tensor"
+                         f"{'s' if n_ids > 1 else ''}: give one for each (TensorFlow: sp_ids and vocab_size have "
+                         "to have equal lengths)")
+    for size in sizes:
+        if size < 0:
+            raise UsageError(f"--vocab-size must be >= 0, not {size}")
+    return sizes
+
+
 class Merge(StreamOp):
-    """Each (id, value) entry moved to column ``id`` of its row; the rows of both operands read
-    side by side in row-major order, each output row sorted whole (its entries' ids in any order)."""
+    """Each (id, value) entry moved to column ``id`` of its row (with D ids tensors, to its D ids);
+    the rows of every operand read side by side in row-major order, each output row sorted whole
+    (its entries' ids in any order)."""
 
-    def __init__(self, vocab_size: int, ids_path: str | None):
-        self.vocab_size, self.ids_path = vocab_size, ids_path
+    def __init__(self, vocab_sizes: tuple[int, ...], ids_paths: list):
+        self.vocab_sizes, self.ids_paths = vocab_sizes, ids_paths
 
-    def plan(self, mi: TensorMeta, mv: TensorMeta) -> Plan:
-        path = self.ids_path
-        if mi.hybrid or mv.hybrid:
-            raise UsageError("merge takes tensors with one value per coordinate (no dense dimensions)")
-        if mi.dtype.kind not in "iu":
-            raise UsageError(f"the ids must be integers (TensorFlow casts them to int64); this tensor holds "
-                             f"{mi.value_type}", path=path)
-        if mi.ndim < 2:
-            raise UsageError(f"the ids tensor must have rank 2 or more ([batch..., position]); its shape is "
-                             f"{list(mi.shape)}", path=path)
-        if tuple(mi.shape) != tuple(mv.shape):
-            raise ShapeMismatch(f"ids has shape {list(mi.shape)} but values has {list(mv.shape)}; sparse_merge "
-                                "needs the same sparsity pattern")
-        if mi.nnz is not None and mv.nnz is not None and mi.nnz != mv.nnz:
-            # TensorFlow's own error comes first, as there, when both counts are known upfront.
-            raise DataError(_counts_differ(mi.nnz, mv.nnz))
-        K = mi.sparse_ndim
-        out_meta = TensorMeta(shape=tuple(mi.shape[:-1]) + (self.vocab_size,), sparse_ndim=K,
+    def plan(self, *metas: TensorMeta) -> Plan:
+        *mis, mv = metas
+        for mi, path in zip(mis, self.ids_paths):
+            _check_ids(mi, mv, path)
+        mi = mis[0]
+        K = mi.sparse_ndim - 1 + len(mis)
+        out_meta = TensorMeta(shape=tuple(mi.shape[:-1]) + self.vocab_sizes, sparse_ndim=K,
                               value_type=mv.value_type, fill_value=mv.fill_value, sort_order=tuple(range(K)),
                               unique=False, dimension_names=None)
         return Plan(out_meta, pieces=True)
 
     def read(self, srcs, plan: Plan, *, budget: Budget, tmp_dir=None, progress=None):
-        si, sv = srcs
-        half = budget.share(2)
-        pairs = _paired(_entries(si, half, tmp_dir), _entries(sv, half, tmp_dir))
-        moved = _moved(pairs, si.meta, self.vocab_size, si.path, progress)
-        for piece in whole_runs(moved, range(plan.meta.sparse_ndim - 1)):
+        share = budget.share(len(srcs))
+        chunks = _aligned([_entries(s, share, tmp_dir) for s in srcs])
+        moved = _moved(chunks, [s.meta for s in srcs[:-1]], self.vocab_sizes, self.ids_paths, progress)
+        for piece in whole_runs(moved, range(srcs[0].meta.sparse_ndim - 1)):
             yield piece, None
 
     def progress_total(self, metas, plan: Plan):
@@ -132,39 +144,66 @@ class Merge(StreamOp):
         yield keys[:, order], vals[order]
 
 
+def _check_ids(mi: TensorMeta, mv: TensorMeta, path):
+    """An ids tensor fit to pair with the values: integer ids, rank >= 2, the values' shape and
+    (when both are known) entry count."""
+    if mi.hybrid or mv.hybrid:
+        raise UsageError("merge takes tensors with one value per coordinate (no dense dimensions)")
+    if mi.dtype.kind not in "iu":
+        raise UsageError(f"the ids must be integers (TensorFlow casts them to int64); this tensor holds "
+                         f"{mi.value_type}", path=path)
+    if mi.ndim < 2:
+        raise UsageError(f"the ids tensor must have rank 2 or more ([batch..., position]); its shape is "
+                         f"{list(mi.shape)}", path=path)
+    if tuple(mi.shape) != tuple(mv.shape):
+        raise ShapeMismatch(f"ids has shape {list(mi.shape)} but values has {list(mv.shape)}; sparse_merge "
+                            "needs the same sparsity pattern", path=path)
+    if mi.nnz is not None and mv.nnz is not None and mi.nnz != mv.nnz:
+        # TensorFlow's own error comes first, as there, when both counts are known upfront.
+        raise DataError(_counts_differ(mi.nnz, mv.nnz), path=path)
+
+
 def _counts_differ(na: int, nb: int) -> str:
     return (f"ids has {na} entries but values has {nb} (TensorFlow: Dimensions {na} and {nb} are not compatible); "
             "sparse_merge needs one value per id")
 
 
-def _moved(pairs, mi: TensorMeta, vocab_size: int, path, progress):
-    """(keys, values) with each entry's last index replaced by its id, checked entry by entry."""
-    K = mi.sparse_ndim
+def _moved(chunks, metas: list, vocab_sizes, paths, progress):
+    """(keys, values) with each entry's last index replaced by its ids, checked entry by entry."""
+    K = metas[0].sparse_ndim
     at = 0
     while True:
         try:
-            ka, ids_, kb, vals = next(pairs)
+            *ids_chunks, (kv, vals) = next(chunks)
         except StopIteration as stop:
-            na, nb = stop.value
-            if na != nb:
-                raise DataError(_counts_differ(na, nb)) from None
+            *nis, nv = stop.value
+            for ni, path in zip(nis, paths):
+                if ni != nv:
+                    raise DataError(_counts_differ(ni, nv), path=path) from None
             return
-        differ = (ka != kb).any(axis=0)
-        if differ.any():
-            i = int(np.argmax(differ))
-            raise DataError(f"entry {at + i} (row-major): ids is at {ka[:, i].tolist()} but values at "
-                            f"{kb[:, i].tolist()}; sparse_merge needs the same sparsity pattern")
-        new = np.asarray(ids_).astype(np.int64, copy=False)
-        outside = (new < 0) | (new >= vocab_size)
-        if mi.dtype == np.uint64:
-            outside |= np.asarray(ids_) > np.iinfo(np.int64).max
-        if outside.any():
-            i = int(np.argmax(outside))
-            raise DataError(f"entry {at + i} at {ka[:, i].tolist()}: id {np.asarray(ids_)[i]} is "
-                            f"outside [0, {vocab_size})", path=path)
-        keys = ka.copy()
-        keys[K - 1] = new
-        at += len(new)
+        columns = [_ids_column(ki, ids_, kv, at, mi, size, path)
+                   for (ki, ids_), mi, size, path in zip(ids_chunks, metas, vocab_sizes, paths)]
+        keys = np.concatenate([kv[:K - 1], np.stack(columns)])
+        at += kv.shape[1]
         if progress:
-            progress.advance(len(new))
+            progress.advance(kv.shape[1])
         yield keys, vals
+
+
+def _ids_column(ki, ids_, kv, at: int, mi: TensorMeta, vocab_size: int, path) -> np.ndarray:
+    """One ids tensor's chunk as int64 ids, its coordinates checked against the values' and its
+    ids against [0, vocab_size)."""
+    differ = (ki != kv).any(axis=0)
+    if differ.any():
+        i = int(np.argmax(differ))
+        raise DataError(f"entry {at + i} (row-major): ids is at {ki[:, i].tolist()} but values at "
+                        f"{kv[:, i].tolist()}; sparse_merge needs the same sparsity pattern", path=path)
+    new = np.asarray(ids_).astype(np.int64, copy=False)
+    outside = (new < 0) | (new >= vocab_size)
+    if mi.dtype == np.uint64:
+        outside |= np.asarray(ids_) > np.iinfo(np.int64).max
+    if outside.any():
+        i = int(np.argmax(outside))
+        raise DataError(f"entry {at + i} at {ki[:, i].tolist()}: id {np.asarray(ids_)[i]} is "
+                        f"outside [0, {vocab_size})", path=path)
+    return new
