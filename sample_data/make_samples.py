@@ -21,6 +21,7 @@ import pyarrow.parquet as pq
 
 import sptool
 from sptool import SparseTensor
+from sptool.format import version_for
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 
@@ -168,7 +169,7 @@ def write_invalid(path: str) -> None:
     indices = np.array([[0, 0], [0, 2], [1, 1], [1, 0], [2, 1], [2, 3], [3, 0], [5, 2]], dtype=np.int64)
     values = np.arange(1.0, len(indices) + 1.0)
     meta = {
-        "format": "sptool.coo", "version": sptool.FORMAT_VERSION, "shape": [4, 4], "sparse_ndim": 2,
+        "format": "sptool.coo", "version": version_for([4, 4]), "shape": [4, 4], "sparse_ndim": 2,
         "value_type": "float64", "fill_value": 0.0, "nnz": len(indices), "sort_order": [0, 1],
         "unique": True, "canonical": True, "dimension_names": ["row", "col"],
         "created_by": "sample_data/make_samples.py (deliberately invalid)",

@@ -508,10 +508,12 @@ class TensorSink(ClosesOrAborts):
             unique = True
         else:
             unique = self.rows <= 1 or (self.still_unique and len(self.meta.sort_order) == self.K)
+        # The version the file declares (SPEC §9): the lowest its shape allows.
+        version = version_for(shape)
         if self._found is not None:
             return self.meta.with_(shape=shape, nnz=nnz, sort_order=tuple(range(self.K)),
-                                   unique=unique or not self._found.repeated)
-        return self.meta.with_(shape=shape, nnz=nnz, unique=unique)
+                                   unique=unique or not self._found.repeated, version=version)
+        return self.meta.with_(shape=shape, nnz=nnz, unique=unique, version=version)
 
     def resolve_shape(self, shape):
         """Fill the extents left open (None) now that they are known, e.g. from a stream's trailer.
