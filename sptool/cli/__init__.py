@@ -30,6 +30,7 @@ from ._console import (
 )
 from ._options import JSON_SUMMARY_HELP, MEMORY_HELP, _store
 from ._vocabulary import option, with_new_spellings
+from .help import TOPICS, help_command
 
 CONTEXT_SETTINGS = {"help_option_names": ["-h", "--help"], "max_content_width": 100}
 INTERNAL_ERROR = 3
@@ -70,6 +71,20 @@ class SptoolGroup(click.Group):
             note_help(command)
             self.add_command(command)
         return self.commands.get(name)
+
+    def format_commands(self, ctx, formatter):
+        """The commands by kind, names only, so that the page fits a screen (`sptool help` gives
+        each one's summary), then the help topics."""
+        import textwrap
+
+        width = max(formatter.width - formatter.current_indent - 13, 30)
+        with formatter.section("Commands (sptool help COMMAND, or sptool COMMAND --help)"):
+            for kind, names in COMMAND_KINDS:
+                lines = textwrap.wrap(" ".join(names), width, break_on_hyphens=False, break_long_words=False)
+                for i, line in enumerate(lines):
+                    formatter.write(f"{' ' * formatter.current_indent}{kind if i == 0 else '':<11}{line}\n")
+        with formatter.section("Topics"):
+            formatter.write_text("sptool help " + " | ".join(TOPICS) + "; sptool help lists everything.")
 
     def invoke(self, ctx: click.Context):
         try:
@@ -167,7 +182,7 @@ def _print_version(ctx, param, value):
 @option("version", is_flag=True, expose_value=False, is_eager=True, callback=_print_version,
         help="Show the version and exit.")
 @option("help_all", is_flag=True, expose_value=False, is_eager=True, callback=_print_help_all,
-        help="Show the help of every command on one page and exit.")
+        help="Show every command's help on one page and exit.")
 @option("memory", metavar="SIZE", expose_value=False, callback=_store("memory"), help=MEMORY_HELP)
 @option("quiet", is_flag=True, expose_value=False, callback=_store("quiet"),
         help="No progress bars or summary lines.")
@@ -176,21 +191,17 @@ def _print_version(ctx, param, value):
 @option("json_summary", metavar="PATH", expose_value=False, callback=_store("json_summary"),
         help=JSON_SUMMARY_HELP)
 @option("scheduler", metavar="ADDRESS", expose_value=False, callback=_store("scheduler"),
-        help="Run the command on a Dask cluster: tcp://HOST:PORT (a running scheduler) or local:N (N worker "
-             "processes started and stopped here) [default: $SPTOOL_SCHEDULER]. Needs pip install "
-             "'sptool[dask]'; the commands that can say so in their help.")
+        help="Run on a Dask cluster: tcp://HOST:PORT or local:N (sptool help cluster).")
 @click.pass_context
 def cli(ctx):
     """Streaming tools for n-dimensional sparse tensors (COO) in Parquet files and Arrow streams.
 
     Tensors are .parquet files, directories of part files, or Arrow IPC streams on stdin and
-    stdout ('-'), so commands compose in pipes. Every command works within --memory.
+    stdout ('-'), so commands compose in pipes. Every command works within --memory. Exit
+    codes: 0 ok, 1 bad data, 2 bad usage, 3 internal error (sptool help exit-codes).
 
     \b
-    Exit codes: 0 success (validate: valid), 1 bad data (validate: invalid),
-    2 bad usage or unreadable input, 3 internal error, 130 interrupted.
-    \b
-    Format spec (version 1.0.0): SPEC.md, installed with sptool at
+    Format spec (version {version}): SPEC.md, installed with sptool at
     {spec}
     """
     ctx.ensure_object(dict)
@@ -198,31 +209,11 @@ def cli(ctx):
 
 
 # The spec ships inside the package (pyproject's package-data), so its path holds in any install.
-cli.help = cli.help.format(spec=os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "SPEC.md"))
+_PACKAGE_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+cli.help = cli.help.format(version=FORMAT_VERSION, spec=os.path.join(_PACKAGE_DIR, "SPEC.md"))
 
 
-@cli.command("help")
-@click.argument("command", required=False, metavar="[COMMAND]")
-@click.pass_context
-def help_command(ctx, command):
-    """Show the help of COMMAND, or of sptool itself.
-
-    Memory: none beyond start-up; reads no tensor.
-
-    \b
-    Example:
-      sptool help reorder
-    """
-    group = ctx.parent.command
-    if command is None:
-        click.echo(group.get_help(ctx.parent))
-        return
-    found = group.get_command(ctx, command)
-    if found is None:
-        group.resolve_command(ctx, [command])  # the same "no such command" message, with a suggestion
-        ctx.fail(f"No such command {command!r}.")
-    with click.Context(found, info_name=command, parent=ctx.parent) as sub:
-        click.echo(found.get_help(sub))
+cli.add_command(help_command)
 
 
 def _abort_outputs():
@@ -317,6 +308,18 @@ COMMANDS = {
     "sampled-matmul": "sampled_matmul",
     "apply": "apply",
 }
+
+
+# How `sptool --help` groups the commands (every one of COMMANDS, in its order).
+COMMAND_KINDS = (
+    ("files", ("validate", "info", "head", "convert", "todense", "spy", "eye")),
+    ("structure", ("reorder", "concat", "split", "slice", "reshape", "transpose", "reset-shape", "retain",
+                   "fill-empty-rows", "expand-dims")),
+    ("math", ("reduce", "add", "maximum", "minimum", "mul", "div", "softmax", "matmul", "map",
+              "sampled-matmul")),
+    ("features", ("to-indicator", "merge", "cross", "cross-hashed", "bincount", "segment-sum", "segment-mean",
+                  "segment-sqrt-n", "apply")),
+)
 
 
 def load_command(name: str):
