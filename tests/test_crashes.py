@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 import shlex
+import shutil
 
 import numpy as np
 import pytest
@@ -171,6 +172,22 @@ def test_wrong_types_cover_every_public_function_with_such_an_argument():
             wanted |= {(name, k) for k in inspect.signature(obj).parameters if k in names}
     sums = {"segment_mean", "segment_sqrt_n"}  # segment_sum's own code path
     assert {w for w in wanted if w[0] not in sums} <= listed, sorted(wanted - listed)
+
+
+@pytest.mark.parametrize("table, gradient, says", [
+    (lambda: sptool.read(_sample("grad.parquet")), _sample("grad.parquet"), "table must be the path of a .npy file"),
+    (None, 1.0, "not float"),
+    (None, [1.0], "not float"),
+])
+def test_apply_refuses_operands_of_the_wrong_type(tmp_path, table, gradient, says):
+    """The table is a .npy path (apply updates it in place); a gradient is a path, stream or
+    SparseTensor: anything else is a usage error, the table untouched."""
+    path = tmp_path / "emb.npy"
+    shutil.copy(_sample("embeddings.npy"), path)
+    before = path.read_bytes()
+    with pytest.raises(sptool.UsageError, match=says):
+        sptool.apply(table() if table else str(path), gradient, optimizer="sgd", lr=0.1)
+    assert path.read_bytes() == before
 
 
 @pytest.mark.parametrize("function, call, valid, key, kind", WRONG_TYPES,

@@ -132,9 +132,12 @@ def apply(table: str, gradients=(), *, optimizer: str = "sgd", lr: float | None 
     """
     budget = budget_of(memory)
     limit = None if journal_limit is None else parse_size(journal_limit)
+    if not isinstance(table, (str, os.PathLike)):
+        raise UsageError(f"the table must be the path of a .npy file (apply updates it in place), not "
+                         f"{type(table).__name__}")
     table = os.fspath(table)
-    if isinstance(gradients, (str, os.PathLike)):
-        gradients = [gradients]
+    if isinstance(gradients, (str, os.PathLike)) or not hasattr(gradients, "__iter__"):
+        gradients = [gradients]  # one gradient; what it is, open_input tells
     gradients = list(gradients)
     with _locked(table), Workers(budget.workers) as workers:
         work = min(budget.usable // 4, WORK_BYTES)
