@@ -1,4 +1,4 @@
-"""The byte-flip table (issue 11): 1-4 random bytes flipped in one region of an sptool-written
+"""The byte-flip table: 1-4 random bytes flipped in one region of an sptool-written
 Parquet file (the index columns' data pages, the values' data pages, a dictionary page, the
 footer), then the commands that read it; each run is either detected (exit 1 or 2 with a
 one-line message), right (exit 0 and the answer NumPy gives on the undamaged file) or wrong

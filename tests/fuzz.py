@@ -1,4 +1,4 @@
-"""A mutation fuzzer for sptool (issue 11): valid inputs of every kind, damaged at random, thrown
+"""A mutation fuzzer for sptool: valid inputs of every kind, damaged at random, thrown
 at the commands that read them; each run is classified.
 
     python tests/fuzz.py --seed 1 --cases 5000 [--jobs 2] [--work DIR] [--keep-failures DIR]

@@ -1,5 +1,5 @@
-"""What the driver of a cluster job loads and reads before its tasks run (benchmarks/README.md,
-session 9 of issue 16): a float reduce of a sorted directory (the seamed path) does not import
+"""What the driver of a cluster job loads and reads before its tasks run (docs/performance.md):
+a float reduce of a sorted directory (the seamed path) does not import
 the shuffle's modules, and the driver opens each input footer for its plan at most twice (it
 opened them three times).  The results are checked against NumPy, so the paths these tests
 constrain are the ones that ran."""
