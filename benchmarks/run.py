@@ -98,6 +98,8 @@ CHECKS_CODE = """
 # --baseline DIR: each sptool row is followed by the same command run with the sptool of the checkout
 # DIR (its kernels built in place), in the same minutes: today's code against an earlier commit's.
 BASELINE = None
+# --without TEXT: the peers whose names hold TEXT are not run (a shorter session of the rest).
+WITHOUT: list[str] = []
 BASELINE_CODE = """
     import os, sys
     os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")  # as sptool.cli.main does, before numpy loads
@@ -1570,6 +1572,7 @@ def run_benchmark(b: Benchmark, size: str, repeat: int) -> dict:
         first = tools[0]
         tools.insert(1, python_tool("sptool, one-thread Parquet writer (before)", ONE_WRITER_CODE,
                                     *first.argv[1:], outputs=first.outputs))
+    tools = [tools[0], *(t for t in tools[1:] if not any(w in t.name for w in WITHOUT))]
     if BASELINE and tools[0].name == "sptool":
         tools.insert(1, baseline_tool(tools[0]))
     if NO_CHECKS and tools[0].name == "sptool":
@@ -2162,9 +2165,12 @@ def main(argv=None) -> int:
                    help="time each sptool command against itself with the read checks off (no peers)")
     p.add_argument("--baseline", metavar="DIR",
                    help="also time each sptool command with the sptool of the checkout DIR (kernels built in place)")
+    p.add_argument("--without", metavar="TEXT", action="append", default=[],
+                   help="leave out the peers whose names hold TEXT (repeatable), e.g. pydata")
     args = p.parse_args(argv)
-    global SHAPE_REORDER, SHAPE_3D, DATA_TAG, ONE_WRITER, NO_CHECKS, BASELINE
+    global SHAPE_REORDER, SHAPE_3D, DATA_TAG, ONE_WRITER, NO_CHECKS, BASELINE, WITHOUT
     BASELINE = os.path.abspath(args.baseline) if args.baseline else None
+    WITHOUT = args.without
     if BASELINE:
         import compileall
 

@@ -15,7 +15,8 @@ With run.py's --baseline DIR, a third row runs the narrow side with the sptool o
 <= 64-bit path as it was).  Data is generated once per size into benchmarks/data/<size>/.
 
 - reorder: random entries, unsorted, to row-major order;
-- add: two canonical tensors of distinct random coordinates;
+- add: two canonical tensors of random coordinates (draws made canonical by sptool reorder
+  --duplicates sum: about 20M entries each, fewer where Zipf's law repeats a coordinate);
 - reduce: --op sum --axis 1 of the first of them.
 """
 
@@ -23,6 +24,7 @@ from __future__ import annotations
 
 import math
 import os
+import subprocess
 import sys
 import zlib
 
@@ -62,14 +64,13 @@ def _coords(rng, shape, n, dist) -> np.ndarray:
     return np.stack([rng.integers(0, s, n) for s in shape]).astype(np.int64)
 
 
-def _write(path: str, shape, chunks, *, canonical: bool):
-    """Write (keys (K, n), values) chunks to ``path`` with sptool's own sink."""
+def _write(path: str, shape, chunks):
+    """Write unsorted (keys (K, n), values) chunks to ``path`` with sptool's own sink."""
     from sptool.format import TensorMeta
     from sptool.io import open_sink
 
-    meta = TensorMeta(shape=shape, sparse_ndim=len(shape), value_type="float64",
-                      sort_order=tuple(range(len(shape))) if canonical else (), unique=canonical)
-    with open_sink(path, meta, unique_claim=True if canonical else False) as sink:
+    meta = TensorMeta(shape=shape, sparse_ndim=len(shape), value_type="float64")
+    with open_sink(path, meta, unique_claim=False) as sink:
         for keys, values in chunks:
             sink.write(keys, values)
 
@@ -80,26 +81,19 @@ def _random(rng, shape, n, dist):
         yield _coords(rng, shape, m, dist), rng.standard_normal(m)
 
 
-def _canonical(rng, shape, n, dist):
-    """About n distinct coordinates in row-major order (draws with repeats, sorted, repeats dropped)."""
-    keys = _coords(rng, shape, n, dist)
-    keys = keys[:, np.lexsort(keys[::-1])]
-    fresh = np.ones(n, dtype=bool)
-    fresh[1:] = (np.diff(keys, axis=1) != 0).any(axis=0)
-    keys = np.ascontiguousarray(keys[:, fresh])
-    values = rng.standard_normal(keys.shape[1])
-    for start in range(0, keys.shape[1], CHUNK):
-        yield keys[:, start:start + CHUNK], values[start:start + CHUNK]
-
-
-def _file(data: str, name: str, kind: str, dist: str, nnz: int, which: str, shape) -> str:
+def _file(run, data: str, name: str, kind: str, dist: str, nnz: int, which: str, shape) -> str:
     """The input ``which`` ("unsorted", "a" or "b") of one tensor, made on first use."""
     tag = f"{name}-{kind}" + ("" if dist == "uniform" else f"-{dist}")
     path = os.path.join(data, f"wide-{tag}-{nnz}-{which}.parquet")
     if not os.path.exists(path):
         rng = np.random.default_rng(SEED + zlib.crc32(f"{tag}-{which}".encode()))
-        chunks = _random(rng, shape, nnz, dist) if which == "unsorted" else _canonical(rng, shape, nnz, dist)
-        _write(path, shape, chunks, canonical=which != "unsorted")
+        if which == "unsorted":
+            _write(path, shape, _random(rng, shape, nnz, dist))
+        else:  # about nnz distinct coordinates in row-major order: draws sorted, repeats summed, by sptool
+            draws = path + ".draws.parquet"
+            _write(draws, shape, _random(rng, shape, nnz, dist))
+            subprocess.run(run.sptool_tool("reorder", draws, "--duplicates", "sum", "-o", path).argv, check=True)
+            os.remove(draws)
     return path
 
 
@@ -133,7 +127,7 @@ def add_to(run):
             nnz = params["wide_nnz"]
             paths = {}
             for kind, shape in shapes.items():
-                files = [_file(data, name, kind, dist, nnz, which, shape) for which in inputs(command)]
+                files = [_file(run, data, name, kind, dist, nnz, which, shape) for which in inputs(command)]
                 paths[kind] = files
                 paths[f"{kind}_rows"] = sum(_rows(f) for f in files)
             return paths

@@ -49,8 +49,8 @@ class AnnDataReader(Reader):
             raise UsageError("an AnnData file cannot be read from stdin (it needs random access); name it")
         self.name = path
         self.src = AnnDataSource(path, opts.key or "X")
-        # Blocks as large as --memory allows: the Parquet sink spends a fifth less CPU on blocks
-        # of a million entries than on the reader's default (docs/performance.md).
+        # Blocks as large as --memory allows: convert spends about a tenth less CPU on blocks of
+        # a million entries than on the reader's default (docs/performance.md).
         self.src.reader.block_entries = None
         self.budget = opts.budget
         m = self.src.meta
