@@ -9,8 +9,7 @@ from ._args import shape_of
 from ._messages import out_of_bounds, repeated
 from .errors import DataError, UsageError
 from .format import VALUE_TYPES, TensorMeta, default_fill, value_type_of_dtype
-from .io import MemorySource, check_shape
-from .stream.dense import DenseScatter
+from .io import DenseScatter, MemorySource, check_shape
 from .stream.sort import KeyCodec
 
 

@@ -15,11 +15,10 @@ from sptool import _kernels
 def test_compiled_kernels_are_loaded_and_used():
     assert _kernels.__file__.endswith(tuple(importlib.machinery.EXTENSION_SUFFIXES))
     assert sptool.KERNELS == "compiled"
-    from sptool.io import sink, source  # noqa: F401
+    from sptool.io import _npy, sink, source  # noqa: F401
     from sptool.ops import validate
-    from sptool.stream import dense as _dense
 
-    for module in (sink, _dense, validate):
+    for module in (sink, _npy, validate):
         assert module._kernels is _kernels
     assert "kernels: compiled" in __import__("sptool.cli", fromlist=["_version_text"])._version_text()
 

@@ -277,8 +277,7 @@ def test_a_second_interrupt_during_cleanup_leaves_nothing(tmp_path, monkeypatch)
 
     import sptool
     from sptool.cli import cli
-    from sptool.io import AtomicTarget
-    from sptool.stream import dense
+    from sptool.io import AtomicTarget, DenseSink
 
     t = sptool.SparseTensor([[0, 1], [2, 0]], [1.0, 4.0], (3, 2))
     src = str(tmp_path / "t.parquet")
@@ -297,7 +296,7 @@ def test_a_second_interrupt_during_cleanup_leaves_nothing(tmp_path, monkeypatch)
             raise KeyboardInterrupt
         real_abort(self)
 
-    monkeypatch.setattr(dense.DenseSink, "write", interrupted)
+    monkeypatch.setattr(DenseSink, "write", interrupted)
     monkeypatch.setattr(AtomicTarget, "abort", abort_cut_short)
     r = CliRunner().invoke(cli, ["todense", src, "-o", str(tmp_path / "out.npy")])
     assert r.exit_code == 130 and "interrupted; no output was written" in r.output

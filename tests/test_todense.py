@@ -160,11 +160,11 @@ def test_row_major_input_written_block_by_block(tmp_path, rng, dtype, monkeypatc
     t = sptool.SparseTensor(t.indices, t.values, t.shape).reorder()
     src = str(tmp_path / "t.parquet")
     sptool.write(t, src)
-    from sptool.stream import dense
+    from sptool.io import BlockScatter
 
     made = []
-    real = dense.BlockScatter.__init__
-    monkeypatch.setattr(dense.BlockScatter, "__init__", lambda self, *a: made.append(a) or real(self, *a))
+    real = BlockScatter.__init__
+    monkeypatch.setattr(BlockScatter, "__init__", lambda self, *a: made.append(a) or real(self, *a))
     out = str(tmp_path / "o.npy")
     from conftest import tiny_budget
 

@@ -22,8 +22,7 @@ import numpy as np
 
 from ..errors import UsageError
 from ..format import TensorMeta
-from ..io import AnnDataSource, AtomicTarget, anndata_h5py, anndata_zarr
-from ..stream.dense import check_dense_rows
+from ..io import AnnDataSource, AtomicTarget, anndata_h5py, anndata_zarr, check_dense_rows
 from .common import Options, Reader, cast_or_fail, check_zero_fill, coerce_fill
 
 # The spec's versions of what sptool writes, as anndata 0.8 to 0.12 write them.

@@ -10,7 +10,7 @@ import numpy as np
 from .._memory import Budget
 from ..errors import DataError, UsageError
 from ..format import VALUE_TYPES, TensorMeta, default_fill
-from ..stream.dense import is_zero
+from ..io import is_zero
 
 
 @dataclass(frozen=True)

@@ -25,8 +25,7 @@ import pyarrow.json as pajson
 
 from ..errors import DataError, UsageError
 from ..format import VALUE_TYPES, TensorMeta
-from ..io import SideOutputs
-from ..stream.dense import GrowingNpy
+from ..io import GrowingNpy, SideOutputs
 from .common import Options, Reader, cast_or_fail, coerce_fill
 from .rows import RowLinesWriter, data_line, example_options, sorted_and_summed
 from .text import OpenedText, chunk_bytes, parsed_blocks, printable_columns

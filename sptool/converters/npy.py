@@ -11,13 +11,12 @@ array, column-major for a Fortran array.  Export is ``sptool todense``
 from __future__ import annotations
 
 import math
-import mmap
 
 import numpy as np
 
 from ..errors import DataError, UsageError
 from ..format import TensorMeta, scalar_of_value_type, value_type_of_dtype
-from ..stream.dense import open_npy
+from ..io import open_npy, release
 from .common import Options, Reader, cast_or_fail, coerce_fill
 
 # Give the pages of the memory map back every this many bytes, so that reading a file
@@ -86,7 +85,7 @@ class NpyReader(Reader):
             self.rows_in += len(pos)
             since_release += block.nbytes
             if since_release > RELEASE_BYTES:
-                _release(self.arr)
+                release(self.arr)
                 since_release = 0
             yield keys, values
 
@@ -117,15 +116,3 @@ def _check_code_points(values: np.ndarray, keys: np.ndarray, path: str):
         unit = int(units[r][bad[r]][0])
         raise DataError(f"element {keys[:, r].tolist()}: {unit:#x} is not a Unicode code point a string can hold "
                         "(a surrogate, or above 0x10ffff)", path=path)
-
-
-def _release(arr: np.ndarray):
-    base = arr
-    while base is not None and not isinstance(base, np.memmap):
-        base = base.base
-    mm = getattr(base, "_mmap", None)
-    if mm is not None:
-        try:
-            mm.madvise(mmap.MADV_DONTNEED)
-        except (AttributeError, OSError, ValueError):
-            pass

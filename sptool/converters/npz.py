@@ -28,8 +28,7 @@ from .. import _kernels
 from .._memory import format_size
 from ..errors import DataError, InputError, ResourceError, UsageError
 from ..format import TensorMeta, value_type_of_dtype
-from ..io import AtomicTarget
-from ..stream.dense import NPY_HEADER_ERRORS
+from ..io import NPY_HEADER_ERRORS, AtomicTarget
 from .common import Options, Reader, cast_or_fail, check_not_hybrid, check_zero_fill, coerce_fill, integer_array
 from .gather import GatheringWriter
 

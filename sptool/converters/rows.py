@@ -13,8 +13,7 @@ import pyarrow.compute as pc
 from .._tfrecord import order_within_rows
 from ..errors import ResourceError, UsageError
 from ..format import TensorMeta
-from ..io import open_source, read_all
-from ..stream.dense import check_dense_rows, open_npy
+from ..io import check_dense_rows, open_npy, open_source, read_all
 from ..stream.duplicates import combine_runs
 from ..stream.values import runs
 from .common import Options, check_not_hybrid, check_zero_fill

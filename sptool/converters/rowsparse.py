@@ -21,7 +21,7 @@ import numpy as np
 from .._memory import format_size
 from ..errors import DataError, InputError, ResourceError, UsageError
 from ..format import TensorMeta, value_type_of_dtype
-from ..stream.dense import NPY_HEADER_ERRORS, open_npy
+from ..io import NPY_HEADER_ERRORS, open_npy
 from .common import Options, Reader, cast_or_fail, coerce_fill, integer_array
 from .npz import NpzReader, NpzWriter, member_headers
 

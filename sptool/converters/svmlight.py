@@ -33,8 +33,7 @@ import pyarrow.compute as pc
 from .. import _textparse as tp
 from ..errors import DataError, UsageError
 from ..format import VALUE_TYPES, TensorMeta
-from ..io import SideOutputs, TensorSink, open_sink
-from ..stream.dense import GrowingNpy
+from ..io import GrowingNpy, SideOutputs, TensorSink, open_sink
 from .common import Options, Reader, cast_or_fail, coerce_fill
 from .rows import ExampleOptions, RowLinesWriter, data_line, example_options, sorted_and_summed
 from .text import OpenedText, chunk_bytes, parsed_blocks, printable_columns

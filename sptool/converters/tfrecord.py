@@ -36,8 +36,7 @@ import pyarrow as pa
 from .. import _tfrecord as tfr
 from ..errors import DataError, InputError, UsageError
 from ..format import TensorMeta, default_fill
-from ..io import AtomicTarget, SideOutputs, open_output
-from ..stream.dense import GrowingNpy, check_dense_rows, open_npy
+from ..io import AtomicTarget, GrowingNpy, SideOutputs, check_dense_rows, open_npy, open_output
 from . import text
 from .common import Options, Reader, cast_or_fail, check_not_hybrid, check_zero_fill
 from .compression import open_binary

@@ -19,9 +19,9 @@ from functools import partial
 
 from .._memory import Budget, budget_of
 from ..errors import UsageError
-from ..io import batch_keys, batch_values
+from ..io import BlockScatter, batch_keys, batch_values, check_dense_size, is_zero
 from ..ops.todense import default_value_of, local_npy
-from ..stream.dense import CLAIMS_NOTE, BlockScatter, check_dense_size, dense_dtype, is_zero, sorts_first
+from ..stream.dense import CLAIMS_NOTE, dense_dtype, sorts_first
 from ..stream.order import ClaimCheck, sorted_batches
 from .claims import verify_claim
 from .npyfile import by_regions, shared_npy

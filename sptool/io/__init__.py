@@ -10,6 +10,21 @@ from ._atomic import AtomicTarget, ClosesOrAborts, SideOutputs, abort_live_targe
 from ._digest import DigestReader, digest_problem
 from ._footer import FooterError, pages_without_crc
 from ._iso import IsoCheck
+from ._npy import (
+    NPY_HEADER_ERRORS,
+    BlockScatter,
+    DenseScatter,
+    DenseSink,
+    GrowingNpy,
+    check_dense_rows,
+    check_dense_size,
+    copy_slabs,
+    dense_returned,
+    file_map,
+    is_zero,
+    open_npy,
+    release,
+)
 from ._pointers import pointer_problem
 from ._prefetch import prefetch
 from ._rowgroups import check_text, parquet_file, plan_chunks, read_chunks, read_failure_code
@@ -91,4 +106,6 @@ __all__ = [
     "absolute", "bare", "files_in", "is_npy", "kind_of", "move", "remove_hidden",
     "listing", "matching", "open_output", "open_read", "open_sequential", "split",
     "AnnDataSource", "anndata_h5py", "anndata_zarr", "is_anndata", "pointer_problem",
+    "BlockScatter", "DenseScatter", "DenseSink", "GrowingNpy", "NPY_HEADER_ERRORS", "check_dense_rows",
+    "check_dense_size", "copy_slabs", "dense_returned", "file_map", "is_zero", "open_npy", "release",
 ]

@@ -15,10 +15,12 @@ from .._memory import budget_of
 from ..errors import UsageError
 from ..format import TensorMeta, number_of, value_type_of_dtype
 from ..io import (
+    DenseSink,
     batch_keys,
     batch_values,
     check_inputs,
     is_npy,
+    is_zero,
     known_shape,
     make_batch,
     open_input,
@@ -37,7 +39,6 @@ from ..stream.binary import (
     run_join,
     scalar,
 )
-from ..stream.dense import DenseSink, is_zero
 from ..stream.engine import Partwise, Plan, StreamOp, run
 from ..stream.order import SummedSource, summed_if_promoted
 from ..stream.reorder import Reorder

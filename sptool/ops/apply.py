@@ -32,8 +32,7 @@ from .. import _optim
 from .._commits import committed
 from .._memory import budget_of, parse_size
 from ..errors import DataError, InputError, Interrupted, ShapeMismatch, UsageError
-from ..io import batch_keys, batch_values, open_input, sibling_name
-from ..stream.dense import open_npy, release
+from ..io import batch_keys, batch_values, open_input, open_npy, release, sibling_name
 from ..stream.journal import (
     FAULT_AROUND,
     RELEASE,

@@ -13,8 +13,7 @@ from .._args import optional_whole_number, whole_number
 from .._memory import Budget, budget_of
 from ..errors import DataError, ShapeMismatch, UsageError
 from ..format import TensorMeta
-from ..io import batch_values, check_inputs, is_npy, known_shape, open_input
-from ..stream.dense import open_npy
+from ..io import batch_values, check_inputs, is_npy, known_shape, open_input, open_npy
 from ..stream.engine import Plan, StreamOp, run
 from ..stream.rows import aligned_rows, feature_rows
 from ..stream.values import runs

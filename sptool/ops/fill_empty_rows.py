@@ -9,8 +9,17 @@ from .._memory import Budget, budget_of, format_size
 from .._vocabulary import renamed_keywords
 from ..errors import DataError, ResourceError, UsageError
 from ..format import scalar_of_value_type
-from ..io import AtomicTarget, arrow_of, batch_keys, known_shape, open_input, schema_of, values_array
-from ..stream.dense import check_dense_rows, check_dense_size
+from ..io import (
+    AtomicTarget,
+    arrow_of,
+    batch_keys,
+    check_dense_rows,
+    check_dense_size,
+    known_shape,
+    open_input,
+    schema_of,
+    values_array,
+)
 from ..stream.engine import Plan, StreamOp, run
 from ..tensor import SparseTensor
 

@@ -50,11 +50,14 @@ from ..io import (
     ClosesOrAborts,
     batch_keys,
     batch_values,
+    check_dense_size,
     check_inputs,
+    copy_slabs,
     is_npy,
     open_operands,
     open_sink,
     open_source,
+    release,
     scratch_dir,
 )
 from ..stream.binary import (
@@ -64,7 +67,6 @@ from ..stream.binary import (
     promote,
     require_zero_fill,
 )
-from ..stream.dense import check_dense_size, copy_slabs, release
 from ..stream.duplicates import deduplicated
 from ..stream.engine import Plan, StreamOp, run
 from ..stream.matrices import Scratch, prepare_dense

@@ -22,9 +22,8 @@ from .._memory import Budget, budget_of
 from .._messages import out_of_bounds
 from ..errors import DataError, UsageError
 from ..format import value_type_of_dtype
-from ..io import ClosesOrAborts, batch_keys, is_npy, known_shape, open_input, open_sink, output_kind
+from ..io import ClosesOrAborts, DenseSink, batch_keys, is_npy, known_shape, open_input, open_sink, output_kind
 from ..stream.axes import normalize_axes
-from ..stream.dense import DenseSink
 from ..stream.duplicates import sum_duplicates
 from ..stream.engine import Partwise, Plan, StreamOp, run
 from ..stream.group_reduce import GroupReducer

@@ -10,8 +10,7 @@ import pyarrow as pa
 from .._memory import budget_of
 from ..errors import UsageError
 from ..format import TensorMeta
-from ..io import batch_keys, batch_values, open_input, schema_of
-from ..stream.dense import open_npy
+from ..io import batch_keys, batch_values, open_input, open_npy, schema_of
 from ..stream.engine import Plan, StreamOp, run
 from ..stream.where import compile_where
 from ..tensor import SparseTensor

@@ -14,8 +14,7 @@ from .._args import array_or_path, optional_whole_number
 from .._memory import Budget, budget_of
 from ..errors import DataError, ShapeMismatch, UsageError
 from ..format import TensorMeta, value_type_of_dtype
-from ..io import ClosesOrAborts
-from ..stream.dense import DenseSink, dense_returned, open_npy, release
+from ..io import ClosesOrAborts, DenseSink, dense_returned, open_npy, release
 from ..stream.engine import Plan, StreamOp, run
 
 # The value types the compiled scatter takes (sptool/_kernels.pyx scatter_add); mean and sqrt_n

@@ -8,8 +8,7 @@ from .._args import whole_number
 from .._memory import Budget, budget_of
 from .._messages import row_text, tuple_text
 from ..errors import DataError, UsageError
-from ..io import batch_values, is_npy, known_shape, make_batch, open_input
-from ..stream.dense import DenseSink
+from ..io import DenseSink, batch_values, is_npy, known_shape, make_batch, open_input
 from ..stream.duplicates import deduplicated, sum_duplicates
 from ..stream.engine import Plan, StreamOp, run
 from ..stream.order import checked_batches, claim_check, ordered_batches

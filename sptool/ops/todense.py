@@ -6,8 +6,8 @@ import numpy as np
 
 from .._memory import budget_of
 from ..format import scalar_of_value_type
-from ..io import local_only, open_input
-from ..stream.dense import dense_returned, write_dense
+from ..io import dense_returned, local_only, open_input
+from ..stream.dense import write_dense
 
 
 def local_npy(output: str) -> str:

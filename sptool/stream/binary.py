@@ -11,8 +11,7 @@ from .. import _linalg
 from .._memory import MMAP_THRESHOLD, Budget
 from ..errors import ShapeMismatch, UsageError
 from ..format import TensorMeta, value_type_of_dtype
-from ..io import batch_keys, batch_values, is_npy, open_sink
-from .dense import is_zero, open_npy
+from ..io import batch_keys, batch_values, is_npy, is_zero, open_npy, open_sink
 from .order import sorted_batches
 from .sort import KeyCodec
 
