@@ -452,6 +452,134 @@ def splitters_of(samples: list[np.ndarray], ranges: int) -> np.ndarray:
     return np.unique(pooled[at])
 
 
+class _Graph:
+    """The futures of one range_map job, by round: samples, the splitters (a future, or none when
+    the parts' edges gave them), each operand's partition tasks, and the range tasks."""
+
+    def __init__(self, slots: list, samples: list = (), splitters: list = (), counts: list = ()):
+        self.slots, self.samples = list(slots), list(samples)
+        self.splitters, self.counts = list(splitters), list(counts)
+
+    def partitions(self) -> list:
+        return [f for operand in self.counts for f in operand]
+
+    def everything(self) -> list:
+        return [*self.samples, *self.splitters, *self.partitions(), *self.slots]
+
+
+def _keyed_graph(client, operands: list, keyed: list, order, fn, out: PartDirectory, task, ranges: int) -> _Graph:
+    """Operands sorted on the key whose parts' edges are known: the splitters from those edges,
+    here (no sample round), and each range task given only the pieces that meet its range."""
+    splitters = edge_splitters(keyed, ranges)
+    metas = [meta for _, meta in operands]
+    bounds = [None, *splitters, None]
+    slots = [client.submit(direct_slot, task, fn, r, metas,
+                           [_meeting(p, k, bounds[r], bounds[r + 1]) for (p, _), k in zip(operands, keyed)], order,
+                           splitters, out.part(r), pure=False) for r in range(len(splitters) + 1)]
+    return _Graph(slots)
+
+
+def _sampled_splitters(client, pieces: list[Piece], order, count: int, budget: Budget, ranges: int) -> tuple:
+    """The sample tasks of every piece and the splitters task over them."""
+    samples = [client.submit(sample, p, order, count, budget, pure=False) for p in pieces]
+    return samples, client.submit(pooled_splitters, samples, ranges, pure=False)
+
+
+def _direct_graph(client, operands: list, order, fn, out: PartDirectory, task, ranges: int, count: int,
+                  budget: Budget) -> _Graph:
+    """Operands sorted on the key, their edges unknown: splitters from a sample, and each range
+    task reading its keys where they stand (no partition round)."""
+    pieces = [p for op_pieces, _ in operands for p in op_pieces]
+    samples, splitters = _sampled_splitters(client, pieces, order, count, budget, ranges)
+    metas = [meta for _, meta in operands]
+    slots = [client.submit(direct_slot, task, fn, r, metas, [p for p, _ in operands], order, splitters,
+                           out.part(r), pure=False) for r in range(max(ranges, 1))]
+    return _Graph(slots, samples, [splitters])
+
+
+def _sorted_graph(client, operands: list, roots: list[str], order, fn, out: PartDirectory, task, ranges: int,
+                  count: int, budget: Budget) -> _Graph:
+    """The sorted shuffle: the partition tasks sort and sample each piece, the splitters come
+    after them, and each range task merges its slices of the sorted runs."""
+    counts = [[client.submit(partition_sorted, p, i, order, root, count, budget, meta, pure=False)
+               for i, p in enumerate(op_pieces)] for (op_pieces, meta), root in zip(operands, roots)]
+    splitters = client.submit(pooled_splitters, [f for operand in counts for f in operand], ranges, pure=False)
+    metas = [meta for _, meta in operands]
+    slots = [client.submit(sorted_slot, task, fn, r, metas, roots, counts, order, splitters, out.part(r),
+                           pure=False) for r in range(max(ranges, 1))]
+    return _Graph(slots, splitters=[splitters], counts=counts)
+
+
+def _shuffled_graph(client, operands: list, roots: list[str], order, fn, out: PartDirectory, task, ranges: int,
+                    count: int, budget: Budget) -> _Graph:
+    """The plain shuffle: splitters from a sample, each piece partitioned into ranges, and each
+    range task reading its range's pieces unsorted."""
+    pieces = [p for op_pieces, _ in operands for p in op_pieces]
+    samples, splitters = _sampled_splitters(client, pieces, order, count, budget, ranges)
+    counts = [[client.submit(partition, p, i, splitters, order, root, budget, meta, pure=False)
+               for i, p in enumerate(op_pieces)] for (op_pieces, meta), root in zip(operands, roots)]
+    metas = [meta for _, meta in operands]
+    slots = [client.submit(range_slot, task, fn, r, metas, roots, counts, out.part(r), pure=False)
+             for r in range(max(ranges, 1))]
+    return _Graph(slots, samples, [splitters], counts)
+
+
+def _follow_graph(client, graph: _Graph, outcome: Outcome, pieces: list[Piece], progress) -> list:
+    """Watch the rounds of ``graph`` to the end (cancelling everything on any failure); the range
+    tasks' results."""
+    try:
+        follow(client, graph.samples, outcome)
+        if progress:
+            progress.set_total(outcome.rows_in)
+        follow(client, graph.partitions(), outcome, progress=progress, rows=[p.rows for p in pieces])
+        if progress and graph.counts:
+            progress.restart()
+        # Each range counts its written rows as it finishes, up to the input's, and what they
+        # leave out (duplicates summed, coordinates met in both operands) is counted at the end:
+        # the job reports the rows it read, as one machine does.
+        counted = 0
+
+        def rows_of(d) -> int:
+            nonlocal counted
+            rows = min(0 if d is None else d[1].nnz, outcome.rows_in - counted)
+            counted += rows
+            return rows
+
+        done = follow(client, graph.slots, outcome, progress=progress, rows=rows_of)
+        if progress and counted < outcome.rows_in:
+            progress.advance(outcome.rows_in - counted)
+    except BaseException:
+        everything = graph.everything()
+        client.cancel(everything)
+        settle(client, everything)
+        raise
+    return done
+
+
+def _drop_empty_ranges(out: PartDirectory, done: list) -> None:
+    """A range of a direct read found empty only once read: its part is dropped, unless every
+    range is (part 0 stays)."""
+    empty = [r for r, d in enumerate(done) if d is not None and not d[1].nnz]
+    for r in empty[1:] if len(empty) == sum(d is not None for d in done) else empty:
+        remove_path(out.part(r))
+        done[r] = None
+
+
+def _renumber_parts(out: PartDirectory, done: list, outcome: Outcome) -> None:
+    """The parts renumbered in range order, skipping ranges that wrote none, and ``outcome``
+    told what they hold."""
+    written = []
+    for r, d in enumerate(done):
+        if d is not None:
+            if r != len(written) and kind_of(out.part(r)):
+                move(out.part(r), out.part(len(written)))
+            written.append(d)
+    outcome.results = [r for r, _, _ in written]
+    outcome.part_metas = [m for _, m, _ in written]
+    outcome.rows_out = sum(m.nnz for m in outcome.part_metas)
+    outcome.parts = len(written)
+
+
 def range_map(client, operands: list[tuple[list[Piece], TensorMeta]], order, fn, out: PartDirectory, *,
               ranges: int, budget: Budget, progress=None, task=range_task, sort: bool = False,
               edges: list | None = None) -> Outcome:
@@ -479,79 +607,18 @@ def range_map(client, operands: list[tuple[list[Piece], TensorMeta]], order, fn,
     # every run whole: there the ranges are shuffled unsorted and each sorted by ``fn``, stably.
     sort = sort and not direct and not is_remote(out.root)
     keyed = part_keys(operands, edges, order) if direct else None
-    counts = []
-    if keyed is not None:  # the splitters from the parts' edges, here: no sample round
-        samples, splitters = [], edge_splitters(keyed, ranges)
-    elif sort:  # the partition tasks sort each piece and sample it; the splitters come after them
-        counts = [[client.submit(partition_sorted, p, i, order, root, count, budget, meta, pure=False)
-                   for i, p in enumerate(op_pieces)] for (op_pieces, meta), root in zip(operands, roots)]
-        samples = []
-        splitters = client.submit(pooled_splitters, [f for operand in counts for f in operand], ranges, pure=False)
-    else:
-        samples = [client.submit(sample, p, order, count, budget, pure=False) for p in pieces]
-        splitters = client.submit(pooled_splitters, samples, ranges, pure=False)
-    for (op_pieces, meta), root in zip(operands, roots):
-        if not direct and not sort:
-            counts.append([client.submit(partition, p, i, splitters, order, root, budget, meta, pure=False)
-                           for i, p in enumerate(op_pieces)])
-    metas = [meta for _, meta in operands]
     if keyed is not None:
-        bounds = [None, *splitters, None]
-        slots = [client.submit(direct_slot, task, fn, r, metas,
-                               [_meeting(p, k, bounds[r], bounds[r + 1]) for (p, _), k in zip(operands, keyed)], order,
-                               splitters, out.part(r), pure=False) for r in range(len(splitters) + 1)]
+        graph = _keyed_graph(client, operands, keyed, order, fn, out, task, ranges)
     elif direct:
-        slots = [client.submit(direct_slot, task, fn, r, metas, [p for p, _ in operands], order, splitters,
-                               out.part(r), pure=False) for r in range(max(ranges, 1))]
+        graph = _direct_graph(client, operands, order, fn, out, task, ranges, count, budget)
     elif sort:
-        slots = [client.submit(sorted_slot, task, fn, r, metas, roots, counts, order, splitters, out.part(r),
-                               pure=False) for r in range(max(ranges, 1))]
+        graph = _sorted_graph(client, operands, roots, order, fn, out, task, ranges, count, budget)
     else:
-        slots = [client.submit(range_slot, task, fn, r, metas, roots, counts, out.part(r), pure=False)
-                 for r in range(max(ranges, 1))]
-    everything = [*samples, *([] if keyed is not None else [splitters]), *(f for operand in counts for f in operand),
-                  *slots]
-    try:
-        follow(client, samples, outcome)
-        if progress:
-            progress.set_total(outcome.rows_in)
-        follow(client, [f for operand in counts for f in operand], outcome, progress=progress,
-               rows=[p.rows for p in pieces])
-        if progress and counts:
-            progress.restart()
-        # Each range counts its written rows as it finishes, up to the input's, and what they
-        # leave out (duplicates summed, coordinates met in both operands) is counted at the end:
-        # the job reports the rows it read, as one machine does.
-        counted = 0
-
-        def rows_of(d) -> int:
-            nonlocal counted
-            rows = min(0 if d is None else d[1].nnz, outcome.rows_in - counted)
-            counted += rows
-            return rows
-
-        done = follow(client, slots, outcome, progress=progress, rows=rows_of)
-        if progress and counted < outcome.rows_in:
-            progress.advance(outcome.rows_in - counted)
-    except BaseException:
-        client.cancel(everything)
-        settle(client, everything)
-        raise
-    if direct:  # a range found empty only once read: its part is dropped, unless every range is (part 0 stays)
-        empty = [r for r, d in enumerate(done) if d is not None and not d[1].nnz]
-        for r in empty[1:] if len(empty) == sum(d is not None for d in done) else empty:
-            remove_path(out.part(r))
-            done[r] = None
-    written = []
-    for r, d in enumerate(done):  # parts renumbered in range order, skipping ranges that wrote none
-        if d is not None:
-            if r != len(written) and kind_of(out.part(r)):
-                move(out.part(r), out.part(len(written)))
-            written.append(d)
-    outcome.results = [r for r, _, _ in written]
-    outcome.part_metas = [m for _, m, _ in written]
-    outcome.rows_out = sum(m.nnz for m in outcome.part_metas)
-    outcome.parts = len(written)
+        graph = _shuffled_graph(client, operands, roots, order, fn, out, task, ranges, count, budget)
+    done = _follow_graph(client, graph, outcome, pieces, progress)
+    if direct:
+        _drop_empty_ranges(out, done)
+    _renumber_parts(out, done, outcome)
     return outcome
 
 

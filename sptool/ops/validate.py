@@ -746,33 +746,53 @@ class _Validator:
 
     # -- stream ------------------------------------------------------------------------------
     def stream(self, f, name: str):
+        digest = DigestReader(f)
+        opened = self._open_stream(digest, name)
+        if opened is None:
+            return
+        reader, header, meta = opened
+        unknown = [k for k, d in enumerate(header["shape"][: meta.sparse_ndim]) if d is None]
+        scanner = Scanner(meta, self.add, {}, deep=self.deep, budget=self.budget.total, track_max=unknown)
+        read = self._stream_rows(reader, digest, header, scanner)
+        if read is None:
+            return
+        rows, trailer = read
+        self.report.nnz = rows
+        shape = self._stream_shape(header, rows, trailer)
+        self._final_shape(shape, header["version"], scanner)
+
+    def _open_stream(self, digest: DigestReader, name: str):
+        """The stream's reader, header (its checked 'sptool' metadata) and TensorMeta; None once
+        a problem that ends the check is reported."""
         add = self.add
-        f = digest = DigestReader(f)
         try:
-            reader = pa.ipc.open_stream(f)
+            reader = pa.ipc.open_stream(digest)
         except READ_ERRORS as e:
             empty = name == "-" and digest.size == 0
             add(Problem("E_STREAM_NOT_ARROW", NO_INPUT_ON_STDIN if empty else f"not an Arrow IPC stream: {_short(e)}"))
-            return
+            return None
         raw = (reader.schema.metadata or {}).get(METADATA_KEY.encode())
         if raw is None:
             add(Problem("E_NO_SPTOOL_METADATA", "the stream schema has no 'sptool' metadata"))
-            return
-        obj, problems = check_metadata(raw, stream=True)
+            return None
+        header, problems = check_metadata(raw, stream=True)
         for p in problems:
             add(p)
         if _has_fatal(problems):
-            return
-        header = obj
-        meta = _meta_from({**obj, "shape": [s if s is not None else 2**63 - 1 for s in obj["shape"]]})
+            return None
+        meta = _meta_from({**header, "shape": [s if s is not None else 2**63 - 1 for s in header["shape"]]})
         problems = check_schema(reader.schema, meta)
         for p in problems:
             add(p)
         if _has_fatal(problems):
-            return
-        unknown = [k for k, d in enumerate(obj["shape"][: meta.sparse_ndim]) if d is None]
-        scanner = Scanner(meta, add, {}, deep=self.deep, budget=self.budget.total, track_max=unknown)
-        promised = bool((header.get("stream") or {}).get("trailer"))
+            return None
+        return reader, header, meta
+
+    def _stream_rows(self, reader, digest: DigestReader, header: dict, scanner: Scanner):
+        """Every batch of the stream read (and scanned unless metadata only): the rows that
+        arrived and the trailer (None: none came; {}: one not of the spec's form); None once the
+        stream cannot be read on."""
+        promised = _trailer_promised(header)
         trailer = None
         rows = 0
         while True:
@@ -780,38 +800,49 @@ class _Validator:
             try:
                 batch, custom = read_stream_batch(reader)
             except StopIteration:
-                break
+                return rows, trailer
             except READ_ERRORS as e:
                 damaged = isinstance(e, DamagedBatch)
                 code = "E_STREAM_TRUNCATED" if promised and trailer is None and not damaged else "E_READ_FAILED"
-                add(Problem(code, f"the stream cannot be read after row {rows}: {_short(e)}", {"row": rows}))
-                return
+                self.add(Problem(code, f"the stream cannot be read after row {rows}: {_short(e)}", {"row": rows}))
+                return None
             if custom is not None and TRAILER_KEY.encode() in custom:
-                if trailer is not None:
-                    add(Problem("E_TRAILER_CONFLICT", "a second trailer follows the trailer"))
-                trailer = _trailer(custom[TRAILER_KEY.encode()], len(header["shape"]), add)
-                problem = digest_problem(trailer, crc) if trailer else None
-                if problem:
-                    add(Problem("E_STREAM_DIGEST", problem))
-                if self.strict and trailer is not None and DIGEST_KEY not in trailer:
-                    add(Problem("W_NO_STREAM_DIGEST", f"the trailer has no \"{DIGEST_KEY}\" digest: changed bytes "
-                                                      "in the stream could not be detected"))
+                trailer = self._stream_trailer(custom[TRAILER_KEY.encode()], len(header["shape"]), crc, trailer)
                 continue
             if trailer is not None:
-                add(Problem("E_TRAILER_CONFLICT", "record batches follow the trailer"))
+                self.add(Problem("E_TRAILER_CONFLICT", "record batches follow the trailer"))
             rows += batch.num_rows
             if not self.metadata_only:
                 scanner.feed(batch)
                 if self.progress:
                     self.progress.advance(batch.num_rows)
-        self.report.nnz = rows
+
+    def _stream_trailer(self, raw: bytes, ndim: int, crc, before):
+        """A trailer batch's trailer (_trailer), checked against the digest of the bytes before it
+        (``crc``); ``before``: the trailer already read, if any."""
+        add = self.add
+        if before is not None:
+            add(Problem("E_TRAILER_CONFLICT", "a second trailer follows the trailer"))
+        trailer = _trailer(raw, ndim, add)
+        problem = digest_problem(trailer, crc) if trailer else None
+        if problem:
+            add(Problem("E_STREAM_DIGEST", problem))
+        if self.strict and trailer is not None and DIGEST_KEY not in trailer:
+            add(Problem("W_NO_STREAM_DIGEST", f"the trailer has no \"{DIGEST_KEY}\" digest: changed bytes "
+                                              "in the stream could not be detected"))
+        return trailer
+
+    def _stream_shape(self, header: dict, rows: int, trailer) -> list:
+        """The stream's final shape, the header's completed by the trailer's, once the rows that
+        arrived are compared with the nnz both declare."""
+        add = self.add
         shape = list(header["shape"])
         if header["nnz"] is not None and header["nnz"] != rows:
             add(Problem("E_NNZ_MISMATCH", f"the header says nnz = {header['nnz']} but {rows} rows arrived"))
         if trailer is None:
             if self.strict:
                 add(Problem("W_NO_STREAM_DIGEST", "the stream has no trailer, so no digest of its bytes"))
-            if promised:
+            if _trailer_promised(header):
                 add(Problem("E_STREAM_TRUNCATED",
                             f"the stream ended after {rows} rows without the promised trailer: it was cut off"))
         elif trailer:
@@ -823,16 +854,26 @@ class _Validator:
             if any(a is not None and a != b for a, b in zip(shape, t_shape)):
                 add(Problem("E_TRAILER_CONFLICT", f"trailer shape {t_shape} contradicts header shape {shape}"))
             shape = [a if a is not None else b for a, b in zip(shape, t_shape)]
+        return shape
+
+    def _final_shape(self, shape: list, version, scanner: Scanner) -> None:
+        """The final shape resolved and within the version's limits, and the rows scanned
+        checked against it."""
+        add = self.add
         if any(s is None for s in shape):
             add(Problem("E_STREAM_SHAPE_UNRESOLVED", f"shape {shape} still has unknown entries at the end"))
-        elif shape_overflow(shape, header["version"]):
-            add(Problem("E_SHAPE_OVERFLOW", f"the final {shape_overflow(shape, header['version'])}"))
+        elif shape_overflow(shape, version):
+            add(Problem("E_SHAPE_OVERFLOW", f"the final {shape_overflow(shape, version)}"))
         elif not self.metadata_only:
             scanner.check_final_shape(shape)
         if not self.metadata_only:
             self._deep_guard(scanner, add)
             scanner.finish()
 
+
+def _trailer_promised(header: dict) -> bool:
+    """Whether the stream's header promises a trailer."""
+    return bool((header.get("stream") or {}).get("trailer"))
 
 def _trailer(raw: bytes, ndim: int, add) -> dict:
     """The trailer as {"nnz", "shape"}, or {} (after reporting) when it is not of the spec's form."""
