@@ -214,20 +214,48 @@ class Scanner:
         n = len(vals)
         if isinstance(vals.type, pa.BaseExtensionType):
             vals = vals.storage
+        if meta.hybrid and (pa.types.is_list(vals.type) or pa.types.is_large_list(vals.type)):
+            self._check_block_lengths(vals, row_group)
+        leaf, first = self._first_null_value(vals, n)
+        if first is not None:
+            self._report("E_NULL_VALUE", f"values[{self.row + first}] is null", self.row + first,
+                         row_group=row_group)
+            return
+        # Everything below compares decoded values.
+        try:
+            flat = _decode(leaf, meta)
+        except READ_ERRORS:
+            return
+        if self.count_fill:
+            self._count_fill(flat, n)
+        if meta.iso and n:
+            bad = self.iso.first_break(flat, self.row)
+            if bad >= 0:
+                self._report("E_ISO_VALUES_DIFFER",
+                             f"values[{self.row + bad}] differs from values[{self.iso.first_at}] although iso is true",
+                             self.row + bad, row_group=row_group)
+
+    def _check_block_lengths(self, vals: pa.Array, row_group):
+        """Every dense block of list-typed values holds block_size items."""
+        import pyarrow.compute as pc  # only for list-typed values; a slow import otherwise saved
+
+        meta = self.meta
+        lengths = pc.fill_null(pc.list_value_length(vals), meta.block_size).to_numpy(zero_copy_only=False)
+        bad = np.flatnonzero(lengths != meta.block_size)
+        if len(bad):
+            self._report(
+                "E_DENSE_BLOCK_LENGTH",
+                f"values[{self.row + bad[0]}] holds {lengths[bad[0]]} items, expected {meta.block_size}",
+                self.row + int(bad[0]), row_group=row_group,
+            )
+
+    def _first_null_value(self, vals: pa.Array, n: int) -> tuple:
+        """The values' leaf array (list items flattened) and the batch row of the first null
+        value (in a list, a struct field or the column itself), None when there is none."""
+        meta = self.meta
         null_rows = None
         if vals.null_count:
             null_rows = vals.is_null()
-        if meta.hybrid and (pa.types.is_list(vals.type) or pa.types.is_large_list(vals.type)):
-            import pyarrow.compute as pc  # only for list-typed values; a slow import otherwise saved
-
-            lengths = pc.fill_null(pc.list_value_length(vals), meta.block_size).to_numpy(zero_copy_only=False)
-            bad = np.flatnonzero(lengths != meta.block_size)
-            if len(bad):
-                self._report(
-                    "E_DENSE_BLOCK_LENGTH",
-                    f"values[{self.row + bad[0]}] holds {lengths[bad[0]]} items, expected {meta.block_size}",
-                    self.row + int(bad[0]), row_group=row_group,
-                )
         leaf = vals
         if meta.hybrid and pa.types.is_fixed_size_list(vals.type) or pa.types.is_list(vals.type) \
                 or pa.types.is_large_list(vals.type):
@@ -239,23 +267,20 @@ class Scanner:
             for i in range(leaf.type.num_fields):
                 if leaf.field(i).null_count and null_rows is None:
                     null_rows = leaf.field(i).is_null()
-        if null_rows is not None:
-            first = int(np.flatnonzero(np.asarray(null_rows.to_numpy(zero_copy_only=False)))[0]) \
-                if isinstance(null_rows, pa.Array) else int(null_rows)
-            if meta.hybrid and not isinstance(null_rows, int) and len(null_rows) != n:
-                first //= max(meta.block_size, 1)
-            self._report("E_NULL_VALUE", f"values[{self.row + first}] is null", self.row + first,
-                         row_group=row_group)
-            return
-        # Everything below compares decoded values.
-        try:
-            flat = _decode(leaf, meta)
-        except READ_ERRORS:
-            return
+        if null_rows is None:
+            return leaf, None
+        first = int(np.flatnonzero(np.asarray(null_rows.to_numpy(zero_copy_only=False)))[0]) \
+            if isinstance(null_rows, pa.Array) else int(null_rows)
+        if meta.hybrid and not isinstance(null_rows, int) and len(null_rows) != n:
+            first //= max(meta.block_size, 1)
+        return leaf, first
+
+    def _count_fill(self, flat: np.ndarray, n: int) -> None:
+        """Count the stored entries equal to the fill value (none counted where they cannot be
+        compared with it)."""
+        meta = self.meta
         fill = meta.fill_value
         try:
-            if not self.count_fill:
-                raise TypeError("no valid fill value to compare with")
             if meta.value_type in ("string", "binary"):
                 eq = np.fromiter((v == fill for v in flat), dtype=bool, count=len(flat))
             elif isinstance(fill, float) and fill != fill:
@@ -267,12 +292,6 @@ class Scanner:
             self.explicit_fill += int(np.count_nonzero(eq))
         except (TypeError, ValueError):
             pass
-        if meta.iso and n:
-            bad = self.iso.first_break(flat, self.row)
-            if bad >= 0:
-                self._report("E_ISO_VALUES_DIFFER",
-                             f"values[{self.row + bad}] differs from values[{self.iso.first_at}] although iso is true",
-                             self.row + bad, row_group=row_group)
 
     def check_final_shape(self, shape):
         """Bounds of the extents that were unknown while scanning, now that the trailer gave them."""
@@ -602,68 +621,14 @@ class _Validator:
 
     def _footer(self, pf: pq.ParquetFile, meta: TensorMeta, add, *, order_ok: bool = True):
         md = pf.metadata
-        K = meta.sparse_ndim
         if meta.nnz != md.num_rows:
             add(Problem("E_NNZ_MISMATCH", f"metadata says nnz = {meta.nnz} but the file holds {md.num_rows} rows"))
         names = pf.schema_arrow.names
-        col_index = {}
-        for i in range(md.num_columns):
-            col_index[md.schema.column(i).path] = i
         want = [pq.SortingColumn(names.index(index_column(d))) for d in meta.sort_order] if meta.sort_order else []
-        declared = [md.row_group(r).sorting_columns for r in range(md.num_row_groups)]
-        if not order_ok:
-            pass  # sort_order itself is wrong (E_SORT_ORDER): nothing to compare sorting_columns with
-        elif any(declared):
-            def key(cols):  # nulls_first is not checked (there are no nulls), per the spec
-                return tuple((c.column_index, c.descending) for c in (cols or ()))
-
-            if any(key(d) != key(want) for d in declared):
-                first = next(r for r, d in enumerate(declared) if key(d) != key(want))
-                got = [(c.column_index, c.descending) for c in (declared[first] or ())]
-                add(Problem(
-                    "E_SORTING_COLUMNS_MISMATCH",
-                    f"row group {first} declares sorting_columns {got}, but sort_order is "
-                    f"{list(meta.sort_order)}", {"row_group": first},
-                ))
-        elif meta.sort_order and md.num_row_groups:
-            add(Problem("W_SORTING_COLUMNS_ABSENT",
-                        f"sort_order is {list(meta.sort_order)} but no row group declares Parquet sorting_columns"))
-        stats = []
-        missing_stats = False
-        for r in range(md.num_row_groups):
-            rg = md.row_group(r)
-            per_dim = []
-            for k in range(K):
-                ci = col_index.get(index_column(k))
-                st = rg.column(ci).statistics if ci is not None else None
-                if st is None or not st.has_min_max or rg.num_rows == 0:
-                    if rg.num_rows:
-                        missing_stats = True
-                    per_dim.append((None, None))
-                else:
-                    per_dim.append((int(st.min), int(st.max)))
-            stats.append(per_dim)
-        if missing_stats:
-            add(Problem("W_NO_STATISTICS", "some index column chunks have no min/max statistics"))
-        for r, per_dim in enumerate(stats):
-            bad = next((msg for k, (lo, hi) in enumerate(per_dim)
-                        if lo is not None and (msg := stats_problem(k, lo, hi, meta.shape[k]))), None)
-            if bad:
-                add(Problem("E_STATS_OUT_OF_BOUNDS", f"row group {r}: {bad}", {"row_group": r}))
-                break
-        if meta.sort_order:
-            lead = meta.sort_order[0]
-            prev, prev_max = None, None  # the last row group with statistics (empty ones have none)
-            for r in range(len(stats)):
-                lo, hi = stats[r][lead]
-                if lo is None:
-                    continue
-                if prev_max is not None and lo < prev_max:
-                    add(Problem("E_STATS_NOT_SORTED",
-                                f"row group {r} starts at {index_column(lead)} = {lo}, below the maximum "
-                                f"{prev_max} of row group {prev}", {"row_group": r}))
-                    break
-                prev, prev_max = r, hi
+        if order_ok:  # else sort_order itself is wrong (E_SORT_ORDER): nothing to compare sorting_columns with
+            _check_sorting_columns(md, want, meta, add)
+        stats = _row_group_stats(md, meta.sparse_ndim, add)
+        _check_stats(stats, meta, add)
         return stats
 
     def _scan_parquet(self, path: str, pf: pq.ParquetFile, meta: TensorMeta, stats, location, add, *, count_fill=True):
@@ -869,6 +834,78 @@ class _Validator:
         if not self.metadata_only:
             self._deep_guard(scanner, add)
             scanner.finish()
+
+
+def _check_sorting_columns(md, want: list, meta: TensorMeta, add) -> None:
+    """The row groups' Parquet sorting_columns, where declared, agree with sort_order (``want``
+    as sorting columns)."""
+    declared = [md.row_group(r).sorting_columns for r in range(md.num_row_groups)]
+    if any(declared):
+        def key(cols):  # nulls_first is not checked (there are no nulls), per the spec
+            return tuple((c.column_index, c.descending) for c in (cols or ()))
+
+        if any(key(d) != key(want) for d in declared):
+            first = next(r for r, d in enumerate(declared) if key(d) != key(want))
+            got = [(c.column_index, c.descending) for c in (declared[first] or ())]
+            add(Problem(
+                "E_SORTING_COLUMNS_MISMATCH",
+                f"row group {first} declares sorting_columns {got}, but sort_order is "
+                f"{list(meta.sort_order)}", {"row_group": first},
+            ))
+    elif meta.sort_order and md.num_row_groups:
+        add(Problem("W_SORTING_COLUMNS_ABSENT",
+                    f"sort_order is {list(meta.sort_order)} but no row group declares Parquet sorting_columns"))
+
+
+def _row_group_stats(md, K: int, add) -> list:
+    """Each row group's (min, max) per index column from its statistics, (None, None) where it
+    has none (reported once when a non-empty group lacks them)."""
+    col_index = {}
+    for i in range(md.num_columns):
+        col_index[md.schema.column(i).path] = i
+    stats = []
+    missing_stats = False
+    for r in range(md.num_row_groups):
+        rg = md.row_group(r)
+        per_dim = []
+        for k in range(K):
+            ci = col_index.get(index_column(k))
+            st = rg.column(ci).statistics if ci is not None else None
+            if st is None or not st.has_min_max or rg.num_rows == 0:
+                if rg.num_rows:
+                    missing_stats = True
+                per_dim.append((None, None))
+            else:
+                per_dim.append((int(st.min), int(st.max)))
+        stats.append(per_dim)
+    if missing_stats:
+        add(Problem("W_NO_STATISTICS", "some index column chunks have no min/max statistics"))
+    return stats
+
+
+def _check_stats(stats: list, meta: TensorMeta, add) -> None:
+    """The statistics lie within the shape and, for a sorted tensor, the row groups follow one
+    another on the leading dimension of sort_order."""
+    for r, per_dim in enumerate(stats):
+        bad = next((msg for k, (lo, hi) in enumerate(per_dim)
+                    if lo is not None and (msg := stats_problem(k, lo, hi, meta.shape[k]))), None)
+        if bad:
+            add(Problem("E_STATS_OUT_OF_BOUNDS", f"row group {r}: {bad}", {"row_group": r}))
+            break
+    if not meta.sort_order:
+        return
+    lead = meta.sort_order[0]
+    prev, prev_max = None, None  # the last row group with statistics (empty ones have none)
+    for r in range(len(stats)):
+        lo, hi = stats[r][lead]
+        if lo is None:
+            continue
+        if prev_max is not None and lo < prev_max:
+            add(Problem("E_STATS_NOT_SORTED",
+                        f"row group {r} starts at {index_column(lead)} = {lo}, below the maximum "
+                        f"{prev_max} of row group {prev}", {"row_group": r}))
+            break
+        prev, prev_max = r, hi
 
 
 def _trailer_promised(header: dict) -> bool:
