@@ -2140,6 +2140,16 @@ skewed_bench.add_to(sys.modules[__name__])
 wide_bench.add_to(sys.modules[__name__])
 
 
+def _write_results(args, info: dict, started: float, results: list[dict]):
+    doc = {"size": args.size, "repeat": args.repeat, "started": time.strftime("%Y-%m-%dT%H:%M:%S%z",
+           time.localtime(started)), "elapsed_seconds": round(time.time() - started, 1), "machine": info,
+           "load_average_now": [round(x, 2) for x in os.getloadavg()], "results": results}
+    with open(args.output + ".tmp", "w") as f:
+        json.dump(doc, f, indent=2)
+        f.write("\n")
+    os.replace(args.output + ".tmp", args.output)
+
+
 def main_of(prefix: str, output: str, argv: list[str]) -> int:
     """main() over the benchmarks whose names start with ``prefix`` (unless --only picks), results
     to RESULTS/``output`` (unless --output says): a family module's own command line."""
@@ -2183,15 +2193,12 @@ def main(argv=None) -> int:
     byte_compile_sptool()
     info = machine()
     started = time.time()
-    results = [run_benchmark(BENCHMARKS[name], args.size, args.repeat) for name in (args.only or BENCHMARKS)]
-    print_table(info, results, args.size, args.repeat)
+    results = []
     os.makedirs(os.path.dirname(os.path.abspath(args.output)), exist_ok=True)
-    doc = {"size": args.size, "repeat": args.repeat, "started": time.strftime("%Y-%m-%dT%H:%M:%S%z",
-           time.localtime(started)), "elapsed_seconds": round(time.time() - started, 1), "machine": info,
-           "results": results}
-    with open(args.output, "w") as f:
-        json.dump(doc, f, indent=2)
-        f.write("\n")
+    for name in args.only or BENCHMARKS:
+        results.append(run_benchmark(BENCHMARKS[name], args.size, args.repeat))
+        _write_results(args, info, started, results)  # after each: a long session stopped keeps what ran
+    print_table(info, results, args.size, args.repeat)
     print(f"results written to {os.path.relpath(args.output)}")
     failed = any(t["median"] is None for r in results for t in r.get("tools", [])) or \
         any(n.startswith("check failed") for r in results for n in r.get("notes", []))
