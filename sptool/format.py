@@ -499,10 +499,22 @@ def check_metadata(raw, *, stream: bool = False) -> tuple[dict | None, list[Prob
     if not isinstance(obj, dict):
         fail("E_METADATA_NOT_OBJECT", f"metadata is a JSON {type(obj).__name__}, not an object")
         return None, problems
+    # Each stage returns True when it found a problem that the stages after it depend on.
+    for stage in (_check_required_keys, _check_key_types, _check_version, _check_shape, _check_value_type):
+        if stage(obj, fail, stream):
+            return obj, problems
+    _check_key_relations(obj, fail)
+    return obj, problems
+
+
+def _check_required_keys(obj: dict, fail, stream: bool) -> bool:
     missing = [k for k in REQUIRED_KEYS if k not in obj]
     if missing:
         fail("E_MISSING_KEY", "missing required key" + ("s " if len(missing) > 1 else " ") + ", ".join(missing))
-        return obj, problems
+    return bool(missing)
+
+
+def _check_key_types(obj: dict, fail, stream: bool) -> bool:
     type_errors = []
     for key in ("format", "version", "value_type"):
         if not isinstance(obj[key], str):
@@ -526,58 +538,77 @@ def check_metadata(raw, *, stream: bool = False) -> tuple[dict | None, list[Prob
         type_errors.append('stream must be an object like {"trailer": true}')
     if type_errors:
         fail("E_KEY_TYPE", "; ".join(type_errors))
-        return obj, problems
+    return bool(type_errors)
+
+
+def _check_version(obj: dict, fail, stream: bool) -> bool:
+    """The format id and version this sptool reads, and the keys that version knows."""
     if obj["format"] != FORMAT_ID:
         fail("E_FORMAT_ID", f"format is {obj['format']!r}, expected {FORMAT_ID!r}")
-        return obj, problems
+        return True
     version = obj["version"]
     m = _VERSION_RE.match(version)
     if not m:
         fail("E_VERSION_SYNTAX", f"version {version!r} is not a SemVer string")
-        return obj, problems
+        return True
     major, minor = int(m.group(1)), int(m.group(2))
     ours = [int(x) for x in FORMAT_VERSION.split(".")[:2]]
     if major != ours[0]:
         fail("E_VERSION_UNSUPPORTED", f"format version {version} is not supported (this sptool reads {ours[0]}.x)")
-        return obj, problems
+        return True
     if minor > ours[1]:
         fail("W_VERSION_NEWER_MINOR",
              f"format version {version} is newer than {FORMAT_VERSION}; unknown keys are ignored")
     if "structure" in obj:
         fail("E_STRUCTURE_UNSUPPORTED", "the 'structure' key is not part of format 1.0; refusing rather than guessing")
-        return obj, problems
+        return True
     for k in obj:
         if k not in REQUIRED_KEYS and k not in OPTIONAL_KEYS:
             fail("W_UNKNOWN_KEY", f"unknown key {k!r} is ignored")
+    return False
 
+
+def _check_shape(obj: dict, fail, stream: bool) -> bool:
+    """The shape (entries unknown only in a stream's sparse dimensions) and sparse_ndim."""
     shape = obj["shape"]
     if not isinstance(shape, list) or not shape or not all(
         (_is_int(s) and 0 <= s <= INT64_MAX) or (stream and s is None) for s in shape
     ):
         fail("E_SHAPE", f"shape {json.dumps(shape)} must be a non-empty list of integers in [0, 2^63-1]")
-        return obj, problems
-    overflow = shape_overflow(shape, version)
+        return True
+    overflow = shape_overflow(shape, obj["version"])
     if overflow:
         fail("E_SHAPE_OVERFLOW", overflow)
-        return obj, problems
+        return True
     K = obj["sparse_ndim"]
     if not 1 <= K <= len(shape):
         fail("E_SPARSE_NDIM", f"sparse_ndim {K} must be between 1 and len(shape) = {len(shape)}")
-        return obj, problems
+        return True
     if any(s is None for s in shape[K:]):
         fail("E_SHAPE", "dense (trailing) dimensions must be known in a stream header")
-        return obj, problems
+        return True
     if math.prod(shape[K:]) > INT64_MAX:
         fail("E_SHAPE_OVERFLOW", f"the dense dimensions {json.dumps(shape[K:])} hold more than 2^63-1 elements a row")
-        return obj, problems
+        return True
+    return False
+
+
+def _check_value_type(obj: dict, fail, stream: bool) -> bool:
     vt = obj["value_type"]
     if vt not in VALUE_TYPES:
         fail("E_VALUE_TYPE", f"value_type {vt!r} is not one of {', '.join(VALUE_TYPES)}")
-        return obj, problems
+        return True
     try:
         decode_fill(obj["fill_value"], vt)
     except (ValueError, TypeError) as e:
         fail("E_FILL_VALUE", f"fill_value {json.dumps(obj['fill_value'])} is not valid for {vt}: {e}")
+    return False
+
+
+def _check_key_relations(obj: dict, fail) -> None:
+    """The rules between keys: sort_order within sparse_ndim, canonical as sort_order and unique
+    imply, dimension_names one a dimension, variable-width values unique, iso a boolean."""
+    shape, K, vt = obj["shape"], obj["sparse_ndim"], obj["value_type"]
     order = obj["sort_order"]
     if len(set(order)) != len(order) or not all(0 <= s < K for s in order):
         fail("E_SORT_ORDER", f"sort_order {order} must hold distinct dimensions in [0, {K})")
@@ -597,7 +628,6 @@ def check_metadata(raw, *, stream: bool = False) -> tuple[dict | None, list[Prob
         fail("E_DUPLICATES_FOR_TYPE", f"a {vt} tensor must be unique: duplicates cannot be summed")
     if "iso" in obj and not isinstance(obj["iso"], bool):
         fail("E_ISO_TYPE", "iso must be true or false")
-    return obj, problems
 
 
 def parse_metadata(raw, *, path: str | None = None, stream: bool = False) -> TensorMeta:
@@ -740,29 +770,44 @@ def scalar_of_value_type(value, vt: str, option: str):
         raise bad()
     dtype = VALUE_TYPES[vt]
     if vt == "bool":
-        if text is not None:
-            low = text.lower()
-            if low in ("true", "1"):
-                return np.bool_(True)
-            if low in ("false", "0"):
-                return np.bool_(False)
-            raise bad(" (use true or false)")
-        if isinstance(value, (bool, np.bool_)) or (isinstance(value, (int, np.integer)) and value in (0, 1)):
-            return np.bool_(bool(value))
-        raise bad()
+        return _bool_scalar(value, text, bad)
     if dtype.kind in "iu":
-        try:
-            v = int(text) if text is not None else value
-        except ValueError:
-            raise bad() from None
-        if isinstance(v, (float, np.floating)) and float(v).is_integer():
-            v = int(v)
-        if isinstance(v, (bool, np.bool_)) or not isinstance(v, (int, np.integer)):
-            raise bad()
-        info = np.iinfo(dtype)
-        if not info.min <= int(v) <= info.max:
-            raise bad(f" (outside {info.min}..{info.max})")
-        return dtype.type(int(v))
+        return _int_scalar(value, text, dtype, bad)
+    return _float_scalar(value, text, dtype, bad)
+
+
+def _bool_scalar(value, text: str | None, bad):
+    """scalar_of_value_type for bool (``bad(why)``: the UsageError to raise)."""
+    if text is not None:
+        low = text.lower()
+        if low in ("true", "1"):
+            return np.bool_(True)
+        if low in ("false", "0"):
+            return np.bool_(False)
+        raise bad(" (use true or false)")
+    if isinstance(value, (bool, np.bool_)) or (isinstance(value, (int, np.integer)) and value in (0, 1)):
+        return np.bool_(bool(value))
+    raise bad()
+
+
+def _int_scalar(value, text: str | None, dtype: np.dtype, bad):
+    """scalar_of_value_type for an integer type: integral floats taken, overflow refused."""
+    try:
+        v = int(text) if text is not None else value
+    except ValueError:
+        raise bad() from None
+    if isinstance(v, (float, np.floating)) and float(v).is_integer():
+        v = int(v)
+    if isinstance(v, (bool, np.bool_)) or not isinstance(v, (int, np.integer)):
+        raise bad()
+    info = np.iinfo(dtype)
+    if not info.min <= int(v) <= info.max:
+        raise bad(f" (outside {info.min}..{info.max})")
+    return dtype.type(int(v))
+
+
+def _float_scalar(value, text: str | None, dtype: np.dtype, bad):
+    """scalar_of_value_type for a float or complex type: a finite value that overflows refused."""
     conv = complex if dtype.kind == "c" else float
     try:
         v = conv(text.replace(" ", "") if conv is complex else text) if text is not None else conv(value)
