@@ -125,7 +125,7 @@ def test_rows_split_across_threads_match_numpy(tmp_path, monkeypatch, optimizer)
     """Gradients of thousands of rows (chunks cut into runs a thread, rows written into the maps
     by two threads, journal blocks written by a thread of their own), two in one call, one
     sorted, then a recovery that replays them: NumPy's result."""
-    from sptool.stream import journal as jr
+    from sptool.rowsparse import journal as jr
 
     monkeypatch.setenv("SPTOOL_THREADS", "2")
     rng = np.random.default_rng(61)
@@ -442,7 +442,7 @@ def _stamp(path):
 def _parse_journal(path):
     """(committed transactions, whether each was applied by this boot, whether an uncommitted
     transaction follows them)."""
-    from sptool.stream.journal import _parse
+    from sptool.rowsparse.journal import _parse
 
     _, txns, cut, _, _ = _parse(open(path, "rb").read())
     return len(txns), [t.applied for t in txns], cut
@@ -499,7 +499,7 @@ def test_sigkill_in_each_phase_then_a_second_apply(tmp_path, phase):
 
 def _journal_block_rows(journal, k: int) -> np.ndarray:
     """The row ids of the k-th block of the journal's first transaction."""
-    from sptool.stream.journal import _parse
+    from sptool.rowsparse.journal import _parse
 
     raw = open(journal, "rb").read()
     pos, n = _parse(raw).txns[0].blocks[k]
@@ -588,7 +588,7 @@ def test_durable_applies_accumulate_in_one_journal_until_a_checkpoint(tmp_path, 
     """Applies accumulate; the journal is checkpointed (synced, removed) when it reaches
     --journal-limit, when it is older than the OS's writeback delay, and by --recover; the
     table after all of them is NumPy's."""
-    from sptool.stream import journal as jr
+    from sptool.rowsparse import journal as jr
 
     rng = np.random.default_rng(12)
     p0 = rng.standard_normal((80, 4)).astype(np.float32)
@@ -635,7 +635,7 @@ def test_apply_progress_in_a_terminal(tmp_path):
 
 
 def test_torn_journal_tail_is_ignored_and_a_committed_one_replayed(tmp_path, monkeypatch):
-    from sptool.stream import journal as jr
+    from sptool.rowsparse import journal as jr
 
     rng = np.random.default_rng(8)
     original = rng.standard_normal((20, 3))
@@ -775,7 +775,7 @@ def _monday(tmp_path):
 
 
 def _another_boot(tmp_path, monkeypatch):
-    from sptool.stream import journal as jr
+    from sptool.rowsparse import journal as jr
 
     other = tmp_path / "boot_id"
     other.write_text("00000000-0000-0000-0000-000000000000\n")
@@ -883,7 +883,7 @@ def test_a_table_replaced_under_a_small_interrupted_apply_is_refused(tmp_path, r
     """An apply committed but killed before it wrote a row, its table then replaced by another of
     the same shape: recovery must not write into the new table, however few rows the journal
     holds (one unmatched row is allowed only when other journaled rows match)."""
-    from sptool.stream.journal import RowJournal, journal_path, recover_journal
+    from sptool.rowsparse.journal import RowJournal, journal_path, recover_journal
 
     t = str(tmp_path / "t.npy")
     np.save(t, np.zeros((100, 8), np.float32))
@@ -966,7 +966,7 @@ SMALL_CHECK = 3000
 
 @pytest.mark.parametrize("budget", [None, SMALL_CHECK])
 def test_a_table_replaced_under_several_applies_is_refused_after_a_crash(tmp_path, monkeypatch, budget):
-    from sptool.stream.journal import journal_path, recover_journal
+    from sptool.rowsparse.journal import journal_path, recover_journal
 
     files, versions = _three_applies(tmp_path)
     _another_boot(tmp_path, monkeypatch)
@@ -984,7 +984,7 @@ def test_a_table_replaced_under_several_applies_is_refused_after_a_crash(tmp_pat
 def test_several_torn_applies_are_checked_and_replayed_a_range_of_rows_at_a_time(tmp_path, monkeypatch):
     """As above with a check budget of a row a range: the torn pages still replay to exactly
     the last version."""
-    from sptool.stream.journal import journal_path, recover_journal
+    from sptool.rowsparse.journal import journal_path, recover_journal
 
     files, versions = _three_applies(tmp_path)
     _another_boot(tmp_path, monkeypatch)
@@ -1001,7 +1001,7 @@ def test_a_large_journal_recovers_within_memory(tmp_path):
     of the child process), to NumPy's result: each row the last transaction's that wrote it."""
     from test_memory import OVERHEAD, peak_rss
 
-    from sptool.stream.journal import RowJournal, journal_path
+    from sptool.rowsparse.journal import RowJournal, journal_path
 
     rng = np.random.default_rng(23)
     height, per_txn, block = 2_500_000, 2_000_000, 250_000
@@ -1032,7 +1032,7 @@ def test_a_table_replaced_between_two_applies_of_one_boot_starts_a_new_journal(t
     belong to the table replaced) but checkpoints it as the table stands and starts a new one:
     after a power loss that tears Tuesday's pages, the recovery replays Tuesday's update alone,
     onto the replaced table, to NumPy's result."""
-    from sptool.stream import journal as jr
+    from sptool.rowsparse import journal as jr
 
     files, before, after, state, g2, tuesday = _monday(tmp_path)
     table, journal = files[0], str(tmp_path / ".t.npy.journal")

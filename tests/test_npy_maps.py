@@ -54,3 +54,21 @@ def test_release_leaves_an_array_in_memory_alone():
     arr = np.ones(1000)
     release(arr)
     assert arr.sum() == 1000
+
+
+def test_release_rows_gives_back_the_pages_of_those_rows_only(tmp_path):
+    """apply's journal gives the pages of the rows it has passed back, and no others."""
+    from sptool.rowsparse.journal import as_rows, release_rows
+
+    path = str(tmp_path / "t.npy")
+    out = np.lib.format.open_memmap(path, mode="w+", dtype=np.float32, shape=(4096, 1024))  # a row a page
+    out[:] = 1
+    page = os.sysconf("SC_PAGE_SIZE")
+    before = resident_bytes(path)
+    assert before >= 4096 * 4096
+    release_rows([as_rows(out)], np.arange(1024, 3072))
+    # The rows' 2048 pages, and the one the data's offset past the header makes them straddle.
+    assert abs((before - resident_bytes(path)) - 2048 * 4096) <= page
+    assert float(out[:1024].sum()) + float(out[3072:].sum()) == 2048 * 1024  # the rest read back unchanged
+    del out
+    assert float(np.load(path).sum(dtype=np.float64)) == 4096 * 1024

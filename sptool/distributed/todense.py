@@ -2,7 +2,7 @@
 file (a sparse file: header, then holes that read as zeros); the rows are shuffled into key
 ranges of the row-major order (ranges.py), which are runs of consecutive cells, so each task
 owns a region of the file no other task writes: it sorts its range and writes the cells its rows
-reach with pwrite (stream.dense.BlockScatter), duplicates summed in input order as on one machine.
+reach with pwrite (io's BlockScatter), duplicates summed in input order as on one machine.
 The driver renames the file into place when every task is done (npyfile.py).
 
 An order the input claims is checked first, as one machine checks it while the rows pass

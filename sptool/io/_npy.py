@@ -11,6 +11,7 @@ import mmap
 import os
 import shutil
 from tokenize import TokenError
+from typing import NamedTuple
 
 import numpy as np
 
@@ -196,11 +197,20 @@ def _scatter_into(flat: np.ndarray, offsets: np.ndarray, vals: np.ndarray):
         np.add.at(flat, offsets, vals)
 
 
-def file_map(arr: np.ndarray):
-    """(the shared memory map, where ``arr`` begins in it, the np.memmap's mode) of an array that
-    lies in a memory-mapped file, or None.  A np.memmap's ``base`` is the ``mmap.mmap`` it was made
-    on (the route NumPy's documentation gives for making one yourself), so its pages can be given
-    back with that map's ``madvise``."""
+class FileMap(NamedTuple):
+    """The shared memory map an array lies in: the ``mmap.mmap``, where the array begins in it and
+    in the file, and the np.memmap's mode ("c": a private copy, whose pages must not be dropped)."""
+
+    map: mmap.mmap
+    start: int
+    offset: int
+    mode: str
+
+
+def file_map(arr: np.ndarray) -> FileMap | None:
+    """The memory map of a file that ``arr`` (a np.memmap or a view of one) lies in, or None.  A
+    np.memmap's ``base`` is the ``mmap.mmap`` it was made on (NumPy's documented alternative to
+    the subclass is that same map, made yourself), so its pages can be given back by ``madvise``."""
     base = arr
     while base is not None and not isinstance(base, np.memmap):
         base = base.base
@@ -211,17 +221,16 @@ def file_map(arr: np.ndarray):
         mm = mm.base
     if not isinstance(mm, mmap.mmap) or mm.closed:
         return None
-    return mm, base.offset % mmap.ALLOCATIONGRANULARITY, base.mode
+    return FileMap(mm, base.offset % mmap.ALLOCATIONGRANULARITY, int(base.offset), base.mode)
 
 
 def release(arr: np.ndarray):
     """Flush a memory-mapped array and drop its pages from this process's RSS."""
     found = file_map(arr)
     if found is not None:
-        mm = found[0]
-        mm.flush()
+        found.map.flush()
         try:
-            mm.madvise(mmap.MADV_DONTNEED)
+            found.map.madvise(mmap.MADV_DONTNEED)
         except (AttributeError, OSError, ValueError):
             pass
 

@@ -64,7 +64,7 @@ class StreamOp:
 
     def open_output(self, output, plan: Plan, *, budget: Budget):
         """The sink the output batches go to: a tensor (file, directory, stream or memory) by
-        default; an op with a dense .npy output returns a stream.dense.DenseSink."""
+        default; an op with a dense .npy output returns io's DenseSink."""
         return open_sink(output, plan.meta, unique_claim=plan.unique_claim, budget=budget)
 
     def finish(self) -> Iterable[pa.RecordBatch]:

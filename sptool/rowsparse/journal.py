@@ -64,7 +64,7 @@ import numpy as np
 from .._journal import gather_rows, scatter_rows
 from .._tfrecord import crc32c_pieces, first_unmatched_row
 from ..errors import DataError
-from ..io import sibling_name
+from ..io import file_map, sibling_name
 
 MAGIC = b"SPTREDO3"
 OLD_MAGICS = (b"SPTREDO1", b"SPTREDO2")  # one transaction a journal (2: with the old rows' CRCs)
@@ -135,13 +135,6 @@ def as_rows(arr: np.ndarray) -> np.ndarray:
     return arr.reshape(arr.shape[0], -1) if arr.ndim != 1 else arr.reshape(-1, 1)
 
 
-def _memmap_of(arr: np.ndarray):
-    base = arr
-    while base is not None and not isinstance(base, np.memmap):
-        base = base.base
-    return base if base is not None and getattr(base, "_mmap", None) is not None else None
-
-
 # A page fault on a file map also maps the neighbouring cached pages (Linux's fault-around,
 # 64 KiB by default), so a row read through a map holds up to this much of it in RSS.
 FAULT_AROUND = 64 << 10
@@ -154,17 +147,16 @@ def release_rows(arrays, rows: np.ndarray):
     if not len(rows):
         return
     for arr in arrays:
-        base = _memmap_of(arr)
-        if base is None:
+        found = file_map(arr)
+        if found is None:
             continue
         width = arr.shape[1] * arr.dtype.itemsize
-        start = base.offset % mmap.ALLOCATIONGRANULARITY  # where the array begins in the map
-        lo = start + int(rows[0]) * width
-        hi = start + (int(rows[-1]) + 1) * width
+        lo = found.start + int(rows[0]) * width
+        hi = found.start + (int(rows[-1]) + 1) * width
         lo -= lo % mmap.PAGESIZE
-        hi = min(-(-hi // mmap.PAGESIZE) * mmap.PAGESIZE, len(base._mmap))
+        hi = min(-(-hi // mmap.PAGESIZE) * mmap.PAGESIZE, len(found.map))
         try:
-            base._mmap.madvise(mmap.MADV_DONTNEED, lo, hi - lo)
+            found.map.madvise(mmap.MADV_DONTNEED, lo, hi - lo)
         except (AttributeError, OSError, ValueError):
             pass
 
@@ -177,8 +169,8 @@ RELEASE = 1 << 20
 
 def _release_of(arr: np.ndarray) -> int:
     # Only a shared file map: MADV_DONTNEED on anonymous or private memory would discard data.
-    base = _memmap_of(arr)
-    return RELEASE if base is not None and base.mode != "c" else 0
+    found = file_map(arr)
+    return RELEASE if found is not None and found.mode != "c" else 0
 
 
 def gather(arrays, rows: np.ndarray, outs):
@@ -781,8 +773,8 @@ def _refuse(path: str, spec: dict, row: int):
 
 def _offset(arr: np.ndarray) -> int:
     """Where ``arr``'s data starts in its file (0 when it is not a memory map)."""
-    base = _memmap_of(arr)
-    return int(base.offset) if base is not None else 0
+    found = file_map(arr)
+    return found.offset if found is not None else 0
 
 
 def _pieces(width: int) -> int:
