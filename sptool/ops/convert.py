@@ -155,6 +155,45 @@ def _remove(path: str | None):
         os.remove(path)
 
 
+def _check_format_options(src_fmt: str, dst_fmt: str, index_base, dense: bool, key) -> None:
+    """--index-base, --dense and --key refused for formats they do not apply to."""
+    if index_base is not None:
+        if index_base not in (0, 1):
+            raise UsageError(f"--index-base must be 0 or 1, not {index_base!r}")
+        if src_fmt not in TEXT_FORMATS and dst_fmt not in TEXT_FORMATS:
+            raise UsageError(f"--index-base applies to text formats ({_TEXT_EXTENSIONS}) only")
+    if dense and dst_fmt != "mtx":
+        raise UsageError(f"--dense writes Matrix Market's dense 'array' format (.mtx) only, not {dst_fmt}; a dense "
+                         "NumPy array is written by naming a .npy output")
+    if key is not None and src_fmt != "anndata":
+        raise UsageError(f"--key picks a matrix of an AnnData input (.h5ad, an AnnData .zarr store), not of {src_fmt}")
+
+
+def _example_options(src_fmt: str, dst_fmt: str, *, zero_based, vocab_size, labels, multilabel, query_id, strict,
+                     ids, values, label_key) -> ExampleOptions:
+    """The svmlight and JSON lines options of a convert between ``src_fmt`` and ``dst_fmt``,
+    once the options of example files are refused for formats they do not apply to."""
+    fmts = {src_fmt, dst_fmt}
+    if labels is not None and not {"svmlight", "jsonl", "tfrecord"} & fmts:
+        raise UsageError("--labels applies to svmlight, JSON lines and TFRecord files only")
+    if (ids is not None or values is not None) and not {"jsonl", "tfrecord"} & fmts:
+        raise UsageError("--ids and --values apply to JSON lines and TFRecord files only")
+    examples = {"svmlight", "jsonl"} & fmts
+    tfr = "tfrecord" in fmts
+    if not (examples or tfr) and (vocab_size is not None or label_key is not None):
+        raise UsageError("--vocab-size and --label-key apply to svmlight, JSON lines and TFRecord files only")
+    ex = ExampleOptions(zero_based, vocab_size if examples else None, labels if examples else None, multilabel,
+                        query_id, strict,
+                        (ids if "jsonl" in fmts else None) or "ids", (values if "jsonl" in fmts else None) or "values",
+                        (label_key if "jsonl" in fmts else None) or "label")
+    if ex.used() and not examples:
+        raise UsageError(f"{', '.join(sorted(OPTION_NAMES[n] for n in ex.used()))} apply to svmlight and JSON lines "
+                         "files only")
+    if labels is not None and fmts <= {"svmlight", "jsonl"}:
+        raise UsageError("--labels cannot be both written and read in one convert; convert through sptool")
+    return ex
+
+
 @renamed_keywords("output", "dtype", "vocab_size", "label_key", "row_ids")
 def convert(src: str | None, output: str | None = None, *, from_format: str | None = None,
             to_format: str | None = None, shape=None, dtype: str | None = None, fill_value=None,
@@ -282,35 +321,13 @@ def convert(src: str | None, output: str | None = None, *, from_format: str | No
     _check_url(src, src_fmt, "reads")
     if dst is not None:
         _check_url(dst, dst_fmt, "writes", plain=plain)
-    if index_base is not None:
-        if index_base not in (0, 1):
-            raise UsageError(f"--index-base must be 0 or 1, not {index_base!r}")
-        if src_fmt not in TEXT_FORMATS and dst_fmt not in TEXT_FORMATS:
-            raise UsageError(f"--index-base applies to text formats ({_TEXT_EXTENSIONS}) only")
-    if dense and dst_fmt != "mtx":
-        raise UsageError(f"--dense writes Matrix Market's dense 'array' format (.mtx) only, not {dst_fmt}; a dense "
-                         "NumPy array is written by naming a .npy output")
-    if key is not None and src_fmt != "anndata":
-        raise UsageError(f"--key picks a matrix of an AnnData input (.h5ad, an AnnData .zarr store), not of {src_fmt}")
+    _check_format_options(src_fmt, dst_fmt, index_base, dense, key)
     budget = budget_of(memory)
     fmts = {src_fmt, dst_fmt}
-    if labels is not None and not {"svmlight", "jsonl", "tfrecord"} & fmts:
-        raise UsageError("--labels applies to svmlight, JSON lines and TFRecord files only")
-    if (ids is not None or values is not None) and not {"jsonl", "tfrecord"} & fmts:
-        raise UsageError("--ids and --values apply to JSON lines and TFRecord files only")
-    examples = {"svmlight", "jsonl"} & fmts
+    ex = _example_options(src_fmt, dst_fmt, zero_based=zero_based, vocab_size=vocab_size, labels=labels,
+                          multilabel=multilabel, query_id=query_id, strict=strict, ids=ids, values=values,
+                          label_key=label_key)
     tfr = "tfrecord" in fmts
-    if not (examples or tfr) and (vocab_size is not None or label_key is not None):
-        raise UsageError("--vocab-size and --label-key apply to svmlight, JSON lines and TFRecord files only")
-    ex = ExampleOptions(zero_based, vocab_size if examples else None, labels if examples else None, multilabel,
-                        query_id, strict,
-                        (ids if "jsonl" in fmts else None) or "ids", (values if "jsonl" in fmts else None) or "values",
-                        (label_key if "jsonl" in fmts else None) or "label")
-    if ex.used() and not examples:
-        raise UsageError(f"{', '.join(sorted(OPTION_NAMES[n] for n in ex.used()))} apply to svmlight and JSON lines "
-                         "files only")
-    if labels is not None and {src_fmt, dst_fmt} <= {"svmlight", "jsonl"}:
-        raise UsageError("--labels cannot be both written and read in one convert; convert through sptool")
     tfrecord = tfrecord_options(src_fmt, dst_fmt, ids=ids if tfr else None, values=values if tfr else None,
                                 vocab_size=vocab_size if tfr else None, feature=feature,
                                 labels=labels if tfr else None, label_feature=label_key if tfr else None,
