@@ -76,35 +76,15 @@ def summary(path, opened, *, scan: bool, histogram: int | None, memory, progress
             "created_by": meta.created_by,
         }
         if isinstance(src, ParquetSource):
-            for part in src.parts:
-                md = part.file.metadata
-                names = part.file.schema_arrow.names
-                for r in range(md.num_row_groups):
-                    rg = md.row_group(r)
-                    if rg.num_rows == 0:
-                        continue
-                    for k in range(K):
-                        st = rg.column(names.index(index_column(k))).statistics
-                        if st is None or not st.has_min_max:
-                            mins[k] = maxs[k] = "unknown"
-                            continue
-                        if mins[k] == "unknown":
-                            continue
-                        mins[k] = int(st.min) if mins[k] is None else min(mins[k], int(st.min))
-                        maxs[k] = int(st.max) if maxs[k] is None else max(maxs[k], int(st.max))
+            mins, maxs = _footer_ranges(src, K)
             out["parts"] = len(src.parts)
             out["row_groups"] = src.num_row_groups
             out["bytes"] = sum(file_size(p.path) for p in src.parts)
         if hasattr(src, "matrices"):
             out["matrices"] = src.matrices()  # an AnnData file's every matrix; X is the one summarised
-        counts = None
+        counts = axis = None
         if histogram is not None:
-            (axis,) = normalize_axes([histogram], K, "--histogram axis")
-            extent = meta.shape[axis]
-            if extent is None or extent * 8 > budget.usable:
-                raise UsageError(f"--histogram {histogram} counts entries for each of the {extent} indices of that "
-                                 f"axis ({format_size((extent or 0) * 8)}), over --memory; raise --memory")
-            counts = np.zeros(extent, dtype=np.int64)
+            axis, counts = _histogram_counts(histogram, meta, budget)
         # A row-sparse tensor with repeated rows: which of the height's rows it touches, one
         # byte per row (left unknown when that is over --memory).
         height = meta.shape[0] if K == 1 and meta.hybrid else None
@@ -113,7 +93,7 @@ def summary(path, opened, *, scan: bool, histogram: int | None, memory, progress
             touched = np.zeros(height, dtype=np.bool_)
         # A stream's extents, and a dense AnnData X's entries, are known once read.
         if scan or src.kind == "stream" or meta.nnz is None or counts is not None or touched is not None:
-            scan_ = _Scan(K, counts, axis if counts is not None else None, touched, height, src.path)
+            scan_ = _Scan(K, counts, axis, touched, height, src.path)
             run(scan_, src, None, budget=budget, progress=progress)
             mins, maxs = scan_.mins, scan_.maxs
             meta = src.meta  # a stream knows its final nnz and shape only now
@@ -126,14 +106,53 @@ def summary(path, opened, *, scan: bool, histogram: int | None, memory, progress
         if out.get("bytes") is not None:
             out["bytes_per_entry"] = out["bytes"] / meta.nnz if meta.nnz else None
         if height is not None:
-            distinct = meta.nnz if meta.unique else (int(touched.sum()) if touched is not None else None)
-            out["row_sparse"] = {"rows": meta.nnz, "block": list(meta.dense_shape), "height": meta.shape[0],
-                                 "distinct_rows": distinct,
-                                 "touched": distinct / meta.shape[0] if distinct is not None and meta.shape[0]
-                                 else (0.0 if distinct is not None else None)}
+            out["row_sparse"] = _row_sparse(meta, touched)
         if counts is not None:
             out["histogram"] = _histogram(counts, axis, meta.dimension_names)
         return out
+
+
+def _footer_ranges(src: ParquetSource, K: int) -> tuple[list, list]:
+    """Each dimension's smallest and largest index from the row groups' statistics ("unknown"
+    where a non-empty row group has none; None where every row group is empty)."""
+    mins: list = [None] * K
+    maxs: list = [None] * K
+    for part in src.parts:
+        md = part.file.metadata
+        names = part.file.schema_arrow.names
+        for r in range(md.num_row_groups):
+            rg = md.row_group(r)
+            if rg.num_rows == 0:
+                continue
+            for k in range(K):
+                st = rg.column(names.index(index_column(k))).statistics
+                if st is None or not st.has_min_max:
+                    mins[k] = maxs[k] = "unknown"
+                    continue
+                if mins[k] == "unknown":
+                    continue
+                mins[k] = int(st.min) if mins[k] is None else min(mins[k], int(st.min))
+                maxs[k] = int(st.max) if maxs[k] is None else max(maxs[k], int(st.max))
+    return mins, maxs
+
+
+def _histogram_counts(histogram: int, meta, budget) -> tuple[int, np.ndarray]:
+    """--histogram's axis and its zeroed counts, one per index, refused when over --memory."""
+    (axis,) = normalize_axes([histogram], meta.sparse_ndim, "--histogram axis")
+    extent = meta.shape[axis]
+    if extent is None or extent * 8 > budget.usable:
+        raise UsageError(f"--histogram {histogram} counts entries for each of the {extent} indices of that "
+                         f"axis ({format_size((extent or 0) * 8)}), over --memory; raise --memory")
+    return axis, np.zeros(extent, dtype=np.int64)
+
+
+def _row_sparse(meta, touched) -> dict:
+    """A row-sparse tensor's rows, block, height and the rows it touches (None when unknown)."""
+    distinct = meta.nnz if meta.unique else (int(touched.sum()) if touched is not None else None)
+    return {"rows": meta.nnz, "block": list(meta.dense_shape), "height": meta.shape[0],
+            "distinct_rows": distinct,
+            "touched": distinct / meta.shape[0] if distinct is not None and meta.shape[0]
+            else (0.0 if distinct is not None else None)}
 
 
 class _Scan(StreamOp):
