@@ -63,6 +63,48 @@ def _text(value) -> str:
     return value.decode("ascii", "replace") if isinstance(value, bytes) else str(value)
 
 
+def _load_arrays(path: str, budget) -> dict:
+    """Every array of the .npz archive at ``path``, refused when loading them would go over the
+    budget."""
+    if not os.path.exists(path):
+        raise InputError("no such file or directory", path=path)
+    headers = member_headers(path)
+    if "format" not in headers:
+        hint = "; it is a binsparse file: give --from binsparse" if "binsparse" in headers else ""
+        raise DataError(f"missing key 'format': not a scipy.sparse .npz file{hint}", path=path)
+    nbytes = sum(int(np.prod(s)) * d.itemsize for s, d in headers.values())
+    data_shape, _ = headers.get("data", ((0,), np.dtype(np.float64)))
+    nnz = int(np.prod(data_shape))  # bsr's blocks and dia's diagonals hold one value a cell
+    ndim = int(np.prod(headers["shape"][0])) if "shape" in headers else 2
+    need = nbytes + nnz * 8 * ndim * 2
+    if need > budget.usable:
+        raise ResourceError(
+            f"a .npz archive is loaded whole; this one ({nnz} entries) needs about {format_size(need)}, "
+            f"more than the {format_size(budget.usable)} that --memory {format_size(budget.total)} leaves for "
+            "data; raise --memory", path=path)
+    try:
+        with np.load(path, allow_pickle=False) as z:
+            arrays = {k: z[k] for k in z.files}
+    except (zipfile.BadZipFile, *NPY_HEADER_ERRORS) as e:
+        raise DataError(f"cannot load the arrays ({e})", path=path) from None
+    return arrays
+
+
+def _scipy_format(arrays: dict, path: str) -> str:
+    """The archive's scipy.sparse format, once the arrays it needs are there."""
+    fmt = _text(arrays["format"])
+    if fmt not in REQUIRED:
+        raise InputError(f"scipy format {fmt!r} is not supported; save it as {', '.join(REQUIRED)} "
+                         "(e.g. scipy.sparse.save_npz(path, m.tocoo()))", path=path)
+    missing = [k for k in REQUIRED[fmt] if k not in arrays]
+    if fmt == "coo" and not ({"row", "col"} <= arrays.keys() or "coords" in arrays):
+        missing.append("row/col or coords")
+    if missing:
+        raise DataError(f"missing key{'s' if len(missing) > 1 else ''} {', '.join(missing)} for format "
+                        f"{fmt!r}", path=path)
+    return fmt
+
+
 class NpzReader(Reader):
     complete = True
 
@@ -70,38 +112,8 @@ class NpzReader(Reader):
         if path == "-":
             raise UsageError("a .npz archive cannot be read from stdin (it needs random access); name the file")
         self.name = path
-        if not os.path.exists(path):
-            raise InputError("no such file or directory", path=path)
-        headers = member_headers(path)
-        if "format" not in headers:
-            hint = "; it is a binsparse file: give --from binsparse" if "binsparse" in headers else ""
-            raise DataError(f"missing key 'format': not a scipy.sparse .npz file{hint}", path=path)
-        nbytes = sum(int(np.prod(s)) * d.itemsize for s, d in headers.values())
-        data_shape, _ = headers.get("data", ((0,), np.dtype(np.float64)))
-        nnz = int(np.prod(data_shape))  # bsr's blocks and dia's diagonals hold one value a cell
-        ndim = int(np.prod(headers["shape"][0])) if "shape" in headers else 2
-        need = nbytes + nnz * 8 * ndim * 2
-        budget = opts.budget
-        if need > budget.usable:
-            raise ResourceError(
-                f"a .npz archive is loaded whole; this one ({nnz} entries) needs about {format_size(need)}, "
-                f"more than the {format_size(budget.usable)} that --memory {format_size(budget.total)} leaves for "
-                "data; raise --memory", path=path)
-        try:
-            with np.load(path, allow_pickle=False) as z:
-                arrays = {k: z[k] for k in z.files}
-        except (zipfile.BadZipFile, *NPY_HEADER_ERRORS) as e:
-            raise DataError(f"cannot load the arrays ({e})", path=path) from None
-        fmt = _text(arrays["format"])
-        if fmt not in REQUIRED:
-            raise InputError(f"scipy format {fmt!r} is not supported; save it as {', '.join(REQUIRED)} "
-                             "(e.g. scipy.sparse.save_npz(path, m.tocoo()))", path=path)
-        missing = [k for k in REQUIRED[fmt] if k not in arrays]
-        if fmt == "coo" and not ({"row", "col"} <= arrays.keys() or "coords" in arrays):
-            missing.append("row/col or coords")
-        if missing:
-            raise DataError(f"missing key{'s' if len(missing) > 1 else ''} {', '.join(missing)} for format "
-                            f"{fmt!r}", path=path)
+        arrays = _load_arrays(path, opts.budget)
+        fmt = _scipy_format(arrays, path)
         shape = tuple(int(s) for s in integer_array(arrays["shape"], "shape", path).reshape(-1))
         data = np.asarray(arrays["data"])
         if data.dtype.kind not in "biufc":

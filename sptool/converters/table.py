@@ -102,6 +102,32 @@ class TableReader(Reader):
         self.budget = opts.budget
         self._closers: list = []
         self.nnz = None
+        self._open_table(path, fmt)
+        names = self.schema.names
+        self.index = [self._column(c, names) for c in table.index_columns]
+        self.value = self._column(table.values_column, names) if table.values_column else None
+        chosen = self.index + ([self.value] if self.value is not None else [])
+        if len(set(chosen)) != len(chosen):
+            raise UsageError("--index-columns and --values-column name the same column twice", path=self.name)
+        self.index_names = [names[i] for i in self.index]
+        K = len(self.index)
+        if fmt not in DELIMITERS:  # text is parsed as int64 from the start
+            for i, name in zip(self.index, self.index_names):
+                self._check_index_type(self.schema.field(i).type, name)
+        vt = self._checked_value_type(opts.value_type or self._value_type())
+        shape = opts.shape
+        if shape is not None and len(shape) != K:
+            raise UsageError(f"--shape {list(shape)} has {len(shape)} dimensions but --index-columns names {K} "
+                             "columns", path=self.name)
+        dimension_names = tuple(self.index_names) if len(set(self.index_names)) == K else None
+        self.meta = TensorMeta(shape=tuple(shape) if shape is not None else (None,) * K, sparse_ndim=K, value_type=vt,
+                               fill_value=coerce_fill(opts.fill_value, vt), nnz=self.nnz, sort_order=(),
+                               unique=False, dimension_names=dimension_names)
+        self.unique_claim = None  # found out as the rows pass, with their order
+        self.complete = shape is not None and self.nnz is not None
+
+    def _open_table(self, path: str, fmt: str) -> None:
+        """The table's files (Parquet: their row count too) and its schema."""
         if fmt == "parquet":
             paths = _parquet_files(path)
             self.files = [_open_parquet(f) for f in paths]
@@ -122,33 +148,16 @@ class TableReader(Reader):
             self.schema = self.ipc.schema
         else:
             self.schema = self._csv_header(path, fmt)
-        names = self.schema.names
-        self.index = [self._column(c, names) for c in table.index_columns]
-        self.value = self._column(table.values_column, names) if table.values_column else None
-        chosen = self.index + ([self.value] if self.value is not None else [])
-        if len(set(chosen)) != len(chosen):
-            raise UsageError("--index-columns and --values-column name the same column twice", path=self.name)
-        self.index_names = [names[i] for i in self.index]
-        K = len(self.index)
-        if fmt not in DELIMITERS:  # text is parsed as int64 from the start
-            for i, name in zip(self.index, self.index_names):
-                self._check_index_type(self.schema.field(i).type, name)
-        vt = opts.value_type or self._value_type()
-        if fmt in DELIMITERS and vt.startswith("complex"):
-            raise UsageError(f"a {fmt.upper()} table's values are read as real numbers, not {vt}", path=self.name)
+
+    def _checked_value_type(self, vt: str) -> str:
+        """The value type to read the values column as, refused where a table cannot give it."""
+        if self.fmt in DELIMITERS and vt.startswith("complex"):
+            raise UsageError(f"a {self.fmt.upper()} table's values are read as real numbers, not {vt}",
+                             path=self.name)
         if vt in ("string", "binary"):
             raise UsageError(f"--values-column must hold numbers or booleans to be read from a table, not {vt}",
                              path=self.name)
-        shape = opts.shape
-        if shape is not None and len(shape) != K:
-            raise UsageError(f"--shape {list(shape)} has {len(shape)} dimensions but --index-columns names {K} "
-                             "columns", path=self.name)
-        dimension_names = tuple(self.index_names) if len(set(self.index_names)) == K else None
-        self.meta = TensorMeta(shape=tuple(shape) if shape is not None else (None,) * K, sparse_ndim=K, value_type=vt,
-                               fill_value=coerce_fill(opts.fill_value, vt), nnz=self.nnz, sort_order=(),
-                               unique=False, dimension_names=dimension_names)
-        self.unique_claim = None  # found out as the rows pass, with their order
-        self.complete = shape is not None and self.nnz is not None
+        return vt
 
     # -- columns ---------------------------------------------------------------------------
     def _column(self, spec: str, names: list[str]) -> int:
