@@ -208,6 +208,17 @@ def test_piped_reports_have_no_trailing_padding(command, tmp_path):
     assert screen(output)[0] == p.stdout.splitlines()[0] and not re.search(r" +\r\n", _plain(output)), output
 
 
+def test_a_piped_reports_rows_are_not_wrapped(tmp_path):
+    """validate's table in a pipe: each problem on one line, whole (grep finds it), as the
+    Python API reports it; at a terminal the table fits the screen instead."""
+    problems = sptool.validate("sample_data/ids_numbers.parquet").problems
+    assert problems
+    p = _pipe(in_workdir("sptool validate sample_data/ids_numbers.parquet", tmp_path), tmp_path)
+    lines = p.stdout.splitlines()
+    for problem in problems:
+        assert any(problem.code in ln and ln.endswith(problem.message) for ln in lines), (problem, p.stdout)
+
+
 def test_head_prints_float32_values_with_float32_digits(tmp_path):
     t = _big_tensor(tmp_path, rows=50)
     want = [str(np.float32(v)) for v in t.values[:5]]  # NumPy's own text of a float32

@@ -36,7 +36,13 @@ class _LazyConsole:
 
 class _StdoutConsole(_LazyConsole):
     """stdout's console: what it prints has no trailing padding (a table's last column is padded
-    to its width), so a pipe gets the text and nothing else; any bar is taken down first."""
+    to its width), so a pipe gets the text and nothing else; any bar is taken down first.  In a
+    pipe a table's rows are not wrapped at 80 columns: one row is one line, for grep and cut."""
+
+    def get(self):
+        if self._console is None and not _is_terminal(sys.stdout):
+            self._options = {**self._options, "width": _PIPE_WIDTH}
+        return super().get()
 
     def print(self, *objects, **options):
         console = self.get()
@@ -45,6 +51,17 @@ class _StdoutConsole(_LazyConsole):
         stop_all_bars()
         console.file.write(_TRAILING_PADDING.sub("", captured.get()))
         console.file.flush()
+
+
+# Wide enough that no row of a report wraps; the padding this leaves is stripped.
+_PIPE_WIDTH = 4096
+
+
+def _is_terminal(stream) -> bool:
+    try:
+        return stream.isatty()
+    except (AttributeError, ValueError):
+        return False
 
 
 # Spaces at the end of a line, before the style resets that may close it.
