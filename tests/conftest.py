@@ -193,3 +193,102 @@ def objstore(tmp_path):
     register_filesystem("obj", pafs.PyFileSystem(handler))
     yield handler
     register_filesystem("obj", None)
+
+
+# The inner loop, `pytest -m "not slow"` (docs/development.md), leaves out what takes seconds a test;
+# CI and the README's command run everything.  Whole modules: clusters, killed and terminal
+# subprocesses, fuzzing, the docs build, memory ceilings, AnnData through h5py and zarr, the
+# help and README examples run as commands, hostile inputs fed to every command.
+SLOW_MODULES = {
+    "test_anndata.py", "test_anndata_memory.py", "test_apply.py", "test_cluster_s3.py", "test_cluster_urls.py",
+    "test_distributed.py", "test_distributed_maps.py", "test_distributed_pieces.py", "test_docs.py",
+    "test_fuzz.py", "test_help.py", "test_hostile.py", "test_kill.py", "test_memory.py", "test_mutation.py",
+    "test_precommit.py", "test_readme.py", "test_terminal.py", "test_wide_shapes.py",
+}
+# Tests of the other modules that take a second or more (all their parameters together).
+SLOW_TESTS = {
+    "test_add.py::test_sparse_sparse_matches_dense", "test_api.py::test_pydata_bridge",
+    "test_api.py::test_read_refuses_over_budget", "test_bincount.py::test_in_a_terminal",
+    "test_bincount.py::test_matches_tensorflow", "test_bincount.py::test_over_all_dense_and_sorted_ids_together",
+    "test_bincount.py::test_random_against_np_bincount", "test_binsparse.py::test_canonicalising_note_in_a_terminal",
+    "test_binsparse.py::test_memory_is_checked_where_it_is_held",
+    "test_binsparse.py::test_reads_iso_complex_and_bool_values_in_slices",
+    "test_binsparse.py::test_reads_the_package_scipy_files", "test_byteflip.py::test_byteflip_slice",
+    "test_checks_cost.py::test_the_launcher_switches_page_crc_verification_off_and_only_when_asked",
+    "test_checks_cost.py::test_the_launcher_switches_the_claim_check_off_and_only_when_asked",
+    "test_checks_kernels.py::test_check_levels_finds_what_a_plain_loop_over_the_reference_finds",
+    "test_checks_kernels.py::test_footer_chunks_agree_with_the_reference_on_truncated_and_damaged_footers",
+    "test_cli.py::test_pipe_through_stdin", "test_cli.py::test_shell_completion_lists_commands",
+    "test_cli.py::test_signal_leaves_nothing_behind", "test_cli.py::test_stream_of_unknown_shape_is_spooled",
+    "test_complexity.py::test_no_function_above_the_complexity_limit", "test_concat.py::test_matches_np_concatenate",
+    "test_concat.py::test_pipe_concat_into_slice", "test_convert.py::test_kernel_agrees_with_a_python_reference",
+    "test_convert.py::test_npz_refusals", "test_convert_table.py::test_zoned_timestamp_values_refused_in_one_line",
+    "test_crashes.py::test_every_command_refuses_a_missing_tmp_dir_before_any_work",
+    "test_cross.py::test_peak_rss_within_the_budget_when_the_output_is_far_larger",
+    "test_cross.py::test_random_inputs_against_the_oracle",
+    "test_cross.py::test_unsorted_inputs_give_tensorflows_result_of_the_sorted_ones",
+    "test_dataset_view.py::test_a_float_sum_does_not_depend_on_the_batches",
+    "test_dataset_view.py::test_claims_of_the_whole_are_numpys",
+    "test_distributed_driver.py::test_add_reads_each_footer_at_most_twice",
+    "test_distributed_driver.py::test_seamed_reduce_driver_does_not_import_the_shuffle",
+    "test_formats_real.py::test_a_pipe_from_a_slow_writer_is_told_and_read_whole",
+    "test_inputs.py::test_path_source_and_tensor_agree", "test_interop.py::test_engines_read_every_encoding_exactly",
+    "test_interop.py::test_polars_scan_dir_glob", "test_io.py::test_roundtrip_value_types",
+    "test_iso_claim.py::test_a_broken_iso_claim_is_refused_naming_the_input",
+    "test_iso_claim.py::test_a_cluster_refuses_a_broken_claim_too", "test_jsonl.py::test_broken_lines_are_named",
+    "test_lying_claims.py::test_a_lying_claim_is_an_error_or_harmless",
+    "test_lying_claims.py::test_an_output_does_not_inherit_an_unchecked_claim", "test_map.py::test_matches_numpy",
+    "test_matmul.py::test_sparse_dense_adjoints",
+    "test_matmul.py::test_sparse_sparse_at_the_minimum_memory_with_a_on_stdin",
+    "test_matmul.py::test_sparse_sparse_matches_scipy", "test_matmul.py::test_sparse_sparse_value_types_and_rows_split",
+    "test_maximum.py::test_matches_dense", "test_npy_maps.py::test_release_gives_back_the_pages_of_a_read_map",
+    "test_npy_maps.py::test_release_gives_back_the_pages_of_a_written_map_and_keeps_its_data",
+    "test_npy_maps.py::test_release_rows_gives_back_the_pages_of_those_rows_only",
+    "test_partwise.py::test_reduce_of_unique_rows_part_by_part", "test_partwise.py::test_reorder_part_by_part",
+    "test_reduce.py::test_hybrid", "test_reduce.py::test_matches_numpy", "test_reduce.py::test_small_and_empty",
+    "test_reduce.py::test_streaming_paths", "test_reduce_bounds.py::test_a_cluster_refuses_it_too",
+    "test_reduce_bounds.py::test_reduce_refuses_an_entry_outside_the_shape", "test_reorder.py::test_duplicate_policies",
+    "test_reorder.py::test_input_larger_than_the_budget_goes_to_the_external_sort",
+    "test_reorder.py::test_keep_matches_stable_lexsort", "test_reshape.py::test_matches_numpy_reshape",
+    "test_retain.py::test_pipeline_through_stdin_and_stdout", "test_retain.py::test_where_matches_numpy",
+    "test_samples.py::test_make_samples_reproduces_the_files", "test_segment.py::test_peak_rss_within_the_budget",
+    "test_shared_storage.py::test_apply_state_files_leave_another_hosts_same_pid_temporary_alone",
+    "test_shared_storage.py::test_workers_in_two_pid_namespaces_write_into_one_directory",
+    "test_slice.py::test_small_box_reads_few_row_groups", "test_slice.py::test_unsorted_with_duplicates",
+    "test_spec.py::test_check_metadata_agrees_with_schema", "test_split.py::test_unsorted_with_duplicates",
+    "test_spy.py::test_ascii_in_a_pipe", "test_spy.py::test_ascii_in_a_terminal",
+    "test_spy.py::test_long_spy_draws_a_bar_in_a_terminal",
+    "test_startup.py::test_pandas_stays_importable_beside_the_command_line",
+    "test_startup.py::test_sptool_leaves_its_host_process_as_it_was", "test_stitch.py::test_same_bytes_as_one_writer",
+    "test_summaries.py::test_every_command_writes_one_complete_summary", "test_svmlight.py::test_in_a_terminal",
+    "test_svmlight.py::test_large_file_within_memory", "test_svmlight.py::test_late_zero_reads_the_file_again",
+    "test_svmlight.py::test_rows_far_apart_are_written_in_blocks",
+    "test_textparse_kernels.py::test_floats_parse_as_python_parses_them",
+    "test_tfrecord.py::test_convert_and_a_corrupt_file_in_a_terminal",
+    "test_tfrecord.py::test_peak_rss_within_the_stated_figure", "test_tfrecord.py::test_protobuf_written_file",
+    "test_tfrecord.py::test_sparse_merge_as_tensorflow_computed",
+    "test_tfrecord.py::test_varlen_feature_as_tensorflow_computed",
+    "test_tfrecord_kernels.py::test_decoding_matches_reference_on_damaged_bytes",
+    "test_todense.py::test_memmap_release_path", "test_todense.py::test_todense_matches_oracle",
+    "test_transpose.py::test_matches_numpy_and_stable_sort",
+    "test_urls.py::test_cluster_with_file_urls_matches_one_machine",
+    "test_urls.py::test_cluster_workers_resolve_input_urls",
+    "test_urls.py::test_part_directory_read_and_replaced_through_a_filesystem",
+    "test_urls_validate_convert.py::test_cluster_convert_of_url_files_gives_the_single_machine_tensors",
+    "test_urls_validate_convert.py::test_cluster_validate_of_urls_gives_the_single_machine_report",
+    "test_urls_validate_convert.py::test_validate_and_convert_of_urls_in_a_terminal",
+    "test_urls_validate_convert.py::test_validate_through_a_filesystem_gives_the_local_report",
+    "test_validate.py::test_out_of_order_message", "test_validate.py::test_strict_requires_page_checksums",
+    "test_versions.py::test_the_command_line_adopts_a_plain_tables_number_column",
+    "test_versions.py::test_the_command_line_reorders_the_sample",
+    "test_vocabulary.py::test_an_old_spelling_warns_once_per_process",
+    "test_widekeys_kernels.py::test_relinearize_names_an_index_outside_the_shape",
+    "test_writer_codecs.py::test_duckdb_and_polars_read_uncompressed_index_pages",
+}
+
+
+def pytest_collection_modifyitems(config, items):
+    for item in items:
+        name = f"{item.path.name}::{getattr(item, 'originalname', item.name)}"
+        if item.path.name in SLOW_MODULES or name in SLOW_TESTS:
+            item.add_marker(pytest.mark.slow)
