@@ -817,55 +817,87 @@ class Parsed(NamedTuple):
     end: int = 0  # where those end
 
 
-def _parse(raw) -> Parsed:
-    """A journal's bytes parsed; a header cut short gives (None, [], False)."""
-    data = memoryview(raw)
+def _parse_header(raw, data) -> tuple[dict, int] | None:
+    """The journal's header and where it ends; None for a header cut short."""
     if bytes(raw[:len(MAGIC)]) in OLD_MAGICS:
         raise DataError("a journal of an older sptool: finish it with that version (apply TABLE --recover), or "
                         "remove it if the table is known to be intact")
     if len(raw) < len(MAGIC) + _U64.size or raw[:len(MAGIC)] != MAGIC:
         if len(raw) < len(MAGIC) + _U64.size and MAGIC.startswith(bytes(raw[:len(MAGIC)])):
-            return Parsed(None, [], False)  # cut short while its header was written
+            return None  # cut short while its header was written
         raise DataError("not an sptool apply journal; move it away if the table is known to be intact")
     length = _U64.unpack_from(data, len(MAGIC))[0]
     start = len(MAGIC) + _U64.size
     end = start + length + _U32.size
     if end > len(raw) or zlib.crc32(data[start:start + length]) != _U32.unpack_from(data, start + length)[0]:
-        return Parsed(None, [], False)
-    header = json.loads(bytes(data[start:start + length]))
-    widths = [int(np.prod(s["shape"][1:], dtype=np.int64)) * np.dtype(s["dtype"]).itemsize + 4 * s["pieces"]
-              for s in header["arrays"]]
-    txns, pos, released = [], end, 0
+        return None
+    return json.loads(bytes(data[start:start + length])), end
+
+
+class _Blocks(NamedTuple):
+    found: list  # (payload offset, rows) of each whole block
+    chain: int  # the CRC of their CRCs, which the commit record vouches for
+    end: int  # where the last whole block ends
+    released: int  # how far the journal's pages have been given back
+
+
+def _read_blocks(raw, data, at: int, row_bytes: int, released: int) -> _Blocks:
+    """The whole blocks from ``at`` on, up to the first that is cut short or damaged."""
+    blocks, chain = [], 0
     head = len(BLOCK) + 2 * _U64.size
+    while at + head <= len(data) and bytes(data[at:at + len(BLOCK)]) == BLOCK:
+        n = _U64.unpack_from(data, at + len(BLOCK))[0]
+        size = _U64.unpack_from(data, at + len(BLOCK) + _U64.size)[0]
+        stop = at + head + size + _U32.size
+        if size != n * row_bytes or stop > len(data):
+            break
+        crc = zlib.crc32(data[at + head:at + head + size])
+        if crc != _U32.unpack_from(data, at + head + size)[0]:
+            break
+        if isinstance(raw, mmap.mmap) and at + head + size - released >= RELEASE:
+            # The journal's pages read so far given back: a journal can be larger than --memory.
+            upto = (at + head + size) // mmap.PAGESIZE * mmap.PAGESIZE
+            raw.madvise(mmap.MADV_DONTNEED, released, upto - released)
+            released = upto
+        blocks.append((at + head, n))
+        chain = zlib.crc32(_U32.pack(crc), chain)
+        at = stop
+    return _Blocks(blocks, chain, at, released)
+
+
+def _read_commit(data, at: int, blocks: _Blocks) -> tuple[dict, int] | None:
+    """The files and end of the commit record at ``at`` that vouches for ``blocks``; None if
+    there is none whole."""
+    if at + _COMMIT.size > len(data):
+        return None
+    magic, count, rows, crc, text = _COMMIT.unpack_from(data, at)
+    stop = at + _COMMIT.size + text + _U32.size
+    if (magic != COMMIT or count != len(blocks.found) or rows != sum(n for _, n in blocks.found)
+            or crc != blocks.chain or stop > len(data)
+            or zlib.crc32(data[at:stop - _U32.size]) != _U32.unpack_from(data, stop - 4)[0]):
+        return None
+    return json.loads(bytes(data[at + _COMMIT.size:stop - _U32.size])), stop
+
+
+def _parse(raw) -> Parsed:
+    """A journal's bytes parsed; a header cut short gives (None, [], False)."""
+    data = memoryview(raw)
+    parsed = _parse_header(raw, data)
+    if parsed is None:
+        return Parsed(None, [], False)
+    header, pos = parsed
+    row_bytes = 8 + sum(int(np.prod(s["shape"][1:], dtype=np.int64)) * np.dtype(s["dtype"]).itemsize + 4 * s["pieces"]
+                        for s in header["arrays"])
+    txns, released = [], 0
     while True:
-        blocks, chain, at = [], 0, pos
-        while at + head <= len(data) and bytes(data[at:at + len(BLOCK)]) == BLOCK:
-            n = _U64.unpack_from(data, at + len(BLOCK))[0]
-            size = _U64.unpack_from(data, at + len(BLOCK) + _U64.size)[0]
-            stop = at + head + size + _U32.size
-            if size != n * (8 + sum(widths)) or stop > len(data):
-                break
-            crc = zlib.crc32(data[at + head:at + head + size])
-            if crc != _U32.unpack_from(data, at + head + size)[0]:
-                break
-            if isinstance(raw, mmap.mmap) and at + head + size - released >= RELEASE:
-                # The journal's pages read so far given back: a journal can be larger than --memory.
-                upto = (at + head + size) // mmap.PAGESIZE * mmap.PAGESIZE
-                raw.madvise(mmap.MADV_DONTNEED, released, upto - released)
-                released = upto
-            blocks.append((at + head, n))
-            chain = zlib.crc32(_U32.pack(crc), chain)
-            at = stop
-        if at + _COMMIT.size > len(data):
+        blocks = _read_blocks(raw, data, pos, row_bytes, released)
+        released = blocks.released
+        commit = _read_commit(data, blocks.end, blocks)
+        if commit is None:
             break
-        magic, count, rows, crc, text = _COMMIT.unpack_from(data, at)
-        stop = at + _COMMIT.size + text + _U32.size
-        if (magic != COMMIT or count != len(blocks) or rows != sum(n for _, n in blocks) or crc != chain
-                or stop > len(data) or zlib.crc32(data[at:stop - _U32.size]) != _U32.unpack_from(data, stop - 4)[0]):
-            break
-        files = json.loads(bytes(data[at + _COMMIT.size:stop - _U32.size]))
+        files, stop = commit
         applied = _applied_at(data, stop)
-        txns.append(Txn(blocks, files, bool(applied and applied[0])))
+        txns.append(Txn(blocks.found, files, bool(applied and applied[0])))
         pos = applied[2] if applied else stop
     replays = 0
     while bytes(data[pos:pos + len(_REPLAY_RECORD)]) == _REPLAY_RECORD:
@@ -874,50 +906,30 @@ def _parse(raw) -> Parsed:
     return Parsed(header, txns, pos < len(data), replays, pos)
 
 
-def recover_journal(path: str, *, durable: bool = True, budget_bytes: int = 64 << 20, pause=None,
-                    workers: Workers | None = None) -> int | None:
-    """Checkpoint the journal ``path``: its committed transactions are made durable in their
-    arrays and files (the rows written again, in order, of those this boot did not write), a
-    transaction cut short before its commit record discarded; the journal goes.  Returns the
-    rows replayed (0 when nothing needed writing), -1 when a transaction that had not committed
-    was discarded, or None when there is no journal.  Not ``durable``: nothing waits for the
-    disk."""
-    if not os.path.exists(path):
-        return None
-    with open(path, "rb") as f:
-        size = os.fstat(f.fileno()).st_size
-        header = _read_header(f.fileno())
-        tail = _tail_applied(f.fileno(), size)
-        if header is not None and tail is not None and tail[0]:
-            # The usual case, read from the ends alone: every transaction written by this boot.
-            txns, cut, replays, end = [Txn([], {}, True)], False, 0, size
-        else:
-            # Mapped, not read: a journal can be larger than --memory.
-            raw = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) if size else b""
+def _transactions(f, size: int, path: str) -> Parsed:
+    """The journal open as ``f`` parsed: from its two ends alone when this boot applied every
+    transaction it holds (the usual case), else whole, mapped rather than read (a journal can be
+    larger than --memory)."""
+    header = _read_header(f.fileno())
+    tail = _tail_applied(f.fileno(), size)
+    if header is not None and tail is not None and tail[0]:
+        return Parsed(header, [Txn([], {}, True)], False, 0, size)
+    raw = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) if size else b""
+    try:
+        return _parse(raw)
+    except DataError as e:
+        raise DataError(e.message, path=path) from None
+    finally:
+        if isinstance(raw, mmap.mmap):
             try:
-                header, txns, cut, replays, end = _parse(raw)
-            except DataError as e:
-                raise DataError(e.message, path=path) from None
-            finally:
-                if isinstance(raw, mmap.mmap):
-                    try:
-                        raw.close()
-                    except BufferError:  # a view still held by a traceback or a profiler: the collector unmaps it
-                        pass
-        if not txns:
-            _remove(path, durable)
-            return -1
-        todo = [t for t in txns if not t.applied]
-        replayed = 0
-        if todo:
-            arrays = [a for _, a in _reopen(header, path)]
-            _check_unchanged(f.fileno(), todo, arrays, header["arrays"], header["piece"], budget_bytes, path,
-                             interrupted=1 + replays)
-            _replay_begins(path, end, durable)
-            for t in todo:
-                _replay(f.fileno(), t.blocks, arrays, header["arrays"], budget_bytes, pause, workers)
-                replayed += sum(n for _, n in t.blocks)
-            del arrays
+                raw.close()
+            except BufferError:  # a view still held by a traceback or a profiler: the collector unmaps it
+                pass
+
+
+def _write_back_files(header: dict, txns: list, durable: bool):
+    """The arrays synced and the files the committed transactions replace written, after their
+    rows are in the arrays."""
     if durable:
         for spec in header["arrays"]:
             # An array removed since (a state reset) is left alone.
@@ -932,6 +944,35 @@ def recover_journal(path: str, *, durable: bool = True, budget_bytes: int = 64 <
         elif durable and os.path.exists(p):
             _sync_file(p)  # written by this boot (renamed in place): made durable as it stands
             fsync_dir(p)
+
+
+def recover_journal(path: str, *, durable: bool = True, budget_bytes: int = 64 << 20, pause=None,
+                    workers: Workers | None = None) -> int | None:
+    """Checkpoint the journal ``path``: its committed transactions are made durable in their
+    arrays and files (the rows written again, in order, of those this boot did not write), a
+    transaction cut short before its commit record discarded; the journal goes.  Returns the
+    rows replayed (0 when nothing needed writing), -1 when a transaction that had not committed
+    was discarded, or None when there is no journal.  Not ``durable``: nothing waits for the
+    disk."""
+    if not os.path.exists(path):
+        return None
+    with open(path, "rb") as f:
+        header, txns, cut, replays, end = _transactions(f, os.fstat(f.fileno()).st_size, path)
+        if not txns:
+            _remove(path, durable)
+            return -1
+        todo = [t for t in txns if not t.applied]
+        replayed = 0
+        if todo:
+            arrays = [a for _, a in _reopen(header, path)]
+            _check_unchanged(f.fileno(), todo, arrays, header["arrays"], header["piece"], budget_bytes, path,
+                             interrupted=1 + replays)
+            _replay_begins(path, end, durable)
+            for t in todo:
+                _replay(f.fileno(), t.blocks, arrays, header["arrays"], budget_bytes, pause, workers)
+                replayed += sum(n for _, n in t.blocks)
+            del arrays
+    _write_back_files(header, txns, durable)
     _remove(path, durable)
     return -1 if cut and not replayed else replayed
 
