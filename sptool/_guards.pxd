@@ -92,3 +92,19 @@ cdef inline int check_fits(str kernel, const int64_t[::1] col, int64_t width) ex
         if bits_above(<uint64_t> col[i], width):
             raise ValueError(f"{kernel}: key {col[i]} at position {i} does not fit its field of {width} bits")
     return 0
+
+
+cdef inline Py_ssize_t checked_runs(const int64_t[::1] lo, const int64_t[::1] hi, Py_ssize_t n_keys,
+                                    Py_ssize_t out_start, Py_ssize_t out_len, Py_ssize_t perm_len) except -1:
+    """The rows of the runs keys[lo[r]:hi[r]] a k-way merge reads, each run checked to lie within
+    the n_keys keys and all of them to fit the output from out_start."""
+    cdef Py_ssize_t r, total = 0
+    if hi.shape[0] != lo.shape[0]:
+        raise ValueError("lo and hi must have one entry per run")
+    for r in range(lo.shape[0]):
+        if lo[r] < 0 or hi[r] > n_keys or lo[r] > hi[r]:
+            raise ValueError("a run's stretch is outside the keys")
+        total += hi[r] - lo[r]
+    if out_start < 0 or out_start + total > out_len or out_len != perm_len:
+        raise ValueError("the output is too short for the merged runs")
+    return total

@@ -14,7 +14,7 @@ from libc.stdlib cimport free, malloc
 
 import numpy as np
 
-from ._guards cimport bits_above, check_fits, check_shift, outside
+from ._guards cimport bits_above, check_fits, check_shift, checked_runs, outside
 from ._types cimport number_t
 
 
@@ -416,14 +416,7 @@ def merge_runs(const uint64_t[::1] keys, const int64_t[::1] lo, const int64_t[::
     cdef uint64_t wk, kk
     cdef bint c
     cdef const uint64_t* kp = &keys[0] if keys.shape[0] else NULL
-    if hi.shape[0] != k:
-        raise ValueError("lo and hi must have one entry per run")
-    for r in range(k):
-        if lo[r] < 0 or hi[r] > keys.shape[0] or lo[r] > hi[r]:
-            raise ValueError("a run's stretch is outside the keys")
-        total += hi[r] - lo[r]
-    if out_start < 0 or out_start + total > out_keys.shape[0] or out_keys.shape[0] != out_perm.shape[0]:
-        raise ValueError("the output is too short for the merged runs")
+    total = checked_runs(lo, hi, keys.shape[0], out_start, out_keys.shape[0], out_perm.shape[0])
     if total == 0:
         return
     while leaves < k:

@@ -16,23 +16,16 @@ callers check the entries against the shapes already.  tests/references/linalg.p
 equivalent of each function, used as the test oracle (tests/test_linalg_kernels.py).
 """
 
-from libc.stdint cimport int32_t, int64_t, uint8_t, uint64_t
+from libc.stdint cimport int64_t, uint8_t, uint64_t
 
 from ._guards cimport outside
+from ._types cimport value_t
 from libc.stdlib cimport qsort
 from libc.string cimport memcmp
 
 ctypedef fused real_t:
     float
     double
-
-ctypedef fused value_t:
-    int32_t
-    int64_t
-    float
-    double
-    float complex
-    double complex
 
 
 # ---------------------------------------------------------------------------------------------

@@ -26,3 +26,12 @@ ctypedef fused real_t:
     uint64_t
     float
     double
+
+# The value types of add's fused merge (a sum of two values of one type, complex included).
+ctypedef fused value_t:
+    int32_t
+    int64_t
+    float
+    double
+    float complex
+    double complex

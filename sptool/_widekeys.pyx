@@ -17,10 +17,11 @@ word when s >= 64, and across both otherwise.  tests/references/widekeys.py hold
 (Python integer) equivalent of each function, used as the test oracle.
 """
 
-from libc.stdint cimport int32_t, int64_t, uint8_t, uint16_t, uint32_t, uint64_t
+from libc.stdint cimport int64_t, uint8_t, uint16_t, uint32_t, uint64_t
 from libc.stdlib cimport free, malloc
 
-from ._guards cimport bits_above, check_fits, outside
+from ._guards cimport bits_above, check_fits, checked_runs, outside
+from ._types cimport value_t
 
 import numpy as np
 
@@ -90,14 +91,6 @@ cdef extern from *:
     uint64_t _bswap64 "sptool_bswap64"(uint64_t) noexcept nogil
     void _wide_mad "sptool_wide_mad"(uint64_t* hi, uint64_t* lo, uint64_t m, uint64_t a) noexcept nogil
     uint64_t _wide_divmod "sptool_wide_divmod"(uint64_t* hi, uint64_t* lo, uint64_t d) noexcept nogil
-
-ctypedef fused value_t:
-    int32_t
-    int64_t
-    float
-    double
-    float complex
-    double complex
 
 ctypedef fused word:  # a value's bytes, whatever its type: 1, 2, 4 or 8 of them
     uint8_t
@@ -382,14 +375,9 @@ def merge_runs(const uint64_t[:, ::1] keys, const int64_t[::1] lo, const int64_t
     cdef uint64_t wh, wl, ch, cl
     cdef int64_t wt, t
     cdef bint c, live
-    if keys.shape[1] != 2 or out_keys.shape[1] != 2 or hi.shape[0] != k:
+    if keys.shape[1] != 2 or out_keys.shape[1] != 2:
         raise ValueError("shape mismatch in merge_runs")
-    for r in range(k):
-        if lo[r] < 0 or hi[r] > keys.shape[0] or lo[r] > hi[r]:
-            raise ValueError("a run's stretch is outside the keys")
-        total += hi[r] - lo[r]
-    if out_start < 0 or out_start + total > out_keys.shape[0] or out_keys.shape[0] != out_perm.shape[0]:
-        raise ValueError("the output is too short for the merged runs")
+    total = checked_runs(lo, hi, keys.shape[0], out_start, out_keys.shape[0], out_perm.shape[0])
     if total == 0:
         return
     while leaves < k:
