@@ -2177,6 +2177,8 @@ def main(argv=None) -> int:
                    help="also time each sptool command with the sptool of the checkout DIR (kernels built in place)")
     p.add_argument("--without", metavar="TEXT", action="append", default=[],
                    help="leave out the peers whose names hold TEXT (repeatable), e.g. pydata")
+    p.add_argument("--readme", action="store_true",
+                   help="write the results as benchmarks/README.md's current results table")
     args = p.parse_args(argv)
     global SHAPE_REORDER, SHAPE_3D, DATA_TAG, ONE_WRITER, NO_CHECKS, BASELINE, WITHOUT
     BASELINE = os.path.abspath(args.baseline) if args.baseline else None
@@ -2200,6 +2202,10 @@ def main(argv=None) -> int:
         _write_results(args, info, started, results)  # after each: a long session stopped keeps what ran
     print_table(info, results, args.size, args.repeat)
     print(f"results written to {os.path.relpath(args.output)}")
+    if args.readme:
+        import readme_table
+
+        readme_table.main([args.output])
     failed = any(t["median"] is None for r in results for t in r.get("tools", [])) or \
         any(n.startswith("check failed") for r in results for n in r.get("notes", []))
     return 1 if failed else 0
