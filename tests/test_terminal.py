@@ -208,6 +208,27 @@ def test_piped_reports_have_no_trailing_padding(command, tmp_path):
     assert screen(output)[0] == p.stdout.splitlines()[0] and not re.search(r" +\r\n", _plain(output)), output
 
 
+def test_two_stages_of_a_pipeline_draw_one_bar_and_two_whole_lines(tmp_path):
+    """Two sptool stages on one terminal: one draws its bar (two would write over each other),
+    and each stage's summary (or error) stands on a line of its own, whole."""
+    t = _big_tensor(tmp_path)
+    line = "sptool convert T.parquet -o - | sptool todense - -o d.npy"
+    code, output = run_in_terminal(["bash", "-o", "pipefail", "-c", line], cwd=tmp_path)
+    drawn = {name for name in ("convert", "todense") if re.search(rf"{name} +━", _plain(output))}
+    shown = _unwrapped(screen(output))
+    assert code == 0 and len(drawn) == 1, _plain(output)
+    assert shown.startswith(_unwrapped([f"convert: read T.parquet ({t.nnz:,} rows), wrote stdout"])), shown
+    assert _unwrapped([f"todense: read stdin ({t.nnz:,} rows), wrote d.npy"]) in shown, shown
+    want = np.zeros(t.shape, np.float32)
+    np.add.at(want, tuple(t.indices.T), t.values)  # repeated indices add up
+    np.testing.assert_allclose(np.load(tmp_path / "d.npy"), want, rtol=1e-6)
+    failing = line.replace("-o d.npy", "--default-value x -o e.npy")
+    code, output = run_in_terminal(["bash", "-o", "pipefail", "-c", failing], cwd=tmp_path)
+    shown = screen(output)
+    assert code == 2 and shown[-1].startswith("Error: --default-value"), shown
+    assert not [ln for ln in shown if "━" in ln], shown
+
+
 def test_a_piped_reports_rows_are_not_wrapped(tmp_path):
     """validate's table in a pipe: each problem on one line, whole (grep finds it), as the
     Python API reports it; at a terminal the table fits the screen instead."""

@@ -20,6 +20,7 @@ from .._version import FORMAT_VERSION, __version__
 from ..errors import SptoolError
 from ._cluster import note_help, refuse_unless_distributed
 from ._console import (
+    clear_anothers_bar,
     err,
     guard_stdout,
     json_summary_written,
@@ -152,6 +153,7 @@ def _fail(ctx: click.Context, message: str, code: int):
     if _debugging(ctx):
         traceback.print_exc()
     message = " ".join(message.split())  # one line, always
+    clear_anothers_bar()
     click.echo(f"Error: {message}", err=True)
     write_json_summary(summary_object(ctx.invoked_subcommand, exit_code=code, error=message))
     ctx.exit(code)

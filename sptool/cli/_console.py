@@ -122,6 +122,40 @@ def guard_stdout():
                                   errors=text.errors, line_buffering=text.line_buffering)
 
 
+# The terminal stderr shows, opened anew and locked while this process runs: of several sptool
+# stages of one pipeline, only the one holding the lock draws a bar (two would write over each
+# other).  The lock goes with the process; nothing is left on disk.
+_TERMINAL_LOCK: list = []
+
+
+def _terminal_is_ours() -> bool:
+    if _TERMINAL_LOCK:
+        return _TERMINAL_LOCK[0] is not None
+    import fcntl
+
+    try:
+        fd = os.open(os.ttyname(sys.stderr.fileno()), os.O_RDONLY | os.O_NOCTTY | os.O_CLOEXEC)
+    except (OSError, AttributeError, ValueError):
+        _TERMINAL_LOCK.append(True)  # no lock to be had: draw, as a lone command would
+        return True
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError:
+        os.close(fd)
+        _TERMINAL_LOCK.append(None)  # another sptool of this terminal draws
+        return False
+    _TERMINAL_LOCK.append(fd)
+    return True
+
+
+def clear_anothers_bar():
+    """Before a line on a terminal where another sptool stage draws a bar: the line the cursor
+    is on (that bar) erased, so the text starts a line of its own; the bar is drawn again below."""
+    if _TERMINAL_LOCK and _TERMINAL_LOCK[0] is None:
+        sys.stderr.write("\r\x1b[2K")
+        sys.stderr.flush()
+
+
 class Job:
     """Progress and the summary of one command.
 
@@ -140,7 +174,7 @@ class Job:
         self.start = time.perf_counter()
         self._bar = None
         self._task = None
-        if not quiet and err.is_terminal:
+        if not quiet and err.is_terminal and _terminal_is_ours():
             from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
 
             # No redirection of sys.stdout/sys.stderr: stdout may carry an Arrow stream or JSON
@@ -219,6 +253,7 @@ class Job:
         parts = [read if self.inputs else "", _wrote(outputs), _timing(secs, self.rows),
                  f"peak memory {format_size(doc['peak_memory_bytes'])}"]
         text = f"{doc['command']}: " + ", ".join(filter(None, parts)) + (f"; {extra}" if extra else "")
+        clear_anothers_bar()
         err.print(text, highlight=False, markup=False)
 
 
