@@ -37,10 +37,11 @@ class _LazyConsole:
 class _StdoutConsole(_LazyConsole):
     """stdout's console: what it prints has no trailing padding (a table's last column is padded
     to its width), so a pipe gets the text and nothing else; any bar is taken down first.  In a
-    pipe a table's rows are not wrapped at 80 columns: one row is one line, for grep and cut."""
+    pipe a table's rows are not wrapped at 80 columns (unless $COLUMNS says a width): one row is
+    one line, for grep and cut."""
 
     def get(self):
-        if self._console is None and not _is_terminal(sys.stdout):
+        if self._console is None and not _is_terminal(sys.stdout) and not os.environ.get("COLUMNS"):
             self._options = {**self._options, "width": _PIPE_WIDTH}
         return super().get()
 
