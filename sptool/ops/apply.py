@@ -39,32 +39,12 @@ def apply(table: str, gradients=(), *, optimizer: str = "sgd", lr: float | None 
     first use; refused if it belongs to another table, optimizer, shape or type.  Required by
     adagrad and adam; with sgd it keeps the step count.
 
-    All or nothing, by a redo journal beside the table: the touched rows' new contents (table and
-    state) and the new step go to the journal, which is fsynced with a commit record (that vouches
-    for them by their CRCs) before the table is touched; then the rows are written into the table
-    and state without waiting for the disk.  When apply returns, the update is durable (in the
-    journal; the table and state themselves are written back by the OS in its own time).  Applies
-    accumulate in the journal (a database's write-ahead log) until a checkpoint makes them durable
-    in the table and state (fdatasync of both: it waits for whatever pages the OS has not yet
-    written back, at most every page the accumulated applies touched, nothing once they are older
-    than the OS's writeback delay, 35 s by Linux's defaults) and removes the journal.  An apply
-    checkpoints first when the journal has reached ``journal_limit`` bytes (a size; by default
-    the larger of 256 MiB and an eighth of the table and state), is older than that delay, is
-    over another state, or the table or state changed since the last apply (a table replaced
-    by ``cp`` or ``np.save`` is made durable as it stands, and the journal of the applies to
-    the table it replaced dropped); the journal so grows to at most ``journal_limit`` plus
-    one apply's.  ``recover=True`` checkpoints at once.  After a crash the next apply (or
-    ``recover=True``) finishes the journal: its committed applies are replayed in order where
-    the system crashed since; an apply cut short before its commit record is discarded, the
-    table never having been touched by it; a table or state that holds, in a journaled row,
-    none of its contents before or after the journaled applies (by their CRC-32C) was replaced
-    since: refused, DataError, nothing touched, the journal kept for the user to remove.  SIGINT or SIGTERM after the
-    commit record is held until the rows are written, then raises ``Interrupted`` (exit 130 or
-    143) saying the update was applied.  ``fsync=False`` waits for no disk at all (nor for the
-    previous apply's checkpoint): still all or nothing when the process is killed (the
-    journal and rows sit in the OS page cache, which outlives the process), but not after a
-    power loss or an OS crash; it checkpoints an earlier journal without syncing and removes
-    its own when it returns.
+    All or nothing, by a redo journal beside the table, fsynced with a commit record before the
+    table is touched: when apply returns the update is durable, and after a crash or a kill the
+    next apply (or ``recover=True``) replays or discards it.  ``journal_limit`` (a size) bounds
+    the journal between checkpoints; ``fsync=False`` waits for no disk (all or nothing when the
+    process is killed, not after a power loss).  The guide "Row-sparse tensors and apply"
+    (docs/row-sparse.md) says how, and what is refused.
 
     Memory: the table and state are memory maps; only touched rows are read and written, in
     blocks within ``memory``; an unsorted gradient is sorted within ``memory`` (spilling to
