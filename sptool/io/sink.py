@@ -54,18 +54,11 @@ def parquet_writer_options(meta: TensorMeta, sample=None) -> dict:
     the first row group's values, chooses their codec (values_codec)."""
     K = meta.sparse_ndim
     # Every index column DELTA_BINARY_PACKED, sorted or not: bit-packed deltas beat dictionary
-    # pages (which overflow on wide extents and fall back to plain after the work of building
-    # them) and plain + zstd alike.  Measured with pyarrow 26, 5M rows, median of 3 (wall s /
-    # bytes per entry; before: delta on the leading sort column, dictionary on extents <= 2^16):
-    #   1e6 x 5000 x 200 float64 sorted    0.28 / 10.49 before, 0.28 / 10.16 now
-    #   1e6 x 5000 x 200 float64 unsorted  0.50 / 13.92 before, 0.34 / 12.80 now
-    #   300k x 300k int32 sorted           0.34 / 5.05 before,  0.21 / 4.50 now
-    #   300k x 300k int32 unsorted         0.50 / 8.63 before,  0.25 / 7.00 now
-    # DuckDB 2.0 and Polars 2.1 read both encodings (tests/test_interop.py).
+    # pages (which overflow on wide extents) and plain + zstd alike (docs/performance.md, "Parquet
+    # writer settings"); DuckDB and Polars read them (tests/test_interop.py).
     encodings = {index_column(k): "DELTA_BINARY_PACKED" for k in range(K)}
     # Dictionary pages still pay for narrow or textual values; float and wide integer values are
-    # split into byte planes (the row above: 3% smaller than plain, no slower), which zstd
-    # compresses better than interleaved bytes (exponents and high bytes repeat).
+    # split into byte planes, which zstd compresses better than interleaved bytes.
     dictionary = ["values"] if meta.value_type in _DICTIONARY_VALUE_TYPES else False
     if meta.value_type in _SPLIT_VALUE_TYPES and meta.block_size == 1:
         encodings["values"] = "BYTE_STREAM_SPLIT"
@@ -86,11 +79,8 @@ def parquet_writer_options(meta: TensorMeta, sample=None) -> dict:
 
 def column_compression(meta: TensorMeta, sample=None) -> dict:
     """The values compressed alone: the index columns' bit-packed deltas are near their entropy
-    already, and zstd on them was 12-15% of the writer's CPU for 1-2% of the file.  Measured
-    with pyarrow 26, 5M sorted rows, median of 5 (writer CPU s / bytes per entry; zstd on every
-    column, then on the values alone, then none at all):
-      2^17 x 2^12 x 2^8 float64   0.264 / 9.99, 0.231 / 10.17, 0.175 / 10.96
-      300k x 300k int32           0.192 / 4.50, 0.164 / 4.59, 0.126 / 6.56"""
+    already, and zstd on them costs far more of the writer's CPU than the bytes it saves
+    (docs/performance.md, "Parquet writer settings")."""
     codecs = {index_column(k): "none" for k in range(meta.sparse_ndim)}
     codec = values_codec(meta, sample)
     codecs.update((path, codec) for path in _leaf_paths(meta.arrow_schema().field("values")))
@@ -105,16 +95,11 @@ _SAMPLE_VALUES = 1 << 16
 
 
 def values_codec(meta: TensorMeta, sample=None) -> str:
-    """zstd where it pays, lz4_raw where the values are near noise.  zstd on the byte planes of
-    random float64 saves a tenth of their bytes for 45% of their encoding CPU; lz4_raw keeps over
-    half of that tenth for a sixth of zstd's extra CPU.  pyarrow 26, 5M float64 values written
-    BYTE_STREAM_SPLIT, median of 5 (CPU s / bytes per entry; zstd, lz4_raw, none):
-      normal noise          0.110 / 7.21, 0.068 / 7.57, 0.060 / 8.01
-      two decimals          0.094 / 5.45, 0.064 / 7.14, 0.060 / 8.01
-      Poisson(3) counts     0.080 / 0.61, 0.068 / 1.16, 0.056 / 8.01
-    So the first row group's first values (``sample``), split into byte planes as the writer
-    splits them, are compressed with zstd once: below a 15% saving the file gets lz4_raw (the
-    first row above), else zstd (the other two).  Other value types, or no sample: zstd."""
+    """zstd where it pays, lz4_raw where the values are near noise (on random floats zstd saves a
+    tenth of the bytes for nearly half the encoding CPU: docs/performance.md).  The first row
+    group's first values (``sample``), split into byte planes as the writer splits them, are
+    compressed with zstd once: below a 15% saving the file gets lz4_raw, else zstd.  Other value
+    types, or no sample: zstd."""
     if sample is None or meta.value_type not in _SPLIT_VALUE_TYPES or meta.block_size != 1:
         return "zstd"
     if not (pa.types.is_floating(sample.type) or pa.types.is_integer(sample.type)):
@@ -329,17 +314,10 @@ class TensorSink(ClosesOrAborts):
         one writer thread (_submit_write).  ``sample``: the first values, for their codec."""
         budget = budget_of(self._budget)
         options = parquet_writer_options(self.meta, sample)
-        # The one writer thread already overlaps encoding with the rest of the command, which
-        # keeps the other core busy: on 2 cores the stitched writer only adds its own cost.
-        # Measured per thread (CPU s, 20M-entry 2^17 x 2^12 x 2^8 float64, one writer thread /
-        # stitched): reorder writer 1.08-1.19 / encoders 1.19, main 0.82 / 1.06; concat writer
-        # 1.11 / 1.24, main 0.55 / 0.75; add writer 1.11 / 1.19, main 0.70 / 0.76.  So encoders
-        # are one fewer than the workers, leaving a core to the producer, and at least two.
-        # Unless the producer is lighter than the writing: the merge join's main thread (merge_add,
-        # the keys unpacked) is 0.73 CPU s against the writer's 0.90 for add's 20M issue-shape rows,
-        # and two encoders there took add from 1.38-1.53 s to 1.07-1.17 s on 2 cores (load 2.8;
-        # 1.70-1.98 -> 1.75-1.80 CPU s; peak RSS 457-480 -> 465-478 MiB).  reduce, whose producer
-        # is heavier, gained nothing and held 15-25% more memory.
+        # The one writer thread already overlaps encoding with the rest of the command, so
+        # encoders are one fewer than the workers, leaving a core to the producer; unless the
+        # producer is lighter than the writing (add's merge join), where every worker encodes
+        # (docs/performance.md, "Parquet writer settings").
         encoders = budget.workers if self.light_producer else budget.workers - 1
         # A row group waiting to be appended holds its rows and then their encoded bytes: one
         # per encoder and one more, within an eighth of the budget (or no stitching).
