@@ -282,21 +282,13 @@ def _transaction(table, arr, sources, st: _State, params, budget, tmp_dir, progr
     # of rows and mapped pages at once (measured).
     work = min(budget.usable // 4, WORK_BYTES)
     # Rows are gathered from the maps by a compiled loop that gives their pages back as it passes
-    # them (a row read through a map holds up to FAULT_AROUND of it).  (pread of row runs instead
-    # kept no pages but took 0.08 s of CPU per array of 100k random rows where the map took
-    # 0.045.)  A chunk (its rows in each array, in two sets: one being written to the journal;
-    # each gradient's rows) is computed and journaled at a time, beside the pages each thread's
-    # copy holds (larger windows made smaller chunks: 1 MiB took 0.13 s of chunks and 0.15 s of
-    # replay on apply-adam, 256 KiB 0.15 and 0.17, 4 MiB 0.39 and 0.32, measured).
+    # them (pread of row runs kept no pages but cost twice the CPU).  A chunk (its rows in each
+    # array, in two sets: one being written to the journal; each gradient's rows) is computed and
+    # journaled at a time, beside the pages each thread's copy holds (docs/performance.md, "apply").
     chunk = max(64, (work - workers.ways * (RELEASE + FAULT_AROUND)) // (8 + (2 * len(maps) + len(sources)) * width))
-    # Each gradient is read and summed within its share of the budget, and at most within
-    # GRADIENT_BUDGET: bigger batches gain little here, and a gradient's row group read whole
-    # at a budget of a GiB held about 4 times its size.  And within half the budget: at
-    # --memory 64MiB the sort's share was the whole 64 MiB and the apply-memory benchmark's
-    # peak RSS 275 MiB; within 32 MiB, 175 MiB.  (32 MiB at every budget, where the 26 MB
-    # gradient's sort spills, gave apply-adam 176 MiB instead of 226, but CPU within the noise:
-    # 1.18 against 1.00 CPU s in one set of 6 interleaved runs, 1.05 against 1.09 in another of
-    # 5, at load averages of 8-12: the default stays as it was measured before.)
+    # Each gradient is read and summed within its share of the budget, at most GRADIENT_BUDGET
+    # (bigger batches gain little; a row group read whole held about 4 times its size) and within
+    # half the budget (at --memory 64MiB a whole-budget sort share nearly doubled the peak RSS).
     share = budget.share(len(sources))
     share = share.with_total(min(share.total, GRADIENT_BUDGET, max(GRADIENT_MIN, budget.total // 2)))
     streams = [_summed(src, share, tmp_dir, progress, m, arr.dtype) for src in sources]
