@@ -1,4 +1,4 @@
-"""The Dask benchmarks (issue 16), registered into run.py's BENCHMARKS by ``add_to(run)``.
+"""The Dask benchmarks, registered into run.py's BENCHMARKS by ``add_to(run)``.
 
 One 2-worker LocalCluster (1 thread, 2 GiB each) is started for sptool and another for the
 dask.dataframe peers, both before timing and kept up for the whole run (a user's cluster is up

@@ -1,4 +1,4 @@
-"""Peak RSS of each command at --memory 64MiB, 256MiB and 1GiB (issue 11), one fresh process per
+"""Peak RSS of each command at --memory 64MiB, 256MiB and 1GiB, one fresh process per
 run (run.py's launcher: the process's own ru_maxrss), on one canonical and one unsorted input.
 
     python benchmarks/memory.py [--rows 12000000] [--budgets 64MiB,256MiB,1GiB] [--only reorder,...]
@@ -58,7 +58,7 @@ def commands(data: str, out: str) -> dict:
 
 
 def svmlight_commands(data: str, out: str, megabytes: int) -> dict:
-    """Issue 12's case: an svmlight text file many times larger than the budget, converted (the
+    """The case: an svmlight text file many times larger than the budget, converted (the
     parser's byte blocks, the sort-free writer); generated once, and only when asked for."""
     svm = os.path.join(data, f"short-{megabytes}MB.svm")
     if not os.path.exists(svm):

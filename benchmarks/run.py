@@ -57,11 +57,11 @@ SIZES = {
 # The issue's reorder benchmark: an unsorted 3-D tensor (20M entries at --size large).
 SHAPE_REORDER = (1_000_000, 5_000, 200)
 SHAPE_3D = (2_000, 1_000, 500)
-# --shape issue: issue 15's own tensors (2^17 x 2^12 x 2^8) for both of the above, in data/<size>-issue/.
+# --shape issue: the goals' own tensors (2^17 x 2^12 x 2^8) for both of the above, in data/<size>-issue/.
 SHAPE_ISSUE = (1 << 17, 1 << 12, 1 << 8)
 DATA_TAG = ""
-# --one-writer: each sptool row is followed by the same command with the Parquet writer of before
-# issue 15 (one encoding thread), so that both are timed in the same minutes.
+# --one-writer: each sptool row is followed by the same command with the one-thread Parquet
+# writer it had before, so that both are timed in the same minutes.
 ONE_WRITER = False
 ONE_WRITER_CODE = """
     import os, sys
@@ -73,7 +73,7 @@ ONE_WRITER_CODE = """
     sys.argv[0] = "sptool"
     run()
 """
-# --no-checks: each sptool command timed twice, with issue 11's read checks on and switched off (page
+# --no-checks: each sptool command timed twice, with the read checks on and switched off (page
 # CRC verification, the footer walk, ClaimCheck), through the same small launcher so that only the
 # checks differ, in the same minutes and without the peers: the difference is what the checks cost
 # (benchmarks/README.md, "the cost of the checks").  The launcher's first argument is "on" or "off".
@@ -692,7 +692,7 @@ def _prepare_todense_square(data: str, params: dict) -> dict:
 # The issue's case: 20000 x 20000 with 4M entries, a 3 GiB output (--size large; 800 MB at medium).
 register(Benchmark(
     "todense-square", "square 2-D float64 matrix, 1% dense, to a dense .npy (3 GiB at --size large)",
-    "ratio >= 1.25 against scipy (issue 15)", _prepare_todense_square, _tools_todense, check=_check_todense,
+    "ratio >= 1.25 against scipy", _prepare_todense_square, _tools_todense, check=_check_todense,
 ))
 
 
@@ -793,7 +793,7 @@ def _size_of(path: str) -> int:
 
 register(Benchmark(
     "reorder", "sort an unsorted 3-D float64 tensor row-major, file to file",
-    "ratio >= 1.67 against DuckDB, >= 4 against Polars, >= 1.43 against the I/O floor (issue 15)",
+    "ratio >= 1.67 against DuckDB, >= 4 against Polars, >= 1.43 against the I/O floor",
     _prepare_reorder, _tools_reorder, check=_check_reorder,
 ))
 
@@ -998,7 +998,7 @@ def _tools_reduce(paths: dict, out: str) -> list[Tool]:
 
 register(Benchmark(
     "reduce", "sum over axis 1 of a canonical 3-D float64 tensor, file to file",
-    "ratio >= 2.5 against DuckDB, >= 3.3 against Polars (issue 15), >= 3 against pydata sparse",
+    "ratio >= 2.5 against DuckDB, >= 3.3 against Polars, >= 3 against pydata sparse",
     _prepare_validate, _tools_reduce,
 ))
 
@@ -1071,7 +1071,7 @@ def _tools_add(paths: dict, out: str) -> list[Tool]:
 
 register(Benchmark(
     "add", "sparse + sparse of two canonical 3-D float64 tensors, file to file",
-    "ratio >= 2.5 against DuckDB, >= 5 against Polars (issue 15), >= 3 against pydata sparse",
+    "ratio >= 2.5 against DuckDB, >= 5 against Polars, >= 3 against pydata sparse",
     _prepare_add, _tools_add,
 ))
 
@@ -1277,7 +1277,7 @@ for _name, _shape, _sort, _desc in (
                            data, params, name=_n, shape=_s, sort=_o), _tools_tensor_write))
 
 
-# -- TFRecord Examples (issue 12) -----------------------------------------------------------------
+# -- TFRecord Examples -----------------------------------------------------------------
 
 # Ids per size, and the two shapes of the data: many short Examples (0-20 ids each, as click logs)
 # and fewer long ones (0-200 ids).  The files are written by the protobuf package with google-crc32c
@@ -1653,7 +1653,7 @@ def byte_compile_sptool():
     compileall.compile_dir(os.path.dirname(sptool.__file__), quiet=1)
 
 
-# -- cross-hashed and bincount (issue 14) --------------------------------------------------------
+# -- cross-hashed and bincount --------------------------------------------------------
 
 # Rows of the [batch, ids] inputs per size; --size medium is the issue's 1M rows.
 for _size, _rows in {"small": 100_000, "medium": 1_000_000, "large": 2_000_000}.items():
@@ -1993,7 +1993,7 @@ for _shape in SDDMM_SHAPES:
         "sptool at least 2x faster than NumPy's dense product in row blocks + gather (ratio >= 2)",
         _prepare_sddmm(_shape), _tools_sddmm, check=_check_sddmm,
     ))
-# apply (issue 13): lazy Adam with a 100k-row gradient onto a 2M x 64 float32 table (512 MB) at --size
+# apply: lazy Adam with a 100k-row gradient onto a 2M x 64 float32 table (512 MB) at --size
 # medium, against the NumPy script a user writes today (load the table and moments, update the
 # touched rows, save them); sgd and adagrad as rows/s; and Adam with --memory 8 times below the table.
 for _size, _shape in {"small": (200_000, 10_000), "medium": (2_000_000, 100_000),
@@ -2125,12 +2125,12 @@ register(Benchmark(
     "(no target) peak RSS within --memory + 256 MiB", _prepare_apply("adam"), _tools_apply("adam", "64MiB"),
     check=_check_apply,
 ))
-# The Dask benchmarks (issue 16): benchmarks/cluster.py.
+# The Dask benchmarks: benchmarks/cluster.py.
 sys.path.insert(0, HERE)
 import cluster  # noqa: E402
 
 cluster.add_to(sys.modules[__name__])
-# AnnData .h5ad (issue 31) and tensors whose extents multiply past 2^63, with skewed indices (issue 30).
+# AnnData .h5ad and tensors whose extents multiply past 2^63, with skewed indices.
 import anndata_bench  # noqa: E402
 import skewed_bench  # noqa: E402
 import wide_bench  # noqa: E402
@@ -2168,7 +2168,7 @@ def main(argv=None) -> int:
     p.add_argument("--repeat", type=int, default=3, metavar="N", help="runs per tool; the median counts [3]")
     p.add_argument("--output", default=os.path.join(RESULTS, "latest.json"), help="JSON results file")
     p.add_argument("--shape", choices=["default", "issue"], default="default",
-                   help="issue: the 3-D tensors are issue 15's 2^17 x 2^12 x 2^8")
+                   help="issue: the 3-D tensors are 2^17 x 2^12 x 2^8")
     p.add_argument("--one-writer", action="store_true",
                    help="also time each sptool command with the one-thread Parquet writer")
     p.add_argument("--no-checks", action="store_true",

@@ -1,4 +1,4 @@
-"""Hostile inputs (issue 11): each is built here with pyarrow, NumPy or raw bytes, and every command
+"""Hostile inputs: each is built here with pyarrow, NumPy or raw bytes, and every command
 that meets it refuses with the exit code the README documents (1 bad data, 2 unreadable input), one
 line naming the file and the problem, no traceback, nothing left behind and the input untouched.
 

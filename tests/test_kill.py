@@ -1,4 +1,4 @@
-"""Kill tests (issue 11): real sptool processes stopped by SIGKILL, SIGINT and SIGTERM at several
+"""Kill tests: real sptool processes stopped by SIGKILL, SIGINT and SIGTERM at several
 moments of their work (a spill directory just made, a temporary output just made, a fixed delay).
 
 After a catchable signal nothing is left behind at once.  After SIGKILL (which no process can

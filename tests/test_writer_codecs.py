@@ -1,4 +1,4 @@
-"""The Parquet writer's per-column codecs (issue 15): the index columns bit-packed and left
+"""The Parquet writer's per-column codecs: the index columns bit-packed and left
 uncompressed, every leaf of the values zstd-compressed (lz4_raw for fixed-width values that are
 near noise), each page checksummed; the files read back exactly by pyarrow (verifying the
 checksums), DuckDB and Polars, and validate clean."""
