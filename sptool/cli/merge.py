@@ -31,7 +31,7 @@ def merge(ctx, ids, values, output, vocab_size, tmp_dir):
     only); ids outside [0, V) are errors. Several IDS with --vocab-size V1,V2,... give [batch..., V1, V2, ...].
 
     Memory: sorted inputs stream through in one pass; unsorted ones go through an external
-    sort within --memory (half each), spilling to --tmp-dir. One output row is held whole.
+    sort within --memory (an equal share each), spilling to --tmp-dir. One output row is held whole.
 
     \b
     Example:
