@@ -638,7 +638,7 @@ def test_an_op_on_key_ranges_refuses_a_broken_claim_as_one_machine(client, tiny,
     lying file is the single machine's error, naming the file and NumPy's row (the ranges' own
     checks had named a scratch file and a row counted within the range)."""
     src, stored = _lying_file(tmp_path, rng, swap)
-    kw = {"order": (2, 1, 0)} if name == "reorder" else {}
+    kw = {"perm": (2, 1, 0)} if name == "reorder" else {}
     with pytest.raises(sptool.DataError) as on_cluster:
         getattr(sptool.distributed, name)(src, str(tmp_path / "out") + "/", memory=tiny, client=client, **kw)
     with pytest.raises(sptool.DataError) as on_one:
