@@ -292,3 +292,15 @@ def pytest_collection_modifyitems(config, items):
         name = f"{item.path.name}::{getattr(item, 'originalname', item.name)}"
         if item.path.name in SLOW_MODULES or name in SLOW_TESTS:
             item.add_marker(pytest.mark.slow)
+
+
+def pytest_terminal_summary(terminalreporter):
+    """How many kill-test runs covered each outcome (test_kill.py records it), so a run that only
+    ever finished before its signal shows as such."""
+    counts: dict[str, int] = {}
+    for report in terminalreporter.stats.get("passed", []) + terminalreporter.stats.get("failed", []):
+        for name, value in getattr(report, "user_properties", ()):
+            if name == "kill path" and report.when == "call":
+                counts[value] = counts.get(value, 0) + 1
+    if counts:
+        terminalreporter.write_line("kill tests covered: " + ", ".join(f"{v} {k}" for k, v in sorted(counts.items())))

@@ -176,6 +176,21 @@ def _wait_for(proc, cwd, moment: str, timeout=120):
     raise AssertionError(f"{moment} never came")
 
 
+# Which of the outcomes a run of the test below covered, shown in pytest's summary (conftest.py):
+# a signal races the command, so the paths a run reaches vary from machine to machine.
+KILL_PATH = "kill path"
+
+
+def _path_covered(reached: bool, code: int, err: str) -> str:
+    if not reached or code == 0:
+        return "finished before the signal"
+    if code < 0:
+        return "killed"
+    if "interrupted; no output was written" in err:
+        return "interrupted before the commit"
+    return "interrupted after the commit"
+
+
 MOMENTS = {"reorder": ["spill", "temporary", "delay0.3"], "convert": ["temporary", "delay0.6"],
            "todense": ["temporary", "delay0.1"], "reduce": ["spill", "temporary"], "add": ["spill", "delay0.8"],
            "split": ["temporary", "delay0.4"]}
@@ -184,7 +199,7 @@ CASES = [(c, m) for c in COMMANDS for m in MOMENTS[c]]
 
 @pytest.mark.parametrize("sig", [signal.SIGKILL, signal.SIGINT, signal.SIGTERM], ids=["KILL", "INT", "TERM"])
 @pytest.mark.parametrize(("command", "moment"), CASES, ids=[f"{c}-{m}" for c, m in CASES])
-def test_killed_at_a_moment_then_run_again(tmp_path, inputs, command, moment, sig):
+def test_killed_at_a_moment_then_run_again(tmp_path, inputs, command, moment, sig, record_property):
     argv, out, check = COMMANDS[command]
     outs = out if isinstance(out, tuple) else (out,)
     if check is None:  # several outputs: each one absent or whole
@@ -204,6 +219,7 @@ def test_killed_at_a_moment_then_run_again(tmp_path, inputs, command, moment, si
     kept_previous = command in PREVIOUS and _digest(tmp_path / out) == previous
     if any((tmp_path / o).exists() for o in outs) and not kept_previous:  # finished before the signal landed
         check(tmp_path / out, inputs)
+    record_property(KILL_PATH, _path_covered(reached, proc.returncode, err))
     if sig != signal.SIGKILL:
         assert "Traceback" not in err, err
         if proc.returncode != 0 and "interrupted; no output was written" in err:
