@@ -252,8 +252,7 @@ class _MemRun:
 class RunStore:
     """Sorted runs: kept in memory while they fit in ``keep`` bytes, the rest spilled to Arrow
     IPC files in a temporary directory (removed on close).  An input a few times the budget is
-    then sorted with little or no disk traffic (measured: 20M rows at 1GiB, 320 MB of spill
-    written and read back before), and any larger input still in bounded memory."""
+    then sorted with little or no disk traffic, and any larger input still in bounded memory."""
 
     def __init__(self, tmp_dir: str | None, keep: int = 0):
         self._dir = scratch_dir("sort", tmp_dir)
@@ -329,8 +328,7 @@ class RunStore:
 
 
 # Rows per sorted run, and per run in a merge round, at most: a bigger budget buys no speed past
-# these, only bigger temporaries (measured on 20M rows at --memory 4GB: 3.6 s with two runs of
-# 10M rows and uncapped merge slices, 2.2-2.4 s with both capped; 1.9-2.0 s at 1GiB).
+# these, only bigger temporaries (docs/performance.md, Sorting).
 RUN_ROWS_MAX = 1 << 22
 MERGE_SLICE_ROWS = 1 << 18
 # sort_in_memory's rows per bucket of its counting sort (or a quarter of a slice), and per slice
@@ -675,11 +673,9 @@ def merge_keys(keys: list[np.ndarray], pool: ThreadPoolExecutor | None = None, b
     Once there are ``parallel_rows`` keys, the key range is cut at quantiles of the longest
     array into ``parts`` pieces, each handled on the pool: few arrays by the compiled k-way
     merge (merge_runs), more by NumPy's stable sort of the position-tagged keys, a timsort that
-    finds the arrays as runs and merges them (measured on 2M keys, one thread: 17.5 against
-    14.5 ns/row for 8 arrays, 37 against 23 for 32, 60 against 41 for 1024).  Not the default
-    quicksort, which does not look for runs: 74-86 ns/row with NumPy 2.4 here, which made a
-    cluster's range tasks twice as slow per row with 8 pieces as with 4.  Wide keys always take
-    the compiled merge (_widekeys.merge_runs).
+    finds the arrays as runs and merges them (faster past a few arrays: docs/performance.md).
+    Not the default quicksort, which does not look for runs.  Wide keys always take the compiled
+    merge (_widekeys.merge_runs).
     """
     sizes = np.array([len(k) for k in keys], dtype=np.int64)
     starts = np.concatenate([[0], np.cumsum(sizes)])
