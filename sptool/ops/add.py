@@ -30,7 +30,6 @@ from ..io import (
 from ..stream.binary import (
     JoinOp,
     check_dense_shape,
-    check_same_shape,
     is_dense_path,
     numeric_dtype,
     open_dense,
@@ -39,9 +38,8 @@ from ..stream.binary import (
     run_join,
     scalar,
 )
-from ..stream.engine import Partwise, Plan, StreamOp, run
+from ..stream.engine import Plan, StreamOp, run
 from ..stream.order import SummedSource, summed_if_promoted
-from ..stream.reorder import Reorder
 from ..tensor import SparseTensor
 
 # ---------------------------------------------------------------------------------------------
@@ -117,17 +115,16 @@ def add_dense(sparse_path: str, dense_path: str, output, *, memory=None, progres
 
 class _Values(StreamOp):
     """Each stored value cast to the result type, plus ``number`` when given; the indices and
-    their order pass through.  ``names`` replaces the dimension names (a part of add); with a
-    number the rows are unique (their duplicates were summed first)."""
+    their order pass through.  With a number the rows are unique (their duplicates were summed
+    first)."""
 
-    def __init__(self, dtype: np.dtype, *, number=None, names=()):
-        self.dtype, self.number, self.names = dtype, number, names
+    def __init__(self, dtype: np.dtype, *, number=None):
+        self.dtype, self.number = dtype, number
 
     def plan(self, meta: TensorMeta) -> Plan:
         self.meta_in = meta
-        names = meta.dimension_names if self.names == () else self.names
         self.meta = meta.with_(value_type=value_type_of_dtype(self.dtype), fill_value=scalar(0, self.dtype),
-                               nnz=None, dimension_names=names, created_by=None)
+                               nnz=None, created_by=None)
         self.schema = schema_of(self.meta)
         return Plan(self.meta, unique_claim=True if self.number is not None else None)
 
@@ -240,30 +237,3 @@ def _sum_fill(fa, fb, dtype):
     with np.errstate(all="ignore"):
         return scalar(np.asarray(fa).astype(dtype) + np.asarray(fb).astype(dtype), dtype)
 
-
-class Add(Partwise):
-    """sparse + sparse part by part: each part of either operand is cast to the result type on
-    its own, and the combine step sums the entries that meet at a coordinate through the
-    engine's sort (the canonical form, as ``add`` writes).  Fill values must be 0 (a one-sided
-    entry would otherwise need the other side's fill) and there is no threshold (it applies to
-    two-sided sums only, which a part cannot tell)."""
-
-    def __init__(self, meta_a: TensorMeta, meta_b: TensorMeta):
-        check_same_shape(meta_a.shape, meta_b.shape)
-        self.shape = meta_a.shape
-        self.dtype = promote(numeric_dtype(meta_a, "A", "add"), numeric_dtype(meta_b, "B", "add"))
-        self.names = meta_a.dimension_names if meta_a.dimension_names == meta_b.dimension_names else None
-
-    def check(self, meta: TensorMeta) -> None:
-        check_same_shape(self.shape, meta.shape)
-        require_zero_fill(meta, None, "add part by part")
-        if not meta.unique and (meta.dtype != self.dtype or meta.value_type == "bool"):
-            # Duplicates mean their sum in the part's own type; summed in the result type they
-            # could differ (True + True), and a part cannot sum them first on its own terms.
-            raise UsageError("add part by part needs unique parts when the value type is promoted")
-
-    def partial(self, meta: TensorMeta) -> StreamOp:
-        return _Values(self.dtype, names=self.names)
-
-    def combine(self, meta: TensorMeta) -> StreamOp:
-        return Reorder(None, "sum")

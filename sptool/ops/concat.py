@@ -13,8 +13,6 @@ merged without comparing values:
 
 from __future__ import annotations
 
-from dataclasses import replace
-
 import numpy as np
 import pyarrow as pa
 
@@ -23,13 +21,12 @@ from .._args import whole_number
 from .._memory import Budget, budget_of
 from .._messages import out_of_bounds
 from ..errors import DataError, UsageError
-from ..format import TensorMeta, invariants_differ
+from ..format import TensorMeta
 from ..io import arrow_of, batch_keys, open_operands, row_bytes
 from ..stream import sort as _sort
 from ..stream.axes import normalize_axes
-from ..stream.engine import Partwise, Plan, StreamOp, run
+from ..stream.engine import Plan, StreamOp, run
 from ..stream.order import already_sorted, claim_check
-from ..stream.reorder import Reorder
 from ..tensor import SparseTensor
 
 
@@ -254,52 +251,3 @@ def _merge(srcs, shifters, sorted_in, out_meta, codec, budget, rb, tmp_dir, prog
         else:
             yield merged
 
-
-class ConcatParts(Partwise):
-    """concat part by part (``run_parts`` given one list of parts per operand): each part of
-    operand i has its rows checked against operand i's shape and moved to that operand's range
-    of the axis on its own; the combine step sorts the moved partials together row-major.  The
-    sort is stable and the ranges are disjoint, so rows sharing a coordinate (all from one
-    operand) keep their dataset order, as ``concat`` keeps them.  ``metas``: each operand's
-    metadata, as a source of the whole operand gives it."""
-
-    def __init__(self, metas: list[TensorMeta], axis: int, expand_nonconcat: bool = False):
-        self.metas = list(metas)
-        self.out_meta, self.axis, self.offsets = plan_concat(self.metas, axis, expand_nonconcat)
-
-    def map_part(self, src, output, *, budget: Budget, tmp_dir=None, operand: int = 0):
-        meta = self.metas[operand]
-        key = invariants_differ(meta, src.meta)
-        if key:
-            raise UsageError(f"this part has {key} {getattr(src.meta, key)!r} but its operand (position {operand}) "
-                             f"has {getattr(meta, key)!r}", path=src.path)
-        shift = _Moved(self.out_meta, _Shifter(meta, self.axis, self.offsets[operand], src.path))
-        return run(shift, src, output, budget=budget, tmp_dir=tmp_dir).final_meta
-
-    def combine(self, meta: TensorMeta) -> StreamOp:
-        return _Together(self.out_meta)
-
-
-class _Moved(StreamOp):
-    """One part's rows, in their stored order, moved to their operand's range of the axis."""
-
-    def __init__(self, out_meta: TensorMeta, shifter: _Shifter):
-        self.out_meta, self.shifter = out_meta, shifter
-
-    def plan(self, meta: TensorMeta) -> Plan:
-        return Plan(self.out_meta.with_(sort_order=(), unique=False))
-
-    def map(self, batch, keys):
-        yield self.shifter(batch)[0]
-
-
-class _Together(Reorder):
-    """The moved partials sorted together row-major, keeping every row: concat's output."""
-
-    def __init__(self, out_meta: TensorMeta):
-        super().__init__(None, "keep")
-        self.out_meta = out_meta
-
-    def plan(self, meta: TensorMeta) -> Plan:
-        plan = super().plan(meta)
-        return replace(plan, meta=self.out_meta, unique_claim=True if self.out_meta.unique else None)

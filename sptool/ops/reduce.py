@@ -25,7 +25,7 @@ from ..format import value_type_of_dtype
 from ..io import ClosesOrAborts, DenseSink, batch_keys, is_npy, known_shape, open_input, open_sink, output_kind
 from ..stream.axes import normalize_axes
 from ..stream.duplicates import sum_duplicates
-from ..stream.engine import Partwise, Plan, StreamOp, run
+from ..stream.engine import Plan, StreamOp, run
 from ..stream.group_reduce import GroupReducer
 from ..stream.order import ClaimCheck, checked_batches, ordered_batches
 from ..stream.reorder import Combine
@@ -231,10 +231,11 @@ class Reduction(StreamOp):
         return keys, vals
 
 
-class Reduce(Partwise):
-    """reduce part by part, to a sparse result: each part is reduced on its own, then the
-    partials' entries at one kept coordinate are combined through the engine's sort: summed for
-    sum and count, and by the op itself for max, min and prod.
+class Reduce:
+    """reduce part by part, to a sparse result (a cluster's partial reductions): each part is
+    reduced on its own (``map_part``), then the partials' entries at one kept coordinate are
+    combined through the engine's sort (``combine``): summed for sum and count, and by the op
+    itself for max, min and prod.
 
     sum splits this way for any parts: it is linear in the entries, so a coordinate whose
     duplicates lie on several parts still adds up.  max, min, prod and count see the logical
@@ -258,6 +259,11 @@ class Reduce(Partwise):
 
     def partial(self, meta) -> Reduction:
         return Reduction(self.op, self.axis, self.keepdims, self.empty_value, dense_out=False, writes=True)
+
+    def map_part(self, src, output, *, budget: Budget, tmp_dir=None) -> None:
+        """One part's partial reduction, written to ``output``."""
+        self.check(src.meta)
+        run(self.partial(src.meta), src, output, budget=budget, tmp_dir=tmp_dir)
 
     def combine(self, meta) -> Combine:
         return Combine("sum" if self.op in ("sum", "count") else self.op)

@@ -5,7 +5,6 @@ since a TensorSource would refuse the broken files it has to describe."""
 
 from __future__ import annotations
 
-from contextlib import nullcontext
 from dataclasses import dataclass
 
 import numpy as np
@@ -23,7 +22,6 @@ from ..format import (
     TensorMeta,
     check_metadata,
     check_schema,
-    dataset_claims,
     default_fill,
     encode_fill,
     index_column,
@@ -43,7 +41,6 @@ from ..io import (
     IsoCheck,
     check_text,
     digest_problem,
-    edge_keys,
     join_path,
     list_parts,
     listing,
@@ -58,10 +55,8 @@ from ..io import (
     read_failure_code,
     read_stream_batch,
     row_bytes,
-    split,
 )
-from ..report import ERROR, FATAL, Problem, Report
-from ..stream.engine import Partwise
+from ..report import FATAL, Problem, Report
 
 
 def _short(e: Exception) -> str:
@@ -367,51 +362,6 @@ def check_part(path: str, name: str, *, metadata_only: bool, deep: bool, strict:
     v = _Validator(path, metadata_only=metadata_only, deep=deep, budget=budget_of(memory), progress=progress,
                    strict=strict)
     return v.part(path, name)
-
-
-@dataclass
-class DatasetCheck:
-    """Validate's result part by part: the report ``validate`` gives for the directory of those
-    parts (bar its stray files), and the order and uniqueness the parts hold as one tensor
-    (formats/SPEC.md section 7, read at the seams), when the report is valid (else (), False).
-    The seams are the first and last rows' index columns of each part, read also when
-    ``metadata_only`` (two row groups' index columns a part, not a scan)."""
-
-    report: Report
-    sort_order: tuple
-    unique: bool
-
-
-class ValidateParts(Partwise):
-    """validate part by part: each part checked on its own (groups A, B and C of
-    formats/SPEC.md, which depend on that part alone) with its first and last coordinates, and the
-    combine step adds group D (schema and metadata agreement, the nnz total) and the dataset's
-    order and uniqueness across the seams.  A part is taken by its path, since a broken part
-    cannot be opened as a source.  ``target`` names the dataset in the report."""
-
-    def __init__(self, target: str, *, metadata_only: bool = False, deep: bool = False, strict: bool = False):
-        self.target, self.metadata_only, self.deep, self.strict = target, metadata_only, deep, strict
-
-    def open_part(self, path: str):
-        return nullcontext(str(path))
-
-    def map_part(self, src, output, *, budget: Budget, tmp_dir=None, operand: int = 0) -> tuple:
-        """(the part's name, its PartCheck, its (first, last) coordinates when it checked clean)."""
-        path, name = split(src)
-        part = check_part(path, name, metadata_only=self.metadata_only, deep=self.deep, strict=self.strict,
-                          memory=budget)
-        clean = part.meta is not None and not any(p.severity in (FATAL, ERROR) for p in part.problems)
-        edges = edge_keys(src, part.meta.sparse_ndim) if clean and part.meta.sort_order else (None, None)
-        return name, part, edges
-
-    def combine_parts(self, partials: str, results: list, output, *, budget: Budget, tmp_dir=None) -> DatasetCheck:
-        v = _Validator(self.target, metadata_only=self.metadata_only, deep=self.deep, budget=budget, progress=None,
-                       strict=self.strict)
-        v.across([name for name, _, _ in results], [part for _, part, _ in results])
-        if not v.report.valid:
-            return DatasetCheck(v.report, (), False)
-        order, unique = dataset_claims([part.meta for _, part, _ in results], [e for _, _, e in results])
-        return DatasetCheck(v.report, order, unique)
 
 
 def _group_ends(md) -> np.ndarray:

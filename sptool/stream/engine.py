@@ -1,4 +1,4 @@
-"""The driver every streaming op runs under: plan, per-batch map, finish, and combine.
+"""The driver every streaming op runs under: plan, per-batch map, finish.
 
 An op is a ``StreamOp``: ``plan(meta)`` decides from the input's metadata alone what the output
 will be (its metadata, the input order the per-batch work needs, the uniqueness the sink must
@@ -6,18 +6,11 @@ verify); ``map(batch, keys)`` turns one input batch, delivered in that order, in
 batches; ``finish()`` flushes what was carried across batches.  ``run`` does the rest, once for
 every op: ordering the input (streamed when the metadata already promises the order, else the
 external sort), progress, the sink with its on-the-fly checks and atomic commit.
-
-An op that can work on parts of a dataset separately also has a ``combine`` step
-(``Partwise``): each part is mapped to a partial result on its own, anywhere, and the partials
-are combined into the result of the whole.  ``run_parts`` drives that on one machine, part after
-part; a distributed driver calls the same ``partial`` and ``combine`` on its workers.
 """
 
 from __future__ import annotations
 
-import os
-import shutil
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable
 from dataclasses import dataclass
 
 import numpy as np
@@ -25,7 +18,7 @@ import pyarrow as pa
 
 from .._memory import Budget
 from ..format import TensorMeta
-from ..io import Background, local_only, make_scratch_dir, open_sink, open_source, part_name
+from ..io import Background, local_only, open_sink
 from .bounds import checked
 from .order import claim_check, sorted_batches
 
@@ -143,60 +136,3 @@ def run(op: StreamOp, src, output, *, budget: Budget, tmp_dir=None, progress=Non
                 sink.resolve_shape(shape)
     return sink
 
-
-class Partwise:
-    """An op split for parts: ``partial(meta)`` is the StreamOp that maps one part (of the
-    dataset, or of any operand) to a partial result; ``combine(meta)`` is the StreamOp that turns
-    the partials, read together as one dataset, into the result; ``check(meta)`` refuses an input
-    the op cannot take, before its part is mapped.  An op whose per-part work is not a single
-    StreamOp overrides ``map_part`` instead."""
-
-    def check(self, meta: TensorMeta) -> None:
-        pass
-
-    def partial(self, meta: TensorMeta) -> StreamOp:
-        raise NotImplementedError
-
-    def combine(self, meta: TensorMeta) -> StreamOp:
-        raise NotImplementedError
-
-    def open_part(self, path: str):
-        """A part as ``map_part`` takes it: an opened source by default; validate, whose parts
-        may be too broken to open, takes the path."""
-        return open_source(path)
-
-    def map_part(self, src, output, *, budget: Budget, tmp_dir=None, operand: int = 0):
-        """One part's partial result, written to ``output`` (its metadata returned).  ``operand``
-        says whose part it is, for an op of several operands that treats them differently
-        (concat)."""
-        self.check(src.meta)
-        return run(self.partial(src.meta), src, output, budget=budget, tmp_dir=tmp_dir).final_meta
-
-    def combine_parts(self, partials: str, results: list, output, *, budget: Budget, tmp_dir=None):
-        """The result of the whole from the partials: by default the partial tensors written
-        under the directory ``partials``, read together through ``combine``; an op whose
-        partials are not tensors (validate's reports) combines ``results``, what each
-        ``map_part`` returned, in part order."""
-        with open_source(partials) as src:
-            return run(self.combine(src.meta), src, output, budget=budget, tmp_dir=tmp_dir).final_meta
-
-
-def run_parts(op: Partwise, parts: Sequence, output, *, budget: Budget, tmp_dir=None):
-    """Map every part (a path each; for an op of several operands, a list of part paths per
-    operand) through ``op.map_part`` on its own, then combine the partials into ``output``: the
-    same pieces a distributed driver runs, one after another here.  The partials live in a
-    temporary directory removed afterwards, whatever happens."""
-    nested = bool(parts) and not isinstance(parts[0], (str, os.PathLike))
-    tagged = [(i, p) for i, group in enumerate(parts) for p in group] if nested else [(0, p) for p in parts]
-    work = make_scratch_dir("parts", tmp_dir)
-    try:
-        partials = os.path.join(work, "partials")
-        os.mkdir(partials)
-        results = []
-        for i, (operand, part) in enumerate(tagged):
-            with op.open_part(part) as src:
-                results.append(op.map_part(src, os.path.join(partials, part_name(i)), budget=budget, tmp_dir=work,
-                                           operand=operand))
-        return op.combine_parts(partials, results, output, budget=budget, tmp_dir=work)
-    finally:
-        shutil.rmtree(work, ignore_errors=True)

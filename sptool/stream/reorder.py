@@ -1,20 +1,16 @@
 """Sorting rows by a dimension order with a duplicates policy, as an engine op (reorder's work,
-and the combine step of every op whose partial results meet at shared coordinates)."""
+and, as ``Combine``, the step that combines reduce's partial results on a cluster)."""
 
 from __future__ import annotations
 
 from ..format import TensorMeta
 from .axes import normalize_order
 from .duplicates import COMBINING, check_policy
-from .engine import Partwise, Plan, StreamOp
+from .engine import Plan, StreamOp
 
 
-class Reorder(StreamOp, Partwise):
-    """Rows sorted by ``order`` with the ``duplicates`` policy applied to rows sharing a coordinate.
-
-    Part by part: each part is sorted (and deduplicated) on its own, and the combine step sorts
-    the partials together with the same policy (a partial's first/last row keeps its place among
-    the parts, as the sort is stable)."""
+class Reorder(StreamOp):
+    """Rows sorted by ``order`` with the ``duplicates`` policy applied to rows sharing a coordinate."""
 
     def __init__(self, order=None, duplicates: str = "keep"):
         self.order = order
@@ -37,12 +33,6 @@ class Reorder(StreamOp, Partwise):
 
     def map(self, batch, keys):
         yield batch.select(self.columns)  # without the sort's key column
-
-    def partial(self, meta: TensorMeta) -> StreamOp:
-        return Reorder(self.order, self.duplicates)
-
-    def combine(self, meta: TensorMeta) -> StreamOp:
-        return Reorder(self.order, self.duplicates)
 
 
 class Combine(Reorder):
