@@ -1,7 +1,7 @@
 """reduce on a cluster.  A directory sorted on a dimension the reduction keeps is reduced where
 its pieces stand, whatever the op (seamed.py: one round of tasks, no row shuffled).  Otherwise
 by partial reductions, where combining them does not depend on the order of operations: every
-input piece reduced on its own by a task (the engine's ``Partwise`` step, ``Reduce.map_part``),
+input piece reduced on its own by a task (``Reduce.map_part``),
 and the partials, far fewer rows than the input when the reduction reduces, shuffled into key
 ranges of the output's dimensions and combined there (ranges.py), so the concatenated parts are
 the single-machine result.
@@ -70,7 +70,7 @@ def reduce_partials(path: str, meta, output: str, *, client, step, result_dtype,
                     progress=None) -> dict | None:
     """``sptool.reduce`` of the tensor at ``path`` (of metadata ``meta``) by partial reductions
     on the cluster of ``client`` (see the module docstring), or None when the reduction does not
-    split that way.  ``step`` is ops.reduce's ``Reduce`` (its Partwise split), ``result_dtype``
+    split that way.  ``step`` is ops.reduce's ``Reduce`` (its split into partials), ``result_dtype``
     the result's type."""
     budget = budget_of(memory)
     check_output(output)
