@@ -18,6 +18,11 @@ per row group, the footers read in Python, the appends on the caller's thread) f
 path; interleaved runs at load 10-13 were 5-20% slower.  On two cores it is used where the
 caller's work is lighter than the writing (``light_producer``: add's merge join), whose one
 writer thread was the critical path: 1.62 -> 1.30 s at load 2.6-2.9, the same CPU seconds.
+
+The byte layout moved here is pyarrow's, not a published contract: before the first row group,
+each file checks that two small slices of it stitch to the bytes pyarrow's writer gives them
+(``stitches``), and writes through pyarrow's writer alone if not (a new pyarrow, an option such
+as bloom filters or encryption).
 """
 
 from __future__ import annotations
@@ -58,6 +63,27 @@ def encode_file(table: pa.Table, schema: pa.Schema, options: dict, entries: dict
         writer.add_key_value_metadata(entries)
     writer.close()
     return sink.getvalue()
+
+
+# Rows of each of the two slices a file's first table is probed with.
+PROBE_ROWS = 64
+
+
+def stitches(table: pa.Table, schema: pa.Schema, options: dict) -> bool:
+    """Whether row groups of ``table`` stitch into the bytes pyarrow's own writer gives for the
+    same calls, tried on two slices of its first rows."""
+    parts = [table.slice(0, PROBE_ROWS), table.slice(PROBE_ROWS, PROBE_ROWS)]
+    plain = pa.BufferOutputStream()
+    writer = pq.ParquetWriter(plain, schema, **options)
+    for part in parts:
+        writer.write_table(part, row_group_size=max(part.num_rows, 1))
+    writer.close()
+    out = pa.BufferOutputStream()
+    try:
+        _stitch_into(out, [_Encoded(part, schema, options) for part in parts], schema, options, {})
+    except StitchError:
+        return False
+    return out.getvalue() == plain.getvalue()
 
 
 def _bytes_of(encoded: pa.Buffer) -> memoryview:
@@ -104,52 +130,20 @@ class _Encoded:
         self.chunks = buf[len(_MAGIC):end]
 
 
-class StitchedWriter:
-    """Writes a Parquet file at ``path`` from row groups encoded on ``workers`` threads.
+class _Stitcher:
+    """Appends encoded row groups to ``file`` (after its magic) and ends it with their indexes
+    and one footer."""
 
-    ``write_table`` hands one row group to the pool and returns; at most ``inflight`` wait
-    (each holds its table and, once encoded, its bytes), so the memory held stays bounded.
-    The methods are those of ``pq.ParquetWriter`` that TensorSink uses."""
-
-    def __init__(self, path: str, schema: pa.Schema, options: dict, *, workers: int, inflight: int):
-        self.schema = schema
-        self.options = options
-        self._inflight_max = max(1, inflight)
-        self._pool = ThreadPoolExecutor(workers, thread_name_prefix="sptool-encode")
-        self._pending: deque = deque()
-        self._file = open_output(path)  # closed by close or abort; a URL: its filesystem's stream
+    def __init__(self, file):
+        self._file = file
         self._file.write(_MAGIC)
         self._pos = len(_MAGIC)
         self._groups: list[list] = []
         self._column_indexes: list[tuple[list, bytes]] = []  # (column chunk, its column index)
         self._offset_indexes: list[tuple[list, list]] = []  # (column chunk, its offset index)
         self._rows = 0
-        self._entries: dict = {}
 
-    def write_table(self, table: pa.Table, row_group_size: int | None = None) -> None:
-        while len(self._pending) >= self._inflight_max:
-            self._append(self._pending.popleft().result())
-        self._pending.append(self._pool.submit(_Encoded, table, self.schema, self.options))
-
-    def add_key_value_metadata(self, entries: dict) -> None:
-        self._entries.update(entries)
-
-    def close(self) -> None:
-        try:
-            while self._pending:
-                self._append(self._pending.popleft().result())
-            self._finish()
-        finally:
-            stop_pool(self._pool)  # not a join inside a garbage collection (sptool._threads)
-            self._file.close()
-
-    def abort(self) -> None:
-        """Stop without a footer; encodes under way end in buffers nobody reads."""
-        self._pool.shutdown(wait=False, cancel_futures=True)
-        self._pending.clear()
-        self._file.close()
-
-    def _append(self, encoded: _Encoded) -> None:
+    def append(self, encoded: _Encoded) -> None:
         shift = self._pos - len(_MAGIC)
         for group in encoded.groups:
             _shift(group, _GROUP_FILE_OFFSET, shift)
@@ -170,7 +164,7 @@ class StitchedWriter:
         self._pos += len(encoded.chunks)
         self._rows += encoded.rows
 
-    def _finish(self) -> None:
+    def finish(self, schema: pa.Schema, options: dict, entries: dict) -> None:
         out = bytearray()
         for chunk, index in self._column_indexes:
             t.put(chunk, _CHUNK_COLUMN_INDEX, self._pos + len(out))
@@ -182,7 +176,7 @@ class StitchedWriter:
             t.put(chunk, _CHUNK_OFFSET_INDEX_LENGTH, len(out) - start)
         # The file-level fields (schema, key-value entries, writer, column orders) as pyarrow
         # writes them for this schema, options and entries.
-        meta, _ = _footer(_bytes_of(encode_file(None, self.schema, self.options, self._entries)))
+        meta, _ = _footer(_bytes_of(encode_file(None, schema, options, entries)))
         t.put(meta, _FILE_NUM_ROWS, self._rows)
         t.put(meta, _FILE_ROW_GROUPS, (t.STRUCT, self._groups))
         footer = t.write_struct(meta)
@@ -190,6 +184,79 @@ class StitchedWriter:
         out += len(footer).to_bytes(4, "little")
         out += _MAGIC
         self._file.write(out)
+
+
+def _stitch_into(file, encoded: list, schema: pa.Schema, options: dict, entries: dict) -> None:
+    stitcher = _Stitcher(file)
+    for part in encoded:
+        stitcher.append(part)
+    stitcher.finish(schema, options, entries)
+
+
+class StitchedWriter:
+    """Writes a Parquet file at ``path`` from row groups encoded on ``workers`` threads, or
+    through pyarrow's writer alone where its first table does not stitch (``stitches``).
+
+    ``write_table`` hands one row group to the pool and returns; at most ``inflight`` wait
+    (each holds its table and, once encoded, its bytes), so the memory held stays bounded.
+    The methods are those of ``pq.ParquetWriter`` that TensorSink uses."""
+
+    def __init__(self, path: str, schema: pa.Schema, options: dict, *, workers: int, inflight: int):
+        self.schema = schema
+        self.options = options
+        self._inflight_max = max(1, inflight)
+        self._pool = ThreadPoolExecutor(workers, thread_name_prefix="sptool-encode")
+        self._pending: deque = deque()
+        self._file = open_output(path)  # closed by close or abort; a URL: its filesystem's stream
+        self._stitcher: _Stitcher | None = None  # from the first table on, if it stitches
+        self._plain: pq.ParquetWriter | None = None  # from the first table on, if it does not
+        self._entries: dict = {}
+
+    @property
+    def stitching(self) -> bool | None:
+        """True once the file is being stitched, False once pyarrow's writer writes it, None before."""
+        return True if self._stitcher is not None else False if self._plain is not None else None
+
+    def write_table(self, table: pa.Table, row_group_size: int | None = None) -> None:
+        if self.stitching is None:
+            if stitches(table, self.schema, self.options):
+                self._stitcher = _Stitcher(self._file)
+            else:
+                self._plain = pq.ParquetWriter(self._file, self.schema, **self.options)
+        if self._plain is not None:
+            self._plain.write_table(table, row_group_size=max(table.num_rows, 1))
+            return
+        while len(self._pending) >= self._inflight_max:
+            self._stitcher.append(self._pending.popleft().result())
+        self._pending.append(self._pool.submit(_Encoded, table, self.schema, self.options))
+
+    def add_key_value_metadata(self, entries: dict) -> None:
+        self._entries.update(entries)
+
+    def close(self) -> None:
+        try:
+            if self._plain is not None:
+                if self._entries:
+                    self._plain.add_key_value_metadata(self._entries)
+                self._plain.close()
+                return
+            stitcher = self._stitcher or _Stitcher(self._file)
+            while self._pending:
+                stitcher.append(self._pending.popleft().result())
+            stitcher.finish(self.schema, self.options, self._entries)
+        finally:
+            stop_pool(self._pool)  # not a join inside a garbage collection (sptool._threads)
+            self._file.close()
+
+    def abort(self) -> None:
+        """Stop without a footer; encodes under way end in buffers nobody reads."""
+        self._pool.shutdown(wait=False, cancel_futures=True)
+        self._pending.clear()
+        try:
+            if self._plain is not None:  # else its finalizer writes a footer to a closed file
+                self._plain.close()
+        finally:
+            self._file.close()
 
 
 def _shift(fields: list, fid: int, shift: int) -> None:
