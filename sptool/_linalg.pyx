@@ -27,6 +27,30 @@ ctypedef fused real_t:
     float
     double
 
+cdef extern from *:
+    """
+    #include <stdint.h>
+    /* A hint to fetch the cache lines of [p, p + nbytes) (at most four) ahead of their use; a
+       no-op for compilers without __builtin_prefetch.  A prefetch never faults. */
+    static inline void sptool_prefetch(const void *p, Py_ssize_t nbytes, int for_write) {
+    #if defined(__GNUC__) || defined(__clang__)
+        const char *at = (const char *) ((uintptr_t) p & ~(uintptr_t) 63);
+        const char *end = (const char *) p + nbytes;
+        int lines = 0;
+        for (; at < end && lines < 4; at += 64, lines++) {
+            if (for_write) __builtin_prefetch(at, 1, 1); else __builtin_prefetch(at, 0, 1);
+        }
+    #else
+        (void) p; (void) nbytes; (void) for_write;
+    #endif
+    }
+    """
+    void sptool_prefetch(const void *p, Py_ssize_t nbytes, int for_write) noexcept nogil
+
+# How many entries ahead spmm_coo asks for the rows it will read and write: B's rows are read at
+# random, each a miss to memory that the prefetch overlaps with the work on the entries before.
+cdef Py_ssize_t SPMM_AHEAD = 16
+
 
 # ---------------------------------------------------------------------------------------------
 # merge join
@@ -227,11 +251,17 @@ def spmm_coo(const int64_t[::1] rows, const int64_t[::1] cols, const value_t[::1
     cdef value_t v
     cdef const value_t* src
     cdef value_t* dst
+    cdef const char* dense_at
+    cdef char* out_at
+    cdef Py_ssize_t row_bytes = n * sizeof(value_t)
     if cols.shape[0] != nnz or vals.shape[0] != nnz or out.shape[1] != n:
         raise ValueError("shape mismatch in spmm_coo")
-    if n == 0:
+    if n == 0 or nnz == 0 or n_out == 0 or n_dense == 0:
         _check_entries("spmm_coo", rows, n_out, cols, n_dense)
         return
+    # Both C-contiguous (the memoryviews' type says so): row r begins r * row_bytes in.
+    dense_at = <const char*> &dense[0, 0]
+    out_at = <char*> &out[0, 0]
     with nogil:
         if n == 16:
             # The common embedding width: a fixed trip count the compiler unrolls and vectorises.
@@ -239,6 +269,8 @@ def spmm_coo(const int64_t[::1] rows, const int64_t[::1] cols, const value_t[::1
                 if <uint64_t> rows[e] >= n_out or <uint64_t> cols[e] >= n_dense:
                     bad = e
                     break
+                _prefetch_entry(&rows[0], &cols[0], e + SPMM_AHEAD, nnz, dense_at, n_dense, out_at, n_out,
+                                row_bytes)
                 v = vals[e]
                 src = &dense[cols[e], 0]
                 dst = &out[rows[e], 0]
@@ -249,6 +281,8 @@ def spmm_coo(const int64_t[::1] rows, const int64_t[::1] cols, const value_t[::1
                 if <uint64_t> rows[e] >= n_out or <uint64_t> cols[e] >= n_dense:
                     bad = e
                     break
+                _prefetch_entry(&rows[0], &cols[0], e + SPMM_AHEAD, nnz, dense_at, n_dense, out_at, n_out,
+                                row_bytes)
                 v = vals[e]
                 src = &dense[cols[e], 0]
                 dst = &out[rows[e], 0]
@@ -256,6 +290,20 @@ def spmm_coo(const int64_t[::1] rows, const int64_t[::1] cols, const value_t[::1
                     dst[j] = dst[j] + v * src[j]
     if bad >= 0:
         _check_entries("spmm_coo", rows[bad:bad + 1], n_out, cols[bad:bad + 1], n_dense, bad)
+
+
+cdef inline void _prefetch_entry(const int64_t* rows, const int64_t* cols, Py_ssize_t e, Py_ssize_t nnz,
+                                 const char* dense, uint64_t n_dense, char* out, uint64_t n_out,
+                                 Py_ssize_t row_bytes) noexcept nogil:
+    """Ask for the row of ``dense`` that entry e reads and the row of ``out`` it adds to (rows of
+    ``row_bytes``), when e is an entry and both rows are inside their matrices (an entry outside
+    is the loop's to report when it gets there)."""
+    if e >= nnz:
+        return
+    if <uint64_t> cols[e] < n_dense:
+        sptool_prefetch(dense + cols[e] * row_bytes, row_bytes, 0)
+    if <uint64_t> rows[e] < n_out:
+        sptool_prefetch(out + rows[e] * row_bytes, row_bytes, 1)
 
 
 cdef int _check_entries(str kernel, const int64_t[::1] rows, uint64_t n_rows, const int64_t[::1] cols,

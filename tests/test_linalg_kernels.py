@@ -157,6 +157,23 @@ def test_spmm_coo(rng, dtype, n):
     np.testing.assert_allclose(got, want, rtol=tol, atol=tol)
 
 
+@pytest.mark.parametrize("n", [16, 5])
+@pytest.mark.parametrize("where", ["row", "column"])
+def test_spmm_coo_adds_the_entries_before_one_far_outside(rng, n, where):
+    """An entry far outside the matrices, some way into a long batch (the kernel looks ahead of
+    the entry it adds): every entry before it is added, as the reference adds them, and the
+    error names its position."""
+    nnz, m, k, bad = 400, 30, 20, 137
+    rows, cols = np.sort(rng.integers(0, m, nnz)), rng.integers(0, k, nnz)
+    (rows if where == "row" else cols)[bad] = 1 << 60
+    vals, dense = rng.standard_normal(nnz), rng.standard_normal((k, n))
+    got, want = np.zeros((m, n)), np.zeros((m, n))
+    with pytest.raises(IndexError, match=f"position {bad}"):
+        _linalg.spmm_coo(rows, cols, vals, dense, got)
+    linalg_reference.spmm_coo(rows[:bad], cols[:bad], vals[:bad], dense, want)
+    np.testing.assert_allclose(got, want, rtol=1e-12, atol=1e-12)
+
+
 def test_spmm_coo_reads_a_read_only_memmap(tmp_path, rng):
     dense = rng.standard_normal((10, 16))
     np.save(tmp_path / "d.npy", dense)
