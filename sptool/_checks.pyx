@@ -1,9 +1,11 @@
 # cython: language_level=3
 # Compiler directives are set in setup.py (see sptool/_kernels.pyx).
-"""Compiled read checks: the order of packed sort codes, and the walk of a Parquet footer.
+"""Compiled read checks: the order of packed sort codes, and sptool's one reader of Thrift's
+compact protocol (Parquet's footers, page headers and offset indexes): the walk of a footer for
+what pyarrow would abort on, and a struct read into a field tree.
 
-Arrays (or bytes) in, arrays out, the GIL released in the loops.  Their plain Python
-equivalents, the test oracles, are tests/references/checks.py.
+Arrays (or bytes) in, arrays (or field trees) out, the GIL released in the loops that make no
+Python objects.  Their plain Python equivalents, the test oracles, are tests/references/checks.py.
 """
 
 from libc.stdint cimport int64_t, uint8_t, uint64_t
@@ -71,6 +73,8 @@ cdef enum:
     _DEPTH = 3       # "the footer nests too deeply"
     _TYPE = 4        # "unknown Thrift type N in the footer"
     _MEMORY = 5
+    _UNSUPPORTED = 6  # "unsupported Thrift type N in the footer" (read_struct: a map, or unknown)
+    _WIDE = 7        # "a number in the footer is wider than 64 bits" (read_struct)
 
 # A field the footer does not hold, and a number too large for int64 (the reference keeps it
 # exactly, as a Python int: it can equal no type, field id or level count that means anything).
@@ -101,28 +105,36 @@ cdef inline int _byte(_Walk* w) noexcept nogil:
     return w.buf[w.pos - 1]
 
 
-cdef int64_t _varint(_Walk* w) noexcept nogil:
+cdef uint64_t _uvarint(_Walk* w, bint* wide) noexcept nogil:
+    """A varint's low 64 bits; ``wide`` set when it has more."""
     cdef uint64_t value = 0
     cdef int shift = 0, b
-    cdef bint huge = False
+    wide[0] = False
     while True:
         b = _byte(w)
         if b < 0:
             return 0
         if shift < 64:
             if shift > 57 and (b & 0x7F) >> (64 - shift):
-                huge = True
+                wide[0] = True
             value |= (<uint64_t>(b & 0x7F)) << shift
         elif b & 0x7F:
-            huge = True
+            wide[0] = True
         if not b & 0x80:
-            if huge or value > <uint64_t>_HUGE:
-                return _HUGE
-            return <int64_t>value
+            return value
         shift += 7
         if shift > 70:
             w.err = _VARINT
             return 0
+
+
+cdef int64_t _varint(_Walk* w) noexcept nogil:
+    """A varint as an int64, _HUGE when it is larger."""
+    cdef bint wide
+    cdef uint64_t value = _uvarint(w, &wide)
+    if wide or value > <uint64_t>_HUGE:
+        return _HUGE
+    return <int64_t>value
 
 
 cdef inline int64_t _zigzag(int64_t z) noexcept nogil:
@@ -308,35 +320,140 @@ cdef void _struct_list(_Walk* w, int64_t want, int what) noexcept nogil:
             _skip(w, ftype, 0)
 
 
+class EndsEarly(ValueError):
+    """The bytes end in the middle of a field."""
+
+
+cdef void _refuse(_Walk* w):
+    """Raise the error a walk stopped on."""
+    if w.err == _ENDS or (not w.err and w.pos > w.n):
+        raise EndsEarly("the footer ends in the middle of a field")
+    if w.err == _VARINT:
+        raise ValueError("a varint in the footer is too long")
+    if w.err == _DEPTH:
+        raise ValueError("the footer nests too deeply")
+    if w.err == _TYPE:
+        raise ValueError(f"unknown Thrift type {w.bad_type} in the footer")
+    if w.err == _UNSUPPORTED:
+        raise ValueError(f"unsupported Thrift type {w.bad_type} in the footer")
+    if w.err == _WIDE:
+        raise ValueError("a number in the footer is wider than 64 bits")
+    if w.err == _MEMORY:
+        raise MemoryError()
+
+
+cdef void _start(_Walk* w, const uint8_t[::1] buf, Py_ssize_t pos):
+    w.buf = &buf[0] if buf.shape[0] else NULL
+    w.n = buf.shape[0]
+    w.pos = pos
+    w.err = _OK
+    w.bad_type = 0
+    w.chunks = w.cap = w.groups = 0
+    w.out = NULL
+
+
 def footer_chunks(const uint8_t[::1] footer):
     """The Parquet footer (FileMetaData) walked for what pyarrow would abort on: (number of row
     groups, an (n, 4) int64 array: per column chunk its row group, ColumnMetaData.type and the
     lengths of its SizeStatistics' repetition and definition level histograms, ABSENT where the
     footer has none).  ValueError with the reason when the footer cannot be walked."""
     cdef _Walk w
-    w.buf = &footer[0] if footer.shape[0] else NULL
-    w.n = footer.shape[0]
-    w.pos = 0
-    w.err = _OK
-    w.bad_type = 0
-    w.chunks = w.cap = w.groups = 0
-    w.out = NULL
+    _start(&w, footer, 0)
     try:
         with nogil:
             _struct_list(&w, 4, 1)
-        if w.err == _ENDS or (not w.err and w.pos > w.n):
-            raise ValueError("the footer ends in the middle of a field")
-        if w.err == _VARINT:
-            raise ValueError("a varint in the footer is too long")
-        if w.err == _DEPTH:
-            raise ValueError("the footer nests too deeply")
-        if w.err == _TYPE:
-            raise ValueError(f"unknown Thrift type {w.bad_type} in the footer")
-        if w.err == _MEMORY:
-            raise MemoryError()
+        _refuse(&w)
         out = np.empty((w.chunks, 4), dtype=np.int64)
         if w.chunks:
             out.ravel()[:] = <int64_t[:w.chunks * 4]>w.out
         return w.groups, out
     finally:
         free(w.out)
+
+
+# -- a struct read into a field tree (the stitched writer's footers and offset indexes, page
+# headers): [[field id, type, value], ...], as io/_thrift.py writes it back
+
+cdef object _signed(_Walk* w):
+    """An i16/i32/i64 (a zigzag varint) as an int; None (err set) when it is wider than 64 bits."""
+    cdef bint wide
+    cdef uint64_t value = _uvarint(w, &wide)
+    if w.err:
+        return None
+    if wide:
+        w.err = _WIDE
+        return None
+    return <int64_t>(value >> 1) ^ -<int64_t>(value & 1)
+
+
+cdef object _read_fields(_Walk* w, int depth):
+    """The struct at pos as a field list; None (err set) when it cannot be read."""
+    cdef int64_t last = 0
+    cdef int ftype
+    if depth > 64:
+        w.err = _DEPTH
+        return None
+    fields = []
+    while True:
+        last = _field(w, last, &ftype)
+        if w.err:
+            return None
+        if not ftype:
+            return fields
+        value = _read_value(w, ftype, depth)
+        if w.err:
+            return None
+        fields.append([last, ftype, value])
+
+
+cdef object _read_value(_Walk* w, int kind, int depth):
+    """A value of type ``kind`` at pos: an int for i16/i32/i64 and the byte type, bytes for
+    binary and double (its 8 raw bytes), a field list for a struct, (element type, [values]) for
+    a list or set (a boolean element is its byte), None for a field's boolean (its type)."""
+    cdef int64_t n, i
+    cdef int elem = 0
+    cdef Py_ssize_t at
+    if kind == _I16 or kind == _I32 or kind == _I64:
+        return _signed(w)
+    if _is_bool(kind):
+        return None
+    if kind == _BYTE:
+        return _byte(w)
+    if kind == _DOUBLE or kind == _BINARY:
+        n = 8 if kind == _DOUBLE else _varint(w)
+        if w.err:
+            return None
+        if n > w.n - w.pos:
+            w.err = _ENDS
+            return None
+        at = w.pos
+        w.pos += n
+        return (<const char*>w.buf)[at:w.pos]
+    if kind == _STRUCT:
+        return _read_fields(w, depth + 1)
+    if kind == _LIST or kind == _SET:
+        n = _list_header(w, &elem)
+        items = []
+        i = 0
+        # Every element takes a byte at least: a count past the end stops at the end.
+        while i < n and not w.err:
+            items.append(_byte(w) if _is_bool(elem) else _read_value(w, elem, depth + 1))
+            i += 1
+        return None if w.err else (elem, items)
+    w.err = _UNSUPPORTED
+    w.bad_type = kind
+    return None
+
+
+def read_struct(const uint8_t[::1] buf, Py_ssize_t pos=0):
+    """The Thrift compact-protocol struct at ``pos`` of ``buf`` as a field list (``[field id,
+    type, value]`` each, values as ``_read_value`` gives them; what is left out of the struct is
+    left out of the list), and the position after it.  EndsEarly (a ValueError) when ``buf``
+    ends inside the struct, ValueError when it cannot be read."""
+    cdef _Walk w
+    if not 0 <= pos <= buf.shape[0]:
+        raise IndexError(f"position {pos} is outside the {buf.shape[0]} bytes")
+    _start(&w, buf, pos)
+    fields = _read_fields(&w, 0)
+    _refuse(&w)
+    return fields, w.pos

@@ -470,6 +470,17 @@ def test_footer_walk_refuses_a_footer_cut_short():
     refuses(lambda: _checks.footer_chunks(bytes([0x19, 0xFC])), "ends")  # a list of 15+ elements, no count
 
 
+def test_read_struct_refuses_hostile_bytes():
+    assert isinstance(refuses(lambda: _checks.read_struct(b"\x00", 2)), IndexError)
+    assert isinstance(refuses(lambda: _checks.read_struct(b"\x00", -1)), IndexError)
+    refuses(lambda: _checks.read_struct(b""), "ends")
+    # A list claiming 2**62 elements over 3 bytes: refused when the bytes end, not read for ever.
+    refuses(lambda: _checks.read_struct(bytes([0x19, 0xF5]) + bytes([0xFF] * 8) + bytes([0x3F, 1, 2, 3])), "ends")
+    refuses(lambda: _checks.read_struct(bytes([0x1C] * 200)), "nests too deeply")  # structs in structs
+    refuses(lambda: _checks.read_struct(bytes([0x15]) + bytes([0xFF] * 9) + bytes([0x02])), "wider than 64 bits")
+    refuses(lambda: _checks.read_struct(bytes([0x1B, 0x01, 0x11, 0x00])), "unsupported Thrift type 11")
+
+
 # -- _journal and _optim ---------------------------------------------------------------------------
 
 def test_journal_copies_never_drop_memory_outside_their_arrays():

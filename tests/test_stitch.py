@@ -13,13 +13,14 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 from conftest import DTYPES, random_tensor
+from sptool._checks import read_struct
 
 import sptool
 import sptool.io.sink as sink_module
 from sptool.errors import DataError
 from sptool.io import open_sink, parquet_writer_options
 from sptool.io._stitch import StitchedWriter, encode_file
-from sptool.io._thrift import read_struct, write_struct
+from sptool.io._thrift import write_struct
 
 SHAPE = (300, 50, 20)
 

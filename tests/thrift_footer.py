@@ -7,6 +7,8 @@ from __future__ import annotations
 import struct
 from dataclasses import dataclass
 
+from references.checks import _varint
+
 STOP, TRUE, FALSE, BYTE, I16, I32, I64, DOUBLE, BINARY, LIST, SET, MAP, STRUCT = range(13)
 
 
@@ -16,17 +18,6 @@ class Field:
     kind: int  # the compact type
     start: int  # first byte of the value (after the field header)
     end: int
-
-
-def _varint(buf: bytes, pos: int) -> tuple[int, int]:
-    shift = value = 0
-    while True:
-        b = buf[pos]
-        pos += 1
-        value |= (b & 0x7F) << shift
-        shift += 7
-        if not b & 0x80:
-            return value, pos
 
 
 def _value(buf, pos, kind, path, out):

@@ -1,10 +1,11 @@
-"""A Parquet footer read with our own Thrift compact-protocol walker, before pyarrow builds any
-column chunk's metadata from it: a few damaged fields make pyarrow throw a C++ exception nothing
-catches (SIGABRT) the moment a chunk's metadata object is made.
+"""A Parquet footer read with our own Thrift compact-protocol reader (the kernels' ``_checks``),
+before pyarrow builds any column chunk's metadata from it: a few damaged fields make pyarrow
+throw a C++ exception nothing catches (SIGABRT) the moment a chunk's metadata object is made.
 
 Only what is needed is kept: per row group and column chunk, ColumnMetaData.type (field 1) and
 the lengths of SizeStatistics' repetition and definition level histograms (field 16: 2 and 3),
-which pyarrow checks against the schema's maximum levels by aborting.
+which pyarrow checks against the schema's maximum levels by aborting.  The page headers behind
+the footer are read with the same reader (``pages_without_crc``).
 """
 
 from __future__ import annotations
@@ -15,10 +16,8 @@ import struct
 
 import numpy as np
 
-from .._checks import ABSENT, footer_chunks
+from .._checks import ABSENT, EndsEarly, footer_chunks, read_struct
 from ._url import READ_AHEAD, is_remote, open_read
-
-_BOOL_TRUE, _BOOL_FALSE, _BYTE, _I16, _I32, _I64, _DOUBLE, _BINARY, _LIST, _SET, _MAP, _STRUCT = range(1, 13)
 
 # pyarrow's names of ColumnMetaData.type values (parquet.thrift Type)
 PHYSICAL = {0: "BOOLEAN", 1: "INT32", 2: "INT64", 3: "INT96", 4: "FLOAT", 5: "DOUBLE", 6: "BYTE_ARRAY",
@@ -28,85 +27,6 @@ _PHYSICAL_CODE = {name: code for code, name in PHYSICAL.items()}
 
 class FooterError(ValueError):
     pass
-
-
-def _varint(buf: bytes, pos: int) -> tuple[int, int]:
-    shift = value = 0
-    while True:
-        b = buf[pos]
-        pos += 1
-        value |= (b & 0x7F) << shift
-        if not b & 0x80:
-            return value, pos
-        shift += 7
-        if shift > 70:
-            raise FooterError("a varint in the footer is too long")
-
-
-def _list_header(buf: bytes, pos: int) -> tuple[int, int, int]:
-    head = buf[pos]
-    n, elem = head >> 4, head & 0x0F
-    if n == 15:
-        n, pos = _varint(buf, pos + 1)
-        return n, elem, pos
-    return n, elem, pos + 1
-
-
-def _field(buf: bytes, pos: int, last: int) -> tuple[int, int, int]:
-    """(field id, type, pos after the header) of the next field of a struct; type 0 at its end."""
-    head = buf[pos]
-    if head == 0:
-        return 0, 0, pos + 1
-    delta, ftype = head >> 4, head & 0x0F
-    if delta:
-        return last + delta, ftype, pos + 1
-    z, pos = _varint(buf, pos + 1)
-    return (z >> 1) ^ -(z & 1), ftype, pos
-
-
-def _skip(buf: bytes, pos: int, kind: int, depth: int = 0) -> int:
-    # Written with local state and few calls: a footer has thousands of fields (statistics,
-    # encodings, offsets) and every sptool command reads one.
-    if kind in (_I16, _I32, _I64):
-        while buf[pos] & 0x80:
-            pos += 1
-        return pos + 1
-    if kind == _BINARY:
-        if buf[pos] < 0x80:
-            return pos + 1 + buf[pos]
-        n, pos = _varint(buf, pos)
-        return pos + n
-    if kind in (_BOOL_TRUE, _BOOL_FALSE):
-        return pos
-    if kind == _BYTE:
-        return pos + 1
-    if kind == _DOUBLE:
-        return pos + 8
-    if depth > 64:
-        raise FooterError("the footer nests too deeply")
-    if kind == _STRUCT:
-        last = 0
-        while True:
-            last, ftype, pos = _field(buf, pos, last)
-            if not ftype:
-                return pos
-            pos = _skip(buf, pos, ftype, depth + 1)
-    if kind in (_LIST, _SET):
-        n, elem, pos = _list_header(buf, pos)
-        if elem in (_BOOL_TRUE, _BOOL_FALSE):
-            return pos + n
-        for _ in range(n):
-            pos = _skip(buf, pos, elem, depth + 1)
-        return pos
-    if kind == _MAP:
-        n, pos = _varint(buf, pos)
-        if n:
-            kv = buf[pos]
-            pos += 1
-            for _ in range(n):
-                pos = _skip(buf, _skip(buf, pos, kv >> 4, depth + 1), kv & 0x0F, depth + 1)
-        return pos
-    raise FooterError(f"unknown Thrift type {kind} in the footer")
 
 
 def read_footer(path: str) -> bytes:
@@ -163,27 +83,22 @@ def check_levels(path: str, schema) -> str | None:
 # parquet.thrift PageType values of the pages a checksum covers: DATA_PAGE, DICTIONARY_PAGE, DATA_PAGE_V2.
 _CHECKED_PAGES = {0: "data", 2: "dictionary", 3: "data"}
 _HEADER_READ = 1 << 12  # bytes read for a page header; more (up to the chunk's end) if it is longer
+_I32 = 5  # the compact protocol's type of an i32 field
 
 
 def _page_header(buf: bytes) -> tuple[int, int, bool, int]:
     """(page type, compressed size, has a CRC, header length) of the PageHeader at buf's start;
-    IndexError when buf ends inside it."""
-    found = {}
-    pos = last = 0
-    while True:
-        last, ftype, pos = _field(buf, pos, last)
-        if not ftype:
-            break
-        if last in (1, 3, 4) and ftype == _I32:
-            z, pos = _varint(buf, pos)
-            found[last] = (z >> 1) ^ -(z & 1)
-        else:
-            pos = _skip(buf, pos, ftype)
-    if pos > len(buf):
-        raise IndexError
+    EndsEarly when buf ends inside it."""
+    try:
+        fields, length = read_struct(buf)
+    except EndsEarly:
+        raise
+    except ValueError as e:
+        raise FooterError(str(e)) from None
+    found = {fid: value for fid, ftype, value in fields if fid in (1, 3, 4) and ftype == _I32}
     if 1 not in found or found.get(3, -1) < 0:
         raise FooterError("a page header lacks its type or size")
-    return found[1], found[3], 4 in found, pos
+    return found[1], found[3], 4 in found, length
 
 
 def pages_without_crc(path: str, md) -> tuple[int, int, str | None]:
@@ -213,7 +128,7 @@ def pages_without_crc(path: str, md) -> tuple[int, int, str | None]:
                         try:
                             kind, size, has_crc, length = _page_header(buf)
                             break
-                        except IndexError:
+                        except EndsEarly:
                             if want >= end - pos:
                                 raise FooterError(f"a page header of column {col.path_in_schema} in row group "
                                                   f"{r} runs past its column chunk") from None

@@ -33,6 +33,7 @@ from concurrent.futures import ThreadPoolExecutor
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from .._checks import read_struct
 from .._threads import stop_pool
 from . import _thrift as t
 from ._url import open_output
@@ -95,7 +96,7 @@ def _footer(buf: memoryview) -> tuple[list, int]:
     """A Parquet file's FileMetaData as a field tree, and where the footer starts."""
     length = int.from_bytes(buf[-8:-4], "little")
     start = len(buf) - 8 - length
-    fields, _ = t.read_struct(buf[start:len(buf) - 8])
+    fields, _ = read_struct(buf[start:len(buf) - 8])
     return fields, start
 
 
@@ -123,7 +124,7 @@ class _Encoded:
                     self.column_indexes.append((chunk, bytes(buf[at:at + t.get(chunk, _CHUNK_COLUMN_INDEX_LENGTH)])))
                 at = t.get(chunk, _CHUNK_OFFSET_INDEX)
                 if at is not None:
-                    index, _ = t.read_struct(buf[at:at + t.get(chunk, _CHUNK_OFFSET_INDEX_LENGTH)])
+                    index, _ = read_struct(buf[at:at + t.get(chunk, _CHUNK_OFFSET_INDEX_LENGTH)])
                     self.offset_indexes.append((chunk, index))
         if end > footer_start:
             raise StitchError("column chunks run into the footer")

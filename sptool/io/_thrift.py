@@ -1,4 +1,5 @@
-"""A Thrift compact-protocol struct read into a field tree and written back byte for byte.
+"""A Thrift compact-protocol field tree (as the kernels' ``_checks.read_struct`` reads it)
+written back byte for byte.
 
 The stitched Parquet writer (``_stitch.py``) edits file offsets in footers and offset indexes
 that pyarrow wrote: reading a struct to ``[(field id, type, value), ...]``, changing a few
@@ -12,54 +13,11 @@ its 8 raw bytes), a field list for a struct, ``(element type, [values])`` for a 
 
 from __future__ import annotations
 
-from ._footer import FooterError, _field, _list_header, _varint
+from ._footer import FooterError
 
 BOOL_TRUE, BOOL_FALSE, BYTE, I16, I32, I64, DOUBLE, BINARY, LIST, SET, MAP, STRUCT = range(1, 13)
 
 _INTS = (I16, I32, I64)
-
-
-def read_struct(buf, pos: int = 0, depth: int = 0) -> tuple[list, int]:
-    """The struct at ``pos`` as a field list, and the position after it."""
-    if depth > 64:
-        raise FooterError("the footer nests too deeply")
-    fields = []
-    last = 0
-    while True:
-        last, ftype, pos = _field(buf, pos, last)
-        if not ftype:
-            return fields, pos
-        value, pos = _read_value(buf, pos, ftype, depth)
-        fields.append([last, ftype, value])
-
-
-def _read_value(buf, pos: int, kind: int, depth: int):
-    if kind in _INTS:
-        z, pos = _varint(buf, pos)
-        return (z >> 1) ^ -(z & 1), pos
-    if kind in (BOOL_TRUE, BOOL_FALSE):
-        return None, pos  # a field's boolean is its type
-    if kind == BYTE:
-        return buf[pos], pos + 1
-    if kind == DOUBLE:
-        return bytes(buf[pos:pos + 8]), pos + 8
-    if kind == BINARY:
-        n, pos = _varint(buf, pos)
-        return bytes(buf[pos:pos + n]), pos + n
-    if kind == STRUCT:
-        return read_struct(buf, pos, depth + 1)
-    if kind in (LIST, SET):
-        n, elem, pos = _list_header(buf, pos)
-        items = []
-        for _ in range(n):
-            if elem in (BOOL_TRUE, BOOL_FALSE):
-                items.append(buf[pos])  # an element's boolean is a byte (1 or 2)
-                pos += 1
-            else:
-                item, pos = _read_value(buf, pos, elem, depth + 1)
-                items.append(item)
-        return (elem, items), pos
-    raise FooterError(f"unsupported Thrift type {kind} in the footer")
 
 
 def _put_varint(out: bytearray, n: int) -> None:
