@@ -398,21 +398,25 @@ def _check_tns(paths: dict, out: str) -> str | None:
     return None if rows == paths["rows"] else f"sptool convert wrote {rows} rows, expected {paths['rows']}"
 
 
-def _prepare_tns(data: str, params: dict) -> dict:
+def _write_tns(path: str, coords: np.ndarray, values: np.ndarray):
+    """A 3-D FROSTT .tns at ``path`` of 0-based (n, 3) ``coords`` and their ``values``."""
     import pyarrow as pa
     import pyarrow.csv as csv
 
+    coords = coords + 1
+    table = pa.table([coords[:, 0], coords[:, 1], coords[:, 2], values], names=["i", "j", "k", "v"])
+    tmp = path + ".tmp"
+    # Arrow prints doubles in their shortest round-trip form, as FROSTT files usually are.
+    csv.write_csv(table, tmp, csv.WriteOptions(include_header=False, delimiter=" ", quoting_style="none"))
+    os.replace(tmp, path)
+
+
+def _prepare_tns(data: str, params: dict) -> dict:
     n = params["tns_lines"]
     path = os.path.join(data, f"convert-{n}.tns")
     if not os.path.exists(path):
         rng = np.random.default_rng(SEED + 1)
-        coords = _canonical_coords(rng, SHAPE_3D, n) + 1
-        table = pa.table([coords[:, 0], coords[:, 1], coords[:, 2], rng.standard_normal(n)],
-                         names=["i", "j", "k", "v"])
-        tmp = path + ".tmp"
-        # Arrow prints doubles in their shortest round-trip form, as FROSTT files usually are.
-        csv.write_csv(table, tmp, csv.WriteOptions(include_header=False, delimiter=" ", quoting_style="none"))
-        os.replace(tmp, path)
+        _write_tns(path, _canonical_coords(rng, SHAPE_3D, n), rng.standard_normal(n))
     return {"tns": path, "rows": n}
 
 
@@ -646,12 +650,23 @@ PEER_TODENSE_SCIPY = """
 """
 
 
+# The writing no dense output avoids: np.save of as many zeros (pages of no memory, so only the write).
+FLOOR_TODENSE = """
+    import json, sys
+    import numpy as np
+    import pyarrow.parquet as pq
+    shape = json.loads(pq.read_metadata(sys.argv[1]).metadata[b"sptool"])["shape"]
+    np.save(sys.argv[2], np.zeros(shape))
+"""
+
+
 def _tools_todense(paths: dict, out: str) -> list[Tool]:
     src = paths["matrix"]
-    a, b = os.path.join(out, "todense-sptool.npy"), os.path.join(out, "todense-scipy.npy")
+    a, b, c = (os.path.join(out, f"todense-{x}.npy") for x in ("sptool", "scipy", "floor"))
     return [
         sptool_tool("todense", src, "-o", a, outputs=[a]),
         python_tool("scipy coo_array.toarray + np.save", PEER_TODENSE_SCIPY, src, b, outputs=[b]),
+        python_tool("I/O floor: np.save of np.zeros of the shape", FLOOR_TODENSE, src, c, outputs=[c]),
     ]
 
 
@@ -2132,12 +2147,14 @@ import cluster  # noqa: E402
 cluster.add_to(sys.modules[__name__])
 # AnnData .h5ad and tensors whose extents multiply past 2^63, with skewed indices.
 import anndata_bench  # noqa: E402
+import linalg_bench  # noqa: E402
 import skewed_bench  # noqa: E402
 import wide_bench  # noqa: E402
 
 anndata_bench.add_to(sys.modules[__name__])
 skewed_bench.add_to(sys.modules[__name__])
 wide_bench.add_to(sys.modules[__name__])
+linalg_bench.add_to(sys.modules[__name__])
 
 
 def _write_results(args, info: dict, started: float, results: list[dict]):
