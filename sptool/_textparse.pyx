@@ -59,7 +59,7 @@ cdef uint64_t _MANTISSA_MAX = (<uint64_t>1) << 53
 cdef uint64_t _INT64_MAX = 9223372036854775807ULL
 
 
-from ._guards cimport sptool_clz64 as _clz64, sptool_mul128 as _mul128
+from ._guards cimport sptool_clz64 as _clz64, sptool_ctz64 as _ctz64, sptool_mul128 as _mul128
 
 # 128-bit approximations of 5^q for q in [-325, 308], normalised so the top bit is set
 # (high and low 64-bit halves), as fast_float's table_generation.py computes them:
@@ -101,17 +101,43 @@ cdef inline bint _digit(uchar c) noexcept nogil:
     return 48 <= c <= 57
 
 
+cdef inline uint64_t _nondigit_bytes(uint64_t v) noexcept nogil:
+    """The top bit of each byte of v (8 ASCII bytes, little-endian) that is not a digit.  A carry
+    out of a byte >= 0xFA can only mark the byte after a non-digit, so the first mark is right."""
+    cdef uint64_t x = ((v & 0xF0F0F0F0F0F0F0F0ULL) | (((v + 0x0606060606060606ULL) & 0xF0F0F0F0F0F0F0F0ULL) >> 4)) \
+        ^ 0x3333333333333333ULL
+    return (((x & 0x7F7F7F7F7F7F7F7FULL) + 0x7F7F7F7F7F7F7F7FULL) | x) & 0x8080808080808080ULL
+
+
 cdef inline int _parse_int(const uchar* p, const uchar* e, const uchar** endp,
                            int64_t* out) noexcept nogil:
     """A signed decimal integer at p; _ERR_INDEX if there are no digits, _ERR_RANGE on overflow."""
     cdef bint neg = False
-    cdef uint64_t v = 0, d, limit
+    cdef uint64_t v = 0, d, limit, word, marks
     cdef const uchar* start
+    cdef int n
     if p < e and (p[0] == 45 or p[0] == 43):
         neg = p[0] == 45
         p += 1
+    if e - p >= 8:
+        # Up to 7 digits read from one 8-byte load, with no branch per digit.
+        memcpy(&word, p, 8)
+        marks = _nondigit_bytes(word)
+        if marks:
+            n = _ctz64(marks) >> 3
+            if n == 0:
+                endp[0] = p
+                return _ERR_INDEX
+            v = _eight_digit_value_of((word & 0x0F0F0F0F0F0F0F0FULL) << (64 - 8 * n))
+            endp[0] = p + n
+            out[0] = -<int64_t>v if neg else <int64_t>v
+            return _OK
     start = p
     limit = _INT64_MAX + (1 if neg else 0)
+    # 18 digits cannot overflow: only the digits past them are checked.
+    while p < e and p - start < 18 and _digit(p[0]):
+        v = v * 10 + (p[0] - 48)
+        p += 1
     while p < e and _digit(p[0]):
         d = p[0] - 48
         if v > (limit - d) // 10:
@@ -164,6 +190,11 @@ cdef inline uint64_t _eight_digit_value(const uchar* p) noexcept nogil:
     """The number spelled by the 8 ASCII digits at p (little-endian loads, as x86 and ARM do)."""
     cdef uint64_t v
     memcpy(&v, p, 8)
+    return _eight_digit_value_of(v)
+
+
+cdef inline uint64_t _eight_digit_value_of(uint64_t v) noexcept nogil:
+    """The number spelled by 8 digits loaded little-endian (ASCII, or their values 0-9)."""
     v = (v & 0x0F0F0F0F0F0F0F0FULL) * 2561 >> 8
     v = (v & 0x00FF00FF00FF00FFULL) * 6553601 >> 16
     return ((v & 0x0000FFFF0000FFFFULL) * 42949672960001ULL) >> 32
@@ -195,8 +226,16 @@ cdef inline int _parse_double(const uchar* p, const uchar* e, uchar delim, const
         p += 1
     if p < e and p[0] == 46:
         p += 1
-        # Eight fraction digits at a time once a significant digit is in (fast_float's SWAR).
-        while mant and ndig <= 11 and e - p >= 8 and _eight_digits(p):
+        if mant == 0:
+            # Leading zeros of a fraction (0.0012) only scale: skipped, so the digits after them
+            # go eight at a time too.
+            while p < e and p[0] == 48:
+                any_digit = True
+                exp10 -= 1
+                p += 1
+        # Eight fraction digits at a time (fast_float's SWAR): past the leading zeros, each is significant.
+        while ndig <= 11 and e - p >= 8 and _eight_digits(p):
+            any_digit = True
             mant = mant * 100000000 + _eight_digit_value(p)
             ndig += 8
             exp10 -= 8

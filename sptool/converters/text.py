@@ -97,6 +97,10 @@ def _comment_pattern(byte: int) -> re.Pattern:
     return re.compile(re.escape(bytes([byte])) + rb"[^\n]*")
 
 
+class LineTooLong(Exception):
+    """A line of more than MAX_LINE bytes (its number is told by parsed_blocks)."""
+
+
 class OpenedText:
     """A binary text input (file or stdin) with a look-ahead buffer and a line counter."""
 
@@ -186,10 +190,11 @@ class OpenedText:
         """Yield buffers of whole lines (the last may lack its newline) until the end of input.
 
         Each block is a fresh bytearray read straight from the file (it may be parsed on
-        another thread while the next is read); only the partial last line is copied.
+        another thread while the next is read); only the partial last line is copied.  A line
+        longer than MAX_LINE raises LineTooLong: its number is known once the blocks before it
+        are parsed (parsed_blocks), so no pass here counts lines.
         """
         carry, self.pending = self.pending, b""
-        line = self.line  # of the first line in carry (only for the error below)
         while True:
             buf = bytearray(len(carry) + block)
             buf[: len(carry)] = carry
@@ -204,13 +209,11 @@ class OpenedText:
                 cut = buf.rfind(b"\n", 0, end)
                 if cut < 0:
                     if end > MAX_LINE:
-                        raise DataError(f"line {line}: longer than {MAX_LINE} bytes; is this a text file?",
-                                        path=self.name)
+                        raise LineTooLong
                     carry = bytes(buf[:end])
                     continue
                 carry = bytes(buf[cut + 1 : end])
                 del buf[cut + 1 :]
-                line += tp.count_newlines(buf)
             yield buf
             if self.eof:
                 return
@@ -283,18 +286,25 @@ def _exact_integer(word: str) -> int | None:
 
 def parsed_blocks(text: OpenedText, block: int, parse, workers: int):
     """Yield ``(data, parse(data))`` for the blocks of the rest of ``text`` in file order, the
-    blocks parsed side by side on ``workers`` threads (``parse`` must release the GIL to gain)."""
+    blocks parsed side by side on ``workers`` threads (``parse`` must release the GIL to gain).
+    The caller adds each block's lines to ``text.line``, which names a line that is too long."""
     pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="sptool-parse") if workers > 1 else None
     queue: deque = deque()
+    too_long = False
     try:
-        for data in text.blocks(block):
-            queue.append((data, pool.submit(parse, data) if pool else None))
-            while queue and (pool is None or len(queue) > workers):
-                data, fut = queue.popleft()
-                yield data, fut.result() if fut is not None else parse(data)
+        try:
+            for data in text.blocks(block):
+                queue.append((data, pool.submit(parse, data) if pool else None))
+                while queue and (pool is None or len(queue) > workers):
+                    data, fut = queue.popleft()
+                    yield data, fut.result() if fut is not None else parse(data)
+        except LineTooLong:
+            too_long = True
         while queue:
             data, fut = queue.popleft()
             yield data, fut.result() if fut is not None else parse(data)
+        if too_long:  # every line before it is counted now
+            raise DataError(f"line {text.line}: longer than {MAX_LINE} bytes; is this a text file?", path=text.name)
     finally:
         if pool is not None:
             pool.shutdown(wait=True, cancel_futures=True)
