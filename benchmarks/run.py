@@ -650,12 +650,23 @@ PEER_TODENSE_SCIPY = """
 """
 
 
+# The writing no dense output avoids: np.save of as many zeros (pages of no memory, so only the write).
+FLOOR_TODENSE = """
+    import json, sys
+    import numpy as np
+    import pyarrow.parquet as pq
+    shape = json.loads(pq.read_metadata(sys.argv[1]).metadata[b"sptool"])["shape"]
+    np.save(sys.argv[2], np.zeros(shape))
+"""
+
+
 def _tools_todense(paths: dict, out: str) -> list[Tool]:
     src = paths["matrix"]
-    a, b = os.path.join(out, "todense-sptool.npy"), os.path.join(out, "todense-scipy.npy")
+    a, b, c = (os.path.join(out, f"todense-{x}.npy") for x in ("sptool", "scipy", "floor"))
     return [
         sptool_tool("todense", src, "-o", a, outputs=[a]),
         python_tool("scipy coo_array.toarray + np.save", PEER_TODENSE_SCIPY, src, b, outputs=[b]),
+        python_tool("I/O floor: np.save of np.zeros of the shape", FLOOR_TODENSE, src, c, outputs=[c]),
     ]
 
 
@@ -2136,12 +2147,14 @@ import cluster  # noqa: E402
 cluster.add_to(sys.modules[__name__])
 # AnnData .h5ad and tensors whose extents multiply past 2^63, with skewed indices.
 import anndata_bench  # noqa: E402
+import linalg_bench  # noqa: E402
 import skewed_bench  # noqa: E402
 import wide_bench  # noqa: E402
 
 anndata_bench.add_to(sys.modules[__name__])
 skewed_bench.add_to(sys.modules[__name__])
 wide_bench.add_to(sys.modules[__name__])
+linalg_bench.add_to(sys.modules[__name__])
 
 
 def _write_results(args, info: dict, started: float, results: list[dict]):
