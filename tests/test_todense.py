@@ -173,6 +173,23 @@ def test_row_major_input_written_block_by_block(tmp_path, rng, dtype, monkeypatc
     _assert_same(np.load(out), dense_oracle(t))
 
 
+@pytest.mark.parametrize("entries", [3_000, 300_000])
+def test_each_block_starts_from_zeros(tmp_path, rng, entries):
+    """A row-major input over several block buffers (a block is at least 1 MiB), sparse (a few
+    cells of each page reached, zeroed again one by one) or dense (the buffer zeroed whole): no
+    cell of one block carries into the next."""
+    shape = (600, 1_000)
+    flat = np.sort(rng.choice(shape[0] * shape[1], entries, replace=False))
+    t = sptool.SparseTensor(np.stack(np.unravel_index(flat, shape), axis=1), rng.standard_normal(entries), shape,
+                            sort_order=(0, 1), unique=True)
+    src, out = str(tmp_path / "t.parquet"), str(tmp_path / "o.npy")
+    sptool.write(t, src)
+    from conftest import tiny_budget
+
+    sptool.todense(src, out, memory=tiny_budget(64 << 10))
+    _assert_same(np.load(out), dense_oracle(t))
+
+
 def test_rows_out_of_order_without_validation_still_add_up(tmp_path, rng):
     """--no-validate trusts a false row-major claim: rows that go back are added through a map."""
     idx = np.stack([rng.integers(0, 400, 300), rng.integers(0, 30, 300)], axis=1)

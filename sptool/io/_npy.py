@@ -132,6 +132,8 @@ class BlockScatter:
         self.buf = np.zeros((self.block, self.m), dtype=self.dtype)
         self.start = 0  # first cell of the buffer
         self.span = None  # [first, last] cell of the buffer that rows reached
+        self.reached = []  # the buffer's cells rows reached (arrays), zeroed again after the write
+        self.reached_count = 0
         self.rows = 0
         self.fd = os.open(path, os.O_RDWR)
 
@@ -152,7 +154,10 @@ class BlockScatter:
                 self.start = int(offsets[lo]) // self.block * self.block
             end = self.start + self.block
             hi = n if offsets[n - 1] < end else int(np.searchsorted(offsets, end, side="left"))
-            _scatter_into(self.buf, offsets[lo:hi] - self.start, vals[lo:hi])
+            cells = offsets[lo:hi] - self.start
+            _scatter_into(self.buf, cells, vals[lo:hi])
+            self.reached.append(cells)
+            self.reached_count += len(cells)
             first, last = int(offsets[lo]) - self.start, int(offsets[hi - 1]) - self.start
             self.span = (first, last) if self.span is None else (self.span[0], last)
             lo = hi
@@ -167,8 +172,15 @@ class BlockScatter:
             while len(view):
                 done = os.pwrite(self.fd, view, at)
                 view, at = view[done:], at + done
-            self.buf[first:last + 1] = 0
+            # Only the cells rows reached hold anything: zeroing those alone is cheaper than
+            # zeroing the span (a sparse block reaches a few cells of each page).
+            if self.reached_count * 8 < last + 1 - first:
+                for cells in self.reached:
+                    self.buf[cells] = 0
+            else:
+                self.buf[first:last + 1] = 0
             self.span = None
+        self.reached, self.reached_count = [], 0
 
     def _add_behind(self, offsets: np.ndarray, vals: np.ndarray):
         self._flush()
