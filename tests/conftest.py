@@ -141,7 +141,7 @@ def _temp_files_under_pytest(tmp_path_factory):
 
 
 @pytest.fixture(scope="session")
-def cluster_client():
+def _session_cluster():
     """One Dask cluster for every cluster test of the session (tests/test_distributed*.py and any
     other module that asks for it): a 2-worker LocalCluster of single-threaded processes, as
     ``--scheduler local:2`` starts, made when the first test asks for it (a run without cluster
@@ -158,6 +158,15 @@ def cluster_client():
                                            dashboard_address=":0", silence_logs=logging.ERROR)
         with cluster, distributed.Client(cluster) as client:
             yield client
+
+
+@pytest.fixture
+def cluster_client(_session_cluster):
+    """The session's cluster with both its workers: a worker an earlier test killed (or one the
+    scheduler dropped under load) is restarted by its nanny, and a test that counts workers or
+    parts waits for it rather than running on one."""
+    _session_cluster.wait_for_workers(2, timeout=120)
+    return _session_cluster
 
 
 @pytest.fixture
