@@ -20,11 +20,12 @@ last map entry of a key wins (protobuf's map rule, which TensorFlow's parser rep
 a Feature's kind is its first field, an empty Feature has no kind (a missing value),
 repeated scalars are read packed or not, and unknown fields are skipped.
 
-CRC-32C is computed here (slicing-by-8 tables) rather than taken from a package, because
+CRC-32C is computed here (slicing-by-8 tables): record by record inside these loops, and as
+the fallback of the stream digest's (sptool/_crc32c.py) where google-crc32c is not installed;
 sptool's runtime dependencies are click, numpy, pyarrow and rich only, and neither the
-standard library nor pyarrow exposes CRC-32C; the tests check it against the crc32c
-package.  tests/references/tfrecord.py holds the plain-Python equivalent of every
-function here, used as the test oracle.
+standard library nor pyarrow exposes CRC-32C.  The tests check it against google-crc32c.
+tests/references/tfrecord.py holds the plain-Python equivalent of every function here, used
+as the test oracle.
 """
 
 from libc.stdint cimport INT64_MAX, int8_t, int64_t, uint8_t, uint32_t, uint64_t

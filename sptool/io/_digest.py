@@ -9,7 +9,7 @@ before that message was read or written.
 
 from __future__ import annotations
 
-from .._tfrecord import crc32c
+from .._crc32c import crc32c
 from ..format import DIGEST_KEY
 
 
@@ -54,9 +54,8 @@ class DigestReader(_Digesting):
 
 class DigestWriter(_Digesting):
     def write(self, data):
-        view = memoryview(data).cast("B")
-        self.crc = crc32c(view, self.crc)
-        self.size += len(view)
+        self.crc = crc32c(data, self.crc)
+        self.size += memoryview(data).nbytes
         return self._f.write(data)
 
     def flush(self):
