@@ -10,6 +10,7 @@ import pytest
 
 import sptool
 from sptool import _textparse as tp
+from sptool.converters.text import OpenedText
 from sptool.errors import DataError
 
 
@@ -92,3 +93,46 @@ def test_a_line_too_long_is_named_after_many_blocks(tmp_path, monkeypatch, threa
     with pytest.raises(DataError, match=rf"long\.tns: line {n + 1}: longer than {1 << 20} bytes"):
         sptool.convert(str(path), str(tmp_path / "long.parquet"))
     assert not (tmp_path / "long.parquet").exists()
+
+
+@pytest.mark.parametrize("block", [None, "4096"])
+def test_lines_shorter_than_guessed_convert_whole(tmp_path, monkeypatch, rng, block):
+    """Lines of a few bytes outnumber the rows a block's first parse makes room for: the rest of
+    the block is parsed again, and rows, values and line numbers come out as loadtxt reads them."""
+    if block is not None:
+        monkeypatch.setenv("SPTOOL_TEXT_BLOCK_BYTES", block)
+    n = 30000
+    idx, vals = rng.integers(1, 10, n), rng.integers(0, 10, n)
+    path = tmp_path / "short.tns"
+    path.write_text("".join(f"{i} {v}\n" for i, v in zip(idx, vals)))
+    sptool.convert(str(path), str(tmp_path / "short.parquet"))
+    got = sptool.read(str(tmp_path / "short.parquet"))
+    want = np.loadtxt(path, ndmin=2)
+    np.testing.assert_array_equal(got.indices[:, 0], want[:, 0] - 1)
+    np.testing.assert_array_equal(got.values, want[:, 1])
+    path.write_text(path.read_text() + "1 x\n")
+    with pytest.raises(DataError, match=rf"short\.tns: line {n + 1}: field 2: value 'x' is not a number"):
+        sptool.convert(str(path), str(tmp_path / "bad.parquet"))
+
+
+def _text_file(tmp_path, n=5000):
+    path = tmp_path / "blocks.tns"
+    path.write_bytes(b"".join(b"%d %d %r\n" % (i % 97 + 1, i % 13 + 1, i / 7) for i in range(n)))
+    return path
+
+
+def test_blocks_held_by_their_reader_are_never_refilled(tmp_path):
+    path = _text_file(tmp_path)
+    text = OpenedText(str(path))
+    held = [(block, bytes(block)) for block in text.blocks(1000)]
+    text.close()
+    assert all(block == copy for block, copy in held)
+    assert b"".join(copy for _, copy in held) == path.read_bytes()
+
+
+def test_blocks_let_go_are_refilled_and_read_whole(tmp_path):
+    path = _text_file(tmp_path)
+    text = OpenedText(str(path))
+    copies = [bytes(block) for block in text.blocks(1000)]
+    text.close()
+    assert b"".join(copies) == path.read_bytes()

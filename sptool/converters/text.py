@@ -189,14 +189,15 @@ class OpenedText:
     def blocks(self, block: int):
         """Yield buffers of whole lines (the last may lack its newline) until the end of input.
 
-        Each block is a fresh bytearray read straight from the file (it may be parsed on
-        another thread while the next is read); only the partial last line is copied.  A line
+        Each block is a bytearray read straight from the file (it may be parsed on another
+        thread while the next is read), reused once let go; only the partial last line is copied.  A line
         longer than MAX_LINE raises LineTooLong: its number is known once the blocks before it
         are parsed (parsed_blocks), so no pass here counts lines.
         """
         carry, self.pending = self.pending, b""
+        lent: deque = deque()  # the last blocks yielded, oldest first
         while True:
-            buf = bytearray(len(carry) + block)
+            buf = _spare_block(lent, len(carry) + block)
             buf[: len(carry)] = carry
             with memoryview(buf) as whole, whole[len(carry) :] as tail:
                 end = len(carry) + self._read_into(tail)
@@ -217,12 +218,34 @@ class OpenedText:
             yield buf
             if self.eof:
                 return
+            lent.append(buf)
+            if len(lent) > LENT_BLOCKS:
+                lent.popleft()
 
     def close(self):
         if self.f is not self._raw:
             self.f.close()
         if self._owned:
             self._raw.close()
+
+
+# Blocks remembered for reuse once parsed and let go: as many as are in flight on a few
+# workers, so reuse holds no more memory than the blocks themselves.
+LENT_BLOCKS = 6
+
+
+def _spare_block(lent: deque, size: int) -> bytearray:
+    """A buffer of ``size`` bytes: the oldest block lent out if no one holds it any more (its
+    parse, its rows and their error messages are done with it), which saves a fresh buffer's
+    zeroing and page faults; else a new one."""
+    if not (lent and sys.getrefcount(lent[0]) == 2):  # the deque's reference and getrefcount's argument
+        return bytearray(size)
+    buf = lent.popleft()
+    if len(buf) < size:
+        buf.extend(bytes(size - len(buf)))  # by about a line: within the buffer's allocation
+    else:
+        del buf[size:]
+    return buf
 
 
 @dataclass
@@ -235,18 +258,42 @@ class Parsed:
     first_line: int
 
 
+# Bytes per line guessed for the first parse of a block, per field: lines of coordinate text
+# are rarely shorter (a block of shorter ones is finished by a second, counted parse).
+GUESSED_FIELD_BYTES = 3
+
+
 def _parse_block(data: bytes, layout: Layout):
     data = layout.without_comments(data)
-    cap = tp.count_newlines(data) + 1
-    idx = np.empty((layout.nidx, cap), dtype=np.int64)
-    nv = layout.nvals
-    fval = np.empty(cap * nv if layout.vkind in (tp.V_FLOAT, tp.V_COMPLEX) else 0, dtype=np.float64)
-    ival = np.empty(cap if layout.vkind == tp.V_INT else 0, dtype=np.int64)
-    result = tp.parse_lines(data, True, layout.nidx, layout.vkind, layout.base, layout.delim,
-                            layout.comment, idx, fval, ival)
+    result, idx, fval, ival = _parse_lines(data, layout, len(data) // (GUESSED_FIELD_BYTES * layout.nfields) + 1)
+    if result[3] == tp.ERR_FULL:
+        result, idx, fval, ival = _parse_rest(data, layout, result, idx, fval, ival)
     if layout.unsigned and result[3] == tp.ERR_RANGE and result[6] >= layout.nidx:
         return _parse_wide_unsigned(data, layout)
     return result, idx, fval, ival, data
+
+
+def _parse_lines(data, layout: Layout, cap: int):
+    """The kernel's result and its arrays for the lines of ``data``, room made for ``cap`` rows."""
+    idx = np.empty((layout.nidx, cap), dtype=np.int64)
+    fval = np.empty(cap * layout.nvals if layout.vkind in (tp.V_FLOAT, tp.V_COMPLEX) else 0, dtype=np.float64)
+    ival = np.empty(cap if layout.vkind == tp.V_INT else 0, dtype=np.int64)
+    result = tp.parse_lines(data, True, layout.nidx, layout.vkind, layout.base, layout.delim,
+                            layout.comment, idx, fval, ival)
+    return result, idx, fval, ival
+
+
+def _parse_rest(data, layout: Layout, first, idx, fval, ival):
+    """A block whose lines outnumber the guess: the lines after the first parse's full arrays,
+    parsed into arrays of their counted size and joined to the first."""
+    rows, _, lines, _, _, at, _ = first
+    with memoryview(data) as whole, whole[at:] as rest:
+        second, idx2, fval2, ival2 = _parse_lines(rest, layout, tp.count_newlines(rest) + 1)
+    rows2, consumed2, lines2, err, err_line, err_offset, field = second
+    nv = layout.nvals
+    result = (rows + rows2, at + consumed2, lines + lines2, err, lines + err_line, at + err_offset, field)
+    return (result, np.concatenate([idx[:, :rows], idx2[:, :rows2]], axis=1),
+            np.concatenate([fval[: nv * rows], fval2[: nv * rows2]]), np.concatenate([ival[:rows], ival2[:rows2]]))
 
 
 def _parse_wide_unsigned(data: bytes, layout: Layout):
