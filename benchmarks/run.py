@@ -370,6 +370,20 @@ PEER_TNS_NUMPY = """
 """
 
 
+# The floors convert cannot go below: reading the text (cat to /dev/null, from the page cache)
+# and Arrow's multi-threaded CSV parse of it into a table, with nothing written.
+FLOOR_TNS_PARSE = """
+    import sys
+    import pyarrow as pa
+    import pyarrow.csv as csv
+    names = ["indices_0", "indices_1", "indices_2", "values"]
+    types = {n: pa.int64() for n in names[:3]} | {"values": pa.float64()}
+    csv.read_csv(sys.argv[1], read_options=csv.ReadOptions(column_names=names),
+                 parse_options=csv.ParseOptions(delimiter=" "),
+                 convert_options=csv.ConvertOptions(column_types=types))
+"""
+
+
 def _convert_missing() -> str | None:
     try:
         rc = subprocess.run(sptool_tool("convert", "--help").argv[:-1], capture_output=True).returncode
@@ -385,6 +399,8 @@ def _tools_tns(paths: dict, out: str) -> list[Tool]:
         sptool_tool("convert", tns, "-o", outs[0], outputs=[outs[0]]),
         python_tool("pyarrow.csv + write_table", PEER_TNS_ARROW, tns, outs[1], outputs=[outs[1]]),
         python_tool("numpy.loadtxt + write_table", PEER_TNS_NUMPY, tns, outs[2], outputs=[outs[2]]),
+        Tool("I/O floor: cat the text", ["cat", tns], []),
+        python_tool("I/O floor: pyarrow.csv parse only", FLOOR_TNS_PARSE, tns),
     ]
 
 
