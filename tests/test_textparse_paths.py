@@ -96,9 +96,8 @@ def test_a_line_too_long_is_named_after_many_blocks(tmp_path, monkeypatch, threa
 
 
 @pytest.mark.parametrize("block", [None, "4096"])
-def test_lines_shorter_than_guessed_convert_whole(tmp_path, monkeypatch, rng, block):
-    """Lines of a few bytes outnumber the rows a block's first parse makes room for: the rest of
-    the block is parsed again, and rows, values and line numbers come out as loadtxt reads them."""
+def test_lines_of_a_few_bytes_convert_whole(tmp_path, monkeypatch, rng, block):
+    """Lines of 4 bytes, many to a block: rows, values and line numbers as loadtxt reads them."""
     if block is not None:
         monkeypatch.setenv("SPTOOL_TEXT_BLOCK_BYTES", block)
     n = 30000

@@ -258,42 +258,18 @@ class Parsed:
     first_line: int
 
 
-# Bytes per line guessed for the first parse of a block, per field: lines of coordinate text
-# are rarely shorter (a block of shorter ones is finished by a second, counted parse).
-GUESSED_FIELD_BYTES = 3
-
-
 def _parse_block(data: bytes, layout: Layout):
     data = layout.without_comments(data)
-    result, idx, fval, ival = _parse_lines(data, layout, len(data) // (GUESSED_FIELD_BYTES * layout.nfields) + 1)
-    if result[3] == tp.ERR_FULL:
-        result, idx, fval, ival = _parse_rest(data, layout, result, idx, fval, ival)
-    if layout.unsigned and result[3] == tp.ERR_RANGE and result[6] >= layout.nidx:
-        return _parse_wide_unsigned(data, layout)
-    return result, idx, fval, ival, data
-
-
-def _parse_lines(data, layout: Layout, cap: int):
-    """The kernel's result and its arrays for the lines of ``data``, room made for ``cap`` rows."""
+    cap = tp.count_newlines(data) + 1
     idx = np.empty((layout.nidx, cap), dtype=np.int64)
-    fval = np.empty(cap * layout.nvals if layout.vkind in (tp.V_FLOAT, tp.V_COMPLEX) else 0, dtype=np.float64)
+    nv = layout.nvals
+    fval = np.empty(cap * nv if layout.vkind in (tp.V_FLOAT, tp.V_COMPLEX) else 0, dtype=np.float64)
     ival = np.empty(cap if layout.vkind == tp.V_INT else 0, dtype=np.int64)
     result = tp.parse_lines(data, True, layout.nidx, layout.vkind, layout.base, layout.delim,
                             layout.comment, idx, fval, ival)
-    return result, idx, fval, ival
-
-
-def _parse_rest(data, layout: Layout, first, idx, fval, ival):
-    """A block whose lines outnumber the guess: the lines after the first parse's full arrays,
-    parsed into arrays of their counted size and joined to the first."""
-    rows, _, lines, _, _, at, _ = first
-    with memoryview(data) as whole, whole[at:] as rest:
-        second, idx2, fval2, ival2 = _parse_lines(rest, layout, tp.count_newlines(rest) + 1)
-    rows2, consumed2, lines2, err, err_line, err_offset, field = second
-    nv = layout.nvals
-    result = (rows + rows2, at + consumed2, lines + lines2, err, lines + err_line, at + err_offset, field)
-    return (result, np.concatenate([idx[:, :rows], idx2[:, :rows2]], axis=1),
-            np.concatenate([fval[: nv * rows], fval2[: nv * rows2]]), np.concatenate([ival[:rows], ival2[:rows2]]))
+    if layout.unsigned and result[3] == tp.ERR_RANGE and result[6] >= layout.nidx:
+        return _parse_wide_unsigned(data, layout)
+    return result, idx, fval, ival, data
 
 
 def _parse_wide_unsigned(data: bytes, layout: Layout):
