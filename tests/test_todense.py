@@ -206,6 +206,26 @@ def test_rows_out_of_order_without_validation_still_add_up(tmp_path, rng):
         sptool.todense(path, out)
 
 
+def test_rows_out_of_order_reaching_ahead_are_not_overwritten(tmp_path, rng, monkeypatch):
+    """--no-validate on a false row-major claim: a batch out of order adds to cells past the block
+    being gathered, and a later batch in order gathers the block that holds them: both add up."""
+    monkeypatch.setenv("SPTOOL_BATCH_ROWS", "50")
+    shape = (1_000, 1_000)  # 8 MB: several 1 MiB blocks under a tiny budget
+    first = np.sort(rng.choice(100_000, 50, replace=False))
+    behind = rng.permutation(rng.choice(np.arange(700_000, 710_000), 50, replace=False))
+    ahead = np.sort(rng.choice(np.arange(699_000, 711_000), 50, replace=False))
+    idx = np.stack(np.unravel_index(np.concatenate([first, behind, ahead]), shape), axis=1)
+    vals = rng.standard_normal(150)
+    path = _lying(tmp_path, idx, vals, shape)
+    out = str(tmp_path / "o.npy")
+    from conftest import tiny_budget
+
+    sptool.todense(path, out, validate=False, memory=tiny_budget(64 << 10))
+    want = np.zeros(shape)
+    np.add.at(want, tuple(idx.T), vals)
+    np.testing.assert_allclose(np.load(out), want, rtol=1e-12)
+
+
 def test_untouched_blocks_stay_holes(tmp_path):
     """Two entries 1 GiB apart in a 2 GiB output: the file takes a few blocks of disk, not 2 GiB
     (where the filesystem keeps holes at all)."""

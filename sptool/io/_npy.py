@@ -115,9 +115,10 @@ class BlockScatter:
     """DenseScatter for rows that arrive in row-major order into a zero-filled output: the cells
     are gathered in a block buffer and written with one ``pwrite`` a block, front to back, so the
     output is never memory-mapped (no page fault per page, no dirty-page writeback of a mapped
-    file); a block no row reaches is never written and stays a hole of the pre-sized file.  A row
-    that comes back to an already written block (the input was not in order after all: possible
-    only when its claims are not verified) is added onto the file through a memory map."""
+    file); a block no row reaches is never written and stays a hole of the pre-sized file.  A batch
+    not in order (possible only when the input's claims are not verified) is added onto the file
+    through a memory map, and so is every row after it: its rows may reach cells past the block in
+    the buffer, which a block written later would overwrite."""
 
     def __init__(self, path: str, offset: int, meta: TensorMeta, dtype: np.dtype, budget: Budget,
                  source: str | None = None):
@@ -134,6 +135,7 @@ class BlockScatter:
         self.span = None  # [first, last] cell of the buffer that rows reached
         self.reached = []  # the buffer's cells rows reached (arrays), zeroed again after the write
         self.reached_count = 0
+        self.mapped = False  # rows went through the memory map: the rest go there too
         self.rows = 0
         self.fd = os.open(path, os.O_RDWR)
 
@@ -144,7 +146,7 @@ class BlockScatter:
         offsets = cell_offsets(keys, self.meta, self.rows, self.source)
         vals = np.ascontiguousarray(values).reshape(n, -1).astype(self.dtype, copy=False)
         self.rows += n
-        if offsets[0] < self.start or (n > 1 and not (offsets[1:] >= offsets[:-1]).all()):
+        if self.mapped or offsets[0] < self.start or (n > 1 and not (offsets[1:] >= offsets[:-1]).all()):
             self._add_behind(offsets, vals)
             return
         lo = 0
@@ -184,6 +186,7 @@ class BlockScatter:
 
     def _add_behind(self, offsets: np.ndarray, vals: np.ndarray):
         self._flush()
+        self.mapped = True
         out = np.memmap(self.path, dtype=self.dtype, mode="r+", offset=self.offset, shape=(self.cells, self.m))
         _scatter_into(out, offsets, vals)
         out.flush()
