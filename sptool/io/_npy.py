@@ -398,9 +398,9 @@ class DenseSink:
 
     def close(self):
         self.scatter.finish()
-        if self.out is not None:
-            self.out.flush()
-        self._let_go()  # unmapped (or its descriptor closed) before the rename
+        # Unmapped (or its descriptor closed) before the rename, not synced: the pages are the
+        # file's in the page cache, written back by the kernel as a write() would be.
+        self._let_go()
         self._drop_marks()
         self.target.commit()
 

@@ -247,7 +247,7 @@ class _DenseOut(ClosesOrAborts):
 
     def __init__(self, op: _DenseProduct, output, *, budget: Budget, tmp_dir):
         self.stack = ExitStack()
-        self.budget, self.nbytes = budget, op.nbytes
+        self.budget = budget
         self.target = AtomicTarget(output, is_dir=False) if output is not None else None
         try:
             scratch = Scratch(self.stack, budget.total, tmp_dir, output)
@@ -283,10 +283,9 @@ class _DenseOut(ClosesOrAborts):
         if self.target is None:
             self.stack.close()
             return
-        self.final.flush()
-        if self.nbytes > self.budget.total // 2:
-            release(self.final)
-        self.final = self.view = self.spmm = None  # unmapped before the rename
+        # Unmapped before the rename, not synced: the written pages are the file's in the page cache,
+        # written back by the kernel as a write() would be (an msync waited for the disk).
+        self.final = self.view = self.spmm = None
         self.target.commit()
         self.stack.close()
 
