@@ -215,7 +215,8 @@ def python_tool(name: str, code: str, *args: str, outputs=()) -> Tool:
 def baseline_tool(tool: Tool, name: str = "sptool of --baseline") -> Tool:
     """``tool`` (an sptool row) run with the sptool of the --baseline checkout instead."""
     code = textwrap.dedent(BASELINE_CODE)
-    return Tool(name, ["env", f"PYTHONPATH={BASELINE}", sys.executable, "-c", code, *tool.argv[1:]], tool.outputs)
+    # -P: no current directory first on the path, where the checkout's own sptool would win.
+    return Tool(name, ["env", f"PYTHONPATH={BASELINE}", sys.executable, "-P", "-c", code, *tool.argv[1:]], tool.outputs)
 
 
 def sptool_tool(*args: str, outputs=()) -> Tool:
