@@ -216,6 +216,12 @@ SLOW_MODULES = {
 }
 # Tests of the other modules that take a second or more (all their parameters together).
 SLOW_TESTS = {
+    "test_checks_kernels.py::test_read_struct_agrees_with_the_reference_on_truncated_and_damaged_bytes",
+    "test_distributed_driver.py::test_seamed_reduce_reads_each_footer_at_most_twice",
+    "test_stitch.py::test_an_aborted_fallback_writer_leaves_no_message", "test_expand_dims.py::test_matches_numpy",
+    "test_convert.py::test_tns_round_trip", "test_writer_codecs.py::test_hybrid_blocks_are_compressed_too",
+    "test_convert.py::test_mtx_import_matches_mmread", "test_add_scalar.py::test_matches_numpy",
+    "test_todense.py::test_each_block_starts_from_zeros", "test_fill_empty_rows.py::test_matches_oracle",
     "test_add.py::test_sparse_sparse_matches_dense", "test_api.py::test_pydata_bridge",
     "test_api.py::test_read_refuses_over_budget", "test_bincount.py::test_in_a_terminal",
     "test_bincount.py::test_matches_tensorflow", "test_bincount.py::test_over_all_dense_and_sorted_ids_together",
