@@ -135,7 +135,7 @@ class BlockScatter:
         self.span = None  # [first, last] cell of the buffer that rows reached
         self.reached = []  # the buffer's cells rows reached (arrays), zeroed again after the write
         self.reached_count = 0
-        self.mapped = False  # rows went through the memory map: the rest go there too
+        self.map = None  # the output's memory map, once a batch out of order came: the rest go there too
         self.rows = 0
         self.fd = os.open(path, os.O_RDWR)
 
@@ -146,7 +146,7 @@ class BlockScatter:
         offsets = cell_offsets(keys, self.meta, self.rows, self.source)
         vals = np.ascontiguousarray(values).reshape(n, -1).astype(self.dtype, copy=False)
         self.rows += n
-        if self.mapped or offsets[0] < self.start or (n > 1 and not (offsets[1:] >= offsets[:-1]).all()):
+        if self.map is not None or offsets[0] < self.start or (n > 1 and not (offsets[1:] >= offsets[:-1]).all()):
             self._add_behind(offsets, vals)
             return
         lo = 0
@@ -185,17 +185,16 @@ class BlockScatter:
         self.reached, self.reached_count = [], 0
 
     def _add_behind(self, offsets: np.ndarray, vals: np.ndarray):
-        self._flush()
-        self.mapped = True
-        out = np.memmap(self.path, dtype=self.dtype, mode="r+", offset=self.offset, shape=(self.cells, self.m))
-        _scatter_into(out, offsets, vals)
-        out.flush()
-        del out
+        if self.map is None:  # mapped once, the block in the buffer written first
+            self._flush()
+            self.map = np.memmap(self.path, dtype=self.dtype, mode="r+", offset=self.offset, shape=(self.cells, self.m))
+        _scatter_into(self.map, offsets, vals)
 
     def finish(self):
         self._flush()
 
     def close(self):
+        self.map = None  # unmapped: its pages are the file's, written back as pwrite's are
         if self.fd is not None:
             os.close(self.fd)
             self.fd = None
