@@ -345,6 +345,33 @@ def test_an_interrupt_while_the_output_closes_leaves_nothing(tmp_path, monkeypat
     assert sorted(os.listdir(tmp_path)) == before
 
 
+def test_an_error_raised_while_an_interrupt_unwinds_is_reported_as_the_interrupt(tmp_path, monkeypatch):
+    """Ctrl-C cutting a cleanup short (a lock released in a ``finally`` it never took: "release
+    unlocked lock", seen in a whole-suite run of reduce) ends the command as interrupted, exit 130,
+    nothing left; not as an internal error."""
+    from click.testing import CliRunner
+
+    import sptool
+    from sptool.cli import cli
+    from sptool.io import sink as sinks
+
+    t = sptool.SparseTensor([[2, 1], [0, 0], [1, 1]], [1.0, 4.0, 2.0], (3, 2))
+    src = str(tmp_path / "t.parquet")
+    sptool.write(t, src)
+    before = sorted(os.listdir(tmp_path))
+
+    def interrupted_cleanup(self):
+        try:
+            raise KeyboardInterrupt
+        finally:
+            raise RuntimeError("release unlocked lock")
+
+    monkeypatch.setattr(sinks.TensorSink, "_drain", interrupted_cleanup)
+    r = CliRunner().invoke(cli, ["reorder", src, "-o", str(tmp_path / "out.parquet")])
+    assert r.exit_code == 130 and "interrupted; no output was written" in r.output, r.output
+    assert "internal error" not in r.output and sorted(os.listdir(tmp_path)) == before
+
+
 def test_an_interrupt_with_two_sorts_suspended_leaves_no_spill(tmp_path, monkeypatch):
     """Ctrl-C while add writes, both operands' external sorts spilled and suspended in their
     generators (which nothing resumes; the process ends with os._exit, so no finalizer runs):

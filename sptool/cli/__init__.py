@@ -120,6 +120,9 @@ class SptoolGroup(click.Group):
             _fail(ctx, "ran out of memory; lower --memory or free some", 2)
         except Exception as e:  # noqa: BLE001 - the one place unexpected errors are reported
             _abort_outputs()
+            if _raised_by_an_interrupt(e):
+                err.print(_interrupted_message(), highlight=False, markup=False)
+                ctx.exit(130)
             hint = "" if _debugging(ctx) else " (run with --debug for a traceback)"  # with it, printed above
             _fail(ctx, f"internal error: {type(e).__name__}: {e}{hint}", INTERNAL_ERROR)
         finally:
@@ -234,6 +237,18 @@ def _ignore_signals():
     if _from_main:  # the signal handlers are the script's, never a host process's
         signal.signal(signal.SIGINT, signal.SIG_IGN)
         signal.signal(signal.SIGTERM, signal.SIG_IGN)
+
+
+def _raised_by_an_interrupt(e: BaseException) -> bool:
+    """Whether ``e`` came while an interrupt unwound the command (a lock or pool cleaned up in a
+    ``finally`` the signal cut short): the interrupt, not ``e``, is what ended the command."""
+    seen = set()
+    while e is not None and id(e) not in seen:
+        if isinstance(e, KeyboardInterrupt):
+            return True
+        seen.add(id(e))
+        e = e.__cause__ or e.__context__
+    return False
 
 
 def _interrupted_message() -> str:
