@@ -12,6 +12,7 @@ from .._memory import MMAP_THRESHOLD, Budget
 from ..errors import ShapeMismatch, UsageError
 from ..format import TensorMeta, value_type_of_dtype
 from ..io import batch_keys, batch_values, is_npy, is_zero, open_npy, open_sink
+from .group_reduce import vouched_maxes
 from .order import sorted_batches
 from .sort import KeyCodec
 
@@ -227,21 +228,6 @@ class JoinOp:
         raise NotImplementedError
 
 
-def _vouched_maxes(keys: np.ndarray) -> np.ndarray:
-    """The largest index of each dimension among joined rows, for the sink's write(): the merge
-    join's rows are row-major, unique and within the shape by construction, both operands'
-    order, uniqueness and bounds having been checked as they were read (sorted_batches,
-    ClaimCheck), so the sink need not check every row again (its order and bounds passes were
-    about 6% of add's CPU on the issue shape).  Rows are row-major: dimension 0's is the last."""
-    K, n = keys.shape
-    if not n:
-        return np.full(K, -1, dtype=np.int64)
-    out = np.empty(K, dtype=np.int64)
-    out[0] = keys[0, n - 1]
-    keys[1:].max(axis=1, out=out[1:])
-    return out
-
-
 def run_join(op: JoinOp, sa, sb, output, *, budget: Budget, tmp_dir=None, progress=None):
     """Drive ``op`` over two opened sparse operands: both read row-major (sorted first when
     stored otherwise, duplicates summed), joined round by round into a canonical output.  The
@@ -288,7 +274,7 @@ def run_join(op: JoinOp, sa, sb, output, *, budget: Budget, tmp_dir=None, progre
                     maxes = np.empty(K, dtype=np.int64)
                     n = fused(wa, wb, va, vb, fa, fb, is_zero(fa), is_zero(fb), codec.shifts, codec.widths,
                               keys, vals, maxes, pos)
-                    sink.write(keys[:, :n], vals[:n], maxes)  # vouched for as _vouched_maxes says
+                    sink.write(keys[:, :n], vals[:n], maxes)  # vouched for as vouched_maxes says
                 continue
             ia, ib, union = join_chunks(a, b, codec.packed)
             n = len(ia)
@@ -303,7 +289,7 @@ def run_join(op: JoinOp, sa, sb, output, *, budget: Budget, tmp_dir=None, progre
             if keep is not None and not keep.all():
                 dropped += int(n - keep.sum())
                 keys, vals = keys[:, keep], vals[keep]
-            sink.write(keys, vals, _vouched_maxes(keys))
+            sink.write(keys, vals, vouched_maxes(keys))
     if output is None:
         return sink  # the result stays in memory: the caller takes sink.result()
     final = sink.final_meta
