@@ -108,6 +108,24 @@ def small_runs(monkeypatch, run_rows: int, merge_rows: int):
     monkeypatch.setenv("SPTOOL_MERGE_ROWS", str(merge_rows))
 
 
+class WatchedFolder:
+    """A folder (made if missing) whose modification time is set to 0, so that anything made or
+    removed in it since shows: a sort's runs spill into --tmp-dir and are gone by the end, and
+    no file is left to see.  With small_runs set, every sort spills; a stream through uses none."""
+
+    def __init__(self, path):
+        self.path = str(path)
+        os.makedirs(self.path, exist_ok=True)
+        self.reset()
+
+    def reset(self):
+        os.utime(self.path, ns=(0, 0))
+
+    @property
+    def touched(self) -> bool:
+        return os.stat(self.path).st_mtime_ns != 0
+
+
 def write_tensor(tmp_path, name, t) -> str:
     """Write a SparseTensor under tmp_path; its path."""
     path = str(tmp_path / name)
@@ -210,14 +228,14 @@ def objstore(tmp_path):
 # help and README examples run as commands, hostile inputs fed to every command.
 SLOW_MODULES = {
     "test_anndata.py", "test_anndata_memory.py", "test_apply.py", "test_cluster_s3.py", "test_cluster_urls.py",
-    "test_distributed.py", "test_distributed_maps.py", "test_distributed_pieces.py", "test_docs.py",
+    "test_distributed.py", "test_distributed_driver.py", "test_distributed_maps.py", "test_distributed_pieces.py",
+    "test_docs.py",
     "test_fuzz.py", "test_help.py", "test_hostile.py", "test_kill.py", "test_memory.py", "test_mutation.py",
     "test_precommit.py", "test_readme.py", "test_terminal.py", "test_wide_shapes.py",
 }
 # Tests of the other modules that take a second or more (all their parameters together).
 SLOW_TESTS = {
     "test_checks_kernels.py::test_read_struct_agrees_with_the_reference_on_truncated_and_damaged_bytes",
-    "test_distributed_driver.py::test_seamed_reduce_reads_each_footer_at_most_twice",
     "test_stitch.py::test_an_aborted_fallback_writer_leaves_no_message", "test_expand_dims.py::test_matches_numpy",
     "test_convert.py::test_tns_round_trip", "test_writer_codecs.py::test_hybrid_blocks_are_compressed_too",
     "test_convert.py::test_mtx_import_matches_mmread", "test_add_scalar.py::test_matches_numpy",
@@ -244,8 +262,6 @@ SLOW_TESTS = {
     "test_cross.py::test_unsorted_inputs_give_tensorflows_result_of_the_sorted_ones",
     "test_dataset_view.py::test_a_float_sum_does_not_depend_on_the_batches",
     "test_dataset_view.py::test_claims_of_the_whole_are_numpys",
-    "test_distributed_driver.py::test_add_reads_each_footer_at_most_twice",
-    "test_distributed_driver.py::test_seamed_reduce_driver_does_not_import_the_shuffle",
     "test_formats_real.py::test_a_pipe_from_a_slow_writer_is_told_and_read_whole",
     "test_inputs.py::test_path_source_and_tensor_agree", "test_interop.py::test_engines_read_every_encoding_exactly",
     "test_interop.py::test_polars_scan_dir_glob", "test_io.py::test_roundtrip_value_types",
@@ -299,7 +315,31 @@ SLOW_TESTS = {
     "test_vocabulary.py::test_an_old_spelling_warns_once_per_process",
     "test_widekeys_kernels.py::test_relinearize_names_an_index_outside_the_shape",
     "test_writer_codecs.py::test_duckdb_and_polars_read_uncompressed_index_pages",
+    "test_crc32c.py::test_the_stream_digest_is_the_same_and_checked_without_google_crc32c",
+    "test_formats_real.py::test_sklearns_svmlight_files_are_told_by_content", "test_softmax.py::test_matches_oracle",
+    "test_binsparse.py::test_export_reads_back_in_the_package", "test_binsparse.py::test_zarr_container",
+    "test_writer_codecs.py::test_index_columns_uncompressed_values_zstd",
 }
+
+
+def _slow_left_out(config) -> bool:
+    """Whether -m leaves out every slow test, whatever its other markers (-m "not slow")."""
+    from _pytest.mark.expression import Expression
+
+    markexpr = config.getoption("markexpr", "")
+    if not markexpr:
+        return False
+    expression = Expression.compile(markexpr)
+    return not any(expression.evaluate(lambda name, others=others, **kw: name == "slow" or others)
+                   for others in (False, True))
+
+
+def pytest_ignore_collect(collection_path, config):
+    """The slow modules are not even imported when the slow tests are left out: their imports
+    (AnnData, Dask's distributed) and their thousands of parameters cost seconds to collect."""
+    if collection_path.name in SLOW_MODULES and _slow_left_out(config):
+        return True
+    return None
 
 
 def pytest_collection_modifyitems(config, items):

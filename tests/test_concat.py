@@ -12,14 +12,13 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 from click.testing import CliRunner
-from conftest import column_major, dense_oracle, random_tensor, small_runs
+from conftest import WatchedFolder, column_major, dense_oracle, random_tensor, small_runs
 from conftest import write_tensor as _write
 
 import sptool
 from sptool.cli import cli
 from sptool.errors import DataError, UsageError
 from sptool.ops.concat import concat
-from sptool.stream import sort as _sort
 
 # -P: do not put the working directory (a checkout whose sptool/ has no compiled kernels) first on
 # sys.path, so the installed package runs, as a user's `sptool` command would.
@@ -97,18 +96,18 @@ def test_unique_inputs_give_a_canonical_output(tmp_path, rng, tiny_batches, tiny
 def test_sorted_inputs_are_merged_without_sorting(tmp_path, rng, tiny_batches, monkeypatch):
     ts = [random_tensor(rng, (8, 3 + i), 20, sort=True) for i in range(4)]
     paths = [_write(tmp_path, f"in{i}.parquet", t) for i, t in enumerate(ts)]
-
-    def no_sort(*a, **k):
-        raise AssertionError("sorted inputs must not be sorted again")
-
-    monkeypatch.setattr(_sort, "sorted_stream", no_sort)
-    small_runs(monkeypatch, 3, 5)  # many merge rounds
+    small_runs(monkeypatch, 3, 5)  # many merge rounds; a sort would spill its runs
+    spill = WatchedFolder(tmp_path / "spill")
     out = str(tmp_path / "o.parquet")
-    assert concat(paths, out, axis=1)["sorted_inputs"] == 4
+    assert concat(paths, out, axis=1, tmp_dir=spill.path)["sorted_inputs"] == 4
     _check(out, np.concatenate([dense_oracle(t) for t in ts], axis=1), unique=True)
-    monkeypatch.setattr(_sort, "merge_sorted", no_sort)  # axis 0: a plain append
-    concat(paths[:1] * 3, out, axis=0)
+    assert not spill.touched  # merged as they come, nothing sorted
+    r = concat(paths[:1] * 3, out, axis=0, tmp_dir=spill.path)
+    assert r["strategy"] == "append" and not spill.touched
     _check(out, np.concatenate([dense_oracle(ts[0])] * 3, axis=0), unique=True)
+    unsorted = _write(tmp_path, "u.parquet", column_major(random_tensor(rng, (8, 3), 20)))
+    concat([unsorted, paths[0]], out, axis=1, tmp_dir=spill.path)
+    assert spill.touched  # the same watch sees an input out of order being sorted
 
 
 def test_expand_nonconcat(tmp_path, rng, tiny_batches, tiny_runs):

@@ -6,7 +6,7 @@ import os
 
 import numpy as np
 import pytest
-from conftest import dense_oracle, random_tensor, small_runs
+from conftest import WatchedFolder, dense_oracle, random_tensor, small_runs
 
 import sptool
 from sptool.errors import DataError, UsageError
@@ -81,7 +81,7 @@ def test_bad_order_and_policy_for_type(tmp_path):
     assert sptool.read(str(tmp_path / "o.parquet")).values.tolist() == ["a"]
 
 
-def test_spill_dir_removed_on_success_and_failure(tmp_path, rng, tiny_runs, monkeypatch):
+def test_spill_dir_removed_on_success_and_failure(tmp_path, rng, tiny_runs):
     spill = tmp_path / "spill"
     spill.mkdir()
     t = random_tensor(rng, (30, 30), 600, duplicates=True)
@@ -89,26 +89,33 @@ def test_spill_dir_removed_on_success_and_failure(tmp_path, rng, tiny_runs, monk
     reorder(str(tmp_path / "in.parquet"), str(tmp_path / "o.parquet"), tmp_dir=str(spill))
     assert os.listdir(spill) == []
 
-    def boom(*a, **k):
-        raise KeyboardInterrupt
+    class CtrlCAtTheMerge:  # a caller's progress bar, and Ctrl-C as the merge of the spilled runs begins
+        def set_total(self, total):
+            pass
 
-    monkeypatch.setattr(_sort, "merge_sorted", boom)
+        def advance(self, rows):
+            pass
+
+        def phase(self, label, total=None):
+            assert os.listdir(spill) and label.startswith("merging"), label
+            raise KeyboardInterrupt
+
     with pytest.raises(KeyboardInterrupt):
-        reorder(str(tmp_path / "in.parquet"), str(tmp_path / "o2.parquet"), tmp_dir=str(spill))
+        reorder(str(tmp_path / "in.parquet"), str(tmp_path / "o2.parquet"), tmp_dir=str(spill),
+                progress=CtrlCAtTheMerge())
     assert os.listdir(spill) == []
     assert sorted(os.listdir(tmp_path)) == ["in.parquet", "o.parquet", "spill"]  # no output, no hidden temp file
 
 
 def test_sorted_input_streams_through(tmp_path, rng, monkeypatch):
+    small_runs(monkeypatch, 16, 16)  # a sort would spill its runs
+    spill = WatchedFolder(tmp_path / "spill")
     t = random_tensor(rng, (20, 20), 300, sort=True)
     sptool.write(t, str(tmp_path / "in.parquet"))
-
-    def no_sort(*a, **k):
-        raise AssertionError("sorted input must not be sorted again")
-
-    monkeypatch.setattr("sptool.stream.order.sorted_stream", no_sort)
-    reorder(str(tmp_path / "in.parquet"), str(tmp_path / "o.parquet"), duplicates="sum")
-    assert sptool.read(str(tmp_path / "o.parquet")).canonical
+    reorder(str(tmp_path / "in.parquet"), str(tmp_path / "o.parquet"), duplicates="sum", tmp_dir=spill.path)
+    assert sptool.read(str(tmp_path / "o.parquet")).canonical and not spill.touched
+    reorder(str(tmp_path / "in.parquet"), str(tmp_path / "o.parquet"), perm=(1, 0), tmp_dir=spill.path)
+    assert spill.touched  # the same watch sees a sort
 
 
 def test_wide_keys_path(tmp_path, rng, tiny_runs):
@@ -155,20 +162,13 @@ def test_merge_tree_when_runs_exceed_fan_in(tmp_path, rng, tiny_runs, monkeypatc
 
 
 @pytest.fixture
-def in_memory_sort(monkeypatch):
+def in_memory_sort(monkeypatch, tmp_path):
     """Small read batches and slices of 64 rows (buckets of 16), so the in-memory sort crosses
-    every batch, bucket and slice boundary; the calls to it counted."""
+    every batch, bucket and slice boundary; and a --tmp-dir watched, which the in-memory sort
+    leaves alone and the external sort spills into."""
     monkeypatch.setenv("SPTOOL_BATCH_ROWS", "50")
     monkeypatch.setenv("SPTOOL_MERGE_ROWS", "64")
-    calls = []
-    real = _sort.sort_in_memory
-
-    def counted(*a, **k):
-        calls.append(a[1])
-        yield from real(*a, **k)
-
-    monkeypatch.setattr(_sort, "sort_in_memory", counted)
-    return calls
+    return WatchedFolder(tmp_path / "spill")
 
 
 @pytest.mark.parametrize("order", [None, (2, 0, 1)])
@@ -177,8 +177,8 @@ def in_memory_sort(monkeypatch):
 def test_in_memory_sort_matches_stable_lexsort(tmp_path, rng, in_memory_sort, order, dtype, shape):
     t = random_tensor(rng, shape, 2000, dtype=dtype, duplicates=True)
     sptool.write(t, str(tmp_path / "in.parquet"))
-    reorder(str(tmp_path / "in.parquet"), str(tmp_path / "out.parquet"), perm=order)
-    assert in_memory_sort == [2000]
+    reorder(str(tmp_path / "in.parquet"), str(tmp_path / "out.parquet"), perm=order, tmp_dir=in_memory_sort.path)
+    assert not in_memory_sort.touched
     o = list(order or (0, 1, 2))
     perm = _stable_order(t.indices, o)
     s = sptool.read(str(tmp_path / "out.parquet"))
@@ -195,8 +195,9 @@ def test_in_memory_sort_with_duplicate_policies(tmp_path, rng, in_memory_sort, p
         first = rng.permutation(first)  # unsorted, or the input would pass through unsorted
         t = sptool.SparseTensor(t.indices[first], t.values[first], t.shape)
     sptool.write(t, str(tmp_path / "in.parquet"))
-    reorder(str(tmp_path / "in.parquet"), str(tmp_path / "out.parquet"), duplicates=policy)
-    assert in_memory_sort == [len(t.values)]
+    reorder(str(tmp_path / "in.parquet"), str(tmp_path / "out.parquet"), duplicates=policy,
+            tmp_dir=in_memory_sort.path)
+    assert not in_memory_sort.touched
     s = sptool.read(str(tmp_path / "out.parquet"))
     coords, inverse = np.unique(t.indices, axis=0, return_inverse=True)
     inverse = inverse.reshape(-1)
@@ -217,15 +218,14 @@ def test_input_larger_than_the_budget_goes_to_the_external_sort(tmp_path, rng, i
     monkeypatch.setenv("SPTOOL_BATCH_ROWS", "8192")
     t = random_tensor(rng, (300, 200, 100), rows, duplicates=True)
     sptool.write(t, str(tmp_path / "in.parquet"))
-    spill = tmp_path / "spill"
-    spill.mkdir()
-    reorder(str(tmp_path / "in.parquet"), str(tmp_path / "out.parquet"), memory="16MiB", tmp_dir=str(spill))
-    assert in_memory_sort == ([rows] if in_memory else [])
+    spill = in_memory_sort
+    reorder(str(tmp_path / "in.parquet"), str(tmp_path / "out.parquet"), memory="16MiB", tmp_dir=spill.path)
+    assert spill.touched != in_memory
     perm = _stable_order(t.indices, (0, 1, 2))
     s = sptool.read(str(tmp_path / "out.parquet"))
     np.testing.assert_array_equal(s.indices, t.indices[perm])
     np.testing.assert_array_equal(s.values, t.values[perm])
-    assert os.listdir(spill) == []
+    assert os.listdir(spill.path) == []
 
 
 @pytest.mark.parametrize("seed", range(8))

@@ -7,7 +7,7 @@ import os
 import numpy as np
 import pytest
 from click.testing import CliRunner
-from conftest import column_major, random_tensor, tiny_budget
+from conftest import WatchedFolder, column_major, random_tensor, tiny_budget
 from conftest import save_npy as _npy
 from conftest import write_tensor as _write
 from references import linalg as linalg_reference
@@ -65,26 +65,21 @@ def test_matches_dense_product(tmp_path, rng, tiny_batches, b_order, duplicates)
     assert r["rows"] == len(idx) and s.unique and sptool.validate(out).valid
 
 
-def test_batched_and_spilled_transpose(tmp_path, rng, tiny_batches, monkeypatch):
+def test_batched_and_spilled_transpose(tmp_path, rng, tiny_batches):
     """A 3-D mask with batch dimension 3; B C-ordered and larger than a third of the budget,
     so its transpose is written to --tmp-dir (and removed afterwards)."""
     shape = (3, 40, 50)
     t = random_tensor(rng, shape, 400, dtype="float32")
     a = rng.standard_normal((3, 40, 64)).astype(np.float32)
     b = rng.standard_normal((3, 64, 50)).astype(np.float32)
-    spill = tmp_path / "spill"
-    spill.mkdir()
+    spill = WatchedFolder(tmp_path / "spill")
     budget = tiny_budget(60_000)  # B is 38 kB: more than a third of this
-    import sptool.stream.matrices as matrices
-    spilled = []
-    real = matrices.scratch_dir
-    monkeypatch.setattr(matrices, "scratch_dir", lambda kind, d: spilled.append(d) or real(kind, d))
     s = sptool.sampled_matmul(_write(tmp_path, "m.parquet", t), _npy(tmp_path, "a.npy", a),
-                              _npy(tmp_path, "b.npy", b), memory=budget, tmp_dir=str(spill))
+                              _npy(tmp_path, "b.npy", b), memory=budget, tmp_dir=spill.path)
     idx, want = _oracle(t, a, b, 1.0, 1.0, np.float32)
     got = dict(zip(map(tuple, s.indices), s.values))
     np.testing.assert_allclose([got[tuple(i)] for i in idx], want, rtol=2e-5, atol=2e-5)
-    assert s.values.dtype == np.float32 and spilled == [str(spill)] and os.listdir(spill) == []
+    assert s.values.dtype == np.float32 and spill.touched and os.listdir(spill.path) == []
 
 
 def test_two_threads(tmp_path, rng, monkeypatch):

@@ -17,7 +17,6 @@ from sptool.cli import cli
 from sptool.errors import DataError, UsageError
 from sptool.io import sink as sink_module
 from sptool.io.source import row_bytes
-from sptool.ops import split as split_module
 from sptool.ops.split import piece_sizes, split
 
 
@@ -143,6 +142,21 @@ def test_an_entry_out_of_bounds_is_named_as_slice_names_it(tmp_path, axis):
     assert sorted(os.listdir(tmp_path)) == ["bad.parquet"]
 
 
+def _third_close_fails(monkeypatch, error: BaseException) -> list:
+    """The third output finished raises ``error`` (a full disk, a Ctrl-C): a fault at one exact
+    moment, which no input or signal from outside reaches on demand.  The outputs closed, listed."""
+    real_close, calls = sink_module.TensorSink.close, []
+
+    def close(self, **kw):
+        calls.append(self.dst)
+        if len(calls) == 3:
+            raise error
+        return real_close(self, **kw)
+
+    monkeypatch.setattr(sink_module.TensorSink, "close", close)
+    return calls
+
+
 def test_no_piece_left_behind(tmp_path, rng, monkeypatch):
     bad = _out_of_bounds_file(tmp_path)
     out = tmp_path / "out"
@@ -152,42 +166,31 @@ def test_no_piece_left_behind(tmp_path, rng, monkeypatch):
     assert os.listdir(out) == []
     # A piece that fails while finishing, after others were finished: none is moved into place.
     good = _write(tmp_path, "good.parquet", random_tensor(rng, (6, 3), 10))
-    real_close = sink_module.TensorSink.close
-    calls = []
-
-    def flaky_close(self, **kw):
-        calls.append(self.dst)
-        if len(calls) == 3:
-            raise OSError("disk full")
-        return real_close(self, **kw)
-
-    monkeypatch.setattr(sink_module.TensorSink, "close", flaky_close)
+    calls = _third_close_fails(monkeypatch, OSError("disk full"))
     with pytest.raises(OSError, match="disk full"):
         split(good, str(out / "p{i}.parquet"), axis=0, num_split=3)
     assert len(calls) == 3 and os.listdir(out) == []
 
 
-def test_sinks_share_the_memory_budget(tmp_path, rng, monkeypatch):
-    t = random_tensor(rng, (64, 5), 100, sort=True)
-    path = _write(tmp_path, "t.parquet", t)
-    sinks = []
-    real = split_module.open_sink
-
-    def spy(*a, **k):
-        sinks.append(real(*a, **k))
-        return sinks[-1]
-
-    monkeypatch.setattr(split_module, "open_sink", spy)
+def test_sinks_share_the_memory_budget(tmp_path, rng):
     from sptool._memory import ROW_GROUP_ROWS
 
-    budget = 256 << 20
-    r = split(path, str(tmp_path / "p{i}.parquet"), axis=0, num_split=16, memory=str(budget))
-    buffered = sum(s.row_group_rows * row_bytes(s.meta) for s in sinks)
-    # Each sink's row group was cut below the default so that the 16 buffers (held about three
-    # times over: pending rows, their concatenation, the encoder) fit half the budget.
-    assert len(sinks) == 16 and all(s.row_group_rows < ROW_GROUP_ROWS for s in sinks)
-    assert 3 * buffered <= budget // 2
-    _check_pieces(r, t, 0, 16, sort_order=t.sort_order, unique=True)
+    flat = np.arange(0, 4000 * 1000, 20)  # 200,000 rows in order: 100,000 a piece
+    t = sptool.SparseTensor(np.stack(np.unravel_index(flat, (4000, 1000)), axis=1), rng.standard_normal(len(flat)),
+                            (4000, 1000), sort_order=(0, 1), unique=True)
+    path = _write(tmp_path, "t.parquet", t)
+    budget = 24 << 20  # the least that two open writers accept
+    split(path, str(tmp_path / "p{i}.parquet"), axis=0, num_split=2, memory=str(budget))
+    # Each piece's row groups were cut below the default so that the two buffers (held about
+    # three times over: pending rows, their concatenation, the encoder) fit half the budget.
+    groups = [pq.read_metadata(tmp_path / f"p{i}.parquet") for i in range(2)]
+    largest = [max(g.row_group(k).num_rows for k in range(g.num_row_groups)) for g in groups]
+    assert all(g.num_row_groups > 1 for g in groups) and max(largest) < ROW_GROUP_ROWS
+    assert 3 * sum(largest) * row_bytes(sptool.read(path).meta) <= budget // 2
+    for i in range(2):  # rows 0-1999 and 2000-3999, in order
+        s, keep = sptool.read(str(tmp_path / f"p{i}.parquet")), t.indices[:, 0] // 2000 == i
+        assert np.array_equal(s.indices, t.indices[keep] - [2000 * i, 0]) and np.array_equal(s.values, t.values[keep])
+    path = _write(tmp_path, "small.parquet", random_tensor(rng, (64, 5), 100, sort=True))
     # 64 open writers do not fit a 16 MiB budget: refused up front, nothing written
     for p in tmp_path.glob("q*.parquet"):
         p.unlink()
@@ -217,8 +220,6 @@ def test_a_failure_while_finishing_the_pieces_keeps_the_previous_files(tmp_path,
     """Ctrl-C while the third of four pieces is being finished: every piece is finished before
     any is moved into place, so the previous files at the four paths stay byte for byte and no
     temporary is left (the oracle: the bytes written before, and a directory listing)."""
-    from sptool.io import sink as sinks
-
     rng = np.random.default_rng(8)
     idx = np.unique(np.stack([rng.integers(0, 40, 500), rng.integers(0, 30, 500)], axis=1), axis=0)
     src = str(tmp_path / "t.parquet")
@@ -227,15 +228,7 @@ def test_a_failure_while_finishing_the_pieces_keeps_the_previous_files(tmp_path,
     for i, data in previous.items():
         (tmp_path / f"p-{i}.parquet").write_bytes(data)
     before = sorted(os.listdir(tmp_path))
-    real_close, calls = sinks.TensorSink.close, []
-
-    def close(self, **kw):
-        calls.append(self.dst)
-        if len(calls) == 3:
-            raise KeyboardInterrupt
-        return real_close(self, **kw)
-
-    monkeypatch.setattr(sinks.TensorSink, "close", close)
+    calls = _third_close_fails(monkeypatch, KeyboardInterrupt())
     with pytest.raises(KeyboardInterrupt):
         sptool.split(src, str(tmp_path / "p-{i}.parquet"), axis=0, num_split=4)
     assert len(calls) == 3

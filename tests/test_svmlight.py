@@ -25,10 +25,18 @@ from sptool.cli import cli
 from sptool.errors import DataError, UsageError
 from sptool.ops.convert import convert as convert_api
 
-sklearn_datasets = pytest.importorskip("sklearn.datasets")
-load_svmlight_file = sklearn_datasets.load_svmlight_file
-dump_svmlight_file = sklearn_datasets.dump_svmlight_file
-SKLEARN_DATA = os.path.join(os.path.dirname(sklearn_datasets.__file__), "tests", "data")
+
+def _sklearn_datasets():
+    # Imported by the tests that call it, not at collection, where it costs a second.
+    return pytest.importorskip("sklearn.datasets")
+
+
+def load_svmlight_file(*args, **kwargs):
+    return _sklearn_datasets().load_svmlight_file(*args, **kwargs)
+
+
+def dump_svmlight_file(*args, **kwargs):
+    return _sklearn_datasets().dump_svmlight_file(*args, **kwargs)
 
 
 @pytest.fixture(params=[None, 7, 200], ids=["default-blocks", "7-byte-blocks", "200-byte-blocks"])
@@ -66,7 +74,7 @@ def _same_matrix(t: sptool.SparseTensor, X):
 
 def _copy(name, tmp_path, suffix=".svm") -> str:
     dst = str(tmp_path / (os.path.splitext(name)[0] + suffix))
-    shutil.copy(os.path.join(SKLEARN_DATA, name), dst)
+    shutil.copy(os.path.join(os.path.dirname(_sklearn_datasets().__file__), "tests", "data", name), dst)
     return dst
 
 

@@ -113,23 +113,15 @@ def test_iso_and_nulls(tmp_path):
     assert {"E_NULL_INDEX", "E_NULL_VALUE", "W_NULLABLE_COLUMN"} <= set(r.codes)
 
 
-def test_stream_from_stdin(tmp_path, monkeypatch):
-    import io
+def test_stream_from_stdin(tmp_path):
+    from click.testing import CliRunner
+
+    from sptool.cli import cli
 
     t = sptool.SparseTensor([[1, 0], [0, 1]], [1.0, 2.0], (2, 2))
     sptool.write(t, str(tmp_path / "s.arrows"))
-    data = (tmp_path / "s.arrows").read_bytes()
-
-    class FakeStdin:
-        buffer = io.BytesIO(data)
-
-        @staticmethod
-        def isatty():
-            return False
-
-    monkeypatch.setattr("sys.stdin", FakeStdin)
-    r = sptool.validate("-")
-    assert r.valid and r.nnz == 2 and r.target == "-"
+    r = CliRunner().invoke(cli, ["-q", "validate", "-"], input=(tmp_path / "s.arrows").read_bytes())
+    assert r.exit_code == 0 and r.stdout == "-: valid (full, 2 entries)\n", r.output
 
 
 def test_report_json_shape(tmp_path):
