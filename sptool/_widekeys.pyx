@@ -20,7 +20,7 @@ word when s >= 64, and across both otherwise.  tests/references/widekeys.py hold
 from libc.stdint cimport int64_t, uint8_t, uint16_t, uint32_t, uint64_t
 from libc.stdlib cimport free, malloc
 
-from ._guards cimport bits_above, check_fits, checked_runs, outside
+from ._guards cimport bits_above, check_fits, checked_runs, outside, sptool_clz64
 from ._types cimport value_t
 
 import numpy as np
@@ -101,7 +101,6 @@ ctypedef fused word:  # a value's bytes, whatever its type: 1, 2, 4 or 8 of them
 cdef enum:
     DIGIT_BITS = 11  # the radix sort's digits
     DIGITS = 12  # ceil(128 / DIGIT_BITS)
-    BUCKETS = 2048  # 1 << DIGIT_BITS
 
 
 cdef inline void _put(uint64_t* hi, uint64_t* lo, uint64_t v, int s) noexcept nogil:
@@ -217,92 +216,163 @@ def unpack_keys(const uint64_t[:, ::1] packed, const int64_t[::1] order, const i
                 out[d, i] = <int64_t> _get(_bswap64(packed[i, 0]), _bswap64(packed[i, 1]), s, mask)
 
 
+cdef struct Digits:
+    # The radix sort's plan: digit d is the key's bits [shift[d], shift[d] + width) under mask[d],
+    # mask 0 where every key agrees (the pass is skipped).
+    int top  # the bits below the highest that varies
+    int count
+    int width
+    int shift[DIGITS]
+    uint64_t mask[DIGITS]
+
+
+cdef Digits _plan_digits(uint64_t var_hi, uint64_t var_lo) noexcept nogil:
+    """Equal digits of at most DIGIT_BITS bits covering the bits below the highest that varies:
+    as few passes as 11-bit digits take, each digit as narrow as that allows (fewer buckets)."""
+    cdef Digits p
+    cdef int top = 0, d, left
+    if var_hi:
+        top = 128 - sptool_clz64(var_hi)
+    elif var_lo:
+        top = 64 - sptool_clz64(var_lo)
+    p.top = top
+    p.count = (top + DIGIT_BITS - 1) // DIGIT_BITS
+    p.width = (top + p.count - 1) // p.count if p.count else 0
+    for d in range(p.count):
+        p.shift[d] = d * p.width
+        left = top - p.shift[d]
+        p.mask[d] = _mask(p.width if left > p.width else left)
+        if _get(var_hi, var_lo, p.shift[d], p.mask[d]) == 0:
+            p.mask[d] = 0
+    return p
+
+
 def radix_argsort(const uint64_t[:, ::1] keys, int64_t[::1] perm, uint64_t[:, ::1] sorted_keys):
     """Stable LSD radix sort of (n, 2) keys: perm receives the permutation, sorted_keys the keys
     in order.
 
-    Digits of 11 bits, every digit's histogram counted in one first pass; a digit where every
-    key agrees is skipped, so a key of 65 bits whose top bits barely vary costs six passes over
-    24 bytes a row (the key's two words and its position)."""
-    cdef Py_ssize_t n = keys.shape[0], i, d, b
-    cdef int s
-    cdef uint64_t hw, lw, or_hi = 0, or_lo = 0, and_hi = <uint64_t> -1, and_lo = <uint64_t> -1
-    cdef uint64_t dig, mask = BUCKETS - 1
-    cdef int64_t total, c
-    cdef int64_t* counts
-    cdef int64_t* cnt
-    cdef bint varies[DIGITS]
+    Digits of up to 11 bits over the bits below the highest that varies, every digit's histogram
+    counted in one first pass; a digit where every key agrees is skipped.  When the key's varying
+    bits and the row's position fit in 128 bits together, the position rides in the high word's
+    top bits (above every digit, so it never changes the order) and a pass moves 16 bytes a row,
+    as many as the one-word sort; otherwise 24 (the two words and the position)."""
+    cdef Py_ssize_t n = keys.shape[0], i
+    cdef uint64_t or_hi = 0, or_lo = 0, and_hi = <uint64_t> -1, and_lo = <uint64_t> -1
+    cdef int pos_bits, tag_shift
+    cdef Digits plan
     if keys.shape[1] != 2 or perm.shape[0] != n or sorted_keys.shape[0] != n or sorted_keys.shape[1] != 2:
         raise ValueError("shape mismatch in radix_argsort")
     if n == 0:
         return
-    work = np.empty((5, n), dtype=np.uint64)  # two words and a position, twice (the passes alternate)
-    cdef uint64_t[:, ::1] w = work
+    pos_bits = max(int(n - 1).bit_length(), 1)
+    with nogil:
+        for i in range(n):
+            or_hi |= keys[i, 0]
+            or_lo |= keys[i, 1]
+            and_hi &= keys[i, 0]
+            and_lo &= keys[i, 1]
+        plan = _plan_digits(_bswap64(or_hi ^ and_hi), _bswap64(or_lo ^ and_lo))
+    # The positions take the key's top bits, above every varying one; -1 where they do not fit.
+    tag_shift = 64 - pos_bits if plan.top + pos_bits <= 128 else -1
+    work = np.empty((4 if tag_shift >= 0 else 5, n), dtype=np.uint64)  # the passes alternate
+    counts = np.zeros((max(plan.count, 1), 1 << plan.width), dtype=np.int64)
+    _radix_passes(keys, perm, sorted_keys, work, counts, &plan, tag_shift, _bswap64(and_hi))
+
+
+cdef void _count_digits(uint64_t hw, uint64_t lw, Digits* plan, int64_t* counts) noexcept nogil:
+    cdef int d
+    for d in range(plan.count):
+        if plan.mask[d]:
+            counts[(d << plan.width) + <Py_ssize_t> _get(hw, lw, plan.shift[d], plan.mask[d])] += 1
+
+
+cdef void _prefix_sums(int64_t* cnt, Py_ssize_t buckets) noexcept nogil:
+    cdef int64_t total = 0, c
+    cdef Py_ssize_t b
+    for b in range(buckets):
+        c = cnt[b]
+        cnt[b] = total
+        total += c
+
+
+cdef _radix_passes(const uint64_t[:, ::1] keys, int64_t[::1] perm, uint64_t[:, ::1] sorted_keys,
+                   uint64_t[:, ::1] w, int64_t[:, ::1] counts_arr, Digits* plan, int tag_shift,
+                   uint64_t same_hi):
+    """radix_argsort's passes; tag_shift >= 0: positions ride in the high word from that bit."""
+    cdef Py_ssize_t n = keys.shape[0], i, d
+    cdef bint tagged = tag_shift >= 0
+    cdef uint64_t hw, lw, dig, mask
+    cdef uint64_t key_hi = _mask(tag_shift) if tagged else <uint64_t> -1
+    cdef int64_t c
+    cdef int s
+    cdef int64_t* counts = &counts_arr[0, 0]
+    cdef int64_t* cnt
     cdef uint64_t* a_hi = &w[0, 0]
     cdef uint64_t* a_lo = &w[1, 0]
     cdef uint64_t* b_hi = &w[2, 0]
     cdef uint64_t* b_lo = &w[3, 0]
     cdef int64_t* a_p = &perm[0]
-    cdef int64_t* b_p = <int64_t*> &w[4, 0]
+    cdef int64_t* b_p = NULL if tagged else <int64_t*> &w[4, 0]
     cdef uint64_t* t64
     cdef int64_t* tp
-    counts = <int64_t*> malloc(DIGITS * BUCKETS * sizeof(int64_t))
-    if counts == NULL:
-        raise MemoryError()
     with nogil:
-        for i in range(DIGITS * BUCKETS):
-            counts[i] = 0
         for i in range(n):
             hw = _bswap64(keys[i, 0])
             lw = _bswap64(keys[i, 1])
-            a_hi[i] = hw
+            _count_digits(hw, lw, plan, counts)
+            if tagged:
+                a_hi[i] = (hw & key_hi) | (<uint64_t> i << tag_shift)
+            else:
+                a_hi[i] = hw
+                a_p[i] = i
             a_lo[i] = lw
-            a_p[i] = i
-            or_hi |= hw
-            or_lo |= lw
-            and_hi &= hw
-            and_lo &= lw
-        for d in range(DIGITS):
-            varies[d] = _get(or_hi ^ and_hi, or_lo ^ and_lo, <int> (d * DIGIT_BITS), mask) != 0
-        for i in range(n):
-            hw = a_hi[i]
-            lw = a_lo[i]
-            for d in range(DIGITS):
-                if varies[d]:
-                    counts[d * BUCKETS + <Py_ssize_t> _get(hw, lw, <int> (d * DIGIT_BITS), mask)] += 1
-        for d in range(DIGITS):
-            if not varies[d]:
+        for d in range(plan.count):
+            mask = plan.mask[d]
+            if mask == 0:
                 continue
-            cnt = counts + d * BUCKETS
-            total = 0
-            for b in range(BUCKETS):
-                c = cnt[b]
-                cnt[b] = total
-                total += c
-            s = <int> (d * DIGIT_BITS)
-            for i in range(n):
-                dig = _get(a_hi[i], a_lo[i], s, mask)
-                c = cnt[dig]
-                b_hi[c] = a_hi[i]
-                b_lo[c] = a_lo[i]
-                b_p[c] = a_p[i]
-                cnt[dig] = c + 1
+            cnt = counts + (d << plan.width)
+            _prefix_sums(cnt, (<Py_ssize_t> 1) << plan.width)
+            s = plan.shift[d]
+            if tagged:
+                for i in range(n):
+                    hw = a_hi[i]
+                    lw = a_lo[i]
+                    dig = _get(hw, lw, s, mask)
+                    c = cnt[dig]
+                    b_hi[c] = hw
+                    b_lo[c] = lw
+                    cnt[dig] = c + 1
+            else:
+                for i in range(n):
+                    dig = _get(a_hi[i], a_lo[i], s, mask)
+                    c = cnt[dig]
+                    b_hi[c] = a_hi[i]
+                    b_lo[c] = a_lo[i]
+                    b_p[c] = a_p[i]
+                    cnt[dig] = c + 1
+                tp = a_p
+                a_p = b_p
+                b_p = tp
             t64 = a_hi
             a_hi = b_hi
             b_hi = t64
             t64 = a_lo
             a_lo = b_lo
             b_lo = t64
-            tp = a_p
-            a_p = b_p
-            b_p = tp
-        for i in range(n):
-            sorted_keys[i, 0] = _bswap64(a_hi[i])
-            sorted_keys[i, 1] = _bswap64(a_lo[i])
-        if a_p != &perm[0]:
+        if tagged:
+            # The bits the positions took were the same in every key: same_hi's.
             for i in range(n):
-                perm[i] = a_p[i]
-    free(counts)
+                hw = a_hi[i]
+                perm[i] = <int64_t> (hw >> tag_shift)
+                sorted_keys[i, 0] = _bswap64((hw & key_hi) | (same_hi & ~key_hi))
+                sorted_keys[i, 1] = _bswap64(a_lo[i])
+        else:
+            for i in range(n):
+                sorted_keys[i, 0] = _bswap64(a_hi[i])
+                sorted_keys[i, 1] = _bswap64(a_lo[i])
+            if a_p != &perm[0]:
+                for i in range(n):
+                    perm[i] = a_p[i]
 
 
 def bucket_counts(const uint64_t[:, ::1] keys, int shift, int64_t[::1] counts):

@@ -77,6 +77,22 @@ def test_radix_argsort_is_a_stable_sort(rng, n, bits):
     assert np.array_equal(got[0], want[0]) and np.array_equal(got[1], want[1])
 
 
+@pytest.mark.parametrize("bits", [116, 117])
+@pytest.mark.parametrize("high", [0, 0x5A5])
+def test_radix_argsort_with_constant_high_bits(rng, bits, high):
+    """3,000 rows take 12 bits of position: 116 varying bits leave exactly room for them, 117 do
+    not; bits above the varying ones, the same in every key, come back as they went in."""
+    n = 3000
+    ints = ref.ints_of(_random_keys(rng, n, bits))
+    ints[0] |= 1 << (bits - 1)  # the top bit varies
+    keys = ref.words_of([v | (high << 117) for v in ints])
+    got = (np.empty(n, np.int64), np.empty((n, 2), np.uint64))
+    want = (np.empty(n, np.int64), np.empty((n, 2), np.uint64))
+    _widekeys.radix_argsort(keys, *got)
+    ref.radix_argsort(keys, *want)
+    assert np.array_equal(got[0], want[0]) and np.array_equal(got[1], want[1])
+
+
 @pytest.mark.parametrize("seed", range(8))
 def test_merge_runs_is_a_stable_merge(seed):
     rng = np.random.default_rng(seed)
