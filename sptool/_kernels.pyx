@@ -404,7 +404,7 @@ def merge_runs(const uint64_t[::1] keys, const int64_t[::1] lo, const int64_t[::
     Writes the merged keys to out_keys[out_start:] and, for each, its position in ``keys`` to
     out_perm (the gather order for the rows that travel with the keys).  A tournament (loser)
     tree: log2(k) comparisons per row, each against keys held in the tree.  The GIL is released,
-    so callers merge disjoint key ranges on several threads (see ops/_sort.py).
+    so callers merge disjoint key ranges on several threads (stream/sort.py: merge_keys).
     """
     cdef Py_ssize_t k = lo.shape[0], r, total = 0, o = out_start, node, leaves = 1
     cdef int64_t* pos

@@ -41,7 +41,7 @@ def retain(path: str, output: str | None = None, *, mask=None, where: str | None
     file order.  ``where``: a condition over ``values`` and ``indices_0``... evaluated per row, e.g.
     ``"values > 0 and indices_1 % 2 == 0"``; the language (comparisons, and/or/not, + - * / %,
     abs, isnan, any/all for hybrid blocks, numbers, nan, inf, quoted strings) is in
-    sptool/ops/_where.py and is parsed, never evaluated as Python.
+    sptool/stream/where.py and is parsed, never evaluated as Python.
 
     The output keeps the input's shape, sort order and uniqueness (it is a subsequence).
 
