@@ -252,6 +252,7 @@ SLOW_TESTS = {
     "test_checks_kernels.py::test_check_levels_finds_what_a_plain_loop_over_the_reference_finds",
     "test_checks_kernels.py::test_footer_chunks_agree_with_the_reference_on_truncated_and_damaged_footers",
     "test_cli.py::test_pipe_through_stdin", "test_cli.py::test_shell_completion_lists_commands",
+    "test_cli.py::test_refuses_binary_to_terminal",
     "test_cli.py::test_signal_leaves_nothing_behind", "test_cli.py::test_stream_of_unknown_shape_is_spooled",
     "test_complexity.py::test_no_function_above_the_complexity_limit", "test_concat.py::test_matches_np_concatenate",
     "test_concat.py::test_pipe_concat_into_slice", "test_convert.py::test_kernel_agrees_with_a_python_reference",

@@ -212,19 +212,14 @@ def test_pipe_through_stdin(tmp_path, tensor):
     assert p.returncode == 0 and b"valid" in p.stdout
 
 
-def test_refuses_binary_to_terminal(monkeypatch, rng):
-    from sptool.errors import UsageError
+def test_refuses_binary_to_terminal(tmp_path, rng):
+    from pty_terminal import run_in_terminal
 
-    class Tty:
-        buffer = sys.stdout
-
-        @staticmethod
-        def isatty():
-            return True
-
-    monkeypatch.setattr(sys, "stdout", type("S", (), {"buffer": Tty})())
-    with pytest.raises(UsageError, match="terminal"):
-        sptool.write(random_tensor(rng, (3,), 2), "-")
+    sptool.write(random_tensor(rng, (3,), 2), str(tmp_path / "t.parquet"))
+    before = sorted(os.listdir(tmp_path))
+    code, output = run_in_terminal(SPTOOL + ["reorder", "t.parquet", "-o", "-"], cwd=tmp_path)
+    assert code == 2 and b"refusing to write binary Arrow data to a terminal" in output, output
+    assert b"\xff\xff\xff\xff" not in output and sorted(os.listdir(tmp_path)) == before  # no stream began
 
 
 @pytest.mark.parametrize("sig", ["SIGTERM", "SIGINT"])

@@ -126,15 +126,28 @@ def test_failures_and_commands_without_a_job_give_the_whole_object(args, tmp_pat
         assert doc["error"] and doc["error"] in r.output.replace("\n", " ")
 
 
-def test_rate_shown_past_the_threshold_only(tmp_path, monkeypatch):
-    from sptool.cli import _console
+def test_rate_shown_past_the_threshold_only(tmp_path):
+    import io
+    import time
+
+    import sptool
+
+    sample = str(ROOT / "sample_data/tensor3d.parquet")
+    sptool.convert(sample, str(tmp_path / "t.arrows"))
+    data = (tmp_path / "t.arrows").read_bytes()
+
+    class SlowPipe(io.BytesIO):
+        """stdin from a writer that pauses past the threshold halfway through its stream."""
+
+        def read(self, n=-1):
+            if self.tell() <= len(data) // 2 < self.tell() + max(n, 1):
+                time.sleep(0.6)
+            return super().read(n)
 
     out = str(tmp_path / "o.parquet")
-    args = ["transpose", str(ROOT / "sample_data/tensor3d.parquet"), "-o", out]
-    r = CliRunner().invoke(cli, args)
-    assert r.exit_code == 0, r.output
-    assert "rows/s" not in r.stderr  # a run of a few milliseconds
-    monkeypatch.setattr(_console, "RATE_MIN_SECONDS", 0.0)
-    r = CliRunner().invoke(cli, args)
+    r = CliRunner().invoke(cli, ["transpose", "-", "-o", out], input=SlowPipe(data))
     m = LINE.match(r.stderr.strip().splitlines()[-1])
     assert m and m["rate"] and m["rows"] == f"{pq.read_metadata(out).num_rows:,}", r.stderr
+    r = CliRunner().invoke(cli, ["transpose", sample, "-o", out])
+    assert r.exit_code == 0, r.output
+    assert "rows/s" not in r.stderr  # a run of a few milliseconds

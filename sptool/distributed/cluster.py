@@ -54,7 +54,7 @@ def connect(spec: str):
     local = _LOCAL.match(spec)
     if local is None:
         try:
-            client = distributed.Client(spec, timeout="20s")
+            client = distributed.Client(spec, timeout=os.environ.get("SPTOOL_CONNECT_TIMEOUT", "20s"))
         except (OSError, TimeoutError) as e:
             raise SchedulerUnreachable(f"cannot reach the scheduler {spec}: {e}") from None
         with client:
