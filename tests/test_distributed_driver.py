@@ -93,6 +93,7 @@ def footer_reads(monkeypatch):
         counted[os.path.realpath(path)] += 1
         return read(path)
 
+    # pyarrow opens the files in C++, and the driver's reads sit among its workers': counted where made.
     monkeypatch.setattr(source, "read_part", counting)
     return counted
 

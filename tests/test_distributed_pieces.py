@@ -281,10 +281,10 @@ def test_split_commits_its_outputs_all_or_none(client, tiny, tmp_path, rng, monk
             raise OSError(5, "injected fault", a)
         return real_rename(a, b)
 
-    monkeypatch.setattr(os, "rename", failing_rename)
-    with pytest.raises(OSError, match="injected fault"):
+    # A rename that fails on the file system's side: nothing a test does to the files makes one.
+    with monkeypatch.context() as patched, pytest.raises(OSError, match="injected fault"):
+        patched.setattr(os, "rename", failing_rename)
         sptool.distributed.split(src, pattern, axis=0, num_split=3, client=client, memory="64MiB")
-    monkeypatch.setattr(os, "rename", real_rename)
     for o, (bi, bv) in zip(outputs, before):
         gi, gv = _read_all_k(o + "/", 3)
         assert np.array_equal(gi, bi) and np.array_equal(gv, bv)

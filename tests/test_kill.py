@@ -312,6 +312,7 @@ def test_a_second_interrupt_during_cleanup_leaves_nothing(tmp_path, monkeypatch)
             raise KeyboardInterrupt
         real_abort(self)
 
+    # A Ctrl-C at one exact instruction, twice: a signal from outside lands there only by chance.
     monkeypatch.setattr(DenseSink, "write", interrupted)
     monkeypatch.setattr(AtomicTarget, "abort", abort_cut_short)
     r = CliRunner().invoke(cli, ["todense", src, "-o", str(tmp_path / "out.npy")])
@@ -336,6 +337,7 @@ def test_an_interrupt_while_the_output_closes_leaves_nothing(tmp_path, monkeypat
     def interrupted(self):
         raise KeyboardInterrupt
 
+    # A Ctrl-C inside the close, which lasts microseconds: a signal from outside lands there by chance.
     monkeypatch.setattr(sinks.TensorSink, "_drain", interrupted)
     r = CliRunner().invoke(cli, ["reorder", src, "-o", str(tmp_path / "out.parquet")])
     assert r.exit_code == 130 and "interrupted; no output was written" in r.output
@@ -366,51 +368,36 @@ def test_an_error_raised_while_an_interrupt_unwinds_is_reported_as_the_interrupt
         finally:
             raise RuntimeError("release unlocked lock")
 
+    # An error raised by a cleanup an interrupt cut short: no input makes one.
     monkeypatch.setattr(sinks.TensorSink, "_drain", interrupted_cleanup)
     r = CliRunner().invoke(cli, ["reorder", src, "-o", str(tmp_path / "out.parquet")])
     assert r.exit_code == 130 and "interrupted; no output was written" in r.output, r.output
     assert "internal error" not in r.output and sorted(os.listdir(tmp_path)) == before
 
 
-def test_an_interrupt_with_two_sorts_suspended_leaves_no_spill(tmp_path, monkeypatch):
-    """Ctrl-C while add writes, both operands' external sorts spilled and suspended in their
-    generators (which nothing resumes; the process ends with os._exit, so no finalizer runs):
-    the command line removes their scratch directories on its way out.  The garbage collector
-    is kept off so that only the command line can have removed them."""
-    import gc
-
-    from click.testing import CliRunner
-
-    from sptool.cli import cli
-    from sptool.io import sink as sinks
-
-    rng = np.random.default_rng(5)
-    idx = np.unique(np.stack([rng.integers(0, 300, 30_000), rng.integers(0, 200, 30_000)], axis=1), axis=0)
-    rng.shuffle(idx)
-    a, b = str(tmp_path / "a.parquet"), str(tmp_path / "b.parquet")
-    sptool.write(sptool.SparseTensor(idx, rng.standard_normal(len(idx)), (300, 200)), a)
-    sptool.write(sptool.SparseTensor(idx[::-1], rng.standard_normal(len(idx)), (300, 200)), b)
-    spill = tmp_path / "spill"
-    spill.mkdir()
-    for k, v in {"SPTOOL_RUN_ROWS": "2000", "SPTOOL_KEEP_BYTES": "0", "SPTOOL_BATCH_ROWS": "2000"}.items():
-        monkeypatch.setenv(k, v)
-    seen = []
-
-    def interrupted(self, *args, **kwargs):
-        seen.extend(os.listdir(spill))  # both sorts have spilled by the first output rows
-        raise KeyboardInterrupt
-
-    monkeypatch.setattr(sinks.TensorSink, "write", interrupted)
-    gc.disable()
-    try:
-        r = CliRunner().invoke(cli, ["add", a, b, "-o", str(tmp_path / "out.parquet"), "--tmp-dir", str(spill)])
-        left = os.listdir(spill)
-    finally:
-        gc.enable()
-    assert r.exit_code == 130 and "interrupted; no output was written" in r.output
-    assert len([n for n in seen if n.startswith("sptool-sort-")]) == 2, seen
-    assert left == []
-    assert not (tmp_path / "out.parquet").exists()
+def test_an_interrupt_with_two_sorts_suspended_leaves_no_spill(tmp_path, inputs, record_property):
+    """Ctrl-C once both of add's operands have spilled sorted runs, their sorts suspended in their
+    generators (which nothing resumes; the process ends with os._exit, so no finalizer runs): the
+    command line removes both scratch directories on its way out."""
+    argv, out, check = COMMANDS["add"]
+    (tmp_path / "spill").mkdir()
+    proc = _start(tmp_path, argv, inputs["dir"])
+    start, sorts = time.monotonic(), []
+    while len(sorts) < 2 and proc.poll() is None and time.monotonic() - start < 120:
+        sorts = [n for n in os.listdir(tmp_path / "spill") if n.startswith("sptool-sort-")]
+        time.sleep(0.005)
+    reached = len(sorts) == 2 and proc.poll() is None
+    if reached:
+        proc.send_signal(signal.SIGINT)
+    _, err = proc.communicate(timeout=300)
+    err = err.decode()
+    record_property(KILL_PATH, _path_covered(reached, proc.returncode, err))
+    assert "Traceback" not in err and os.listdir(tmp_path / "spill") == [], (err, os.listdir(tmp_path / "spill"))
+    if proc.returncode == 0:  # finished before the signal landed
+        check(tmp_path / out, inputs)
+    else:
+        assert proc.returncode == 130 and "interrupted; no output was written" in err, err
+        assert not (tmp_path / out).exists()
 
 
 def test_a_spill_thread_still_writing_is_stopped_before_its_directory_goes(tmp_path, monkeypatch):
@@ -432,6 +419,7 @@ def test_a_spill_thread_still_writing_is_stopped_before_its_directory_goes(tmp_p
             f.write(b"run")
         done.append(path)
 
+    # A spill write still under way when the cleanup comes: held open, or the race goes either way.
     monkeypatch.setattr(sorting, "_write_ipc", slow_write)
     spill = tmp_path / "spill"
     spill.mkdir()
@@ -466,6 +454,7 @@ def test_a_scratch_directory_made_as_the_signal_lands_is_removed(tmp_path, monke
         made._finalizer.detach()  # made, then the signal: nothing holds it
         raise KeyboardInterrupt
 
+    # The signal between mkdtemp and the registration, a window of microseconds: made to land there.
     monkeypatch.setattr(_scratch.tempfile, "TemporaryDirectory", made_then_interrupted)
     with pytest.raises(KeyboardInterrupt):
         _scratch.scratch_dir("sort", str(spill))

@@ -164,6 +164,7 @@ def test_row_major_input_written_block_by_block(tmp_path, rng, dtype, monkeypatc
 
     made = []
     real = BlockScatter.__init__
+    # Block writes and a memory map leave the same bytes: only the writer made tells which ran.
     monkeypatch.setattr(BlockScatter, "__init__", lambda self, *a: made.append(a) or real(self, *a))
     out = str(tmp_path / "o.npy")
     from conftest import tiny_budget
