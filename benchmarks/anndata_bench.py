@@ -1,5 +1,5 @@
-"""The AnnData benchmarks: sptool reading an .h5ad beside anndata itself, registered into run.py's
-BENCHMARKS by ``add_to(run)``, or run on their own:
+"""The AnnData benchmarks: sptool reading an .h5ad beside anndata itself, registered into
+harness.BENCHMARKS on import, or run on their own:
 
     python benchmarks/anndata_bench.py [--size small|medium|large] [--repeat N]
 
@@ -22,6 +22,7 @@ import subprocess
 import sys
 
 import numpy as np
+from harness import SIZES, Benchmark, python_tool, register, sptool_tool
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 
@@ -99,72 +100,76 @@ def _prepare(data: str, params: dict) -> dict:
     return {"h5ad": path, "rows": nnz}
 
 
-def add_to(run):
-    """Register the AnnData benchmarks in the run module ``run``."""
-    for size, shape in SHAPES.items():
-        run.SIZES[size]["anndata"] = shape
+for _size, _shape in SHAPES.items():
+    SIZES[_size]["anndata"] = _shape
 
-    def genes(out, tool):
-        return os.path.join(out, f"anndata-genes-{tool}.npy")
 
-    def tools_reduce(paths, out):
-        f = paths["h5ad"]
-        # The goals hold at the default --memory; --memory 64MiB beside it shows what a small budget changes.
-        small = run.sptool_tool("--memory", "64MiB", "reduce", f, "--op", "sum", "--axis", "0", "-o",
-                                genes(out, "sptool-64MiB"), outputs=[genes(out, "sptool-64MiB")])
-        small.name = "sptool --memory 64MiB"
-        return [run.sptool_tool("reduce", f, "--op", "sum", "--axis", "0", "-o", genes(out, "sptool"),
-                                outputs=[genes(out, "sptool")]),
-                small,
-                run.python_tool("anndata read_h5ad(f).X.sum(axis=0)", PEER_SUM, f, genes(out, "sum"),
-                                outputs=[genes(out, "sum")]),
-                run.python_tool("anndata backed='r', chunked_X() loop", PEER_BACKED, f, genes(out, "backed"),
-                                outputs=[genes(out, "backed")])]
+def _genes(out, tool):
+    return os.path.join(out, f"anndata-genes-{tool}.npy")
 
-    def check_reduce(paths, out):
-        ours = np.load(genes(out, "sptool"))
-        for peer in ("sptool-64MiB", "sum", "backed"):
-            if not np.allclose(ours, np.load(genes(out, peer)), rtol=1e-5):
-                return f"sptool's per-gene sums differ from anndata's ({peer})"
-        return None
 
-    def report_reduce(paths, rows):
-        """Each peer's median time and peak RSS over each sptool row's."""
-        ours = [r for r in rows if r["tool"].startswith("sptool") and r["median"]]
-        notes = []
-        for peer in (r for r in rows if not r["tool"].startswith("sptool") and r["median"]):
-            notes.append(f"{peer['tool']}: " + "; ".join(
-                f"over {r['tool']}: time {peer['median'] / r['median']:.2f}x, "
-                f"peak RSS {peer['max_rss'] / r['max_rss']:.2f}x" for r in ours))
-        return notes
+def _tools_reduce(paths, out):
+    f = paths["h5ad"]
+    # The goals hold at the default --memory; --memory 64MiB beside it shows what a small budget changes.
+    small = sptool_tool("--memory", "64MiB", "reduce", f, "--op", "sum", "--axis", "0", "-o",
+                        _genes(out, "sptool-64MiB"), outputs=[_genes(out, "sptool-64MiB")])
+    small.name = "sptool --memory 64MiB"
+    return [sptool_tool("reduce", f, "--op", "sum", "--axis", "0", "-o", _genes(out, "sptool"),
+                        outputs=[_genes(out, "sptool")]),
+            small,
+            python_tool("anndata read_h5ad(f).X.sum(axis=0)", PEER_SUM, f, _genes(out, "sum"),
+                        outputs=[_genes(out, "sum")]),
+            python_tool("anndata backed='r', chunked_X() loop", PEER_BACKED, f, _genes(out, "backed"),
+                        outputs=[_genes(out, "backed")])]
 
-    def tools_convert(paths, out):
-        parquet = os.path.join(out, "anndata-X.parquet")
-        return [run.sptool_tool("convert", paths["h5ad"], "-o", parquet, outputs=[parquet]),
-                run.python_tool("anndata read_h5ad (no output)", PEER_READ, paths["h5ad"])]
 
-    def check_convert(paths, out):
-        import pyarrow.parquet as pq
+def _check_reduce(paths, out):
+    ours = np.load(_genes(out, "sptool"))
+    for peer in ("sptool-64MiB", "sum", "backed"):
+        if not np.allclose(ours, np.load(_genes(out, peer)), rtol=1e-5):
+            return f"sptool's per-gene sums differ from anndata's ({peer})"
+    return None
 
-        rows = pq.read_metadata(os.path.join(out, "anndata-X.parquet")).num_rows
-        return None if rows == paths["rows"] else f"sptool wrote {rows} entries, the file holds {paths['rows']}"
 
-    run.register(run.Benchmark(
-        "anndata-reduce", "per-gene totals of a CSR float32 .h5ad written by anndata (reduce --op sum --axis 0)",
-        "sptool (default --memory) at least 2x faster than read_h5ad(f).X.sum(axis=0) (ratio >= 2) at no more "
-        "than a quarter of its peak RSS; at least 3x faster than the backed chunked_X loop (ratio >= 3)",
-        _prepare, tools_reduce, skip=_missing, check=check_reduce, report=report_reduce,
-    ))
-    run.register(run.Benchmark(
-        "anndata-convert", "the X of a CSR float32 .h5ad written by anndata to a Parquet file",
-        "sptool at least as fast as anndata.read_h5ad alone (ratio >= 1)",
-        _prepare, tools_convert, skip=_missing, check=check_convert,
-    ))
-    return ["anndata-reduce", "anndata-convert"]
+def _report_reduce(paths, rows):
+    """Each peer's median time and peak RSS over each sptool row's."""
+    ours = [r for r in rows if r["tool"].startswith("sptool") and r["median"]]
+    notes = []
+    for peer in (r for r in rows if not r["tool"].startswith("sptool") and r["median"]):
+        notes.append(f"{peer['tool']}: " + "; ".join(
+            f"over {r['tool']}: time {peer['median'] / r['median']:.2f}x, "
+            f"peak RSS {peer['max_rss'] / r['max_rss']:.2f}x" for r in ours))
+    return notes
+
+
+def _tools_convert(paths, out):
+    parquet = os.path.join(out, "anndata-X.parquet")
+    return [sptool_tool("convert", paths["h5ad"], "-o", parquet, outputs=[parquet]),
+            python_tool("anndata read_h5ad (no output)", PEER_READ, paths["h5ad"])]
+
+
+def _check_convert(paths, out):
+    import pyarrow.parquet as pq
+
+    rows = pq.read_metadata(os.path.join(out, "anndata-X.parquet")).num_rows
+    return None if rows == paths["rows"] else f"sptool wrote {rows} entries, the file holds {paths['rows']}"
+
+
+register(Benchmark(
+    "anndata-reduce", "per-gene totals of a CSR float32 .h5ad written by anndata (reduce --op sum --axis 0)",
+    "sptool (default --memory) at least 2x faster than read_h5ad(f).X.sum(axis=0) (ratio >= 2) at no more "
+    "than a quarter of its peak RSS; at least 3x faster than the backed chunked_X loop (ratio >= 3)",
+    _prepare, _tools_reduce, skip=_missing, check=_check_reduce, report=_report_reduce,
+))
+register(Benchmark(
+    "anndata-convert", "the X of a CSR float32 .h5ad written by anndata to a Parquet file",
+    "sptool at least as fast as anndata.read_h5ad alone (ratio >= 1)",
+    _prepare, _tools_convert, skip=_missing, check=_check_convert,
+))
 
 
 if __name__ == "__main__":
-    sys.path.insert(0, HERE)
-    import run  # registers the anndata-* benchmarks through its own import of this module
+    sys.modules["anndata_bench"] = sys.modules[__name__]  # run.py's import of this module: this one, not a second copy
+    import run
 
     sys.exit(run.main_of("anndata-", "anndata.json", sys.argv[1:]))

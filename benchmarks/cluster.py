@@ -1,4 +1,4 @@
-"""The Dask benchmarks, registered into run.py's BENCHMARKS by ``add_to(run)``.
+"""The Dask benchmarks (the cluster family), registered into harness.BENCHMARKS on import.
 
 One 2-worker LocalCluster (1 thread, 2 GiB each) is started for sptool and another for the
 dask.dataframe peers, both before timing and kept up for the whole run (a user's cluster is up
@@ -14,7 +14,10 @@ import atexit
 import json
 import os
 
+import harness
 import numpy as np
+from harness import SEED, Benchmark, python_tool, register, remove, run_once, sptool_tool
+from inputs import canonical_coords, prepare_add, prepare_reorder, prepare_validate, write_sptool
 
 PARTS = 8
 WORKERS = 2
@@ -181,143 +184,6 @@ def _check_same_stream(a_dir: str, b_dir: str, what: str) -> str | None:
     return None
 
 
-def add_to(run):
-    """Register the cluster benchmarks in the run module ``run``."""
-
-    def sptool_pair(name, out, *args):
-        """The command ``args`` on the cluster and in one process, each to its own directory."""
-        on, single = _out(out, name, "sptool"), _out(out, name, "single")
-        tool = run.sptool_tool("--scheduler", scheduler("sptool"), *args, "-o", on, outputs=[on])
-        tool.argv[-1:-1] = ["--json-summary", os.path.join(out, f"dask-{name}.json")]  # before -q
-        return [_named(tool, "sptool --scheduler (2 workers)"),
-                _named(run.sptool_tool(*args, "-o", single, outputs=[single]), "sptool, one process")]
-
-    # -- reorder ------------------------------------------------------------------------------
-    def tools_reorder(paths, out):
-        src = paths["unsorted_parts"]
-        p, local = _out(out, "reorder", "dask"), _out(out, "reorder", "local")
-        _, s1, s2 = run.SHAPE_REORDER
-        return [
-            *sptool_pair("reorder", out, "reorder", src),
-            run.python_tool("dask.dataframe set_index, packed key (tasks)", PEER_SET_INDEX, scheduler("dask"), src,
-                            p, str(s1), str(s2), outputs=[p]),
-            _named(run.sptool_tool("--scheduler", "local:2", "reorder", src, "-o", local, outputs=[local]),
-                   "sptool --scheduler local:2 (cluster start included)"),
-        ]
-
-    run.register(run.Benchmark(
-        "dask-reorder", f"reorder of an unsorted 3-D float64 tensor in {PARTS} parts on a 2-worker LocalCluster",
-        "at most 1.5x single-process sptool (ratio >= 0.67); 3x faster than dask set_index (ratio >= 3)",
-        _in_parts(run._prepare_reorder, "unsorted"), tools_reorder, skip=_missing, check=_check("reorder"),
-    ))
-
-    # -- weak scaling: 1, 2 and 4 workers, entries per worker fixed --------------------------------
-    def prepare_weak(data, params):
-        return _weak(data, _in_parts(run._prepare_reorder, "unsorted")(data, params))
-
-    def tools_weak(paths, out):
-        tools = []
-        for workers in (1, 2, 4):
-            o = _out(out, "weak", f"{workers}w")
-            tool = run.sptool_tool("--scheduler", scheduler(f"sptool-{workers}w", workers, pinned=True), "reorder",
-                                   paths[f"weak_{workers}"], "-o", o, outputs=[o])
-            tools.append(_named(tool, f"{workers} worker{'s' if workers > 1 else ''}, "
-                                      f"{paths['rows'] * workers // 2:,} entries"))
-        return tools
-
-    def check_weak(paths, out):
-        """One more run per cluster size, with its CPU time: the workers' (their processes'
-        user + system time, before and after) plus the driver's (the sptool process, a waited-for
-        descendant of this one).  Four workers share two cores, so their wall time cannot scale;
-        CPU time per entry shows whether the work does."""
-        import resource
-
-        def children_cpu():
-            r = resource.getrusage(resource.RUSAGE_CHILDREN)
-            return r.ru_utime + r.ru_stime
-
-        notes = []
-        for workers, tool in zip((1, 2, 4), tools_weak(paths, out)):
-            entries = paths["rows"] * workers // 2
-            w0, d0 = _worker_cpu(f"sptool-{workers}w"), children_cpu()
-            r = run.run_once(tool)
-            w1, d1 = _worker_cpu(f"sptool-{workers}w"), children_cpu()
-            for path in tool.outputs:
-                run._remove(path)
-            if r.returncode:
-                return f"{tool.name} exited {r.returncode}", "; ".join(notes)
-            notes.append(f"{workers} worker{'s' if workers > 1 else ''}, {entries:,} entries: wall "
-                         f"{r.seconds / entries * 1e6:.2f} us/entry, CPU {(w1 - w0 + d1 - d0) / entries * 1e6:.2f} "
-                         f"us/entry (workers {w1 - w0:.1f} s, driver {d1 - d0:.1f} s)")
-        return None, "; ".join(notes)
-
-    run.register(run.Benchmark(
-        "dask-weak-scaling", f"reorder on 1, 2 and 4 workers with {PARTS // 2} parts per worker (weak scaling; "
-        "worker i pinned to core i, as on machines of one core each: 2 cores, so 4 workers share them)",
-        "time per entry within 1.3x of 1 worker's (time ratio <= 1.3 at 2x and 4x the entries)", prepare_weak,
-        tools_weak, skip=_missing, check=check_weak,
-    ))
-
-    # -- add ----------------------------------------------------------------------------------
-    def tools_add(paths, out):
-        a, b = paths["a_parts"], paths["b_parts"]
-        p = _out(out, "add", "dask")
-        return [
-            *sptool_pair("add", out, "add", a, b),
-            run.python_tool("dask.dataframe outer merge (tasks)", PEER_MERGE, scheduler("dask"), a, b, p,
-                            outputs=[p]),
-        ]
-
-    run.register(run.Benchmark(
-        "dask-add", f"sparse + sparse of two canonical 3-D float64 tensors, {PARTS} parts each, 2-worker LocalCluster",
-        "5x faster than dask.dataframe merge (ratio >= 5)", _in_parts(run._prepare_add, "a", "b"), tools_add,
-        skip=_missing, check=_check("add"),
-    ))
-
-    # -- reduce -------------------------------------------------------------------------------
-    def tools_reduce(paths, out):
-        src = paths["big_parts"]
-        p = _out(out, "reduce", "dask")
-        return [
-            *sptool_pair("reduce", out, "reduce", src, "--op", "sum", "--axis", "1"),
-            run.python_tool("dask.dataframe groupby sum (tree)", PEER_GROUPBY, scheduler("dask"), src, p,
-                            outputs=[p]),
-        ]
-
-    run.register(run.Benchmark(
-        "dask-reduce", f"sum over axis 1 of a canonical 3-D float64 tensor in {PARTS} parts, 2-worker LocalCluster",
-        "at most 1.5x single-process sptool (ratio >= 0.67)", _in_parts(run._prepare_validate, "big"),
-        tools_reduce, skip=_missing, check=_check("reduce"),
-    ))
-
-    # -- reduce of integers: partial reductions per piece, combined ------------------------------
-    def prepare_reduce_int(data, params):
-        """The ``validate`` tensor's coordinates with int64 values (its parts each canonical, so
-        max, min, prod and count split too: the seams show no coordinate on two parts)."""
-        n = params["validate_nnz"]
-        path = os.path.join(data, f"reduce-int-{n}.parquet")
-        if not os.path.exists(path):
-            rng = np.random.default_rng(run.SEED)
-            coords = run._canonical_coords(rng, run.SHAPE_3D, n)
-            run._write_sptool(path, coords, rng.integers(-1_000_000, 1_000_000, n), run.SHAPE_3D)
-        paths = {"int": path, "rows": n}
-        paths["int_parts"] = _split(path, path.removesuffix(".parquet") + "-parts")
-        return paths
-
-    def tools_reduce_int(op):
-        def tools(paths, out):
-            return sptool_pair(f"reduce-int-{op}", out, "reduce", paths["int_parts"], "--op", op, "--axis", "1")
-        return tools
-
-    for op in ("sum", "max"):
-        run.register(run.Benchmark(
-            f"dask-reduce-int-{op}", f"{op} over axis 1 of a canonical 3-D int64 tensor in {PARTS} parts, 2-worker "
-            "LocalCluster (partial reductions per piece, combined)",
-            "at most 1.5x single-process sptool (ratio >= 0.67)",
-            prepare_reduce_int, tools_reduce_int(op), skip=_missing, check=_check(f"reduce-int-{op}"),
-        ))
-
-
 def _check(name: str):
     """The check of benchmark dask-NAME: the distributed output equals the single-process one,
     and a note of what the cluster did."""
@@ -345,7 +211,7 @@ def _weak(data: str, paths: dict) -> dict:
 
 
 def _in_parts(prepare, *keys):
-    """``prepare`` (a run.py data maker), with each file ``keys`` names also cut into PARTS parts
+    """``prepare`` (a data maker of inputs.py), with each file ``keys`` names also cut into PARTS parts
     (at ``KEY_parts``)."""
     def prepared(data, params):
         paths = prepare(data, params)
@@ -362,3 +228,155 @@ def _out(out: str, name: str, who: str) -> str:
 def _named(tool, name: str):
     tool.name = name
     return tool
+
+
+def _sptool_pair(name, out, *args):
+    """The command ``args`` on the cluster and in one process, each to its own directory."""
+    on, single = _out(out, name, "sptool"), _out(out, name, "single")
+    tool = sptool_tool("--scheduler", scheduler("sptool"), *args, "-o", on, outputs=[on])
+    tool.argv[-1:-1] = ["--json-summary", os.path.join(out, f"dask-{name}.json")]  # before -q
+    return [_named(tool, "sptool --scheduler (2 workers)"),
+            _named(sptool_tool(*args, "-o", single, outputs=[single]), "sptool, one process")]
+
+
+# -- reorder ------------------------------------------------------------------------------
+
+def _tools_reorder(paths, out):
+    src = paths["unsorted_parts"]
+    p, local = _out(out, "reorder", "dask"), _out(out, "reorder", "local")
+    _, s1, s2 = harness.SHAPE_REORDER
+    return [
+        *_sptool_pair("reorder", out, "reorder", src),
+        python_tool("dask.dataframe set_index, packed key (tasks)", PEER_SET_INDEX, scheduler("dask"), src,
+                    p, str(s1), str(s2), outputs=[p]),
+        _named(sptool_tool("--scheduler", "local:2", "reorder", src, "-o", local, outputs=[local]),
+               "sptool --scheduler local:2 (cluster start included)"),
+    ]
+
+
+register(Benchmark(
+    "dask-reorder", f"reorder of an unsorted 3-D float64 tensor in {PARTS} parts on a 2-worker LocalCluster",
+    "at most 1.5x single-process sptool (ratio >= 0.67); 3x faster than dask set_index (ratio >= 3)",
+    _in_parts(prepare_reorder, "unsorted"), _tools_reorder, skip=_missing, check=_check("reorder"),
+))
+
+
+# -- weak scaling: 1, 2 and 4 workers, entries per worker fixed --------------------------------
+
+def _prepare_weak(data, params):
+    return _weak(data, _in_parts(prepare_reorder, "unsorted")(data, params))
+
+
+def _tools_weak(paths, out):
+    tools = []
+    for workers in (1, 2, 4):
+        o = _out(out, "weak", f"{workers}w")
+        tool = sptool_tool("--scheduler", scheduler(f"sptool-{workers}w", workers, pinned=True), "reorder",
+                           paths[f"weak_{workers}"], "-o", o, outputs=[o])
+        tools.append(_named(tool, f"{workers} worker{'s' if workers > 1 else ''}, "
+                                  f"{paths['rows'] * workers // 2:,} entries"))
+    return tools
+
+
+def _check_weak(paths, out):
+    """One more run per cluster size, with its CPU time: the workers' (their processes'
+    user + system time, before and after) plus the driver's (the sptool process, a waited-for
+    descendant of this one).  Four workers share two cores, so their wall time cannot scale;
+    CPU time per entry shows whether the work does."""
+    import resource
+
+    def children_cpu():
+        r = resource.getrusage(resource.RUSAGE_CHILDREN)
+        return r.ru_utime + r.ru_stime
+
+    notes = []
+    for workers, tool in zip((1, 2, 4), _tools_weak(paths, out)):
+        entries = paths["rows"] * workers // 2
+        w0, d0 = _worker_cpu(f"sptool-{workers}w"), children_cpu()
+        r = run_once(tool)
+        w1, d1 = _worker_cpu(f"sptool-{workers}w"), children_cpu()
+        for path in tool.outputs:
+            remove(path)
+        if r.returncode:
+            return f"{tool.name} exited {r.returncode}", "; ".join(notes)
+        notes.append(f"{workers} worker{'s' if workers > 1 else ''}, {entries:,} entries: wall "
+                     f"{r.seconds / entries * 1e6:.2f} us/entry, CPU {(w1 - w0 + d1 - d0) / entries * 1e6:.2f} "
+                     f"us/entry (workers {w1 - w0:.1f} s, driver {d1 - d0:.1f} s)")
+    return None, "; ".join(notes)
+
+
+register(Benchmark(
+    "dask-weak-scaling", f"reorder on 1, 2 and 4 workers with {PARTS // 2} parts per worker (weak scaling; "
+    "worker i pinned to core i, as on machines of one core each: 2 cores, so 4 workers share them)",
+    "time per entry within 1.3x of 1 worker's (time ratio <= 1.3 at 2x and 4x the entries)", _prepare_weak,
+    _tools_weak, skip=_missing, check=_check_weak,
+))
+
+
+# -- add ----------------------------------------------------------------------------------
+
+def _tools_add(paths, out):
+    a, b = paths["a_parts"], paths["b_parts"]
+    p = _out(out, "add", "dask")
+    return [
+        *_sptool_pair("add", out, "add", a, b),
+        python_tool("dask.dataframe outer merge (tasks)", PEER_MERGE, scheduler("dask"), a, b, p,
+                    outputs=[p]),
+    ]
+
+
+register(Benchmark(
+    "dask-add", f"sparse + sparse of two canonical 3-D float64 tensors, {PARTS} parts each, 2-worker LocalCluster",
+    "5x faster than dask.dataframe merge (ratio >= 5)", _in_parts(prepare_add, "a", "b"), _tools_add,
+    skip=_missing, check=_check("add"),
+))
+
+
+# -- reduce -------------------------------------------------------------------------------
+
+def _tools_reduce(paths, out):
+    src = paths["big_parts"]
+    p = _out(out, "reduce", "dask")
+    return [
+        *_sptool_pair("reduce", out, "reduce", src, "--op", "sum", "--axis", "1"),
+        python_tool("dask.dataframe groupby sum (tree)", PEER_GROUPBY, scheduler("dask"), src, p,
+                    outputs=[p]),
+    ]
+
+
+register(Benchmark(
+    "dask-reduce", f"sum over axis 1 of a canonical 3-D float64 tensor in {PARTS} parts, 2-worker LocalCluster",
+    "at most 1.5x single-process sptool (ratio >= 0.67)", _in_parts(prepare_validate, "big"),
+    _tools_reduce, skip=_missing, check=_check("reduce"),
+))
+
+
+# -- reduce of integers: partial reductions per piece, combined ------------------------------
+
+def _prepare_reduce_int(data, params):
+    """The ``validate`` tensor's coordinates with int64 values (its parts each canonical, so
+    max, min, prod and count split too: the seams show no coordinate on two parts)."""
+    n = params["validate_nnz"]
+    path = os.path.join(data, f"reduce-int-{n}.parquet")
+    if not os.path.exists(path):
+        rng = np.random.default_rng(SEED)
+        coords = canonical_coords(rng, harness.SHAPE_3D, n)
+        write_sptool(path, coords, rng.integers(-1_000_000, 1_000_000, n), harness.SHAPE_3D)
+    paths = {"int": path, "rows": n}
+    paths["int_parts"] = _split(path, path.removesuffix(".parquet") + "-parts")
+    return paths
+
+
+def _tools_reduce_int(op):
+    def tools(paths, out):
+        return _sptool_pair(f"reduce-int-{op}", out, "reduce", paths["int_parts"], "--op", op, "--axis", "1")
+    return tools
+
+
+for _op in ("sum", "max"):
+    register(Benchmark(
+        f"dask-reduce-int-{_op}", f"{_op} over axis 1 of a canonical 3-D int64 tensor in {PARTS} parts, 2-worker "
+        "LocalCluster (partial reductions per piece, combined)",
+        "at most 1.5x single-process sptool (ratio >= 0.67)",
+        _prepare_reduce_int, _tools_reduce_int(_op), skip=_missing, check=_check(f"reduce-int-{_op}"),
+    ))

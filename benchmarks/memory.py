@@ -1,5 +1,5 @@
 """Peak RSS of each command at --memory 64MiB, 256MiB and 1GiB, one fresh process per
-run (run.py's launcher: the process's own ru_maxrss), on one canonical and one unsorted input.
+run (harness.py's launcher: the process's own ru_maxrss), on one canonical and one unsorted input.
 
     python benchmarks/memory.py [--rows 12000000] [--budgets 64MiB,256MiB,1GiB] [--only reorder,...]
 
@@ -18,7 +18,8 @@ import sys
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 
-from run import SEED, SVM_SHAPES, _write_svm_text, run_once, sptool_tool  # noqa: E402
+from converters import SVM_SHAPES, write_svm_text  # noqa: E402
+from harness import SEED, run_once, sptool_tool  # noqa: E402
 
 MIB = 1 << 20
 
@@ -62,7 +63,7 @@ def svmlight_commands(data: str, out: str, megabytes: int) -> dict:
     parser's byte blocks, the sort-free writer); generated once, and only when asked for."""
     svm = os.path.join(data, f"short-{megabytes}MB.svm")
     if not os.path.exists(svm):
-        _write_svm_text(svm, megabytes, *SVM_SHAPES["short"], SEED + 7)
+        write_svm_text(svm, megabytes, *SVM_SHAPES["short"], SEED + 7)
     o = os.path.join(out, "svm.parquet")
     return {f"convert svmlight ({megabytes} MB text)": (["convert", svm, "-o", o], [o])}
 
