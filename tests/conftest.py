@@ -320,6 +320,13 @@ SLOW_TESTS = {
     "test_formats_real.py::test_sklearns_svmlight_files_are_told_by_content", "test_softmax.py::test_matches_oracle",
     "test_binsparse.py::test_export_reads_back_in_the_package", "test_binsparse.py::test_zarr_container",
     "test_writer_codecs.py::test_index_columns_uncompressed_values_zstd",
+    "test_split.py::test_sorted_pieces_stay_sorted", "test_bincount.py::test_weights",
+    "test_io.py::test_an_abandoned_read_collected_by_gc_does_not_wait_for_its_threads",
+    "test_spec.py::test_writer_metadata_validates_against_schema",
+    "test_spec.py::test_check_metadata_agrees_with_schema_per_value",
+    "test_binsparse.py::test_reads_the_package_dense_files", "test_svmlight.py::test_generated_files_match_sklearn",
+    "test_formats_real.py::test_text_formats_are_told_by_content_in_files_and_on_stdin",
+    "test_convert_table.py::test_polars_parquet_any_integer_types",
 }
 
 
