@@ -14,7 +14,7 @@ from libc.stdlib cimport free, malloc
 
 import numpy as np
 
-from ._guards cimport bits_above, check_fits, check_shift, checked_runs, outside
+from ._guards cimport bits_above, check_fits, check_shift, checked_runs, outside, sptool_clz64
 from ._types cimport number_t
 
 
@@ -196,16 +196,27 @@ def pack_keys(const int64_t[:, :] keys, const int64_t[::1] order, const int64_t[
 def radix_argsort(const uint64_t[::1] keys, int64_t[::1] perm, uint64_t[::1] sorted_keys):
     """Stable LSD radix sort: perm receives the permutation, sorted_keys the keys in order.
 
-    Digits of 8 bits; a digit position where every key agrees is skipped, so keys that use
-    few bits cost few passes.
+    When the bits that vary and the row's position fit in 64 together, the position rides above
+    the varying bits (it never changes the order) and a pass moves one array of 8 bytes a row,
+    in digits of up to 11 bits over the varying bits only.  Otherwise digits of 8 bits over key
+    and position arrays.  Either way a digit where every key agrees is skipped.
     """
     cdef Py_ssize_t n = keys.shape[0], i, d, passes = 8
-    cdef int shift
+    cdef int shift, top
     cdef uint64_t lo_or = 0, hi_and = <uint64_t> -1, digit, varying
     cdef Py_ssize_t[256] count
     cdef Py_ssize_t total, c
     if perm.shape[0] != n or sorted_keys.shape[0] != n:
         raise ValueError("shape mismatch in radix_argsort")
+    with nogil:
+        for i in range(n):
+            lo_or = lo_or | keys[i]
+            hi_and = hi_and & keys[i]
+    varying = lo_or ^ hi_and
+    top = 64 - sptool_clz64(varying) if varying else 0
+    if n and top + max(int(n - 1).bit_length(), 1) <= 64:
+        _radix_tagged(keys, perm, sorted_keys, varying, top, hi_and)
+        return
     tmp_keys_arr = np.empty(n, dtype=np.uint64)
     tmp_perm_arr = np.empty(n, dtype=np.int64)
     cdef uint64_t[::1] tmp_keys = tmp_keys_arr
@@ -220,9 +231,6 @@ def radix_argsort(const uint64_t[::1] keys, int64_t[::1] perm, uint64_t[::1] sor
         for i in range(n):
             sorted_keys[i] = keys[i]
             perm[i] = i
-            lo_or = lo_or | keys[i]
-            hi_and = hi_and & keys[i]
-        varying = lo_or ^ hi_and
     for d in range(passes):
         shift = 8 * d
         if ((varying >> shift) & 255) == 0:
@@ -253,6 +261,65 @@ def radix_argsort(const uint64_t[::1] keys, int64_t[::1] perm, uint64_t[::1] sor
             for i in range(n):
                 sorted_keys[i] = src_k[i]
                 perm[i] = src_p[i]
+
+
+cdef enum:
+    TAGGED_DIGIT_BITS = 11  # the tagged sort's widest digit: 2,048 buckets, one array written
+
+
+cdef _radix_tagged(const uint64_t[::1] keys, int64_t[::1] perm, uint64_t[::1] sorted_keys,
+                   uint64_t varying, int top, uint64_t same):
+    """radix_argsort when a key's ``top`` varying bits and its position fit in one word: the
+    position is stored from bit ``top`` up; bits above ``top`` are ``same``'s in every key."""
+    cdef Py_ssize_t n = keys.shape[0], i, b
+    cdef int count = (top + TAGGED_DIGIT_BITS - 1) // TAGGED_DIGIT_BITS, d, s
+    cdef int width = (top + count - 1) // count if count else 0
+    cdef uint64_t low = ((<uint64_t> 1) << top) - 1  # top < 64: the positions take a bit at least
+    cdef uint64_t k, dig, mask
+    cdef int64_t c, total
+    counts_arr = np.zeros((max(count, 1), 1 << width), dtype=np.int64)
+    masks_arr = np.zeros(max(count, 1), dtype=np.uint64)
+    for d in range(count):
+        # The top digit stops at ``top``, below the positions; a digit that never varies is 0.
+        mask = ((<uint64_t> 1) << min(width, top - d * width)) - 1
+        masks_arr[d] = mask if (varying >> (d * width)) & mask else 0
+    work = np.empty((2, n), dtype=np.uint64)
+    cdef int64_t[:, ::1] counts = counts_arr
+    cdef uint64_t[::1] masks = masks_arr
+    cdef uint64_t[:, ::1] w = work
+    cdef uint64_t* a = &w[0, 0]
+    cdef uint64_t* z = &w[1, 0]
+    cdef uint64_t* t
+    with nogil:
+        for i in range(n):
+            k = keys[i]
+            for d in range(count):
+                if masks[d]:
+                    counts[d, (k >> (d * width)) & masks[d]] += 1
+            a[i] = (k & low) | (<uint64_t> i << top)
+        for d in range(count):
+            mask = masks[d]
+            if mask == 0:
+                continue
+            total = 0
+            for b in range(1 << width):
+                c = counts[d, b]
+                counts[d, b] = total
+                total += c
+            s = d * width
+            for i in range(n):
+                k = a[i]
+                dig = (k >> s) & mask
+                c = counts[d, dig]
+                z[c] = k
+                counts[d, dig] = c + 1
+            t = a
+            a = z
+            z = t
+        for i in range(n):
+            k = a[i]
+            perm[i] = <int64_t> (k >> top)
+            sorted_keys[i] = (k & low) | (same & ~low)
 
 
 def unpack_keys(const uint64_t[::1] packed, const int64_t[::1] order, const int64_t[::1] shifts,

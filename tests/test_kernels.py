@@ -167,6 +167,20 @@ def test_radix_argsort_is_a_stable_sort(rng, hi):
     np.testing.assert_array_equal(out, want)
 
 
+@pytest.mark.parametrize("top", [1, 21, 51, 52])
+@pytest.mark.parametrize("same", [0, 0xABC])
+def test_radix_argsort_positions_beside_the_key(rng, top, same):
+    """5,000 rows take 13 bits of position: keys of 51 varying bits leave exactly room for them
+    in the word, 52 do not; bits above the varying ones, the same in every key, come back."""
+    keys = rng.integers(0, 1 << top, 5000, dtype=np.uint64)
+    keys[0] |= np.uint64(1 << (top - 1))  # the top bit varies
+    keys |= np.uint64(same << 52)
+    perm, out = np.empty(5000, np.int64), np.empty(5000, np.uint64)
+    _kernels.radix_argsort(keys, perm, out)
+    np.testing.assert_array_equal(perm, np.argsort(keys, kind="stable"))
+    np.testing.assert_array_equal(out, keys[perm])
+
+
 @pytest.mark.parametrize("seed", range(12))
 def test_merge_runs_is_a_stable_merge(seed):
     rng = np.random.default_rng(seed)
