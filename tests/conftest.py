@@ -276,7 +276,7 @@ SLOW_TESTS = {
     "test_maximum.py::test_matches_dense", "test_npy_maps.py::test_release_gives_back_the_pages_of_a_read_map",
     "test_npy_maps.py::test_release_gives_back_the_pages_of_a_written_map_and_keeps_its_data",
     "test_npy_maps.py::test_release_rows_gives_back_the_pages_of_those_rows_only",
-    "test_partwise.py::test_reduce_of_unique_rows_part_by_part", "test_partwise.py::test_reorder_part_by_part",
+    "test_partwise.py::test_reduce_of_unique_rows_part_by_part",
     "test_reduce.py::test_hybrid", "test_reduce.py::test_matches_numpy", "test_reduce.py::test_small_and_empty",
     "test_reduce.py::test_streaming_paths", "test_reduce_bounds.py::test_a_cluster_refuses_it_too",
     "test_reduce_bounds.py::test_reduce_refuses_an_entry_outside_the_shape", "test_reorder.py::test_duplicate_policies",
