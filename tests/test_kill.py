@@ -380,15 +380,29 @@ def test_an_interrupt_with_two_sorts_suspended_leaves_no_spill(tmp_path, inputs,
     generators (which nothing resumes; the process ends with os._exit, so no finalizer runs): the
     command line removes both scratch directories on its way out."""
     argv, out, check = COMMANDS["add"]
-    (tmp_path / "spill").mkdir()
+    spill = tmp_path / "spill"
+    spill.mkdir()
+    rows = pq.ParquetFile(inputs["dir"] / "big.parquet").metadata.num_rows
+    runs = -(-rows // int(SPILL_ENV["SPTOOL_RUN_ROWS"]))
     proc = _start(tmp_path, argv, inputs["dir"])
-    start, sorts = time.monotonic(), []
-    while len(sorts) < 2 and proc.poll() is None and time.monotonic() - start < 120:
-        sorts = [n for n in os.listdir(tmp_path / "spill") if n.startswith("sptool-sort-")]
+    start = time.monotonic()
+
+    def spilled() -> list[int]:
+        """Run files of each sort so far: a sort that has spilled all of them is merging, its
+        generator suspended between the join's requests."""
+        try:
+            sorts = [spill / n for n in os.listdir(spill) if n.startswith("sptool-sort-")]
+            return [sum(f.startswith("run-") for f in os.listdir(d)) for d in sorts]
+        except FileNotFoundError:  # a sort's directory went as it was listed
+            return []
+
+    reached = False
+    while not reached and proc.poll() is None and time.monotonic() - start < 120:
+        counts = spilled()
+        reached = len(counts) == 2 and min(counts) >= runs
         time.sleep(0.005)
-    reached = len(sorts) == 2 and proc.poll() is None
-    if reached:
-        proc.send_signal(signal.SIGINT)
+    assert reached, "add's two sorts were never seen both merging"
+    proc.send_signal(signal.SIGINT)
     _, err = proc.communicate(timeout=300)
     err = err.decode()
     record_property(KILL_PATH, _path_covered(reached, proc.returncode, err))
