@@ -158,8 +158,9 @@ class BlockScatter:
             hi = n if offsets[n - 1] < end else int(np.searchsorted(offsets, end, side="left"))
             cells = offsets[lo:hi] - self.start
             _scatter_into(self.buf, cells, vals[lo:hi])
-            self.reached.append(cells)
             self.reached_count += len(cells)
+            if self.reached_count * 32 < len(self.buf):  # sparse so far: kept, to zero them alone
+                self.reached.append(cells)
             first, last = int(offsets[lo]) - self.start, int(offsets[hi - 1]) - self.start
             self.span = (first, last) if self.span is None else (self.span[0], last)
             lo = hi
