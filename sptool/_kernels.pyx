@@ -14,7 +14,8 @@ from libc.stdlib cimport free, malloc
 
 import numpy as np
 
-from ._guards cimport bits_above, check_fits, check_shift, checked_runs, outside, sptool_clz64
+from ._guards cimport bits_above, check_fits, check_shift, checked_runs, outside
+from ._radix cimport Digits, plan_digits, prefix_sums
 from ._types cimport number_t
 
 
@@ -202,7 +203,8 @@ def radix_argsort(const uint64_t[::1] keys, int64_t[::1] perm, uint64_t[::1] sor
     and position arrays.  Either way a digit where every key agrees is skipped.
     """
     cdef Py_ssize_t n = keys.shape[0], i, d, passes = 8
-    cdef int shift, top
+    cdef int shift
+    cdef Digits plan
     cdef uint64_t lo_or = 0, hi_and = <uint64_t> -1, digit, varying
     cdef Py_ssize_t[256] count
     cdef Py_ssize_t total, c
@@ -213,9 +215,9 @@ def radix_argsort(const uint64_t[::1] keys, int64_t[::1] perm, uint64_t[::1] sor
             lo_or = lo_or | keys[i]
             hi_and = hi_and & keys[i]
     varying = lo_or ^ hi_and
-    top = 64 - sptool_clz64(varying) if varying else 0
-    if n and top + max(int(n - 1).bit_length(), 1) <= 64:
-        _radix_tagged(keys, perm, sorted_keys, varying, top, hi_and)
+    plan = plan_digits(0, varying)
+    if n and plan.top + max(int(n - 1).bit_length(), 1) <= 64:
+        _radix_tagged(keys, perm, sorted_keys, &plan, hi_and)
         return
     tmp_keys_arr = np.empty(n, dtype=np.uint64)
     tmp_perm_arr = np.empty(n, dtype=np.int64)
@@ -263,29 +265,20 @@ def radix_argsort(const uint64_t[::1] keys, int64_t[::1] perm, uint64_t[::1] sor
                 perm[i] = src_p[i]
 
 
-cdef enum:
-    TAGGED_DIGIT_BITS = 11  # the tagged sort's widest digit: 2,048 buckets, one array written
-
-
 cdef _radix_tagged(const uint64_t[::1] keys, int64_t[::1] perm, uint64_t[::1] sorted_keys,
-                   uint64_t varying, int top, uint64_t same):
-    """radix_argsort when a key's ``top`` varying bits and its position fit in one word: the
+                   Digits* plan, uint64_t same):
+    """radix_argsort when a key's ``plan.top`` varying bits and its position fit in one word: the
     position is stored from bit ``top`` up; bits above ``top`` are ``same``'s in every key."""
-    cdef Py_ssize_t n = keys.shape[0], i, b
-    cdef int count = (top + TAGGED_DIGIT_BITS - 1) // TAGGED_DIGIT_BITS, d, s
-    cdef int width = (top + count - 1) // count if count else 0
+    cdef Py_ssize_t n = keys.shape[0], i
+    cdef int top = plan.top, d, s
     cdef uint64_t low = ((<uint64_t> 1) << top) - 1  # top < 64: the positions take a bit at least
     cdef uint64_t k, dig, mask
-    cdef int64_t c, total
-    counts_arr = np.zeros((max(count, 1), 1 << width), dtype=np.int64)
-    masks_arr = np.zeros(max(count, 1), dtype=np.uint64)
-    for d in range(count):
-        # The top digit stops at ``top``, below the positions; a digit that never varies is 0.
-        mask = ((<uint64_t> 1) << min(width, top - d * width)) - 1
-        masks_arr[d] = mask if (varying >> (d * width)) & mask else 0
+    cdef int64_t c
+    counts_arr = np.zeros((max(plan.count, 1), 1 << plan.width), dtype=np.int64)
     work = np.empty((2, n), dtype=np.uint64)
-    cdef int64_t[:, ::1] counts = counts_arr
-    cdef uint64_t[::1] masks = masks_arr
+    cdef int64_t[:, ::1] counts_2d = counts_arr
+    cdef int64_t* counts = &counts_2d[0, 0]
+    cdef int64_t* cnt
     cdef uint64_t[:, ::1] w = work
     cdef uint64_t* a = &w[0, 0]
     cdef uint64_t* z = &w[1, 0]
@@ -293,26 +286,23 @@ cdef _radix_tagged(const uint64_t[::1] keys, int64_t[::1] perm, uint64_t[::1] so
     with nogil:
         for i in range(n):
             k = keys[i]
-            for d in range(count):
-                if masks[d]:
-                    counts[d, (k >> (d * width)) & masks[d]] += 1
+            for d in range(plan.count):
+                if plan.mask[d]:
+                    counts[(d << plan.width) + <Py_ssize_t> ((k >> plan.shift[d]) & plan.mask[d])] += 1
             a[i] = (k & low) | (<uint64_t> i << top)
-        for d in range(count):
-            mask = masks[d]
+        for d in range(plan.count):
+            mask = plan.mask[d]
             if mask == 0:
                 continue
-            total = 0
-            for b in range(1 << width):
-                c = counts[d, b]
-                counts[d, b] = total
-                total += c
-            s = d * width
+            cnt = counts + (d << plan.width)
+            prefix_sums(cnt, (<Py_ssize_t> 1) << plan.width)
+            s = plan.shift[d]
             for i in range(n):
                 k = a[i]
                 dig = (k >> s) & mask
-                c = counts[d, dig]
+                c = cnt[dig]
                 z[c] = k
-                counts[d, dig] = c + 1
+                cnt[dig] = c + 1
             t = a
             a = z
             z = t

@@ -20,7 +20,8 @@ word when s >= 64, and across both otherwise.  tests/references/widekeys.py hold
 from libc.stdint cimport int64_t, uint8_t, uint16_t, uint32_t, uint64_t
 from libc.stdlib cimport free, malloc
 
-from ._guards cimport bits_above, check_fits, checked_runs, outside, sptool_clz64
+from ._guards cimport bits_above, check_fits, checked_runs, outside
+from ._radix cimport Digits, field_of, low_bits, plan_digits, prefix_sums
 from ._types cimport value_t
 
 import numpy as np
@@ -98,11 +99,6 @@ ctypedef fused word:  # a value's bytes, whatever its type: 1, 2, 4 or 8 of them
     uint32_t
     uint64_t
 
-cdef enum:
-    DIGIT_BITS = 11  # the radix sort's digits
-    DIGITS = 12  # ceil(128 / DIGIT_BITS)
-
-
 cdef inline void _put(uint64_t* hi, uint64_t* lo, uint64_t v, int s) noexcept nogil:
     """OR the field v at bit offset s into the (hi, lo) key (v fits its width)."""
     if s >= 64:
@@ -113,21 +109,8 @@ cdef inline void _put(uint64_t* hi, uint64_t* lo, uint64_t v, int s) noexcept no
             hi[0] |= v >> (64 - s)
 
 
-cdef inline uint64_t _get(uint64_t hi, uint64_t lo, int s, uint64_t mask) noexcept nogil:
-    """The field at bit offset s under ``mask`` of a (hi, lo) key."""
-    if s >= 64:
-        return (hi >> (s - 64)) & mask
-    if s == 0:
-        return lo & mask
-    return ((lo >> s) | (hi << (64 - s))) & mask
-
-
 cdef inline bint _less(uint64_t ah, uint64_t al, uint64_t bh, uint64_t bl) noexcept nogil:
     return (ah < bh) | ((ah == bh) & (al < bl))
-
-
-cdef inline uint64_t _mask(int64_t width) noexcept nogil:
-    return (<uint64_t> -1) if width >= 64 else ((<uint64_t> 1 << width) - 1)
 
 
 cdef _check_fields(const int64_t[::1] shifts, const int64_t[::1] widths):
@@ -210,41 +193,10 @@ def unpack_keys(const uint64_t[:, ::1] packed, const int64_t[::1] order, const i
     for j in range(m):
         d = order[j]
         s = <int> shifts[j]
-        mask = _mask(widths[j]) if widths[j] else 0
+        mask = low_bits(widths[j]) if widths[j] else 0
         with nogil:
             for i in range(n):
-                out[d, i] = <int64_t> _get(_bswap64(packed[i, 0]), _bswap64(packed[i, 1]), s, mask)
-
-
-cdef struct Digits:
-    # The radix sort's plan: digit d is the key's bits [shift[d], shift[d] + width) under mask[d],
-    # mask 0 where every key agrees (the pass is skipped).
-    int top  # the bits below the highest that varies
-    int count
-    int width
-    int shift[DIGITS]
-    uint64_t mask[DIGITS]
-
-
-cdef Digits _plan_digits(uint64_t var_hi, uint64_t var_lo) noexcept nogil:
-    """Equal digits of at most DIGIT_BITS bits covering the bits below the highest that varies:
-    as few passes as 11-bit digits take, each digit as narrow as that allows (fewer buckets)."""
-    cdef Digits p
-    cdef int top = 0, d, left
-    if var_hi:
-        top = 128 - sptool_clz64(var_hi)
-    elif var_lo:
-        top = 64 - sptool_clz64(var_lo)
-    p.top = top
-    p.count = (top + DIGIT_BITS - 1) // DIGIT_BITS
-    p.width = (top + p.count - 1) // p.count if p.count else 0
-    for d in range(p.count):
-        p.shift[d] = d * p.width
-        left = top - p.shift[d]
-        p.mask[d] = _mask(p.width if left > p.width else left)
-        if _get(var_hi, var_lo, p.shift[d], p.mask[d]) == 0:
-            p.mask[d] = 0
-    return p
+                out[d, i] = <int64_t> field_of(_bswap64(packed[i, 0]), _bswap64(packed[i, 1]), s, mask)
 
 
 def radix_argsort(const uint64_t[:, ::1] keys, int64_t[::1] perm, uint64_t[:, ::1] sorted_keys):
@@ -271,7 +223,7 @@ def radix_argsort(const uint64_t[:, ::1] keys, int64_t[::1] perm, uint64_t[:, ::
             or_lo |= keys[i, 1]
             and_hi &= keys[i, 0]
             and_lo &= keys[i, 1]
-        plan = _plan_digits(_bswap64(or_hi ^ and_hi), _bswap64(or_lo ^ and_lo))
+        plan = plan_digits(_bswap64(or_hi ^ and_hi), _bswap64(or_lo ^ and_lo))
     # The positions take the key's top bits, above every varying one; -1 where they do not fit.
     tag_shift = 64 - pos_bits if plan.top + pos_bits <= 128 else -1
     work = np.empty((4 if tag_shift >= 0 else 5, n), dtype=np.uint64)  # the passes alternate
@@ -283,16 +235,7 @@ cdef void _count_digits(uint64_t hw, uint64_t lw, Digits* plan, int64_t* counts)
     cdef int d
     for d in range(plan.count):
         if plan.mask[d]:
-            counts[(d << plan.width) + <Py_ssize_t> _get(hw, lw, plan.shift[d], plan.mask[d])] += 1
-
-
-cdef void _prefix_sums(int64_t* cnt, Py_ssize_t buckets) noexcept nogil:
-    cdef int64_t total = 0, c
-    cdef Py_ssize_t b
-    for b in range(buckets):
-        c = cnt[b]
-        cnt[b] = total
-        total += c
+            counts[(d << plan.width) + <Py_ssize_t> field_of(hw, lw, plan.shift[d], plan.mask[d])] += 1
 
 
 cdef _radix_passes(const uint64_t[:, ::1] keys, int64_t[::1] perm, uint64_t[:, ::1] sorted_keys,
@@ -302,7 +245,7 @@ cdef _radix_passes(const uint64_t[:, ::1] keys, int64_t[::1] perm, uint64_t[:, :
     cdef Py_ssize_t n = keys.shape[0], i, d
     cdef bint tagged = tag_shift >= 0
     cdef uint64_t hw, lw, dig, mask
-    cdef uint64_t key_hi = _mask(tag_shift) if tagged else <uint64_t> -1
+    cdef uint64_t key_hi = low_bits(tag_shift) if tagged else <uint64_t> -1
     cdef int64_t c
     cdef int s
     cdef int64_t* counts = &counts_arr[0, 0]
@@ -331,20 +274,20 @@ cdef _radix_passes(const uint64_t[:, ::1] keys, int64_t[::1] perm, uint64_t[:, :
             if mask == 0:
                 continue
             cnt = counts + (d << plan.width)
-            _prefix_sums(cnt, (<Py_ssize_t> 1) << plan.width)
+            prefix_sums(cnt, (<Py_ssize_t> 1) << plan.width)
             s = plan.shift[d]
             if tagged:
                 for i in range(n):
                     hw = a_hi[i]
                     lw = a_lo[i]
-                    dig = _get(hw, lw, s, mask)
+                    dig = field_of(hw, lw, s, mask)
                     c = cnt[dig]
                     b_hi[c] = hw
                     b_lo[c] = lw
                     cnt[dig] = c + 1
             else:
                 for i in range(n):
-                    dig = _get(a_hi[i], a_lo[i], s, mask)
+                    dig = field_of(a_hi[i], a_lo[i], s, mask)
                     c = cnt[dig]
                     b_hi[c] = a_hi[i]
                     b_lo[c] = a_lo[i]
@@ -386,7 +329,7 @@ def bucket_counts(const uint64_t[:, ::1] keys, int shift, int64_t[::1] counts):
         raise ValueError("shift must be in 0..127")
     with nogil:
         for i in range(n):
-            b = _get(_bswap64(keys[i, 0]), _bswap64(keys[i, 1]), shift, <uint64_t> -1)
+            b = field_of(_bswap64(keys[i, 0]), _bswap64(keys[i, 1]), shift, <uint64_t> -1)
             top = b if b > top else top
             if b < <uint64_t> nb:
                 counts[b] += 1
@@ -410,7 +353,7 @@ def scatter_rows(const uint64_t[:, ::1] keys, const word[::1] values, int shift,
         raise ValueError("shift must be in 0..127")
     with nogil:
         for i in range(n):
-            b = _get(_bswap64(keys[i, 0]), _bswap64(keys[i, 1]), shift, <uint64_t> -1)
+            b = field_of(_bswap64(keys[i, 0]), _bswap64(keys[i, 1]), shift, <uint64_t> -1)
             if b >= <uint64_t> nb:
                 bad = True
                 break
@@ -543,7 +486,7 @@ def merge_add(const uint64_t[:, ::1] a, const uint64_t[:, ::1] b, const value_t[
     i, j = pos[0], pos[1]
     for d in range(K):
         sh[d] = <int> shifts[d]
-        masks[d] = _mask(widths[d]) if widths[d] else 0
+        masks[d] = low_bits(widths[d]) if widths[d] else 0
         mx[d] = -1
     with nogil:
         if i < na:
@@ -573,7 +516,7 @@ def merge_add(const uint64_t[:, ::1] a, const uint64_t[:, ::1] b, const value_t[
                 if j < nb:
                     bh, bl = _bswap64(b[j, 0]), _bswap64(b[j, 1])
             for d in range(K):
-                x = <int64_t> _get(hw, lw, sh[d], masks[d])
+                x = <int64_t> field_of(hw, lw, sh[d], masks[d])
                 keys[d, t] = x
                 if x > mx[d]:
                     mx[d] = x

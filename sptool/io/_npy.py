@@ -161,7 +161,7 @@ class BlockScatter:
             self.reached_count += len(cells)
             if self.reached_count * 32 < len(self.buf):  # sparse so far: kept, to zero them alone
                 self.reached.append(cells)
-            del cells
+            del cells  # let go now: held into the next batch, it made the allocator map fresh pages
             first, last = int(offsets[lo]) - self.start, int(offsets[hi - 1]) - self.start
             self.span = (first, last) if self.span is None else (self.span[0], last)
             lo = hi

@@ -24,9 +24,10 @@ from ..errors import DataError, UsageError
 from ..format import value_type_of_dtype
 from ..io import ClosesOrAborts, DenseSink, batch_keys, is_npy, known_shape, open_input, open_sink, output_kind
 from ..stream.axes import normalize_axes
+from ..stream.bounds import vouched_maxes
 from ..stream.duplicates import sum_duplicates
 from ..stream.engine import Plan, StreamOp, run
-from ..stream.group_reduce import GroupReducer, vouched_maxes
+from ..stream.group_reduce import GroupReducer
 from ..stream.order import ClaimCheck, checked_batches, ordered_batches
 from ..stream.reorder import Combine
 from ..stream.values import _UFUNC, as_kernel, from_kernel, kernel_dtype, values_of_array
@@ -341,7 +342,7 @@ def _reduced(src, step: Reduction, budget: Budget, tmp_dir, progress):
                 if check is not None:
                     check.check_batch(batch)
                 elif leading is not None and isinstance(partial, tuple):
-                    _check_seam(leading, columns_of(batch, range(K)), n)
+                    leading.check_seam(columns_of(batch, range(K)))
                 elif leading is not None:
                     leading.check(columns_of(batch, range(K)))
                 if isinstance(partial, tuple):
@@ -370,14 +371,6 @@ def _reduced(src, step: Reduction, budget: Budget, tmp_dir, progress):
             yield from reducer.feed([np.ascontiguousarray(keys[d]) for d in dims], vals, bounds)
 
     return feed_all()
-
-
-def _check_seam(claim: ClaimCheck, cols, n: int) -> None:
-    """``claim`` on a batch of ``n`` rows whose one order dimension block_partial has already
-    found non-decreasing within it: only the first row, against the last batch's, is left to
-    check.  The tracker is given the first and last rows, then counts the rows between."""
-    claim.check([c[[0, n - 1]] for c in cols])
-    claim.tracker.offset += n - 2
 
 
 def _finish_piece(piece, op, plan, dtype, kdtype):

@@ -12,7 +12,7 @@ from .._memory import MMAP_THRESHOLD, Budget
 from ..errors import ShapeMismatch, UsageError
 from ..format import TensorMeta, value_type_of_dtype
 from ..io import batch_keys, batch_values, is_npy, is_zero, open_npy, open_sink
-from .group_reduce import vouched_maxes
+from .bounds import vouched_maxes
 from .order import sorted_batches
 from .sort import KeyCodec
 

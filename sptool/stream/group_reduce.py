@@ -14,22 +14,6 @@ _SCATTER = {"sum": _reduce.scatter_sum, "prod": _reduce.scatter_prod, "max": _re
             "min": _reduce.scatter_min}
 
 
-def vouched_maxes(keys: np.ndarray) -> np.ndarray:
-    """The largest index of each dimension among (K, n) row-major ``keys``, for the sink's
-    write() from an op whose rows are row-major, unique and within the shape by construction,
-    its inputs' order, uniqueness and bounds having been checked as they were read
-    (sorted_batches, ClaimCheck): the merge join's, reduce's.  The sink then need not check
-    every row again (its order and bounds passes were about 6% of add's CPU on the issue shape).
-    Rows are row-major: dimension 0's is the last."""
-    K, n = keys.shape
-    if not n:
-        return np.full(K, -1, dtype=np.int64)
-    out = np.empty(K, dtype=np.int64)
-    out[0] = keys[0, n - 1]
-    keys[1:].max(axis=1, out=out[1:])
-    return out
-
-
 class GroupReducer:
     """Reduces rows that arrive ordered by their ``n_prefix`` leading index columns into one
     result per distinct coordinate on those and the ``rest`` columns after them, emitted in
