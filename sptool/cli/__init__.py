@@ -20,10 +20,9 @@ from .._version import FORMAT_VERSION, __version__
 from ..errors import SptoolError
 from ._cluster import note_help, refuse_unless_distributed
 from ._console import (
-    clear_anothers_bar,
-    err,
     guard_stdout,
     json_summary_written,
+    print_line,
     start_json_summaries,
     stop_all_bars,
     summary_object,
@@ -107,7 +106,7 @@ class SptoolGroup(click.Group):
             ctx.exit(0)
         except KeyboardInterrupt:
             _abort_outputs()
-            err.print(_interrupted_message(), highlight=False, markup=False)
+            print_line(_interrupted_message())
             ctx.exit(130)
         except click.ClickException as e:  # a usage error: click prints it
             write_json_summary(summary_object(ctx.invoked_subcommand, exit_code=e.exit_code,
@@ -121,7 +120,7 @@ class SptoolGroup(click.Group):
         except Exception as e:  # noqa: BLE001 - the one place unexpected errors are reported
             _abort_outputs()
             if _raised_by_an_interrupt(e):
-                err.print(_interrupted_message(), highlight=False, markup=False)
+                print_line(_interrupted_message())
                 ctx.exit(130)
             hint = "" if _debugging(ctx) else " (run with --debug for a traceback)"  # with it, printed above
             _fail(ctx, f"internal error: {type(e).__name__}: {e}{hint}", INTERNAL_ERROR)
@@ -156,8 +155,7 @@ def _fail(ctx: click.Context, message: str, code: int):
     if _debugging(ctx):
         traceback.print_exc()
     message = " ".join(message.split())  # one line, always
-    clear_anothers_bar()
-    click.echo(f"Error: {message}", err=True)
+    print_line(f"Error: {message}")
     write_json_summary(summary_object(ctx.invoked_subcommand, exit_code=code, error=message))
     ctx.exit(code)
 

@@ -149,12 +149,13 @@ def _terminal_is_ours() -> bool:
     return True
 
 
-def clear_anothers_bar():
-    """Before a line on a terminal where another sptool stage draws a bar: the line the cursor
-    is on (that bar) erased, so the text starts a line of its own; the bar is drawn again below."""
-    if _TERMINAL_LOCK and _TERMINAL_LOCK[0] is None:
-        sys.stderr.write("\r\x1b[2K")
-        sys.stderr.flush()
+def print_line(text: str):
+    """A whole line on stderr, in one write.  Where another sptool stage draws a bar, the line
+    the cursor is on (that bar) is erased first, in the same write: a refresh of that bar cannot
+    land between the erase and the text and leave the two glued."""
+    erase = "\r\x1b[2K" if _TERMINAL_LOCK and _TERMINAL_LOCK[0] is None else ""
+    sys.stderr.write(f"{erase}{text}\n")
+    sys.stderr.flush()
 
 
 class Job:
@@ -254,8 +255,7 @@ class Job:
         parts = [read if self.inputs else "", _wrote(outputs), _timing(secs, self.rows),
                  f"peak memory {format_size(doc['peak_memory_bytes'])}"]
         text = f"{doc['command']}: " + ", ".join(filter(None, parts)) + (f"; {extra}" if extra else "")
-        clear_anothers_bar()
-        err.print(text, highlight=False, markup=False)
+        print_line(text)
 
 
 class _Phase:
