@@ -14,7 +14,7 @@ from conftest import DTYPES, dense_oracle, random_tensor
 import sptool
 from sptool.errors import DataError, FormatError, UsageError
 from sptool.format import TensorMeta
-from sptool.io import open_sink, open_source, read_all
+from sptool.io import make_batch, open_sink, open_source, read_all
 
 
 def _roundtrip(t, path):
@@ -138,6 +138,31 @@ def test_sink_verifies_claims(tmp_path):
             sink.write(np.array(rows, dtype=np.int64), np.ones(2))
         assert sptool.read(str(tmp_path / "z.parquet")).unique is expect
         assert sptool.validate(str(tmp_path / "z.parquet")).valid
+
+
+@pytest.mark.parametrize("rows", [[[0, 1, 1, 2], [3, 0, 0, 1]], [[0, 2, 1, 3], [3, 0, 0, 1]],
+                                  [[0, 1, 2, 3], [1, 0, 2, 3]]], ids=["repeat", "out-of-order", "sorted"])
+def test_a_sorts_codes_are_checked_as_the_rows_would_be(tmp_path, rows):
+    """A batch handed over with its packed keys (a sort's codes, row-major in a 4 x 4 shape) is
+    refused for the same row as when its index columns are checked, and written alike when sorted."""
+    meta = TensorMeta(shape=(4, 4), sparse_ndim=2, value_type="float64", sort_order=(0, 1), unique=True)
+    keys = np.array(rows, dtype=np.int64)
+    batch = make_batch(keys, np.arange(4.0), meta, meta.arrow_schema())
+    codes = (keys[0] * 4 + keys[1]).astype(np.uint64)
+    errors, read = [], []
+    for name, extra in (("columns.parquet", ()), ("codes.parquet", (codes,))):
+        try:
+            with open_sink(str(tmp_path / name), meta, unique_claim=True) as sink:
+                sink.write_batch(batch, *extra)
+            errors.append(None)
+            read.append(sptool.read(str(tmp_path / name)))
+        except DataError as e:
+            errors.append(str(e).replace(name, "X"))
+    assert errors[0] == errors[1]
+    if errors[0] is None:
+        assert np.array_equal(read[1].indices, keys[:, np.lexsort(keys[::-1])].T) and read[1].unique
+    else:
+        assert "indices[" in errors[0] and os.listdir(tmp_path) == []
 
 
 def test_shape_inferred_at_close(tmp_path):

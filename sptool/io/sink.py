@@ -14,7 +14,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from .. import _kernels
+from .. import _checks, _kernels
 from .._memory import ROW_GROUP_ROWS, Budget, budget_of
 from .._messages import out_of_bounds, out_of_order, repeated
 from .._threads import stop_pool
@@ -30,7 +30,7 @@ from ..format import (
     index_column,
     version_for,
 )
-from ._arrays import batch_values, make_batch
+from ._arrays import batch_keys, batch_values, make_batch
 from ._atomic import AtomicTarget, ClosesOrAborts
 from ._digest import DigestWriter
 from ._iso import IsoCheck
@@ -193,20 +193,25 @@ class OrderTracker:
         return self._advance(row, kind, n)
 
     def check_codes(self, codes: np.ndarray) -> tuple[int, int]:
-        """The same for rows given as packed sort codes (uint64, increasing with the order), as the
-        merge join has them: one vectorised comparison instead of decoding the columns."""
+        """The same for rows given as packed sort codes (uint64, increasing with the full order),
+        as a sort or the merge join has them: one compiled comparison a row, no columns decoded."""
         n = len(codes)
         if n == 0:
             return -1, 0
-        behind = np.less_equal if self.check_repeats else np.less
-        bad = np.flatnonzero(behind(codes[1:], codes[:-1]))
-        row = int(bad[0]) + 1 if len(bad) else -1
-        if row < 0 and self.prev is not None and behind(codes[0], self.prev):
-            row = 0
-        kind = 0 if row < 0 else (_kernels.REPEATED if codes[row] == (codes[row - 1] if row else self.prev)
-                                  else _kernels.OUT_OF_ORDER)
+        codes = np.ascontiguousarray(codes)
+        has_prev, prev = self.prev is not None, 0 if self.prev is None else int(self.prev)
+        row, kind = _checks.codes_order_violation(codes, self.check_repeats, has_prev, prev)
+        if row >= 0 and kind == _kernels.REPEATED and self.tolerate_repeats:
+            self.repeated, self.check_repeats = True, False
+            row, kind = _checks.codes_order_violation(codes, False, has_prev, prev)
         self.prev = codes[-1]
         return self._advance(row, kind, n)
+
+    def takes_codes(self, codes) -> bool:
+        """Whether check_codes can stand for check on these rows: uint64 codes of the full
+        order, and no earlier batch checked by its columns (whose last row is kept as columns)."""
+        return (codes is not None and codes.dtype == np.uint64 and self.full
+                and (self.prev is None or np.ndim(self.prev) == 0))
 
     def _advance(self, row: int, kind: int, n: int) -> tuple[int, int]:
         at = self.offset + row if row >= 0 else -1
@@ -344,12 +349,31 @@ class TensorSink(ClosesOrAborts):
             self.maxes = np.maximum(self.maxes, maxes)
             self._append(batch)
 
-    def write_batch(self, batch: pa.RecordBatch) -> None:
+    def write_batch(self, batch: pa.RecordBatch, codes: np.ndarray | None = None) -> None:
+        """Append a record batch in the file schema.  ``codes``, from a sort: the rows' packed
+        keys in the sink's order, each row's indices checked against the shape before it was
+        packed (so unpacked, within it): the order is checked on them (one compiled pass) and
+        the bounds not again."""
         if batch.num_rows == 0:
             return
-        # The index columns as they are in the batch: checked in place, not copied.
-        self._check([batch.column(k).to_numpy() for k in range(self.K)])
+        if codes is not None and len(codes) == batch.num_rows and self._takes_codes(codes):
+            self._check_codes(batch, codes)
+        else:
+            # The index columns as they are in the batch: checked in place, not copied.
+            self._check([batch.column(k).to_numpy() for k in range(self.K)])
         self._append(batch)
+
+    def _takes_codes(self, codes) -> bool:
+        return (self.order.takes_codes(codes) and self._found is None
+                and all(s is not None for s in self.meta.shape[: self.K]))
+
+    def _check_codes(self, batch: pa.RecordBatch, codes: np.ndarray):
+        seen = self.order.offset
+        at, kind = self.order.check_codes(codes)
+        if at >= 0:
+            self._order_broken(at, kind, batch_keys(batch.slice(at - seen, 1), self.K), 0)
+        if self.order.repeated:
+            self.still_unique = False
 
     def _append(self, batch: pa.RecordBatch) -> None:
         n = batch.num_rows
@@ -396,15 +420,15 @@ class TensorSink(ClosesOrAborts):
             self._detect(cols)
         at, kind = self.order.check(keys)
         if at >= 0:
-            local = at - (self.order.offset - n)
-            if kind == _kernels.OUT_OF_ORDER:
-                raise DataError(
-                    f"internal error: {out_of_order(at, keys, local)}, breaking the promised sort order "
-                    f"{list(self.meta.sort_order)}", path=self._source
-                )
-            raise DataError(repeated(at, keys, local), path=self._source)
+            self._order_broken(at, kind, keys, at - (self.order.offset - n))
         if self.order.repeated:
             self.still_unique = False
+
+    def _order_broken(self, at: int, kind: int, keys, local: int):
+        if kind == _kernels.OUT_OF_ORDER:
+            raise DataError(f"internal error: {out_of_order(at, keys, local)}, breaking the promised sort order "
+                            f"{list(self.meta.sort_order)}", path=self._source)
+        raise DataError(repeated(at, keys, local), path=self._source)
 
     def _detect(self, cols: list):
         """Follow whether the rows are still in row-major order (and strictly so)."""

@@ -36,6 +36,7 @@ class Plan:
     pieces: bool = False  # map yields (keys (K, n), values) pairs for the sink's write(), not record batches
     row_for_row: bool = False  # output row i is input row i: the sink's errors name the source and its rows
     check_claims: bool = True  # the input's claimed order checked as it is read (False: the op checks, or may not)
+    keyed_rows: bool = False  # map's batches are the sorted rows of its keys: the sink checks their order on the keys
 
 
 class StreamOp:
@@ -128,7 +129,11 @@ def run(op: StreamOp, src, output, *, budget: Budget, tmp_dir=None, progress=Non
 
     with writer:
         for batch, keys in op.read(src, plan, budget=budget, tmp_dir=tmp_dir, progress=progress):
-            emit(op.map(batch, keys))
+            if plan.keyed_rows:
+                for out in op.map(batch, keys):
+                    put(out, keys)
+            else:
+                emit(op.map(batch, keys))
         emit(op.finish())
         if any(s is None for s in plan.meta.shape):
             shape = op.output_shape(*(s.meta.shape for s in srcs))

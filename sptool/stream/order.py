@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .. import _checks, _kernels
+from .. import _kernels
 from .._memory import Budget, budget_of
 from .._messages import out_of_order, repeated
 from ..errors import DataError
@@ -74,20 +74,13 @@ class ClaimCheck:
         vectorised comparison), else by its index columns."""
         K = self.meta.sparse_ndim
         self.check_values(batch)
-        if codes is None or codes.dtype != np.uint64 or not self.tracker.full:
+        if codes is None or not self.tracker.takes_codes(codes):
             self.check([batch.column(k).to_numpy() for k in range(K)])
             return
-        tracker = self.tracker
-        seen = tracker.offset
-        # Compiled, one comparison per row and no temporary array (OrderTracker.check_codes
-        # allocates two); the tracker's state is kept as check_codes keeps it.
-        row, kind = _checks.codes_order_violation(np.ascontiguousarray(codes), tracker.check_repeats,
-                                                  tracker.prev is not None, 0 if tracker.prev is None else tracker.prev)
-        if len(codes):
-            tracker.prev = codes[-1]
-            tracker.offset += len(codes)
-        if row >= 0:
-            self._fail(seen + row, kind, batch_keys(batch.slice(row, 1), K), 0)
+        seen = self.tracker.offset
+        at, kind = self.tracker.check_codes(codes)
+        if at >= 0:
+            self._fail(at, kind, batch_keys(batch.slice(at - seen, 1), K), 0)
 
     def _fail(self, at: int, kind: int, keys, i: int):
         self.failed_at = at  # for a caller that picks the first of several checks' failures

@@ -29,7 +29,7 @@ class Reorder(StreamOp):
                               iso=meta.iso and self.duplicates != "sum")
         self.columns = range(meta.sparse_ndim + 1)
         return Plan(out_meta, order=order, duplicates=self.duplicates,
-                    unique_claim=True if self.duplicates != "keep" else None)
+                    unique_claim=True if self.duplicates != "keep" else None, keyed_rows=True)
 
     def map(self, batch, keys):
         yield batch.select(self.columns)  # without the sort's key column
