@@ -338,18 +338,30 @@ def unpack_keys(const uint64_t[::1] packed, const int64_t[::1] order, const int6
                     out[d, i] = <int64_t> ((packed[i] >> s) & mask)
 
 
-def or_shifted(const int64_t[::1] col, int shift, int64_t width, uint64_t[::1] out, bint first):
+def or_shifted(const int64_t[::1] col, int shift, int64_t width, uint64_t[::1] out, bint first,
+               uint64_t limit=0):
     """out (|)= col << shift: pack_keys one column at a time, straight from a column's buffer;
-    ValueError if a value is negative or needs more than ``width`` bits."""
+    ValueError if a value is negative or needs more than ``width`` bits.  With ``limit`` (the
+    dimension's extent, at most 2**width), the bounds check in the same pass: False, and nothing
+    raised, when a value is negative or not below it (the caller names the row); else True."""
     cdef Py_ssize_t n = col.shape[0], i
-    cdef uint64_t spilled = 0
+    cdef uint64_t spilled = 0, v
+    cdef bint over = False
     if out.shape[0] != n:
         raise ValueError("shape mismatch in or_shifted")
     check_shift("or_shifted", "shift", shift)
     if not 0 <= width <= 64 - shift:
         raise ValueError(f"or_shifted: a field of {width} bits at bit {shift} lies outside 64 bits")
+    if limit and width < 64 and limit > (<uint64_t> 1) << width:
+        raise ValueError(f"or_shifted: an extent of {limit} does not fit {width} bits")
     with nogil:
-        if first:
+        if limit:
+            # Negative values read as unsigned are past any extent: one comparison each.
+            for i in range(n):
+                v = <uint64_t> col[i]
+                over |= v >= limit
+                out[i] = (v << shift) if first else (out[i] | (v << shift))
+        elif first:
             for i in range(n):
                 spilled |= bits_above(<uint64_t> col[i], width)
                 out[i] = <uint64_t> col[i] << shift
@@ -359,6 +371,7 @@ def or_shifted(const int64_t[::1] col, int shift, int64_t width, uint64_t[::1] o
                 out[i] = out[i] | (<uint64_t> col[i] << shift)
     if spilled:
         check_fits("or_shifted", col, width)
+    return not over
 
 
 def tag_positions(const uint64_t[::1] keys, int pos_bits, uint64_t[::1] out):

@@ -156,6 +156,26 @@ def test_pack_unpack_keys(seed):
     np.testing.assert_array_equal(back, keys)
 
 
+@pytest.mark.parametrize("seed", range(6))
+def test_or_shifted_checks_the_extent_as_it_packs(seed):
+    """With a limit, or_shifted packs as the reference does and tells whether every value lies
+    in [0, limit): negatives, the extent itself and past it are caught, whatever the field's width."""
+    rng = np.random.default_rng(seed)
+    n, limit = 300, int(rng.integers(1, 1 << 20))
+    width, shift = max(limit - 1, 1).bit_length(), int(rng.integers(0, 40))
+    col = rng.integers(0, limit, n)
+    planted = seed % 2 == 1
+    if planted:
+        col[rng.integers(0, n)] = [-1, limit, -(1 << 62)][seed // 2]
+    prior = rng.integers(0, 1 << 63, n, dtype=np.uint64)
+    for first in (True, False):
+        got, want = prior.copy(), prior.copy()
+        ok = _kernels.or_shifted(col, shift, width, got, first, limit)
+        assert ok == kernels_reference.or_shifted(col, shift, want, first, limit) == (not planted)
+        if ok:
+            np.testing.assert_array_equal(got, want)
+
+
 @pytest.mark.parametrize("hi", [1, 7, 1 << 40])
 def test_radix_argsort_is_a_stable_sort(rng, hi):
     keys = rng.integers(0, hi, 5000).astype(np.uint64)

@@ -76,6 +76,11 @@ class KeyCodec:
         self.bits = acc
         # The index columns can be rebuilt from the key only if it holds every one of them.
         self.unpackable = (self.packed or self.wide) and sorted(int(d) for d in order) == list(range(self.K))
+        # Packing checks the bounds too (encode_checked) when every dimension is in the key and
+        # has a known extent; no int64 index reaches 2^63, and past it a negative one would pass.
+        extents = [shape[d] for d in order]
+        self.limits = (np.asarray([min(e, 1 << 63) for e in extents], dtype=np.uint64)
+                       if self.packed and self.unpackable and None not in extents else None)
 
     def encode(self, keys: np.ndarray) -> np.ndarray:
         n = keys.shape[1]
@@ -112,6 +117,26 @@ class KeyCodec:
         if first:
             words[:] = 0
         return out
+
+    def encode_checked(self, table: pa.Table) -> np.ndarray | None:
+        """encode_table's keys with the bounds checked in the same pass over each column: None
+        when an index lies outside the shape.  Only for a codec with ``limits``."""
+        out = np.empty(table.num_rows, dtype=np.uint64)
+        first, within = True, True
+        for j, d in enumerate(self.order):
+            limit, start = int(self.limits[j]), 0
+            for chunk in table.column(int(d)).chunks:
+                col, n = chunk.to_numpy(), len(chunk)
+                if self.widths[j] == 0:  # an extent of 1 (or 0): nothing to pack, only 0 allowed
+                    within = within and limit == 1 and not col.any()
+                else:
+                    within &= _kernels.or_shifted(col, int(self.shifts[j]), int(self.widths[j]),
+                                                  out[start:start + n], first, limit)
+                start += n
+            first = first and self.widths[j] == 0
+        if first:
+            out[:] = 0
+        return out if within else None
 
     def words(self, keys: np.ndarray) -> np.ndarray:
         """What the compiled kernels take for ``keys``: packed keys as they are, wide ones as
@@ -360,6 +385,10 @@ def key_preparer(meta: TensorMeta, order, *, keys: bool = True):
     codec = KeyCodec(meta.shape, order, meta.sparse_ndim)
 
     def prepare(batch: pa.RecordBatch):
+        if keys and codec.limits is not None:
+            packed = codec.encode_checked(pa.Table.from_batches([batch]))
+            if packed is not None:
+                return packed
         row, _ = first_bad_row(batch, meta)
         if row >= 0:
             return row

@@ -61,6 +61,13 @@ def pack_keys(keys, order, shifts, out):
     out[:] = np.bitwise_or.reduce(k << np.asarray(shifts, dtype=np.uint64)[:, None], axis=0) if len(order) else 0
 
 
+def or_shifted(col, shift, out, first, limit):
+    """out (|)= col << shift; whether every value lies in [0, limit)."""
+    shifted = col.astype(np.uint64) << np.uint64(shift)
+    out[:] = shifted if first else out | shifted
+    return bool(((col >= 0) & (col.astype(np.uint64) < np.uint64(limit))).all())
+
+
 def unpack_keys(packed, order, shifts, widths, out):
     for j, d in enumerate(order):
         mask = (np.uint64(1) << np.uint64(widths[j])) - np.uint64(1)
