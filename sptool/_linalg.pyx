@@ -4,7 +4,8 @@
   minimum), on packed uint64 keys or on the big-endian byte keys of wide shapes;
 - ``merge_add``: add's merge join in one pass: the union of the packed keys, the sums, and the union's
   keys unpacked into index columns with their maxima (three passes over every output row before: the
-  unpacking and the maxima took a fifth of the merging thread's time);
+  unpacking and the maxima took a fifth of the merging thread's time), branch-free while both
+  operands have keys left;
 - ``split_rows``: a stable two-way partition of COO entries by row, so that two threads can work on
   disjoint output rows;
 - ``spmm_coo``: out[row] += value * dense[col] for COO entries (sparse x dense matmul);
@@ -101,7 +102,7 @@ def merge_join(const uint64_t[::1] a, const uint64_t[::1] b, int64_t[::1] ia, in
 
 
 cdef inline void _unpack(uint64_t code, Py_ssize_t t, Py_ssize_t K, const int64_t *shifts,
-                         const uint64_t *masks, int64_t[:, ::1] keys, int64_t *maxes) noexcept nogil:
+                         const uint64_t *masks, int64_t[:, :] keys, int64_t *maxes) noexcept nogil:
     cdef Py_ssize_t d
     cdef int64_t x
     for d in range(K):
@@ -111,9 +112,45 @@ cdef inline void _unpack(uint64_t code, Py_ssize_t t, Py_ssize_t K, const int64_
             maxes[d] = x
 
 
+cdef Py_ssize_t _merge_add_both(const uint64_t *a, const uint64_t *b, const value_t *va, const value_t *vb,
+                                Py_ssize_t na, Py_ssize_t nb, value_t fa, value_t fb, bint fa_zero, bint fb_zero,
+                                Py_ssize_t *pi, Py_ssize_t *pj, Py_ssize_t cap, Py_ssize_t K, const int64_t *sh,
+                                const uint64_t *masks, int64_t *keys, Py_ssize_t stride, value_t *out,
+                                int64_t *mx) noexcept nogil:
+    """merge_add's rows while both operands have keys left, without a branch on the keys' order
+    (on keys of two random operands a branch mispredicts half the time): each row's key, value
+    and advances are picked arithmetically.  Row t of dimension d is keys[d * stride + t].
+    Returns the rows written; *pi and *pj are advanced past the rows consumed."""
+    cdef Py_ssize_t i = pi[0], j = pj[0], t = 0, d
+    cdef uint64_t ka, kb, code
+    cdef int ta, tb
+    cdef int64_t x
+    cdef value_t pick[3]
+    while t < cap and i < na and j < nb:
+        ka = a[i]
+        kb = b[j]
+        ta = ka <= kb
+        tb = kb <= ka
+        code = kb ^ ((ka ^ kb) & (<uint64_t> 0 - <uint64_t> ta))
+        # The value of each case, chosen by index: B's alone, A's alone, both.
+        pick[0] = vb[j] if fa_zero else fa + vb[j]
+        pick[1] = va[i] if fb_zero else va[i] + fb
+        pick[2] = va[i] + vb[j]
+        out[t] = pick[ta + (ta & tb)]
+        for d in range(K):
+            x = <int64_t> ((code >> sh[d]) & masks[d])
+            keys[d * stride + t] = x
+            mx[d] = x if x > mx[d] else mx[d]
+        i += ta
+        j += tb
+        t += 1
+    pi[0], pj[0] = i, j
+    return t
+
+
 def merge_add(const uint64_t[::1] a, const uint64_t[::1] b, const value_t[::1] va, const value_t[::1] vb,
               value_t fa, value_t fb, bint fa_zero, bint fb_zero, const int64_t[::1] shifts,
-              const int64_t[::1] widths, int64_t[:, ::1] keys, value_t[::1] out, int64_t[::1] maxes,
+              const int64_t[::1] widths, int64_t[:, :] keys, value_t[::1] out, int64_t[::1] maxes,
               int64_t[::1] pos):
     """The union of two strictly increasing packed key arrays with add's sums, the keys unpacked,
     from a[pos[0]:] and b[pos[1]:] until ``out`` is full or both are used up.
@@ -122,9 +159,10 @@ def merge_add(const uint64_t[::1] a, const uint64_t[::1] b, const value_t[::1] v
     fill, or its value as it is when that fill is zero (``fa_zero``/``fb_zero``: TensorFlow copies
     one-sided entries, so -0.0 stays -0.0).  Output row t's index along dimension d is
     keys[d, t] = (key >> shifts[d]) & (2^widths[d] - 1), dimensions in row-major order.  ``keys``
-    (K rows) holds as many rows as ``out``; ``maxes`` (K) gets the largest index of each dimension
-    among the output rows, -1 when there are none; ``pos`` is advanced past the rows consumed.
-    Returns the number of output rows."""
+    (K rows, each contiguous: a slice of the columns of a larger array will do) holds as many rows
+    as ``out``; ``maxes`` (K) gets the largest index of each dimension among the output rows, -1
+    when there are none; ``pos`` is advanced past the rows consumed.  Returns the number of output
+    rows."""
     cdef Py_ssize_t na = a.shape[0], nb = b.shape[0], K = keys.shape[0], cap = out.shape[0], t = 0, d
     cdef Py_ssize_t i, j
     cdef uint64_t code
@@ -135,6 +173,8 @@ def merge_add(const uint64_t[::1] a, const uint64_t[::1] b, const value_t[::1] v
         raise ValueError("merge_add: one value per key")
     if keys.shape[1] < cap:
         raise ValueError("merge_add: fewer key rows than output values")
+    if (cap > 1 and keys.strides[1] != sizeof(int64_t)) or keys.strides[0] % <Py_ssize_t> sizeof(int64_t):
+        raise ValueError("merge_add: each dimension's keys must be contiguous")
     if shifts.shape[0] != K or widths.shape[0] != K or maxes.shape[0] != K or K > 64:
         raise ValueError("merge_add: one shift, width and maximum per dimension")
     if pos.shape[0] != 2 or not (0 <= pos[0] <= na and 0 <= pos[1] <= nb):
@@ -147,6 +187,9 @@ def merge_add(const uint64_t[::1] a, const uint64_t[::1] b, const value_t[::1] v
         masks[d] = (<uint64_t> -1) if widths[d] >= 64 else ((<uint64_t> 1 << widths[d]) - 1)
         mx[d] = -1
     with nogil:
+        if na and nb and cap and K:
+            t = _merge_add_both(&a[0], &b[0], &va[0], &vb[0], na, nb, fa, fb, fa_zero, fb_zero, &i, &j, cap, K,
+                                sh, masks, &keys[0, 0], keys.strides[0] // sizeof(int64_t), &out[0], mx)
         while t < cap and (i < na or j < nb):
             if j >= nb or (i < na and a[i] < b[j]):
                 code = a[i]

@@ -8,7 +8,7 @@ import numpy as np
 import pyarrow as pa
 
 from .. import _linalg
-from .._memory import MMAP_THRESHOLD, Budget
+from .._memory import Budget
 from ..errors import ShapeMismatch, UsageError
 from ..format import TensorMeta, value_type_of_dtype
 from ..io import batch_keys, batch_values, is_npy, is_zero, open_npy, open_sink
@@ -83,6 +83,10 @@ class _Chunk:
 
     def __len__(self):
         return len(self.codes)
+
+    def empty(self):
+        """A chunk of no rows, of this one's types."""
+        return _Chunk(self.codes[:0], None if self.keys is None else self.keys[:, :0], self.values[:0])
 
     def split(self, n: int):
         keys = self.keys
@@ -207,9 +211,9 @@ class JoinOp:
     """An element-wise op of two sparse tensors, as the merge join runs it (run_join): its plan
     (``out_dtype(meta_a, meta_b)``, ``out_fill(fill_a, fill_b, dtype)``) and its per-round work
     (``combine``).  ``fused``, a kernel doing the join and ``combine`` in one pass and unpacking
-    the union's keys with their maxima (``_linalg.merge_add``), serves the rounds it can: packed
-    keys, scalar values of a kernel type, both sides present; ``fused_wide`` does the same on
-    wide keys (``_widekeys.merge_add``)."""
+    the union's keys with their maxima (``_linalg.merge_add``), serves every round when it can:
+    packed keys, scalar values of a kernel type; ``fused_wide`` does the same on wide keys
+    (``_widekeys.merge_add``)."""
 
     what = ""
     fused = None
@@ -226,6 +230,58 @@ class JoinOp:
         gathered per output row (the side's fill where it has no entry) and the masks of rows
         each side has."""
         raise NotImplementedError
+
+
+class _FusedRows:
+    """The fused kernel's output rows, gathered across rounds and written a whole row group of
+    the sink's at a time: such a batch goes to the encoders as it is, where a row group split
+    between two writes would be copied whole again; and the buffers stay small enough (a few
+    MB) to come from heap pages freed by earlier groups rather than pages the kernel zeroes."""
+
+    def __init__(self, sink, codec: KeyCodec, dtype: np.dtype):
+        self.sink, self.codec, self.dtype = sink, codec, dtype
+        self.K, self.rows = codec.K, sink.row_group_rows
+        # _widekeys.merge_add fills whole C-contiguous arrays only: with wide keys a group that
+        # a round leaves part-filled is written then, not continued in the next round.
+        self.across_rounds = codec.packed
+        self.keys = None
+        self.n = 0
+
+    def _start(self):
+        self.keys = np.empty((self.K, self.rows), dtype=np.int64)
+        self.values = np.empty(self.rows, dtype=self.dtype)
+        self.maxes = np.full(self.K, -1, dtype=np.int64)
+        self.n = 0
+
+    def merge(self, fused, a: _Chunk | None, b: _Chunk | None, fa, fb):
+        """Every row of the union of two chunks (or of one), with add's sums (``fused``:
+        _linalg.merge_add or its wide-key twin)."""
+        codec = self.codec
+        a, b = (a if a is not None else b.empty()), (b if b is not None else a.empty())
+        va = np.ascontiguousarray(a.values, dtype=self.dtype)
+        vb = np.ascontiguousarray(b.values, dtype=self.dtype)
+        wa, wb = codec.words(a.codes), codec.words(b.codes)
+        za, zb = is_zero(fa), is_zero(fb)
+        pos = np.zeros(2, dtype=np.int64)
+        maxes = np.empty(self.K, dtype=np.int64)
+        while pos[0] < len(a) or pos[1] < len(b):
+            if self.keys is None:
+                self._start()
+            at = self.n
+            self.n += fused(wa, wb, va, vb, fa, fb, za, zb, codec.shifts, codec.widths, self.keys[:, at:],
+                            self.values[at:], maxes, pos)
+            np.maximum(self.maxes, maxes, out=self.maxes)
+            if self.n == self.rows:
+                self.flush()
+        if not self.across_rounds:
+            self.flush()
+
+    def flush(self):
+        """Write the rows gathered (vouched for as vouched_maxes says)."""
+        if self.keys is not None and self.n:
+            self.sink.write(self.keys[:, :self.n], self.values[:self.n], self.maxes)
+        self.keys = None
+        self.n = 0
 
 
 def run_join(op: JoinOp, sa, sb, output, *, budget: Budget, tmp_dir=None, progress=None):
@@ -254,27 +310,14 @@ def run_join(op: JoinOp, sa, sb, output, *, budget: Budget, tmp_dir=None, progre
     left = _Side(sa, codec, budget=half, tmp_dir=tmp_dir, progress=progress)
     right = _Side(sb, codec, budget=half, tmp_dir=tmp_dir, progress=progress)
     fa, fb = scalar(ma.fill_value, dtype), scalar(mb.fill_value, dtype)
-    # The fused kernel's output rows per piece: a piece's index columns stay well below glibc's
-    # mmap threshold, so each piece reuses heap pages freed by the last instead of mapping fresh
-    # ones that the kernel zeroes (a measurable share of add's CPU in the merging thread).
-    # Tuned batch rows (the tests' tiny batches) set it too, so that pieces end inside rounds.
-    piece = budget.batch_rows or max(1024, MMAP_THRESHOLD // (16 * K))
     dropped = 0
     with open_sink(output, out_meta, unique_claim=True, budget=budget, light_producer=True) as sink:
         tail = tuple(ma.dense_shape)
         fast = fused is not None and not tail and dtype in FUSED_TYPES
+        groups = _FusedRows(sink, codec, dtype)
         for a, b in join_rounds(left, right, codec.packed):
-            if fast and a is not None and b is not None:
-                va, vb = np.ascontiguousarray(a.values, dtype=dtype), np.ascontiguousarray(b.values, dtype=dtype)
-                wa, wb = codec.words(a.codes), codec.words(b.codes)
-                pos = np.zeros(2, dtype=np.int64)
-                while pos[0] < len(a) or pos[1] < len(b):
-                    cap = min(len(a) + len(b) - int(pos[0] + pos[1]), piece)
-                    keys, vals = np.empty((K, cap), dtype=np.int64), np.empty(cap, dtype=dtype)
-                    maxes = np.empty(K, dtype=np.int64)
-                    n = fused(wa, wb, va, vb, fa, fb, is_zero(fa), is_zero(fb), codec.shifts, codec.widths,
-                              keys, vals, maxes, pos)
-                    sink.write(keys[:, :n], vals[:n], maxes)  # vouched for as vouched_maxes says
+            if fast:
+                groups.merge(fused, a, b, fa, fb)
                 continue
             ia, ib, union = join_chunks(a, b, codec.packed)
             n = len(ia)
@@ -290,6 +333,7 @@ def run_join(op: JoinOp, sa, sb, output, *, budget: Budget, tmp_dir=None, progre
                 dropped += int(n - keep.sum())
                 keys, vals = keys[:, keep], vals[keep]
             sink.write(keys, vals, vouched_maxes(keys))
+        groups.flush()
     if output is None:
         return sink  # the result stays in memory: the caller takes sink.result()
     final = sink.final_meta
