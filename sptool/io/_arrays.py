@@ -19,6 +19,15 @@ def batch_keys(batch: pa.RecordBatch, sparse_ndim: int) -> np.ndarray:
     return out
 
 
+def batch_columns(batch: pa.RecordBatch, sparse_ndim: int) -> list[np.ndarray]:
+    """The index columns as the batch holds them: K int64 arrays over its buffers, no copy."""
+    cols = []
+    for k in range(sparse_ndim):
+        col = batch.column(k)
+        cols.append(col.to_numpy(zero_copy_only=False) if col.null_count == 0 else _nulls(col))
+    return cols
+
+
 def _nulls(col):
     raise FormatError("an index column holds nulls")
 

@@ -29,7 +29,7 @@ from ..format import (
     trailer_problem,
 )
 from ._anndata import HDF5_MAGIC, MatrixReader, is_anndata_store
-from ._arrays import batch_keys, batch_values, make_batch, normalize_batch
+from ._arrays import batch_columns, batch_keys, batch_values, make_batch, normalize_batch
 from ._digest import DigestReader, digest_problem
 from ._iso import IsoCheck
 from ._prefetch import prefetch
@@ -159,6 +159,13 @@ class TensorSource:
         K = self.meta.sparse_ndim
         for batch in self.iter_batches(batch_rows, budget=budget):
             yield batch_keys(batch, K), batch_values(batch, self.meta)
+
+    def iter_columns(self, batch_rows: int | None = None, *, budget: Budget | None = None):
+        """Yield (the K index columns, values ndarray) per batch: iter_arrays without the copy of
+        the columns into one (K, n) array."""
+        K = self.meta.sparse_ndim
+        for batch in self.iter_batches(batch_rows, budget=budget):
+            yield batch_columns(batch, K), batch_values(batch, self.meta)
 
     def close(self):
         pass
@@ -557,6 +564,10 @@ class AnnDataSource(TensorSource):
     def iter_batches(self, batch_rows=None, *, budget=None):
         for keys, values in self.iter_arrays(batch_rows, budget=budget):
             yield make_batch(keys, values, self.meta, self.schema)
+
+    def iter_columns(self, batch_rows=None, *, budget=None):
+        for keys, values in self.iter_arrays(batch_rows, budget=budget):
+            yield list(keys), values
 
     def matrices(self) -> list[dict]:
         """Every matrix of the file: key, layout, shape, nnz, value type (info lists them)."""

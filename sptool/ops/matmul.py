@@ -40,7 +40,7 @@ from contextlib import ExitStack
 
 import numpy as np
 
-from .. import _kernels, _linalg
+from .. import _checks, _kernels, _linalg
 from .._memory import Budget, budget_of
 from .._messages import out_of_bounds
 from ..errors import DataError, ShapeMismatch, UsageError
@@ -132,6 +132,7 @@ class _SpMM:
         # RSS every so often (as todense does), so the memory map does not count against --memory.
         self.release_bytes = release_bytes
         self._since_release = 0
+        self._pending = []
 
     def add(self, rows: np.ndarray, cols: np.ndarray, vals: np.ndarray):
         n = len(rows)
@@ -141,15 +142,26 @@ class _SpMM:
         if self.release_bytes:
             self._since_release += n * max(self.out.shape[1] * self.out.itemsize, 1)
             if self._since_release > self.release_bytes:
+                self.finish()
                 release(self.out)
                 self._since_release = 0
 
+    def finish(self):
+        """Wait for the batch on the threads (its error, if any, is raised here)."""
+        pending, self._pending = self._pending, []
+        for f in pending:
+            f.result()
+
     def _compute(self, rows: np.ndarray, cols: np.ndarray, vals: np.ndarray):
+        """This batch split between the threads, and left to them: the caller reads and checks
+        the next one meanwhile.  Two batches' rows may meet, so one batch runs at a time."""
         n = len(rows)
         if self.pool is None or n < self.parallel_rows:
+            self.finish()
             _linalg.spmm_coo(rows, cols, vals, self.dense, self.out)
             return
-        if bool(np.all(rows[1:] >= rows[:-1])):
+        # Non-decreasing rows (indices are checked non-negative, so unsigned order is theirs).
+        if _checks.codes_order_violation(rows.view(np.uint64), False)[0] < 0:
             mid = rows[n // 2]
             s = int(np.searchsorted(rows, mid, side="left"))
             if s == 0:
@@ -162,10 +174,9 @@ class _SpMM:
             r2, c2, v2 = np.empty_like(rows), np.empty_like(cols), np.empty_like(vals)
             s = _linalg.split_rows(rows, cols, vals, pivot, r2, c2, v2)
             rows, cols, vals = r2, c2, v2
-        futures = [self.pool.submit(_linalg.spmm_coo, rows[lo:hi], cols[lo:hi], vals[lo:hi], self.dense, self.out)
-                   for lo, hi in ((0, s), (s, n)) if hi > lo]
-        for f in futures:
-            f.result()
+        self.finish()
+        self._pending = [self.pool.submit(_linalg.spmm_coo, rows[lo:hi], cols[lo:hi], vals[lo:hi], self.dense,
+                                          self.out) for lo, hi in ((0, s), (s, n)) if hi > lo]
 
 
 class _DenseProduct(StreamOp):
@@ -220,23 +231,25 @@ class _DenseProduct(StreamOp):
 
     def read(self, src, plan: Plan, *, budget: Budget, tmp_dir=None, progress=None):
         src = summed_if_promoted(src, self.cdt, tmp_dir=tmp_dir)  # duplicates sum in the value type first
-        for keys, vals in src.iter_arrays(budget=budget):
-            yield vals, keys
+        for cols, vals in src.iter_columns(budget=budget):
+            yield vals, cols
             if progress:
-                progress.advance(keys.shape[1])
+                progress.advance(len(vals))
 
-    def map(self, vals, keys):
-        """The entries of one batch as (rows, columns, values) of the product's kernel."""
-        bad, _ = _kernels.first_out_of_bounds(keys, self.bounds)
+    def map(self, vals, cols):
+        """The entries of one batch (its index columns as the batch holds them) as (rows,
+        columns, values) of the product's kernel."""
+        bad, _ = _kernels.columns_out_of_bounds(cols, self.bounds)
         if bad >= 0:
-            e = _bounds_error(keys, bad, self.seen + bad, self.swap, self.rows_out, self.inner)
+            keys = np.array([[c[bad]] for c in cols], dtype=np.int64)
+            e = _bounds_error(keys, 0, self.seen + bad, self.swap, self.rows_out, self.inner)
             raise DataError(e.message, path=self.sparse_path)
-        self.seen += keys.shape[1]
+        self.seen += len(vals)
         vals = vals.astype(self.cdt, copy=False)
         if self.conj and vals.dtype.kind == "c":
             vals = np.conj(vals)
         r_dim, k_dim = (1, 0) if self.swap else (0, 1)
-        yield np.ascontiguousarray(keys[r_dim]), np.ascontiguousarray(keys[k_dim]), np.ascontiguousarray(vals)
+        yield np.ascontiguousarray(cols[r_dim]), np.ascontiguousarray(cols[k_dim]), np.ascontiguousarray(vals)
 
 
 class _DenseOut(ClosesOrAborts):
@@ -278,6 +291,7 @@ class _DenseOut(ClosesOrAborts):
         self.spmm.add(rows, cols, vals)
 
     def close(self):
+        self.spmm.finish()
         if self.cast_back:
             copy_slabs(self.spmm.out, self.view, self.budget)
         if self.target is None:
