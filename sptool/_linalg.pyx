@@ -164,7 +164,9 @@ def merge_add(const uint64_t[::1] a, const uint64_t[::1] b, const value_t[::1] v
     when there are none; ``pos`` is advanced past the rows consumed.  Returns the number of output
     rows."""
     cdef Py_ssize_t na = a.shape[0], nb = b.shape[0], K = keys.shape[0], cap = out.shape[0], t = 0, d
-    cdef Py_ssize_t i, j
+    cdef Py_ssize_t i, j, word = sizeof(int64_t)
+    # Signed: a view of rows in reverse order steps back from one to the next.
+    cdef Py_ssize_t stride = keys.strides[0] // word
     cdef uint64_t code
     cdef int64_t sh[64]
     cdef uint64_t masks[64]
@@ -173,7 +175,7 @@ def merge_add(const uint64_t[::1] a, const uint64_t[::1] b, const value_t[::1] v
         raise ValueError("merge_add: one value per key")
     if keys.shape[1] < cap:
         raise ValueError("merge_add: fewer key rows than output values")
-    if (cap > 1 and keys.strides[1] != sizeof(int64_t)) or keys.strides[0] % <Py_ssize_t> sizeof(int64_t):
+    if (cap > 1 and keys.strides[1] != word) or keys.strides[0] % word:
         raise ValueError("merge_add: each dimension's keys must be contiguous")
     if shifts.shape[0] != K or widths.shape[0] != K or maxes.shape[0] != K or K > 64:
         raise ValueError("merge_add: one shift, width and maximum per dimension")
@@ -189,7 +191,7 @@ def merge_add(const uint64_t[::1] a, const uint64_t[::1] b, const value_t[::1] v
     with nogil:
         if na and nb and cap and K:
             t = _merge_add_both(&a[0], &b[0], &va[0], &vb[0], na, nb, fa, fb, fa_zero, fb_zero, &i, &j, cap, K,
-                                sh, masks, &keys[0, 0], keys.strides[0] // sizeof(int64_t), &out[0], mx)
+                                sh, masks, &keys[0, 0], stride, &out[0], mx)
         while t < cap and (i < na or j < nb):
             if j >= nb or (i < na and a[i] < b[j]):
                 code = a[i]

@@ -81,3 +81,20 @@ def test_join_writes_whole_row_groups(tmp_path, rng, tiny_batches, monkeypatch):
     s = sptool.read(out)
     assert s.canonical
     np.testing.assert_array_equal(s.to_dense(), dense_oracle(ta) + dense_oracle(tb))
+
+
+def test_merge_add_into_rows_in_reverse_order(rng):
+    """Key rows given in reverse order (a negative step from one dimension's row to the next)
+    are filled as the reference fills its own."""
+    codec = KeyCodec(SHAPE, (0, 1, 2))
+    a, b = _codes(rng, codec, 800), _codes(rng, codec, 700)
+    va, vb = rng.standard_normal(len(a)), rng.standard_normal(len(b))
+    m = len(a) + len(b)
+    want = [np.empty((3, m), np.int64), np.empty(m), np.empty(3, np.int64), np.zeros(2, np.int64)]
+    n = linalg_reference.merge_add(a, b, va, vb, 0.0, 0.0, True, True, codec.shifts, codec.widths, *want)
+    keys = np.full((3, m), -5, np.int64)[::-1]
+    out, maxes, pos = np.empty(m), np.empty(3, np.int64), np.zeros(2, np.int64)
+    assert _linalg.merge_add(a, b, va, vb, 0.0, 0.0, True, True, codec.shifts, codec.widths, keys, out, maxes,
+                             pos) == n
+    np.testing.assert_array_equal(keys[:, :n], want[0][:, :n])
+    np.testing.assert_array_equal(maxes, want[2])
