@@ -207,6 +207,13 @@ class OrderTracker:
         self.prev = codes[-1]
         return self._advance(row, kind, n)
 
+    def check_batch_codes(self, batch: pa.RecordBatch, codes: np.ndarray, sparse_ndim: int):
+        """check_codes on a batch's rows: (global row, kind, that row's index columns as (K, 1)
+        for the message) of the first violation, or (-1, 0, None)."""
+        seen = self.offset
+        at, kind = self.check_codes(codes)
+        return at, kind, (batch_keys(batch.slice(at - seen, 1), sparse_ndim) if at >= 0 else None)
+
     def takes_codes(self, codes) -> bool:
         """Whether check_codes can stand for check on these rows: uint64 codes of the full
         order, and no earlier batch checked by its columns (whose last row is kept as columns)."""
@@ -356,7 +363,7 @@ class TensorSink(ClosesOrAborts):
         the bounds not again."""
         if batch.num_rows == 0:
             return
-        if codes is not None and len(codes) == batch.num_rows and self._takes_codes(codes):
+        if self._takes_codes(codes) and len(codes) == batch.num_rows:
             self._check_codes(batch, codes)
         else:
             # The index columns as they are in the batch: checked in place, not copied.
@@ -368,10 +375,9 @@ class TensorSink(ClosesOrAborts):
                 and all(s is not None for s in self.meta.shape[: self.K]))
 
     def _check_codes(self, batch: pa.RecordBatch, codes: np.ndarray):
-        seen = self.order.offset
-        at, kind = self.order.check_codes(codes)
+        at, kind, keys = self.order.check_batch_codes(batch, codes, self.K)
         if at >= 0:
-            self._order_broken(at, kind, batch_keys(batch.slice(at - seen, 1), self.K), 0)
+            self._order_broken(at, kind, keys, 0)
         if self.order.repeated:
             self.still_unique = False
 

@@ -74,13 +74,12 @@ class ClaimCheck:
         vectorised comparison), else by its index columns."""
         K = self.meta.sparse_ndim
         self.check_values(batch)
-        if codes is None or not self.tracker.takes_codes(codes):
+        if not self.tracker.takes_codes(codes):
             self.check([batch.column(k).to_numpy() for k in range(K)])
             return
-        seen = self.tracker.offset
-        at, kind = self.tracker.check_codes(codes)
+        at, kind, keys = self.tracker.check_batch_codes(batch, codes, K)
         if at >= 0:
-            self._fail(at, kind, batch_keys(batch.slice(at - seen, 1), K), 0)
+            self._fail(at, kind, keys, 0)
 
     def _fail(self, at: int, kind: int, keys, i: int):
         self.failed_at = at  # for a caller that picks the first of several checks' failures

@@ -76,8 +76,8 @@ class KeyCodec:
         self.bits = acc
         # The index columns can be rebuilt from the key only if it holds every one of them.
         self.unpackable = (self.packed or self.wide) and sorted(int(d) for d in order) == list(range(self.K))
-        # Packing checks the bounds too (encode_checked) when every dimension is in the key and
-        # has a known extent; no int64 index reaches 2^63, and past it a negative one would pass.
+        # Packing checks the bounds too (encode_table's ``checked``) when every dimension is in the
+        # key and has a known extent; no int64 index reaches 2^63, and past it a negative one would pass.
         extents = [shape[d] for d in order]
         self.limits = (np.asarray([min(e, 1 << 63) for e in extents], dtype=np.uint64)
                        if self.packed and self.unpackable and None not in extents else None)
@@ -96,46 +96,32 @@ class KeyCodec:
         cols = np.ascontiguousarray(keys[self.order].T.astype(">u8"))
         return cols.view(f"V{8 * len(self.order)}").reshape(n)
 
-    def encode_table(self, table: pa.Table) -> np.ndarray:
-        """Keys of a table's rows, packed chunk by chunk straight from the column buffers."""
+    def encode_table(self, table: pa.Table, checked: bool = False) -> np.ndarray | None:
+        """Keys of a table's rows, packed chunk by chunk straight from the column buffers.  With
+        ``checked`` (a codec with ``limits``), each index is checked against its extent in the
+        same pass: None when one lies outside the shape."""
         if not (self.packed or self.wide):
             keys = np.stack([table.column(int(d)).to_numpy() for d in range(self.K)])
             return self.encode(keys)
         out = np.empty(table.num_rows, dtype=np.uint64 if self.packed else "V16")
         words = out if self.packed else _words(out)
         or_shifted = _kernels.or_shifted if self.packed else _widekeys.or_shifted
-        first = True
+        first, within = True, True
         for j, d in enumerate(self.order):
-            if self.widths[j] == 0:
+            chunks = [c.to_numpy() for c in table.column(int(d)).chunks]
+            limit = (int(self.limits[j]),) if checked else ()
+            if self.widths[j] == 0:  # an extent of 1 (or 0): nothing to pack, only 0 allowed
+                within = within and not (checked and (limit[0] != 1 or any(c.any() for c in chunks)))
                 continue
             start = 0
-            for chunk in table.column(int(d)).chunks:
-                n = len(chunk)
-                or_shifted(chunk.to_numpy(), int(self.shifts[j]), int(self.widths[j]), words[start:start + n], first)
+            for col in chunks:
+                n = len(col)
+                fits = or_shifted(col, int(self.shifts[j]), int(self.widths[j]), words[start:start + n], first, *limit)
+                within = within and (fits or not checked)
                 start += n
             first = False
         if first:
             words[:] = 0
-        return out
-
-    def encode_checked(self, table: pa.Table) -> np.ndarray | None:
-        """encode_table's keys with the bounds checked in the same pass over each column: None
-        when an index lies outside the shape.  Only for a codec with ``limits``."""
-        out = np.empty(table.num_rows, dtype=np.uint64)
-        first, within = True, True
-        for j, d in enumerate(self.order):
-            limit, start = int(self.limits[j]), 0
-            for chunk in table.column(int(d)).chunks:
-                col, n = chunk.to_numpy(), len(chunk)
-                if self.widths[j] == 0:  # an extent of 1 (or 0): nothing to pack, only 0 allowed
-                    within = within and limit == 1 and not col.any()
-                else:
-                    within &= _kernels.or_shifted(col, int(self.shifts[j]), int(self.widths[j]),
-                                                  out[start:start + n], first, limit)
-                start += n
-            first = first and self.widths[j] == 0
-        if first:
-            out[:] = 0
         return out if within else None
 
     def words(self, keys: np.ndarray) -> np.ndarray:
@@ -386,7 +372,7 @@ def key_preparer(meta: TensorMeta, order, *, keys: bool = True):
 
     def prepare(batch: pa.RecordBatch):
         if keys and codec.limits is not None:
-            packed = codec.encode_checked(pa.Table.from_batches([batch]))
+            packed = codec.encode_table(pa.Table.from_batches([batch]), checked=True)
             if packed is not None:
                 return packed
         row, _ = first_bad_row(batch, meta)
