@@ -137,6 +137,26 @@ def test_middle_paths_dense_and_sorted(tmp_path, rng):
         _check(s.to_dense(), oracle(thin, op, (1,)))
 
 
+@pytest.mark.parametrize("batch_rows", [None, "37", "500"])
+def test_a_sum_over_groups_much_thinner_than_their_cells_adds_in_row_order(tmp_path, rng, monkeypatch, batch_rows):
+    """About two rows a group against 256 cells a group (the compiled one-pass sum's sparse case),
+    duplicates included: each cell is the sum of its rows taken in file order, NumPy's
+    ``np.add.at`` bit for bit, however the rows are cut into batches."""
+    if batch_rows:
+        monkeypatch.setenv("SPTOOL_BATCH_ROWS", batch_rows)
+    shape = (1500, 50, 256)
+    flat = np.sort(rng.integers(0, np.prod(shape), 3000))
+    idx = np.stack(np.unravel_index(flat, shape), axis=1).astype(np.int64)
+    val = rng.standard_normal(len(idx)) * 10.0 ** rng.integers(-8, 8, len(idx))
+    t = sptool.SparseTensor(idx, val, shape)
+    s, _ = _run(tmp_path, t, "sum", (1,))
+    want = np.zeros((shape[0], shape[2]))
+    np.add.at(want, (idx[:, 0], idx[:, 2]), val)
+    got = s.to_dense()
+    assert s.nnz == len(np.unique(idx[:, [0, 2]], axis=0))
+    np.testing.assert_array_equal(got.view(np.int64), want.view(np.int64))
+
+
 @pytest.mark.parametrize("shape,nnz", [((4, 0, 3), 0), ((1, 1, 1), 1), ((5, 1, 3), 0), ((2, 9, 1), 4)])
 def test_small_and_empty(tmp_path, rng, shape, nnz):
     t = random_tensor(rng, shape, nnz)

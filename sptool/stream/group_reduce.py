@@ -132,9 +132,11 @@ class GroupReducer:
             return None
         first, last = int(columns[0][0]), int(columns[0][-1])
         span = last - first + 1
-        # Each group costs its E slots once (made entries, then zeroed): worth it while the
-        # groups' slots are not many more than the rows.
-        if first < 0 or last >= bounds[0] or not 0 < span * E <= 4 * n + 4096:
+        # A group costs a scan of its slots' bitmap (E / 64 words) besides its rows: worth it while
+        # those words are not many more than the rows, and the head and tail slots (made for each
+        # batch) not many more either.
+        limit = 4 * n + 4096
+        if first < 0 or last >= bounds[0] or not (0 < span * ((E + 63) // 64) <= limit and E <= limit):
             return None
         head, head_counts = self._new_acc(E)
         tail, tail_counts = self._new_acc(E)
