@@ -111,6 +111,10 @@ class Budget:
         """The same tuning with ``total`` bytes: an op's own split of its budget."""
         return replace(self, total=total)
 
+    def with_batch_rows_at_most(self, rows: int, row_bytes: int) -> Budget:
+        """The same budget reading at most ``rows`` rows a batch, unless tuning fixed them."""
+        return self if self.batch_rows else replace(self, batch_rows=min(self.rows(row_bytes), rows))
+
     def rows(self, row_bytes: int, *, minimum: int = 1024, maximum: int = 1 << 20) -> int:
         """Rows per batch so that the batches in flight fit in the budget."""
         if self.batch_rows:

@@ -18,6 +18,7 @@ from sptool.cli import cli
 from sptool.errors import DataError, ShapeMismatch, UsageError
 from sptool.ops.add import add
 from sptool.stream import sort as _sort
+from sptool.stream.binary import JOIN_BATCH_ROWS
 
 
 def _write(tmp_path, name, t, **claims):
@@ -63,6 +64,25 @@ def test_matches_scipy_2d(tmp_path, rng, tiny_batches):
     add(a, b, out)
     want = (ta.to_scipy("csr") + tb.to_scipy("csr")).toarray()
     np.testing.assert_allclose(_check_sparse(out).to_scipy("csr").toarray(), want)
+
+
+def test_operands_of_many_default_batches_match_scipy(tmp_path, rng):
+    """The default budget, no tuning: each operand is several of the join's batches, the two
+    sides' batch edges falling at different coordinates; the sum is SciPy's, bit for bit."""
+    shape = (1000, 1000)
+    ta, tb = (random_tensor(rng, shape, n, sort=True) for n in (420_000, 380_000))
+    assert min(ta.nnz, tb.nnz) > JOIN_BATCH_ROWS  # more than one batch a side
+    pa_, pb_ = _write(tmp_path, "a.parquet", ta), _write(tmp_path, "b.parquet", tb)
+    out = str(tmp_path / "out.parquet")
+    add(pa_, pb_, out)
+    s = sptool.read(out)
+    assert s.canonical
+    a = sps.coo_array((ta.values, tuple(ta.indices.T)), shape=shape).tocsr()
+    b = sps.coo_array((tb.values, tuple(tb.indices.T)), shape=shape).tocsr()
+    want = (a + b).tocoo()
+    want.sum_duplicates()
+    np.testing.assert_array_equal(s.indices, np.stack([want.row, want.col], axis=1))
+    np.testing.assert_array_equal(s.values, want.data)
 
 
 def test_wide_keys_use_the_byte_join(tmp_path, rng, tiny_batches):

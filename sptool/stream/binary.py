@@ -11,7 +11,7 @@ from .. import _linalg
 from .._memory import Budget
 from ..errors import ShapeMismatch, UsageError
 from ..format import TensorMeta, value_type_of_dtype
-from ..io import batch_keys, batch_values, is_npy, is_zero, open_npy, open_sink
+from ..io import batch_keys, batch_values, is_npy, is_zero, open_npy, open_sink, row_bytes
 from .bounds import vouched_maxes
 from .order import sorted_batches
 from .sort import KeyCodec
@@ -96,16 +96,24 @@ class _Chunk:
         return head, rest
 
 
+# Rows a batch of each operand of a join.  Each batch is passed through once, and at 2^18 rows
+# both sides' batches and the output's stay in memory the process has already touched; batches
+# of 2^20 took fresh pages, whose zeroing by the kernel was a fifth of add's CPU
+# (docs/performance.md).
+JOIN_BATCH_ROWS = 1 << 18
+
+
 class _Side:
     """One operand of a merge join: its rows row-major sorted (the external sort when the file
     does not say it is), bounds-checked, with duplicates summed."""
 
-    def __init__(self, src, codec: KeyCodec, *, budget, tmp_dir, progress):
+    def __init__(self, src, codec: KeyCodec, *, budget: Budget, tmp_dir, progress):
         self.meta = meta = src.meta
         self.path = src.path
         self.codec = codec
         self.K = meta.sparse_ndim
         order = tuple(range(self.K))
+        budget = budget.with_batch_rows_at_most(JOIN_BATCH_ROWS, row_bytes(meta))
         # A unique operand is trusted, and its claim verified as the join reads it.
         self._stream = sorted_batches(src, order, budget=budget, tmp_dir=tmp_dir, progress=progress,
                                       duplicates="keep" if meta.unique else "sum")
