@@ -98,8 +98,7 @@ class _Chunk:
 
 # Rows a batch of each operand of a join.  Each batch is passed through once, and at 2^18 rows
 # both sides' batches and the output's stay in memory the process has already touched; batches
-# of 2^20 took fresh pages, whose zeroing by the kernel was a fifth of add's CPU
-# (docs/performance.md).
+# of 2^20 took fresh pages: a third more peak memory, for no speed (docs/performance.md).
 JOIN_BATCH_ROWS = 1 << 18
 
 
