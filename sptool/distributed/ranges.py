@@ -56,6 +56,7 @@ from ..errors import ShapeMismatch
 from ..format import TensorMeta
 from ..io import (
     TensorSource,
+    batch_columns,
     check_inputs,
     files_in,
     is_remote,
@@ -376,7 +377,7 @@ class SortedKeyRange(KeyRangeSource):
 
     def _keys(self, batch, rows=None) -> np.ndarray:
         K = self.meta.sparse_ndim
-        cols = [batch.column(d).to_numpy() for d in range(K)]
+        cols = batch_columns(batch, K)
         return self.codec.encode(np.stack([c if rows is None else c[rows] for c in cols]).astype(np.int64, copy=False))
 
 

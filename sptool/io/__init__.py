@@ -5,7 +5,7 @@ import-linter contract in pyproject.toml holds the rest of sptool to that).
 """
 
 from ._anndata import anndata_h5py, anndata_zarr, is_anndata
-from ._arrays import arrow_of, batch_keys, batch_values, make_batch, normalize_batch, values_array
+from ._arrays import arrow_of, batch_columns, batch_keys, batch_values, make_batch, normalize_batch, values_array
 from ._atomic import AtomicTarget, ClosesOrAborts, SideOutputs, abort_live_targets, commit_all
 from ._digest import DigestReader, digest_problem
 from ._footer import FooterError, pages_without_crc
@@ -89,7 +89,8 @@ from .source import (
 
 __all__ = [
     "TensorSource", "ParquetSource", "TensorSink", "open_source", "open_sink", "output_kind", "read_all",
-    "known_shape", "row_bytes", "batch_keys", "batch_values", "make_batch", "normalize_batch", "values_array",
+    "known_shape", "row_bytes", "batch_columns", "batch_keys", "batch_values", "make_batch", "normalize_batch",
+    "values_array",
     "arrow_of", "AtomicTarget", "commit_all", "ClosesOrAborts", "Background", "OrderTracker", "check_shape",
     "parquet_writer_options", "schema_of", "prefetch", "plan_chunks", "read_chunks", "PARQUET_MAGIC", "STREAM_MAGIC",
     "parquet_file", "read_failure_code", "check_text",

@@ -30,7 +30,7 @@ from ..format import (
     index_column,
     version_for,
 )
-from ._arrays import batch_keys, batch_values, make_batch
+from ._arrays import batch_columns, batch_keys, batch_values, make_batch
 from ._atomic import AtomicTarget, ClosesOrAborts
 from ._digest import DigestWriter
 from ._iso import IsoCheck
@@ -367,7 +367,7 @@ class TensorSink(ClosesOrAborts):
             self._check_codes(batch, codes)
         else:
             # The index columns as they are in the batch: checked in place, not copied.
-            self._check([batch.column(k).to_numpy() for k in range(self.K)])
+            self._check(batch_columns(batch, self.K))
         self._append(batch)
 
     def _takes_codes(self, codes) -> bool:

@@ -22,7 +22,17 @@ from .._memory import Budget, budget_of
 from .._messages import out_of_bounds
 from ..errors import DataError, UsageError
 from ..format import value_type_of_dtype
-from ..io import ClosesOrAborts, DenseSink, batch_keys, is_npy, known_shape, open_input, open_sink, output_kind
+from ..io import (
+    ClosesOrAborts,
+    DenseSink,
+    batch_columns,
+    batch_keys,
+    is_npy,
+    known_shape,
+    open_input,
+    open_sink,
+    output_kind,
+)
 from ..stream.axes import normalize_axes
 from ..stream.bounds import vouched_maxes
 from ..stream.duplicates import sum_duplicates
@@ -324,7 +334,8 @@ def _reduced(src, step: Reduction, budget: Budget, tmp_dir, progress):
             all_bounds = [int(meta.shape[d]) for d in read]
 
             def columns_of(batch, where):
-                return [np.ascontiguousarray(batch.column(c).to_numpy(), dtype=np.int64) for c in where]
+                cols = batch_columns(batch, K)
+                return [cols[c] for c in where]
 
             def prepare(batch):  # on the decoding thread
                 n = batch.num_rows

@@ -13,7 +13,7 @@ from .. import _linalg
 from .._memory import budget_of
 from ..errors import ShapeMismatch, UsageError
 from ..format import value_type_of_dtype
-from ..io import batch_values, check_inputs, known_shape, open_input, schema_of, values_array
+from ..io import batch_columns, batch_values, check_inputs, known_shape, open_input, schema_of, values_array
 from ..stream.binary import is_dense_path, numeric_dtype, open_dense, require_zero_fill, scalar
 from ..stream.engine import Plan, StreamOp, run
 from ..stream.matrices import Scratch, prepare_dense
@@ -70,7 +70,7 @@ class SampledMatmul(StreamOp):
 
     def map(self, batch, keys):
         K, m, n = self.K, self.meta.shape[-2], self.meta.shape[-1]
-        idx = [batch.column(k).to_numpy() for k in range(K)]
+        idx = batch_columns(batch, K)
         flat = np.zeros(batch.num_rows, dtype=np.int64)
         for d in range(K - 2):
             flat += idx[d] * self.batch_strides[d]

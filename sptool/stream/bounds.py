@@ -11,13 +11,14 @@ from .. import _kernels
 from .._messages import out_of_bounds
 from ..errors import DataError
 from ..format import INT64_MAX, TensorMeta
+from ..io import batch_columns
 
 
 def first_bad_row(batch: pa.RecordBatch, meta: TensorMeta) -> tuple[int, list]:
     """(the first row with an index outside the shape, or -1; the index columns, the batch's
     own buffers).  An extent a stream leaves open until its trailer (None) bounds only below."""
     K = meta.sparse_ndim
-    cols = [batch.column(k).to_numpy() for k in range(K)]
+    cols = batch_columns(batch, K)
     shape = [INT64_MAX if s is None else s for s in meta.shape[:K]]
     row, _ = _kernels.columns_out_of_bounds(cols, np.asarray(shape, dtype=np.int64))
     return row, cols

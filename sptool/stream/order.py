@@ -10,7 +10,7 @@ from .. import _kernels
 from .._memory import Budget, budget_of
 from .._messages import out_of_order, repeated
 from ..errors import DataError
-from ..io import IsoCheck, OrderTracker, TensorSource, batch_keys, batch_values, make_batch
+from ..io import IsoCheck, OrderTracker, TensorSource, batch_columns, batch_keys, batch_values, make_batch
 from .bounds import checked
 from .duplicates import deduplicated, sum_duplicates
 from .sort import key_preparer, prepared_batches, sorted_stream
@@ -75,7 +75,7 @@ class ClaimCheck:
         K = self.meta.sparse_ndim
         self.check_values(batch)
         if not self.tracker.takes_codes(codes):
-            self.check([batch.column(k).to_numpy() for k in range(K)])
+            self.check(batch_columns(batch, K))
             return
         at, kind, keys = self.tracker.check_batch_codes(batch, codes, K)
         if at >= 0:
